@@ -1,0 +1,80 @@
+"""The one seam every agent is reached through: ``send(messages, options) -> Reply``.
+
+Errors::
+
+    AgentError                 the call did not give a usable reply
+    ├── AgentHTTPError         the endpoint answered with an error status
+    ├── AgentConnectionError   the endpoint could not be reached
+    └── AgentResponseError     the answer could not be read as a reply
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from farm.results import Usage
+
+__all__ = [
+    "AgentClient",
+    "AgentConnectionError",
+    "AgentError",
+    "AgentHTTPError",
+    "AgentResponseError",
+    "Message",
+    "Reply",
+    "ToolCall",
+]
+
+Message = dict[str, Any]
+"""An OpenAI-style chat message: ``{"role": ..., "content": ...}`` (plus tool fields)."""
+
+
+class AgentError(Exception):
+    """A call to an agent failed."""
+
+
+class AgentHTTPError(AgentError):
+    def __init__(self, message: str, status_code: int, retry_after: float | None = None):
+        super().__init__(message)
+        self.status_code = status_code
+        self.retry_after = retry_after
+
+
+class AgentConnectionError(AgentError):
+    pass
+
+
+class AgentResponseError(AgentError):
+    pass
+
+
+class ToolCall(BaseModel):
+    id: str | None = None
+    name: str
+    arguments: Any = None
+    """Parsed JSON arguments; the raw string when they are not JSON."""
+
+
+class Reply(BaseModel):
+    """What an agent answered to one call."""
+
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    awaiting_input: bool | None = None
+    """Set when the agent declares it explicitly (detection priority 1)."""
+    input_hint: str | None = None
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    raw: Any = None
+    """The decoded response body, for debugging; never written to results."""
+
+
+@runtime_checkable
+class AgentClient(Protocol):
+    """An agent the farm can talk to."""
+
+    async def send(self, messages: list[Message], options: dict[str, Any]) -> Reply: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,13 @@
+"""Assertions: deterministic checks and agent-judged ones, registered by type name."""
+
+from farm.assertions.registry import (
+    AssertionEnv,
+    Outcome,
+    Subject,
+    assertion,
+    evaluate,
+    known_types,
+    truncate,
+)
+
+__all__ = ["AssertionEnv", "Outcome", "Subject", "assertion", "evaluate", "known_types", "truncate"]

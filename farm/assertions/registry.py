@@ -1,0 +1,173 @@
+"""The assertion registry: a type name maps to one checker function.
+
+A checker takes the :class:`AssertionSpec` as written and the :class:`Subject`
+it judges, and returns an :class:`Outcome` (sync or async). :func:`evaluate`
+applies what every assertion shares — ``negate``, ``message``, truncation of
+``actual``, and turning an exception into an ``error`` result — so a checker
+only says whether the thing holds and what it saw.
+
+Adding a type is one decorated function::
+
+    @assertion("starts_with")
+    def starts_with(spec, subject, env):
+        return Outcome(subject.content.startswith(spec.value), subject.content)
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Protocol
+
+from farm.cases import AssertionSpec
+from farm.jsontext import NO_JSON, extract_json
+from farm.results import ACTUAL_LIMIT, AssertionResult, ToolCallRecord
+
+__all__ = [
+    "AssertionEnv",
+    "Outcome",
+    "Subject",
+    "assertion",
+    "evaluate",
+    "known_types",
+    "truncate",
+]
+
+
+@dataclass
+class Subject:
+    """What an assertion looks at: one reply (a turn), or the session (final assertions)."""
+
+    content: str = ""
+    """The agent's reply text."""
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    """Tool calls made in the turn, with the results the farm gave back."""
+    latency_ms: float = 0.0
+    """How long the turn took."""
+    input: Any = None
+    """The user input that produced the reply."""
+    tool_texts: list[str] = field(default_factory=list)
+    """Tool result messages; ``contains`` looks at them too in dynamic mode."""
+    document: Any = None
+    """For ``json_path``/``type``: the JSON to look at. None: the reply's JSON."""
+    conversation: list[dict[str, Any]] = field(default_factory=list)
+    """The whole conversation so far, for validators."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Case context (id, tags, ...), passed on to validators and scripts."""
+
+    def json(self) -> Any:
+        """The JSON document assertions over structure look at, or NO_JSON."""
+        if self.document is not None:
+            return self.document
+        return extract_json(self.content)
+
+    def searchable_text(self) -> str:
+        return "\n".join([self.content, *self.tool_texts]) if self.tool_texts else self.content
+
+
+@dataclass
+class Outcome:
+    """What a checker found, before ``negate`` and ``message`` are applied."""
+
+    passed: bool
+    actual: Any = None
+    message: str | None = None
+    """Why it failed (for a negated assertion, :func:`evaluate` writes its own)."""
+    score: float | None = None
+    reason: str | None = None
+    suggestions: list[str] | None = None
+    error: bool = False
+    """The check could not be made at all; negate does not turn this into a pass."""
+
+
+class AssertionEnv(Protocol):
+    """Services the non-deterministic assertion types need (validators, scripts)."""
+
+    async def validate(self, spec: AssertionSpec, subject: Subject) -> Outcome: ...
+
+    async def run_script(self, spec: AssertionSpec, subject: Subject) -> Outcome: ...
+
+
+Checker = Callable[[AssertionSpec, Subject, "AssertionEnv | None"], "Outcome | Awaitable[Outcome]"]
+
+_REGISTRY: dict[str, Checker] = {}
+
+
+def assertion(name: str) -> Callable[[Checker], Checker]:
+    """Register ``fn`` as the checker of assertion type ``name``."""
+
+    def register(fn: Checker) -> Checker:
+        if name in _REGISTRY:
+            raise ValueError(f"assertion type '{name}' is registered twice")
+        _REGISTRY[name] = fn
+        return fn
+
+    return register
+
+
+def known_types() -> set[str]:
+    from farm.assertions import builtin  # noqa: F401  (registers the built-in types)
+
+    return set(_REGISTRY)
+
+
+def truncate(value: Any, limit: int = ACTUAL_LIMIT) -> Any:
+    """``value`` cut to about ``limit`` characters (structures are cut as JSON text)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + f"… ({len(value)} chars)"
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) <= limit:
+        return value
+    return text[:limit] + f"… ({len(text)} chars)"
+
+
+async def evaluate(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None = None) -> AssertionResult:
+    """Run one assertion; never raises for a problem with the assertion itself."""
+    known_types()
+    checker = _REGISTRY.get(spec.type)
+    if checker is None:
+        outcome = Outcome(
+            False,
+            message=f"unknown assertion type '{spec.type}' (known: {', '.join(sorted(_REGISTRY))})",
+            error=True,
+        )
+    else:
+        try:
+            result = checker(spec, subject, env)
+            outcome = await result if inspect.isawaitable(result) else result
+        except Exception as exc:  # a user's regex, path or script can fail in any way
+            outcome = Outcome(False, message=f"{spec.type}: {type(exc).__name__}: {exc}", error=True)
+    passed = outcome.passed
+    message = outcome.message
+    if spec.negate and not outcome.error:
+        passed = not passed
+        message = None if passed else f"expected NOT {spec.type} {_short(spec.expected)}, but it held"
+    if not passed and spec.message:
+        message = spec.message
+    return AssertionResult(
+        type=spec.type,
+        expected=truncate(spec.expected),
+        actual=truncate(outcome.actual),
+        passed=passed,
+        message=None if passed else (message or f"{spec.type} failed"),
+        negate=spec.negate,
+        score=outcome.score,
+        reason=outcome.reason,
+        suggestions=outcome.suggestions,
+        error=outcome.error,
+    )
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return repr(text[:80]) if isinstance(value, str) else text[:80]
+
+
+def no_json_message(subject: Subject) -> str:
+    return "the reply holds no JSON" if subject.json() is NO_JSON else ""

@@ -1,0 +1,341 @@
+"""Test-case models: what a user writes in a suite (SPEC section 3).
+
+Both spellings of the seed design and of its Go implementation are accepted
+(``assertions``/``assert``, ``assertion``/``assert``, ``name``/``value`` for
+``tool_called``, ``pattern``/``value`` for ``regex``), and normalised here so
+that nothing downstream needs to know there were two.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from farm.durations import parse_duration
+
+__all__ = [
+    "AssertionSpec",
+    "Checkpoint",
+    "Interactive",
+    "Mode",
+    "Options",
+    "SimulatorSpec",
+    "TestCase",
+    "Turn",
+    "CaseRuleError",
+]
+
+
+class CaseRuleError(ValueError):
+    """A case that parses as JSON but breaks a rule of the format."""
+
+
+class Mode(str, Enum):
+    SINGLE = "single"
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+
+
+class Options(BaseModel):
+    """The seed's ``context.Options``: passed to the agent with every call."""
+
+    model_config = ConfigDict(extra="allow")
+
+    skip: dict[str, Any] | bool | None = None
+    connector: str | None = None
+    search: Any = None
+    mode: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def merged(self, other: "Options | None") -> "Options":
+        """These options overridden field by field by ``other`` (metadata merged)."""
+        if other is None:
+            return self
+        data = self.model_dump(exclude_none=True)
+        over = other.model_dump(exclude_none=True)
+        metadata = {**data.pop("metadata", {}), **over.pop("metadata", {})}
+        return Options(**{**data, **over, "metadata": metadata})
+
+
+def _normalise_assertions(value: Any) -> list[dict[str, Any]]:
+    """An object, an array, or a bare type string, as a list of objects."""
+    if value is None:
+        return []
+    if isinstance(value, (str, dict)):
+        value = [value]
+    if not isinstance(value, list):
+        raise ValueError("must be an object, an array of objects or a type name")
+    out = []
+    for item in value:
+        if isinstance(item, str):
+            item = {"type": item}
+        if not isinstance(item, dict):
+            raise ValueError("every assertion must be an object or a type name")
+        out.append(item)
+    return out
+
+
+def _pop_alias(data: dict[str, Any], primary: str, alias: str) -> None:
+    if alias in data:
+        if primary in data and data[primary] is not None:
+            raise ValueError(f"give either '{primary}' or '{alias}', not both")
+        data[primary] = data.pop(alias)
+
+
+class AssertionSpec(BaseModel):
+    """One assertion as written. Type-specific keys stay available as extras."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    value: Any = None
+    name: Any = None
+    pattern: str | None = None
+    path: str | None = None
+    negate: bool = False
+    message: str | None = None
+    ignore_case: bool = False
+    use: str | None = None
+    options: Options | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "type" not in data:
+            raise ValueError("an assertion needs a 'type'")
+        kind = data.get("type")
+        # tool_called: `name` or `value`; regex: `pattern` or `value`
+        if kind == "tool_called" and data.get("name") is None and "value" in data:
+            data["name"] = data["value"]
+        if kind == "regex" and data.get("pattern") is None and isinstance(data.get("value"), str):
+            data["pattern"] = data["value"]
+        return data
+
+    def extra(self, key: str, default: Any = None) -> Any:
+        return (self.model_extra or {}).get(key, default)
+
+    @property
+    def expected(self) -> Any:
+        """What the assertion expects, for reports."""
+        if self.type == "tool_called":
+            return self.name
+        if self.type == "regex":
+            return self.pattern
+        if self.type == "tool_result":
+            return {"tool": self.extra("tool"), "result": self.extra("result")}
+        if self.type in ("json_path", "type") and self.path:
+            return {"path": self.path, "value": self.value}
+        return self.value
+
+
+class Checkpoint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    description: str | None = None
+    assertion: AssertionSpec
+    after: list[str] = Field(default_factory=list)
+    required: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            _pop_alias(data, "assertion", "assert")
+            if isinstance(data.get("assertion"), str):
+                data["assertion"] = {"type": data["assertion"]}
+            if isinstance(data.get("after"), str):
+                data["after"] = [data["after"]]
+        return data
+
+
+class SimulatorSpec(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    use: str | None = None
+    options: Options = Field(default_factory=Options)
+
+
+class Interactive(BaseModel):
+    enabled: bool = False
+    timeout: float = 300.0
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> float:
+        return parse_duration(v)
+
+
+def _normalise_assertion_keys(data: dict[str, Any], key: str = "assertions") -> None:
+    _pop_alias(data, key, "assert")
+    if key in data:
+        data[key] = _normalise_assertions(data[key])
+
+
+class Turn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input: Any = None
+    assertions: list[AssertionSpec] = Field(default_factory=list)
+    options: Options | None = None
+    attachments: list[Any] = Field(default_factory=list)
+    timeout: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"input": data}
+        if isinstance(data, dict):
+            data = dict(data)
+            _normalise_assertion_keys(data)
+        return data
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> float | None:
+        return None if v is None else parse_duration(v)
+
+
+class TestCase(BaseModel):
+    """One test case, as loaded from a suite (SPEC 3.2)."""
+
+    __test__ = False  # not a pytest class
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str | None = None
+    mode: Mode | None = None
+    description: str | None = None
+    input: Any = None
+    turns: list[Turn] | None = None
+    simulator: SimulatorSpec | None = None
+    checkpoints: list[Checkpoint] | None = None
+    assertions: list[AssertionSpec] = Field(default_factory=list)
+    final_assertions: list[AssertionSpec] = Field(default_factory=list)
+    expected: Any = None
+    options: Options = Field(default_factory=Options)
+    tags: list[str] = Field(default_factory=list)
+    skip: bool | str = False
+    timeout: float | None = None
+    max_turns: int = Field(default=20, ge=1)
+    attachments: list[Any] = Field(default_factory=list)
+    interactive: Interactive | None = None
+    before: str | None = None
+    after: str | None = None
+    tool_mocks: dict[str, Any] = Field(default_factory=dict)
+    variables: dict[str, Any] = Field(default_factory=dict)
+    user: str | None = None
+    team: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            if "id" in data and not isinstance(data["id"], str) and data["id"] is not None:
+                data["id"] = str(data["id"])
+            _normalise_assertion_keys(data)
+            if "final_assertions" in data:
+                data["final_assertions"] = _normalise_assertions(data["final_assertions"])
+            if isinstance(data.get("simulator"), str):
+                data["simulator"] = {"use": data["simulator"]}
+            if isinstance(data.get("tags"), str):
+                data["tags"] = [data["tags"]]
+        return data
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> float | None:
+        return None if v is None else parse_duration(v)
+
+    @field_validator("id")
+    @classmethod
+    def _non_empty_id(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty")
+        return v
+
+    @property
+    def resolved_mode(self) -> Mode:
+        """The mode the fields select (SPEC 3.1); raises :class:`CaseRuleError`."""
+        has_turns = self.turns is not None
+        has_dynamic = self.simulator is not None and self.checkpoints is not None
+        if has_turns and self.checkpoints is not None:
+            raise CaseRuleError(
+                "a case cannot have both 'turns' and 'checkpoints': "
+                "choose static (turns) or dynamic (simulator + checkpoints)"
+            )
+        if has_turns:
+            mode = Mode.STATIC
+        elif has_dynamic:
+            mode = Mode.DYNAMIC
+        elif self.checkpoints is not None:
+            raise CaseRuleError("'checkpoints' need a 'simulator' (dynamic mode)")
+        else:
+            mode = Mode.SINGLE
+        if self.mode is not None:
+            declared = self.mode
+            agrees = declared == mode or (declared == Mode.STATIC and mode == Mode.SINGLE)
+            if not agrees:
+                raise CaseRuleError(
+                    f"'mode' is '{declared.value}' but the fields make it {mode.value} "
+                    f"({'turns' if has_turns else 'simulator + checkpoints' if has_dynamic else 'neither turns nor simulator + checkpoints'})"
+                )
+        return mode
+
+    @property
+    def title(self) -> str:
+        return self.name or self.id
+
+    def skip_reason(self) -> str | None:
+        if self.skip is True:
+            return "skipped by the case ('skip': true)"
+        if isinstance(self.skip, str) and self.skip:
+            return self.skip
+        return None
+
+    def all_assertions(self) -> list[AssertionSpec]:
+        """Every assertion in the case, for up-front validation of types."""
+        out = list(self.assertions) + list(self.final_assertions)
+        for turn in self.turns or []:
+            out.extend(turn.assertions)
+        for cp in self.checkpoints or []:
+            out.append(cp.assertion)
+        return out
+
+    def check_rules(self, known_types: set[str]) -> None:
+        """Rules that a schema cannot state (SPEC 3.1, 3.6); raises :class:`CaseRuleError`."""
+        mode = self.resolved_mode
+        for spec in self.all_assertions():
+            if spec.type not in known_types:
+                raise CaseRuleError(
+                    f"unknown assertion type '{spec.type}' (known: {', '.join(sorted(known_types))})"
+                )
+        if mode == Mode.STATIC and not self.turns:
+            raise CaseRuleError("'turns' must hold at least one turn")
+        if mode == Mode.SINGLE and self.input is None:
+            raise CaseRuleError("a single-turn case needs an 'input'")
+        if mode == Mode.DYNAMIC:
+            ids = [cp.id for cp in self.checkpoints or []]
+            dupes = {i for i in ids if ids.count(i) > 1}
+            if dupes:
+                raise CaseRuleError(f"duplicate checkpoint id(s): {', '.join(sorted(dupes))}")
+            for cp in self.checkpoints or []:
+                unknown = [a for a in cp.after if a not in ids]
+                if unknown:
+                    raise CaseRuleError(
+                        f"checkpoint '{cp.id}' is after unknown checkpoint(s): {', '.join(unknown)}"
+                    )
+            if not ids:
+                raise CaseRuleError("'checkpoints' must hold at least one checkpoint")
+
+
+InputSource = Literal["static", "simulated", "human"]

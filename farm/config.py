@@ -1,0 +1,228 @@
+"""``farm.toml``: the farm's settings, connectors and agents (SPEC section 4).
+
+API keys are never read from the file: a connector names the environment
+variable that holds its key (``api_key_env``), and :meth:`Connector.api_key`
+reads it at call time. Nothing here ever prints or serialises a key.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from farm.durations import parse_duration
+from farm.errors import UsageError
+
+__all__ = ["AgentConfig", "Connector", "FarmConfig", "FarmSettings", "find_config", "load_config"]
+
+CONFIG_NAME = "farm.toml"
+
+DEFAULT_INPUT_TOOLS = ("request_confirmation", "ask_user", "get_user_input")
+
+
+class Connector(BaseModel):
+    """An LLM or HTTP endpoint and its limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = ""
+    base_url: str
+    model: str | None = None
+    api_key_env: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    rpm: int | None = Field(default=None, ge=1)
+    tpm: int | None = Field(default=None, ge=1)
+    max_concurrency: int | None = Field(default=None, ge=1)
+    timeout: float = 60.0
+    max_retries: int = Field(default=5, ge=0)
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> float:
+        return parse_duration(v)
+
+    def api_key(self) -> str | None:
+        """The key from the environment, or None. Never logged or stored."""
+        if not self.api_key_env:
+            return None
+        return os.environ.get(self.api_key_env) or None
+
+    def redacted(self) -> dict[str, Any]:
+        """A description safe to print or write: the key's variable, never its value."""
+        data = self.model_dump()
+        data["api_key"] = (
+            f"${self.api_key_env} ({'set' if self.api_key() else 'not set'})"
+            if self.api_key_env
+            else None
+        )
+        data["headers"] = {k: ("***" if _is_secret_header(k) else v) for k, v in self.headers.items()}
+        return data
+
+
+def _is_secret_header(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in ("auth", "key", "token", "secret", "cookie"))
+
+
+AgentKind = Literal["openai", "http", "python", "simulator", "validator", "generator", "reporter"]
+
+
+class AgentConfig(BaseModel):
+    """An agent: the one under test, or one playing a role (simulator, validator, ...)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = ""
+    kind: AgentKind = "openai"
+    connector: str | None = None
+    description: str | None = None
+    # kind = "python"
+    entry: str | None = None
+    # kind = "http"
+    url: str | None = None
+    method: str = "POST"
+    request: Any = None
+    """JSON body template; ``{{messages}}``, ``{{input}}``, ``{{options}}``,
+    ``{{session_id}}`` and ``{{model}}`` are filled in."""
+    content_path: str | None = None
+    tool_calls_path: str | None = None
+    awaiting_input_path: str | None = None
+    input_hint_path: str | None = None
+    session_header: str | None = None
+    # role agents: the agent that plays the role and its prompt
+    uses: str | None = None
+    """For a role kind: another agent (openai, http or python) that answers the role's calls."""
+    prompt: str | None = None
+    # the agent under test
+    tools: list[Any] = Field(default_factory=list)
+    """OpenAI tool definitions passed with every call."""
+    tool_mocks: dict[str, Any] = Field(default_factory=dict)
+    input_tools: list[str] = Field(default_factory=lambda: list(DEFAULT_INPUT_TOOLS))
+    """Tool names that mean the agent awaits user input."""
+    system_prompt: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Extra fields merged into every request body."""
+
+    @property
+    def is_role(self) -> bool:
+        return self.kind in ("simulator", "validator", "generator", "reporter")
+
+
+class FarmSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    default_agent: str | None = None
+    simulator: str | None = None
+    validator: str | None = None
+    results_dir: str = "farm-results"
+    scripts_dir: str = "scripts"
+    actors: int | None = Field(default=None, ge=1)
+    """Session actors to start (default: sized from the cluster)."""
+
+
+class FarmConfig(BaseModel):
+    """The parsed ``farm.toml``; ``path`` is where it came from (None: built-in defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    farm: FarmSettings = Field(default_factory=FarmSettings)
+    connectors: dict[str, Connector] = Field(default_factory=dict)
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    path: Path | None = None
+
+    def model_post_init(self, __context: Any) -> None:
+        for name, conn in self.connectors.items():
+            conn.name = name
+        for agent_id, agent in self.agents.items():
+            agent.id = agent_id
+
+    @property
+    def base_dir(self) -> Path:
+        """Relative paths in the config resolve against its folder."""
+        return self.path.parent if self.path else Path.cwd()
+
+    def resolve_path(self, value: str) -> Path:
+        p = Path(value)
+        return p if p.is_absolute() else (self.base_dir / p)
+
+    @property
+    def results_dir(self) -> Path:
+        return self.resolve_path(self.farm.results_dir)
+
+    @property
+    def scripts_dir(self) -> Path:
+        return self.resolve_path(self.farm.scripts_dir)
+
+    def agent(self, agent_id: str) -> AgentConfig:
+        try:
+            return self.agents[agent_id]
+        except KeyError:
+            known = ", ".join(sorted(self.agents)) or "none"
+            where = f" in {self.path}" if self.path else ""
+            raise UsageError(f"agent '{agent_id}' is not configured{where} (configured: {known})") from None
+
+    def connector(self, name: str) -> Connector:
+        try:
+            return self.connectors[name]
+        except KeyError:
+            known = ", ".join(sorted(self.connectors)) or "none"
+            where = f" in {self.path}" if self.path else ""
+            raise UsageError(f"connector '{name}' is not configured{where} (configured: {known})") from None
+
+    def safe_dump(self) -> dict[str, Any]:
+        """The resolved configuration without secrets, for ``run.json``."""
+        return {
+            "path": str(self.path) if self.path else None,
+            "farm": self.farm.model_dump(),
+            "connectors": {n: c.redacted() for n, c in self.connectors.items()},
+            "agents": {n: a.model_dump(exclude={"tool_mocks"}) for n, a in self.agents.items()},
+        }
+
+
+def find_config(explicit: str | None, input_path: Path | None = None) -> Path | None:
+    """``--config``, else ``./farm.toml``, else the input file's folder and its parents."""
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise UsageError(f"--config: {explicit} does not exist")
+        return path
+    cwd = Path.cwd() / CONFIG_NAME
+    if cwd.is_file():
+        return cwd
+    if input_path is not None:
+        for folder in [input_path.resolve().parent, *input_path.resolve().parents]:
+            candidate = folder / CONFIG_NAME
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def load_config(path: Path | None) -> FarmConfig:
+    """Parse ``farm.toml``; a mistake is one :class:`UsageError` sentence naming file and field."""
+    if path is None:
+        return FarmConfig()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read: {exc.strerror}") from None
+    try:
+        config = FarmConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise UsageError(f"{path}: {field}: {err['msg']}") from None
+    config.path = path.resolve()
+    for agent in config.agents.values():
+        if agent.connector and agent.connector not in config.connectors:
+            raise UsageError(
+                f"{path}: agents.\"{agent.id}\".connector: connector '{agent.connector}' is not configured"
+            )
+    return config

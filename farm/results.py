@@ -1,0 +1,192 @@
+"""Result records: what a run produces, one :class:`CaseResult` per case run.
+
+These are the JSONL lines (SPEC section 7, the seed's "JSONL Output" shape)
+and the source of the Parquet tables. ``SCHEMA_VERSION`` changes whenever a
+field changes meaning or type.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AssertionResult",
+    "CaseResult",
+    "CheckpointResult",
+    "Status",
+    "ToolCallRecord",
+    "TurnResult",
+    "Usage",
+]
+
+SCHEMA_VERSION = 1
+
+#: Longest ``actual`` value kept in an assertion result.
+ACTUAL_LIMIT = 500
+
+
+class Status(str, Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+
+    @property
+    def ok(self) -> bool:
+        """Whether this status lets the run exit 0."""
+        return self in (Status.PASSED, Status.SKIPPED)
+
+
+class Usage(BaseModel):
+    """Token usage as the agent reported it."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+        )
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call the agent made, with the result the farm gave back."""
+
+    id: str | None = None
+    """The call id the agent gave, if any."""
+    name: str
+    """The tool's name."""
+    args: Any = None
+    """The parsed arguments (the raw string when they are not JSON)."""
+    result: Any = None
+    """The mock result sent back, or ``{"status": "ok"}`` when none was given."""
+    mocked: bool = False
+    """Whether ``result`` came from a ``tool_mocks`` entry."""
+
+
+class AssertionResult(BaseModel):
+    """The outcome of one assertion or checkpoint check."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    """The assertion type, e.g. ``contains``."""
+    expected: Any = None
+    """What the assertion expected."""
+    actual: Any = None
+    """What was found, truncated to a few hundred characters."""
+    passed: bool
+    """Whether it passed (after ``negate``)."""
+    message: str | None = None
+    """Why it failed (or the user's ``message``); empty when it passed."""
+    negate: bool = False
+    """Whether the assertion was negated."""
+    score: float | None = None
+    """A validator's or script's score, when it gave one."""
+    reason: str | None = None
+    """A validator's or script's reason."""
+    suggestions: list[str] | None = None
+    """A validator's suggestions."""
+    error: bool = False
+    """True when the assertion could not be evaluated at all (not a plain failure)."""
+
+
+class TurnResult(BaseModel):
+    """One exchange: the user input and the agent's reply."""
+
+    turn: int
+    """1-based turn number."""
+    input: Any = None
+    """What the user sent."""
+    input_source: str = "static"
+    """``static``, ``simulated`` or ``human``."""
+    output: str = ""
+    """The agent's reply content."""
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    """Tool calls made during the turn, in order."""
+    awaiting_input: bool = False
+    """Whether the agent awaits user input after this reply."""
+    awaiting_reason: str = "completed"
+    """``agent_declared``, ``tool_requires_confirmation``, ``content_is_question``,
+    ``tool_calls`` or ``completed``."""
+    input_hint: str | None = None
+    """The hint the agent gave for the input it awaits."""
+    assertions: list[AssertionResult] = Field(default_factory=list)
+    """This turn's assertion results."""
+    duration_ms: float = 0.0
+    """Wall time of the turn, all agent steps included."""
+    usage: Usage = Field(default_factory=Usage)
+    """Tokens the agent reported for this turn."""
+    steps: int = 1
+    """Agent calls in this turn (more than one when tool mocks were answered)."""
+    simulator_reasoning: str | None = None
+    """The simulator's reasoning for a simulated input."""
+    error: str | None = None
+    """What went wrong in this turn, if anything."""
+
+
+class CheckpointResult(BaseModel):
+    """A dynamic-mode checkpoint and whether (and when) it was reached."""
+
+    id: str
+    description: str | None = None
+    required: bool = True
+    reached: bool = False
+    reached_at_turn: int | None = None
+    """The turn at which it was reached, or null."""
+    assertion: AssertionResult | None = None
+    """The assertion result that reached it (or the last failed attempt)."""
+
+
+class CaseResult(BaseModel):
+    """One run of one case: a JSONL line and a row of ``cases.parquet``."""
+
+    schema_version: int = SCHEMA_VERSION
+    """Version of this record's shape."""
+    run_id: str = ""
+    """The run this result belongs to."""
+    run_index: int = 0
+    """Which of ``--runs N`` repetitions (0-based)."""
+    attempt: int = 1
+    """1, or more when a worker died and the case was run again."""
+    id: str
+    """The case id."""
+    name: str | None = None
+    """The case name."""
+    status: Status
+    """``passed``, ``failed``, ``skipped``, ``error`` or ``timeout``."""
+    mode: str | None = None
+    """``single``, ``static`` or ``dynamic`` (null when the case did not load)."""
+    agent: str | None = None
+    """The target agent's id."""
+    tags: list[str] = Field(default_factory=list)
+    source: str | None = None
+    """``file:line`` the case came from."""
+    turns: list[TurnResult] = Field(default_factory=list)
+    checkpoints: list[CheckpointResult] = Field(default_factory=list)
+    final_assertions: list[AssertionResult] = Field(default_factory=list)
+    total_turns: int = 0
+    duration_ms: float = 0.0
+    error: str | None = None
+    """Why the case failed, errored, timed out or was skipped, in one sentence."""
+    awaiting_question: str | None = None
+    """For a case skipped or failed because the agent awaited input: its question."""
+    hint: str | None = None
+    """What the user can do about it."""
+    usage: Usage = Field(default_factory=Usage)
+    """Tokens reported by the target agent over the whole case."""
+    started_at: float | None = None
+    """Unix time the case started."""
+    worker: str | None = None
+    """The actor (or process) the conversation ran on."""
+
+    def to_json_line(self) -> str:
+        return self.model_dump_json(exclude_none=False)
