@@ -8,7 +8,7 @@ that nothing downstream needs to know there were two.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -32,7 +32,7 @@ class CaseRuleError(ValueError):
     """A case that parses as JSON but breaks a rule of the format."""
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     SINGLE = "single"
     STATIC = "static"
     DYNAMIC = "dynamic"

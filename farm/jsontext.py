@@ -24,7 +24,7 @@ def extract_json(text: Any) -> Any:
     """The JSON value in ``text``, or :data:`NO_JSON`.
 
     Tries, in order: the text itself, each fenced code block, then the first
-    decodable object or array that starts anywhere in the prose.
+    decodable object (else array) that starts anywhere in the prose.
     """
     if not isinstance(text, str):
         return text
@@ -41,10 +41,11 @@ def extract_json(text: Any) -> Any:
         except ValueError:
             continue
     decoder = json.JSONDecoder()
-    for match in re.finditer(r"[\[{]", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-            return value
-        except ValueError:
-            continue
+    for opener in ("{", "["):  # an object is what an LLM usually means; "[1]" in prose is not
+        for match in re.finditer(re.escape(opener), text):
+            try:
+                value, _ = decoder.raw_decode(text, match.start())
+                return value
+            except ValueError:
+                continue
     return NO_JSON

@@ -7,7 +7,7 @@ field changes meaning or type.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,6 +18,7 @@ __all__ = [
     "CaseResult",
     "CheckpointResult",
     "Status",
+    "ACTUAL_LIMIT",
     "ToolCallRecord",
     "TurnResult",
     "Usage",
@@ -29,7 +30,7 @@ SCHEMA_VERSION = 1
 ACTUAL_LIMIT = 500
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"

@@ -10,6 +10,7 @@ from farm.agents.base import (
     Reply,
     ToolCall,
 )
+from farm.agents.factory import build_agent
 
 __all__ = [
     "AgentClient",
@@ -20,4 +21,5 @@ __all__ = [
     "Message",
     "Reply",
     "ToolCall",
+    "build_agent",
 ]

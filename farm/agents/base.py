@@ -41,6 +41,9 @@ class AgentHTTPError(AgentError):
         self.status_code = status_code
         self.retry_after = retry_after
 
+    def __reduce__(self):  # so the error survives pickling across Ray
+        return (type(self), (str(self), self.status_code, self.retry_after))
+
 
 class AgentConnectionError(AgentError):
     pass

@@ -148,7 +148,7 @@ async def evaluate(spec: AssertionSpec, subject: Subject, env: AssertionEnv | No
     if spec.negate and not outcome.error:
         passed = not passed
         message = None if passed else f"expected NOT {spec.type} {_short(spec.expected)}, but it held"
-    if not passed and spec.message:
+    if not passed and spec.message and not outcome.error:
         message = spec.message
     return AssertionResult(
         type=spec.type,
@@ -168,6 +168,3 @@ def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return repr(text[:80]) if isinstance(value, str) else text[:80]
 
-
-def no_json_message(subject: Subject) -> str:
-    return "the reply holds no JSON" if subject.json() is NO_JSON else ""

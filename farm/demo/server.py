@@ -85,7 +85,7 @@ class JSONServer:
                     pass  # the client gave up (a timeout test)
 
         self._server = _Server((host, port), _RequestHandler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="farm-json-server", daemon=True)
+        self._thread = threading.Thread(target=lambda: self._server.serve_forever(poll_interval=0.05), name="farm-json-server", daemon=True)
 
     @property
     def port(self) -> int:

@@ -1,0 +1,1 @@
+"""Everything that runs on Ray: the driver, session actors, role pools and limiters."""

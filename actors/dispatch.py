@@ -1,0 +1,121 @@
+"""The dispatcher's bookkeeping: which job is on which actor, what to re-queue.
+
+A pure state machine (no Ray), so it is unit-tested without a cluster; the
+driver only pumps events through it:
+
+    assign()        -> (worker, job) pairs to start, least-loaded worker first,
+                       never more than ``window`` jobs in flight
+    finished(job)   -> the job's result arrived: it is reported exactly once
+    lost(job)       -> its worker died: re-queued with attempt + 1, or given up
+    stop()          -> dispatch no more (``--fail-fast``, Ctrl-C)
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Iterable
+
+__all__ = ["Dispatcher", "Job"]
+
+
+@dataclass
+class Job:
+    """One case run: ``key`` is ``(case id, run index)``, unique in a run."""
+
+    key: Hashable
+    payload: Any = None
+    attempt: int = 1
+
+
+@dataclass
+class Dispatcher:
+    workers: list[str]
+    window: int
+    max_attempts: int = 3
+    pending: deque[Job] = field(default_factory=deque)
+    running: dict[Hashable, tuple[str, Job]] = field(default_factory=dict)
+    load: dict[str, int] = field(default_factory=dict)
+    done: set[Hashable] = field(default_factory=set)
+    stopped: bool = False
+
+    def __post_init__(self) -> None:
+        if self.window < 1:
+            raise ValueError("window must be at least 1")
+        for worker in self.workers:
+            self.load.setdefault(worker, 0)
+
+    def add(self, jobs: Iterable[Job]) -> None:
+        for job in jobs:
+            if job.key not in self.done:
+                self.pending.append(job)
+
+    def add_worker(self, worker: str) -> None:
+        if worker not in self.load:
+            self.workers.append(worker)
+            self.load[worker] = 0
+
+    def remove_worker(self, worker: str) -> list[Job]:
+        """Forget a worker; its running jobs are returned (the caller reports them lost)."""
+        if worker in self.load:
+            self.workers.remove(worker)
+            del self.load[worker]
+        return [job for w, job in self.running.values() if w == worker]
+
+    def assign(self) -> list[tuple[str, Job]]:
+        """Jobs to start now, each on the least-loaded worker."""
+        if self.stopped or not self.workers:
+            return []
+        out = []
+        heap = [(self.load[w], i, w) for i, w in enumerate(self.workers)]
+        heapq.heapify(heap)
+        while self.pending and len(self.running) < self.window:
+            load, i, worker = heapq.heappop(heap)
+            job = self.pending.popleft()
+            self.running[job.key] = (worker, job)
+            self.load[worker] = load + 1
+            heapq.heappush(heap, (load + 1, i, worker))
+            out.append((worker, job))
+        return out
+
+    def _release(self, job: Job) -> str | None:
+        entry = self.running.pop(job.key, None)
+        if entry is None:
+            return None
+        worker = entry[0]
+        if worker in self.load:
+            self.load[worker] -= 1
+        return worker
+
+    def finished(self, job: Job) -> bool:
+        """Record a result; False when this job was already reported (drop the duplicate)."""
+        self._release(job)
+        if job.key in self.done:
+            return False
+        self.done.add(job.key)
+        return True
+
+    def lost(self, job: Job) -> Job | None:
+        """The worker running ``job`` died. Returns the re-queued job, or None when
+        the job has used up its attempts (the caller reports it as an error)."""
+        self._release(job)
+        if job.key in self.done:
+            return None
+        if job.attempt >= self.max_attempts:
+            return None
+        retry = Job(job.key, job.payload, job.attempt + 1)
+        if not self.stopped:
+            self.pending.appendleft(retry)
+        return retry
+
+    def stop(self) -> list[Job]:
+        """Dispatch nothing more; returns the jobs that will never start."""
+        self.stopped = True
+        dropped = list(self.pending)
+        self.pending.clear()
+        return dropped
+
+    @property
+    def idle(self) -> bool:
+        return not self.running and (self.stopped or not self.pending)

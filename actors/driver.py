@@ -1,0 +1,176 @@
+"""The driver: shards a suite across session actors and streams results back.
+
+One Ray call per conversation; a bounded window of calls in flight; each new
+case goes to the least-loaded actor (the bookkeeping is
+:class:`~actors.dispatch.Dispatcher`). Results are handed to ``on_result`` as
+each case finishes, so memory stays flat however many cases run. A case whose
+actor dies is run again elsewhere (``attempt`` 2, ...) and reported once.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import ray
+from ray.exceptions import RayActorError, RayTaskError
+
+from actors.dispatch import Dispatcher, Job
+from actors.limiter import start_limiters
+from actors.roles import start_pool
+from actors.session import SessionActor
+from farm.config import FarmConfig
+from farm.loader import LoadedCase
+from farm.results import CaseResult
+from farm.runner import RunSettings, error_result
+
+__all__ = ["RunPlan", "run_plan"]
+
+#: Conversations one session actor runs at once, at most.
+MAX_PER_ACTOR = 512
+
+
+@dataclass
+class RunPlan:
+    """Everything one ``farm test`` run needs; the CLI builds it, a notebook can too."""
+
+    config: FarmConfig
+    cases: list[LoadedCase]
+    settings: RunSettings
+    parallel: int = 64
+    runs: int = 1
+    fail_fast: bool = False
+    connector_override: str | None = None
+    actors: int | None = None
+    max_attempts: int = 3
+    skip_keys: set[tuple[str, int]] = field(default_factory=set)
+    """``(case id, run index)`` already finished (``--resume``)."""
+    human: Any = None
+    """An actor handle that answers interactive questions, or None."""
+
+
+def _actor_count(plan: RunPlan, cpus: float) -> int:
+    if plan.actors:
+        return plan.actors
+    wanted = math.ceil(plan.parallel / 64)
+    return max(1, min(max(1, int(cpus)), wanted, 16))
+
+
+def _jobs(plan: RunPlan) -> Iterator[Job]:
+    for run_index in range(plan.runs):
+        for loaded in plan.cases:
+            key = (loaded.id, run_index)
+            if key not in plan.skip_keys:
+                yield Job(key, loaded)
+
+
+def _role_agents_needed(plan: RunPlan) -> tuple[bool, bool]:
+    sim = val = False
+    for loaded in plan.cases:
+        case = loaded.case
+        if case is None:
+            continue
+        sim = sim or case.simulator is not None
+        val = val or any(spec.type == "agent" for spec in case.all_assertions())
+    return sim, val
+
+
+def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> None:
+    """Run every case of ``plan`` (``runs`` times) on the connected Ray cluster.
+
+    ``on_result`` gets each result once, as it arrives. ``should_stop`` is polled
+    between arrivals: once it is true (or, with ``fail_fast``, once a case has
+    failed) nothing more is dispatched and what is in flight finishes. An
+    interrupt (``KeyboardInterrupt``) kills the actors, cancelling what is in flight.
+    """
+    settings = plan.settings
+    cpus = float(ray.cluster_resources().get("CPU", 1))
+    n_actors = _actor_count(plan, cpus)
+    per_actor = min(MAX_PER_ACTOR, max(1, math.ceil(plan.parallel / n_actors)))
+    scope = settings.run_id or uuid.uuid4().hex[:8]
+
+    limiter_handles, limits = start_limiters(plan.config, list(plan.config.connectors), scope)
+    need_sim, need_val = _role_agents_needed(plan)
+    pool_size = max(1, min(2, n_actors))
+    pools = {
+        "simulator": start_pool(f"farm-sim-{scope}", pool_size, plan.config, limits) if need_sim else [],
+        "validator": start_pool(f"farm-val-{scope}", pool_size, plan.config, limits) if need_val else [],
+    }
+    actors: dict[str, Any] = {}
+    for i in range(n_actors):
+        name = f"session-{i}"
+        actors[name] = SessionActor.options(
+            max_concurrency=per_actor + 4, scheduling_strategy="SPREAD"
+        ).remote(name, plan.config, settings, plan.connector_override, per_actor, pools, limits, plan.human)
+
+    dispatcher = Dispatcher(list(actors), window=max(1, plan.parallel), max_attempts=plan.max_attempts)
+    in_flight: dict[Any, Job] = {}
+    failed_seen = False
+
+    def report(result: CaseResult, job: Job) -> None:
+        nonlocal failed_seen
+        if dispatcher.finished(job):
+            on_result(result)
+            if not result.status.ok:
+                failed_seen = True
+
+    # cases that did not load are reported at once; they never reach an actor
+    runnable: list[Job] = []
+    for job in _jobs(plan):
+        loaded: LoadedCase = job.payload
+        if loaded.ok:
+            runnable.append(job)
+        else:
+            result = error_result(loaded, settings, loaded.error or "the case did not load")
+            result.run_index = job.key[1]
+            report(result, job)
+    dispatcher.add(runnable)
+
+    try:
+        while True:
+            if should_stop() or (plan.fail_fast and failed_seen):
+                dispatcher.stop()
+            for worker, job in dispatcher.assign():
+                ref = actors[worker].run.remote(job.payload, job.key[1], job.attempt)
+                in_flight[ref] = job
+            if not in_flight:
+                break
+            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
+            if ready:
+                # take everything else that is ready too, without waiting
+                more, _ = ray.wait([r for r in in_flight if r not in ready], num_returns=len(in_flight) - len(ready), timeout=0)
+                ready = ready + more
+            for ref in ready:
+                job = in_flight.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except RayActorError as exc:
+                    _lost(dispatcher, job, exc, report, settings)
+                    continue
+                except RayTaskError as exc:  # a bug in the farm, not in the case
+                    result = error_result(job.payload, settings, f"internal error while running the case: {exc.cause!r}")
+                    result.run_index, result.attempt = job.key[1], job.attempt
+                report(result, job)
+    finally:
+        for handle in actors.values():
+            ray.kill(handle, no_restart=True)
+        for pool in pools.values():
+            for handle in pool:
+                ray.kill(handle, no_restart=True)
+        for handle in limiter_handles.values():
+            ray.kill(handle, no_restart=True)
+
+
+def _lost(dispatcher: Dispatcher, job: Job, exc: Exception, report: Callable[[CaseResult, Job], None], settings: RunSettings) -> None:
+    retry = dispatcher.lost(job)
+    if retry is None and not dispatcher.stopped:
+        result = error_result(
+            job.payload,
+            settings,
+            f"the worker running this case died {job.attempt} time(s); gave up after {job.attempt} attempts",
+        )
+        result.run_index, result.attempt = job.key[1], job.attempt
+        report(result, job)

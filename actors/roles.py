@@ -1,0 +1,79 @@
+"""The simulator and validator pools: role agents on actors of their own.
+
+Role calls run here, apart from the session actors, so a slow or rate-limited
+judge never stalls the conversations of the agent under test.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import ray
+
+from farm.agents.base import Message
+from farm.config import FarmConfig
+from farm.runner import RoleError, SimulatorTurn
+from farm.services import LocalRoles
+
+__all__ = ["RoleActor", "PoolRoles", "start_pool"]
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
+class RoleActor:
+    """One actor of a role pool: answers simulate/validate calls concurrently."""
+
+    def __init__(self, config: FarmConfig, limits: dict[str, Any] | None = None):
+        from actors.limiter import limiter_factory
+
+        self.roles = LocalRoles(config, limiter_for=limiter_factory(config, limits))
+
+    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
+        try:
+            sim = await self.roles.simulate(agent_id, messages, metadata)
+        except RoleError as exc:
+            return {"error": str(exc)}
+        return {"input": sim.input, "goal_achieved": sim.goal_achieved, "reasoning": sim.reasoning}
+
+    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await self.roles.validate(agent_id, messages, metadata)
+        except RoleError as exc:
+            return {"error": str(exc)}
+
+    async def ping(self) -> bool:
+        return True
+
+
+def start_pool(name: str, size: int, config: FarmConfig, limits: dict[str, Any] | None, concurrency: int = 256) -> list[Any]:
+    return [
+        RoleActor.options(name=f"{name}-{i}", max_concurrency=concurrency, scheduling_strategy="SPREAD").remote(config, limits)
+        for i in range(size)
+    ]
+
+
+class PoolRoles:
+    """A ``RoleCaller`` that sends role calls to the pools (used inside session actors)."""
+
+    def __init__(self, simulators: list[Any], validators: list[Any]):
+        self._sim = itertools.cycle(simulators) if simulators else None
+        self._val = itertools.cycle(validators) if validators else None
+
+    @staticmethod
+    async def _call(pool: Any, method: str, *args: Any) -> dict[str, Any]:
+        if pool is None:
+            raise RoleError(f"this run has no {method} pool")
+        try:
+            answer = await getattr(next(pool), method).remote(*args)
+        except ray.exceptions.RayActorError as exc:
+            raise RoleError(f"the {method} pool actor died: {exc}") from None
+        if "error" in answer:
+            raise RoleError(answer["error"])
+        return answer
+
+    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
+        answer = await self._call(self._sim, "simulate", agent_id, messages, metadata)
+        return SimulatorTurn(answer.get("input"), bool(answer.get("goal_achieved")), answer.get("reasoning"))
+
+    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
+        return await self._call(self._val, "validate", agent_id, messages, metadata)

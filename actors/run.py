@@ -1,0 +1,121 @@
+"""One farm run, start to end: connect to Ray, run the plan, write every result as it arrives.
+
+:func:`execute` is what ``farm test`` calls and what a notebook can call.
+Results go to the JSONL file and the Parquet parts as they arrive; ``run.json``
+is written at the start and rewritten at the end. An interrupt (Ctrl-C, or
+SIGTERM as ``ray job stop`` sends it) stops the run, keeps every finished
+result, and raises :class:`RunInterrupted` naming the folder to resume.
+"""
+
+from __future__ import annotations
+
+import platform
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import ray
+
+from actors.cluster import connect
+from actors.driver import RunPlan, run_plan
+from farm import __version__
+from farm.console import Summary
+from farm.results import CaseResult
+from farm.writers import JSONLWriter, MultiWriter, ParquetWriter, ResultWriter, write_run_json
+
+__all__ = ["RunOutputs", "RunInterrupted", "execute"]
+
+
+class RunInterrupted(Exception):
+    def __init__(self, run_dir: Path, done: int, total: int):
+        super().__init__(f"interrupted after {done} of {total} case runs")
+        self.run_dir = run_dir
+        self.done = done
+        self.total = total
+
+
+@dataclass
+class RunOutputs:
+    run_dir: Path
+    jsonl: Path
+    extra_writers: list[ResultWriter] = field(default_factory=list)
+    """More writers (JUnit, HTML, NDJSON events) fed with every result."""
+    resume: bool = False
+
+
+def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt()
+
+
+def execute(
+    plan: RunPlan,
+    outputs: RunOutputs,
+    *,
+    address: str | None = None,
+    on_result: Callable[[CaseResult], None] = lambda r: None,
+    command_line: list[str] | None = None,
+    info: dict[str, Any] | None = None,
+    on_connected: Callable[[Any], None] = lambda cluster: None,
+) -> Summary:
+    """Run ``plan`` and write its results; returns the run's :class:`Summary`."""
+    started = time.time()
+    run_info: dict[str, Any] = {
+        "run_id": plan.settings.run_id,
+        "status": "running",
+        "started_at": started,
+        "command": command_line or sys.argv,
+        "agent": plan.settings.agent_id,
+        "cases": len(plan.cases),
+        "runs": plan.runs,
+        "results": str(outputs.jsonl),
+        "config": plan.config.safe_dump(),
+        "versions": {
+            "farm": __version__,
+            "ray": ray.__version__,
+            "python": platform.python_version(),
+        },
+        **(info or {}),
+    }
+    write_run_json(outputs.run_dir, run_info)
+    writers = MultiWriter([JSONLWriter(outputs.jsonl, append=outputs.resume), ParquetWriter(outputs.run_dir), *outputs.extra_writers])
+    summary = Summary()
+    total = len(plan.cases) * plan.runs - len(plan.skip_keys)
+
+    def record(result: CaseResult) -> None:
+        writers.write(result)
+        summary.add(result)
+        on_result(result)
+
+    cluster = connect(address)
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    interrupted = False
+    try:
+        run_info["ray"] = {"address": cluster.address, "nodes": cluster.nodes, "cpus": cluster.cpus}
+        on_connected(cluster)
+        run_plan(plan, record)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        writers.close()
+        summary.wall_seconds = time.time() - started
+        run_info.update(
+            status="interrupted" if interrupted else "finished",
+            ended_at=time.time(),
+            counts={
+                "total": summary.total,
+                "passed": summary.passed,
+                "failed": summary.failed,
+                "skipped": summary.skipped,
+                "error": summary.errors,
+                "timeout": summary.timeouts,
+            },
+        )
+        write_run_json(outputs.run_dir, run_info)
+        cluster.shutdown()
+    if interrupted:
+        raise RunInterrupted(outputs.run_dir, summary.total, total)
+    return summary

@@ -1,0 +1,1 @@
+"""The ``farm`` command line (typer): parses options and calls the same functions a notebook would."""

@@ -1,0 +1,39 @@
+"""``farm agents``: the configured agents and connectors, keys redacted."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["agents"]
+
+
+def agents(config: Annotated[Optional[str], typer.Option("--config", help="Path to farm.toml.")] = None) -> None:
+    """List configured agents and connectors (API keys are never shown)."""
+    from cli.app import fail
+    from farm.config import find_config, load_config
+    from farm.errors import FarmError
+
+    try:
+        cfg = load_config(find_config(config))
+    except FarmError as exc:
+        fail(exc)
+    console = Console(highlight=False)
+    console.print(f"Config: {cfg.path or '(none found: built-in defaults)'}")
+    table = Table(title="Agents")
+    for column in ("id", "kind", "connector", "description"):
+        table.add_column(column)
+    for agent_id, agent in sorted(cfg.agents.items()):
+        where = agent.connector or agent.entry or agent.url or agent.uses or ""
+        table.add_row(agent_id, agent.kind, where, agent.description or "")
+    console.print(table)
+    table = Table(title="Connectors")
+    for column in ("name", "base_url", "model", "api key", "rpm", "tpm", "max_concurrency", "timeout"):
+        table.add_column(column)
+    for name, conn in sorted(cfg.connectors.items()):
+        safe = conn.redacted()
+        table.add_row(name, conn.base_url, conn.model or "", safe["api_key"] or "-", str(conn.rpm or "-"), str(conn.tpm or "-"), str(conn.max_concurrency or "-"), f"{conn.timeout:g}s")
+    console.print(table)

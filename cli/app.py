@@ -1,0 +1,50 @@
+"""The ``farm`` app: one module per command; user mistakes print one sentence and exit 2."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from farm.errors import FarmError, InputError
+
+app = typer.Typer(
+    name="farm",
+    help="Agent Test Farm: run test suites against conversational AI agents, in parallel on Ray.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(exc: FarmError) -> None:
+    """Print a user error as ``error: ...`` lines (one per problem) and exit 2."""
+    problems = exc.problems if isinstance(exc, InputError) else [str(exc)]
+    for problem in problems:
+        err_console.print(f"[red]error:[/red] {problem}", markup=True, highlight=False)
+    raise typer.Exit(2)
+
+
+def _register() -> None:
+    from cli import agents, demo, test, validate
+
+    app.command("test")(test.test)
+    app.command("demo")(demo.demo)
+    app.command("validate")(validate.validate)
+    app.command("agents")(agents.agents)
+
+
+_register()
+
+
+def main() -> None:
+    try:
+        app()
+    except FarmError as exc:  # raised outside a command's own handler
+        try:
+            fail(exc)
+        except typer.Exit as stop:
+            sys.exit(stop.exit_code)

@@ -1,0 +1,87 @@
+"""From ``farm.toml`` to a client: :func:`build_agent` picks the class by the agent's ``kind``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+from farm.agents.base import AgentClient
+from farm.agents.http import HTTPAgent
+from farm.agents.limiter import Limiter, NoLimit
+from farm.agents.openai import OpenAIAgent
+from farm.agents.python import PythonAgent
+from farm.config import Connector, FarmConfig
+from farm.errors import UsageError
+
+__all__ = ["build_agent"]
+
+
+def build_agent(
+    config: FarmConfig,
+    agent_id: str,
+    *,
+    connector_override: str | None = None,
+    limiter_for: Callable[[str], Limiter] | None = None,
+) -> AgentClient:
+    """The client for agent ``agent_id``.
+
+    - ``openai``: an :class:`OpenAIAgent` on its connector (required);
+    - ``http``: an :class:`HTTPAgent` on its ``url`` and/or connector;
+    - ``python``: a :class:`PythonAgent`; the config's folder is put first on
+      ``sys.path`` so ``entry`` may name a module beside ``farm.toml``;
+    - a role (simulator, validator, generator, reporter): the agent named by
+      its ``uses``, else an :class:`OpenAIAgent` on its connector.
+
+    ``connector_override`` (``-c``) replaces the agent's connector; pass it
+    for the target agent only. ``limiter_for(connector_name)`` gives the
+    limiter of a connector (default: none). A mistake is a :class:`UsageError`
+    naming the agent.
+    """
+    return _build(config, agent_id, connector_override, limiter_for or (lambda name: NoLimit()), ())
+
+
+def _build(
+    config: FarmConfig,
+    agent_id: str,
+    connector_override: str | None,
+    limiter_for: Callable[[str], Limiter],
+    chain: tuple[str, ...],
+) -> AgentClient:
+    if agent_id in chain:
+        loop = " -> ".join((*chain, agent_id))
+        raise UsageError(f'agents."{chain[0]}".uses: the agents use each other in a loop ({loop})')
+    agent = config.agent(agent_id)
+    where = f'agents."{agent_id}"'
+
+    def connector() -> Connector | None:
+        name = connector_override or agent.connector
+        return config.connector(name) if name else None
+
+    if agent.is_role:
+        if agent.uses:
+            return _build(config, agent.uses, connector_override, limiter_for, (*chain, agent_id))
+        conn = connector()
+        if conn is None:
+            raise UsageError(
+                f'{where}: a {agent.kind} agent needs "uses" (the agent that plays it) or a "connector"'
+            )
+        return OpenAIAgent(conn, agent, limiter=limiter_for(conn.name))
+
+    if agent.kind == "openai":
+        conn = connector()
+        if conn is None:
+            raise UsageError(f'{where}: kind "openai" needs a connector (set connector = "<name>", or pass -c)')
+        return OpenAIAgent(conn, agent, limiter=limiter_for(conn.name))
+
+    if agent.kind == "http":
+        conn = connector()
+        limiter = limiter_for(conn.name) if conn is not None else NoLimit()
+        return HTTPAgent(conn, agent, limiter=limiter)
+
+    if agent.kind == "python":
+        folder = str(config.base_dir)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        return PythonAgent(agent)
+
+    raise UsageError(f'{where}: unknown kind "{agent.kind}"')  # pragma: no cover - the config model forbids it

@@ -1,0 +1,260 @@
+"""An agent behind any OpenAI-compatible ``/chat/completions`` endpoint (``kind = "openai"``).
+
+Also home of the reading of OpenAI-shaped replies (:func:`parse_completion`,
+:func:`parse_tool_calls`, ...), which the HTTP and Python agents reuse when an
+answer comes in that shape.
+
+What is sent: ``model`` (the connector's), ``messages`` (after the agent's
+``system_prompt`` unless the conversation already starts with a system
+message), ``tools``, ``temperature``, ``max_tokens`` and every key of
+``params`` (last, so they can override anything). Of the case's options only
+``user`` is sent (OpenAI's end-user id, taken from ``options["user"]`` or
+``options["metadata"]["user"]``). ``options["metadata"]`` is *not* sent: many
+OpenAI-compatible servers reject fields they do not know. An agent that wants
+it can ask for it with ``kind = "http"`` and a ``{{options}}`` template.
+``options["connector"]`` is the caller's business (it picks the connector
+before the client is built).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from farm.agents.base import AgentResponseError, Message, Reply, ToolCall
+from farm.agents.limiter import Limiter, NoLimit, estimate_tokens
+from farm.agents.retry import new_http_client, request_json
+from farm.config import AgentConfig, Connector
+from farm.results import Usage
+
+__all__ = [
+    "OpenAIAgent",
+    "as_bool",
+    "content_text",
+    "declared_awaiting",
+    "excerpt",
+    "parse_arguments",
+    "parse_completion",
+    "parse_tool_calls",
+    "parse_usage",
+]
+
+
+class OpenAIAgent:
+    """``send(messages, options) -> Reply`` over ``POST {base_url}/chat/completions``.
+
+    ``http``: a client to share (the caller closes it); without one the agent
+    makes a small one of its own and closes it in :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        connector: Connector,
+        agent_config: AgentConfig,
+        http: httpx.AsyncClient | None = None,
+        limiter: Limiter | None = None,
+    ):
+        self.connector = connector
+        self.config = agent_config
+        base = httpx.URL(connector.base_url)
+        self.url = str(base.copy_with(path=base.path.rstrip("/") + "/chat/completions"))
+        self.limiter: Limiter = limiter or NoLimit()
+        self._owns_http = http is None
+        self._http = http if http is not None else new_http_client(connector)
+
+    def request_body(self, messages: list[Message], options: dict[str, Any]) -> dict[str, Any]:
+        """The JSON body for one call (no secrets: the key travels in a header)."""
+        config = self.config
+        if config.system_prompt and not (messages and messages[0].get("role") == "system"):
+            messages = [{"role": "system", "content": config.system_prompt}, *messages]
+        body: dict[str, Any] = {"messages": messages}
+        if self.connector.model:
+            body["model"] = self.connector.model
+        if config.tools:
+            body["tools"] = config.tools
+        if config.temperature is not None:
+            body["temperature"] = config.temperature
+        if config.max_tokens is not None:
+            body["max_tokens"] = config.max_tokens
+        user = _end_user(options)
+        if user:
+            body["user"] = user
+        body.update(config.params)
+        return body
+
+    def request_headers(self) -> dict[str, str]:
+        headers = dict(self.connector.headers)
+        key = self.connector.api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    async def send(self, messages: list[Message], options: dict[str, Any]) -> Reply:
+        body = self.request_body(messages, options or {})
+        _, data = await request_json(
+            self._http,
+            "POST",
+            self.url,
+            body=body,
+            headers=self.request_headers(),
+            connector=self.connector,
+            limiter=self.limiter,
+            tokens=estimate_tokens(body["messages"], self.config.max_tokens),
+            agent=self.config.id or self.connector.name,
+        )
+        try:
+            return parse_completion(data)
+        except AgentResponseError as exc:
+            raise AgentResponseError(f"Cannot read the reply of agent '{self.config.id}': {exc}") from None
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    def __repr__(self) -> str:
+        return f"OpenAIAgent({self.config.id!r}, connector={self.connector.name!r})"
+
+
+def _end_user(options: dict[str, Any]) -> str | None:
+    user = options.get("user")
+    if user is None and isinstance(options.get("metadata"), dict):
+        user = options["metadata"].get("user")
+    return user if isinstance(user, str) and user else None
+
+
+# -- reading OpenAI-shaped replies --------------------------------------------
+
+
+def excerpt(value: Any, limit: int = 200) -> str:
+    """A short JSON rendering of ``value`` for an error message."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def parse_completion(data: Any) -> Reply:
+    """A ``chat.completion`` body as a :class:`Reply`; :class:`AgentResponseError` if it is not one."""
+    if not isinstance(data, dict):
+        raise AgentResponseError(f"the body is not a JSON object: {excerpt(data)}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        error = data.get("error")
+        if error:
+            detail = error.get("message") if isinstance(error, dict) else error
+            raise AgentResponseError(f"the endpoint reported an error: {excerpt(detail)}")
+        raise AgentResponseError(f"the body has no choices: {excerpt(data)}")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        message = {}
+    content = content_text(message.get("content"))
+    if not content and isinstance(message.get("refusal"), str):
+        content = message["refusal"]
+    calls = parse_tool_calls(message.get("tool_calls"))
+    if not calls and isinstance(message.get("function_call"), dict):  # the pre-tools API
+        calls = parse_tool_calls([message["function_call"]])
+    awaiting, hint = declared_awaiting(message, data)
+    return Reply(
+        content=content,
+        tool_calls=calls,
+        awaiting_input=awaiting,
+        input_hint=hint,
+        finish_reason=choice.get("finish_reason"),
+        usage=parse_usage(data.get("usage")),
+        raw=data,
+    )
+
+
+def content_text(content: Any) -> str:
+    """Message content as text: a string as is, a list of parts as their texts joined by newlines."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+        return "\n".join(texts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def parse_arguments(arguments: Any) -> Any:
+    """Tool-call arguments parsed from JSON; the raw string when they are not JSON; ``{}`` when absent."""
+    if arguments is None or arguments == "":
+        return {}
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
+
+
+def parse_tool_calls(value: Any) -> list[ToolCall]:
+    """Tool calls in the OpenAI shape (``{id, function: {name, arguments}}``) or flat (``{name, arguments}``)."""
+    if not isinstance(value, list):
+        return []
+    calls = []
+    for item in value:
+        if not isinstance(item, dict):
+            continue
+        function = item.get("function") if isinstance(item.get("function"), dict) else item
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise AgentResponseError(f"a tool call has no name: {excerpt(item)}")
+        arguments = function.get("arguments", function.get("args"))
+        calls.append(ToolCall(id=item.get("id"), name=name, arguments=parse_arguments(arguments)))
+    return calls
+
+
+def parse_usage(value: Any) -> Usage:
+    """Token usage from ``{prompt_tokens, completion_tokens, total_tokens}`` (or input/output tokens)."""
+    if isinstance(value, Usage):
+        return value
+    if not isinstance(value, dict):
+        return Usage()
+
+    def number(*keys: str) -> int:
+        for key in keys:
+            if isinstance(value.get(key), (int, float)):
+                return int(value[key])
+        return 0
+
+    prompt = number("prompt_tokens", "input_tokens")
+    completion = number("completion_tokens", "output_tokens")
+    total = number("total_tokens") or prompt + completion
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+
+
+def as_bool(value: Any) -> bool | None:
+    """A declared flag: a bool, or ``"true"``/``"false"``/1/0; None for anything else."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no"):
+        return value.strip().lower() in ("true", "yes")
+    return None
+
+
+def declared_awaiting(*sources: Any) -> tuple[bool | None, str | None]:
+    """``awaiting_input`` and ``input_hint`` from the first object that declares them.
+
+    Non-standard fields an agent may add to the message or to the top level
+    of its answer (SPEC 3.5, detection by explicit declaration).
+    """
+    awaiting: bool | None = None
+    hint: str | None = None
+    for source in sources:
+        if not isinstance(source, dict):
+            continue
+        if awaiting is None:
+            awaiting = as_bool(source.get("awaiting_input"))
+        if hint is None and isinstance(source.get("input_hint"), str):
+            hint = source["input_hint"]
+    return awaiting, hint

@@ -1,0 +1,128 @@
+"""An agent that is a Python function (``kind = "python"``, ``entry = "module:function"``).
+
+The function takes ``(messages, options)`` and may be sync or async. A sync one
+runs in a worker thread (``asyncio.to_thread``) so a slow agent does not stall
+the other conversations on the same event loop. It returns:
+
+- a string: the reply's content;
+- a dict with ``content``, ``tool_calls`` (``[{name, arguments}]`` or the
+  OpenAI shape), ``awaiting_input``, ``input_hint``, ``usage``,
+  ``finish_reason`` (a whole OpenAI ``chat.completion`` body is read as one);
+- or a :class:`Reply`.
+
+It gets copies of the messages and options, so it cannot change the session's
+history by accident.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+from typing import Any, Callable
+
+from farm.agents.base import AgentError, AgentResponseError, Message, Reply
+from farm.agents.openai import (
+    as_bool,
+    content_text,
+    excerpt,
+    parse_completion,
+    parse_tool_calls,
+    parse_usage,
+)
+from farm.config import AgentConfig
+from farm.errors import UsageError
+
+__all__ = ["PythonAgent", "load_entry", "reply_from"]
+
+
+def load_entry(entry: str | None, agent_id: str) -> Callable[..., Any]:
+    """The callable named by ``module:function`` (``function`` may be dotted, e.g. ``Agent.answer``).
+
+    Raises :class:`UsageError` naming the agent's ``entry`` when it cannot be used.
+    """
+    where = f'agents."{agent_id}".entry'
+    if not entry or ":" not in entry:
+        raise UsageError(f"{where}: '{entry or ''}' is not of the form 'module:function'")
+    module_name, _, attribute = entry.partition(":")
+    module_name, attribute = module_name.strip(), attribute.strip()
+    if not module_name or not attribute:
+        raise UsageError(f"{where}: '{entry}' is not of the form 'module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or whatever the module raises while it loads
+        raise UsageError(f"{where}: module '{module_name}' cannot be imported: {type(exc).__name__}: {exc}") from None
+    target: Any = module
+    for name in attribute.split("."):
+        try:
+            target = getattr(target, name)
+        except AttributeError:
+            raise UsageError(f"{where}: module '{module_name}' has no attribute '{attribute}'") from None
+    if not callable(target):
+        raise UsageError(f"{where}: '{entry}' is a {type(target).__name__}, not a function")
+    return target
+
+
+def _is_async(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+class PythonAgent:
+    """``send(messages, options) -> Reply`` by calling a Python function."""
+
+    def __init__(self, agent_config: AgentConfig, fn: Callable[..., Any] | None = None):
+        self.config = agent_config
+        self.fn = fn if fn is not None else load_entry(agent_config.entry, agent_config.id)
+
+    async def send(self, messages: list[Message], options: dict[str, Any]) -> Reply:
+        messages = [dict(m) for m in messages]
+        options = dict(options or {})
+        try:
+            if _is_async(self.fn):
+                result = await self.fn(messages, options)
+            else:
+                result = await asyncio.to_thread(self.fn, messages, options)
+                if inspect.isawaitable(result):
+                    result = await result
+        except AgentError:
+            raise
+        except Exception as exc:
+            raise AgentError(
+                f"agent '{self.config.id}' ({self.config.entry}) raised {type(exc).__name__}: {exc}"
+            ) from exc
+        try:
+            return reply_from(result)
+        except AgentResponseError as exc:
+            raise AgentResponseError(
+                f"Cannot read the reply of agent '{self.config.id}' ({self.config.entry}): {exc}"
+            ) from None
+
+    async def aclose(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"PythonAgent({self.config.id!r}, entry={self.config.entry!r})"
+
+
+def reply_from(result: Any) -> Reply:
+    """What a Python agent returned, as a :class:`Reply`."""
+    if isinstance(result, Reply):
+        return result
+    if isinstance(result, str):
+        return Reply(content=result, raw=result)
+    if isinstance(result, dict):
+        if "choices" in result:
+            return parse_completion(result)
+        content = result.get("content")
+        return Reply(
+            content=content_text(content),
+            tool_calls=parse_tool_calls(result.get("tool_calls")),
+            awaiting_input=as_bool(result.get("awaiting_input")),
+            input_hint=result["input_hint"] if isinstance(result.get("input_hint"), str) else None,
+            finish_reason=result.get("finish_reason"),
+            usage=parse_usage(result.get("usage")),
+            raw=result,
+        )
+    raise AgentResponseError(
+        f"it returned {type(result).__name__} {excerpt(repr(result), 80)}; expected a str, a dict or a Reply"
+    )

@@ -1,0 +1,347 @@
+"""The built-in assertion types of SPEC 3.6, one checker each.
+
+Importing this module registers them (:func:`farm.assertions.known_types` does
+so). Each checker says only whether its condition holds and what it saw;
+``negate``, ``message`` and truncation are applied by
+:func:`farm.assertions.evaluate`.
+
+"JSON-equal" throughout means equal as JSON values: ``1 == 1.0``, but
+``true`` is not ``1`` (Python would say it is).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from jsonpath_ng.ext import parse as parse_jsonpath
+
+from farm.assertions.registry import AssertionEnv, Outcome, Subject, assertion
+from farm.cases import AssertionSpec
+from farm.jsontext import NO_JSON, extract_json
+
+__all__ = ["json_equal", "json_type", "partial_match"]
+
+JSON_TYPES = ("string", "number", "integer", "boolean", "array", "object", "null")
+
+
+# --- shared helpers -------------------------------------------------------
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are the same JSON value (a bool never equals a number)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def partial_match(expected: Any, actual: Any, patterns: bool = False) -> bool:
+    """Whether ``actual`` holds everything ``expected`` states.
+
+    Objects match when every expected key is present and matches (extra keys
+    are fine), recursively; anything else must be JSON-equal. With
+    ``patterns``, a string ``"regex:<pattern>"`` is searched in the actual
+    value's text, and arrays match element by element so patterns work there too.
+    """
+    if isinstance(expected, dict):
+        if isinstance(actual, str) and patterns:
+            actual = _loads_or(actual, actual)  # a tool may return its JSON as text
+        return isinstance(actual, dict) and all(
+            key in actual and partial_match(value, actual[key], patterns) for key, value in expected.items()
+        )
+    if patterns and isinstance(expected, str) and expected.startswith("regex:"):
+        return re.search(expected[len("regex:"):], _text(actual)) is not None
+    if patterns and isinstance(expected, list) and isinstance(actual, list):
+        pairs = zip(expected, actual)
+        return len(expected) == len(actual) and all(partial_match(e, a, patterns) for e, a in pairs)
+    return json_equal(expected, actual)
+
+
+def _loads_or(text: str, default: Any) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+def _text(value: Any) -> str:
+    """A value as the text a pattern is searched in: strings as they are, the rest as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    """A value for a one-line failure message: strings quoted, the rest as JSON, cut short."""
+    text = repr(value) if isinstance(value, str) else _text(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _needs(spec: AssertionSpec, what: str) -> Outcome:
+    """The error for an assertion written without a key it needs."""
+    return Outcome(False, message=f"a '{spec.type}' assertion needs {what}", error=True)
+
+
+def _find(path: str, document: Any) -> list[Any]:
+    """The values ``path`` matches in ``document``; raises ValueError for a bad path."""
+    try:
+        expression = parse_jsonpath(path)
+    except Exception as exc:  # the lexer and parser raise more than JSONPathError
+        raise ValueError(f"invalid JSONPath {path!r}: {exc}") from exc
+    return [match.value for match in expression.find(document)]
+
+
+# --- text -----------------------------------------------------------------
+
+
+def _split_present(spec: AssertionSpec, subject: Subject) -> tuple[list[str], list[str]]:
+    """The ``value`` strings found in the searchable text, and those not found."""
+    values = spec.value if isinstance(spec.value, list) else [spec.value]
+    text = subject.searchable_text()
+    fold = str.casefold if spec.ignore_case else str
+    present, absent = [], []
+    for value in values:
+        wanted = value if isinstance(value, str) else _text(value)
+        (present if fold(wanted) in fold(text) else absent).append(wanted)
+    return present, absent
+
+
+@assertion("contains")
+def contains(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """The reply (and tool result texts) contains ``value``; a list of values: all of them."""
+    if spec.value is None:
+        return _needs(spec, "a 'value' (the text to find)")
+    _, missing = _split_present(spec, subject)
+    message = f"expected the reply to contain {', '.join(map(_show, missing))}"
+    return Outcome(not missing, subject.searchable_text(), message)
+
+
+@assertion("not_contains")
+def not_contains(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """The reply (and tool result texts) does not contain ``value``; a list: none of them."""
+    if spec.value is None:
+        return _needs(spec, "a 'value' (the text that must be absent)")
+    present, _ = _split_present(spec, subject)
+    message = f"expected the reply not to contain {', '.join(map(_show, present))}"
+    return Outcome(not present, subject.searchable_text(), message)
+
+
+@assertion("equals")
+def equals(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """The reply is exactly ``value``, ignoring whitespace around the reply.
+
+    A string ``value`` passes on the same text, or when both it and the reply
+    parse as JSON and are JSON-equal (``{"a":1}`` equals ``{ "a": 1 }``). Any
+    other ``value`` is compared with the JSON in the reply, which may sit in a
+    fenced block or in prose.
+    """
+    if "value" not in spec.model_fields_set:
+        return _needs(spec, "a 'value'")
+    content = subject.content.strip()
+    expected = spec.value
+    message = f"expected the reply to equal {_show(expected)}"
+    if not isinstance(expected, str):
+        return Outcome(json_equal(extract_json(content), expected), content, message)
+    if content == expected:
+        return Outcome(True, content)
+    left, right = _loads_or(content, NO_JSON), _loads_or(expected, NO_JSON)
+    both_json = left is not NO_JSON and right is not NO_JSON
+    return Outcome(both_json and json_equal(left, right), content, message)
+
+
+@assertion("regex")
+def regex(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """``re.search(pattern, reply)`` finds a match; ``ignore_case`` adds ``re.IGNORECASE``."""
+    if not spec.pattern:
+        return _needs(spec, "a 'pattern' (or a string 'value')")
+    try:
+        compiled = re.compile(spec.pattern, re.IGNORECASE if spec.ignore_case else 0)
+    except re.error as exc:
+        return Outcome(False, message=f"invalid regex {spec.pattern!r}: {exc}", error=True)
+    found = compiled.search(subject.content) is not None
+    return Outcome(found, subject.content, f"expected the reply to match /{spec.pattern}/")
+
+
+# --- JSON structure ---------------------------------------------------------
+
+
+@assertion("json_path")
+def json_path(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """A value at ``path`` in the reply's JSON is JSON-equal to ``value``.
+
+    An array ``value`` means "any of" (a match equal to the whole array passes
+    too). Without a ``value`` key, the path only has to match something.
+    """
+    if not spec.path:
+        return _needs(spec, "a 'path' (a JSONPath such as $.status)")
+    document = subject.json()
+    if document is NO_JSON:
+        return Outcome(False, subject.content, "the reply holds no JSON")
+    try:
+        matches = _find(spec.path, document)
+    except ValueError as exc:
+        return Outcome(False, message=str(exc), error=True)
+    if not matches:
+        return Outcome(False, document, f"path {spec.path} matched nothing")
+    actual = matches[0] if len(matches) == 1 else matches
+    if "value" not in spec.model_fields_set:
+        return Outcome(True, actual)
+    expected = spec.value
+    choices = [expected, *expected] if isinstance(expected, list) else [expected]
+    passed = any(json_equal(m, c) for m in matches for c in choices)
+    wanted = f"one of {_show(expected)}" if isinstance(expected, list) else _show(expected)
+    return Outcome(passed, actual, f"expected {spec.path} to be {wanted}, found {_show(actual)}")
+
+
+def json_type(value: Any) -> str:
+    """The JSON type name of a Python value parsed from JSON."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _has_type(value: Any, name: str) -> bool:
+    if name == "integer":
+        return json_type(value) == "number" and (isinstance(value, int) or value.is_integer())
+    return json_type(value) == name
+
+
+@assertion("type")
+def type_(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """Every value at ``path`` (or the whole reply) has the JSON type ``value``.
+
+    Type names: string, number, boolean, array, object, null, and integer (a
+    number with no fractional part). Without a ``path``, a reply that holds no
+    JSON is a string.
+    """
+    name = str(spec.value).lower() if spec.value is not None else None
+    if name not in JSON_TYPES:
+        return _needs(spec, f"a 'value' naming a JSON type ({', '.join(JSON_TYPES)})")
+    document = subject.json()
+    if spec.path is None:
+        values = [subject.content if document is NO_JSON else document]
+    elif document is NO_JSON:
+        return Outcome(False, subject.content, "the reply holds no JSON")
+    else:
+        try:
+            values = _find(spec.path, document)
+        except ValueError as exc:
+            return Outcome(False, message=str(exc), error=True)
+        if not values:
+            return Outcome(False, document, f"path {spec.path} matched nothing")
+    types = [json_type(v) for v in values]
+    actual = types[0] if len(types) == 1 else types
+    wrong = [v for v in values if not _has_type(v, name)]
+    if not wrong:
+        return Outcome(True, actual)
+    where = spec.path or "the reply"
+    found = f"{json_type(wrong[0])} {_show(wrong[0])}"
+    return Outcome(False, actual, f"expected {where} to be of type {name}, found {found}")
+
+
+# --- tools -------------------------------------------------------------------
+
+
+def _wanted_calls(name: Any) -> list[tuple[str, Any]]:
+    """``name`` as (tool name, expected arguments or None) pairs; raises ValueError."""
+    items = name if isinstance(name, list) else [name]
+    wanted = []
+    for item in items:
+        if isinstance(item, dict):
+            if not item.get("name"):
+                raise ValueError("every tool_called object needs a 'name'")
+            wanted.append((str(item["name"]), item.get("arguments")))
+        else:
+            wanted.append((str(item), None))
+    return wanted
+
+
+@assertion("tool_called")
+def tool_called(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """A tool with this ``name`` was called (``value`` is accepted for ``name``).
+
+    ``name`` is a tool name, ``{name, arguments}`` (called with every expected
+    argument present and JSON-equal; nested objects match as subsets), or a
+    list of either, meaning any of them.
+    """
+    if spec.name is None or spec.name == []:
+        return _needs(spec, "a 'name' (or 'value'): the tool expected")
+    try:
+        wanted = _wanted_calls(spec.name)
+    except ValueError as exc:
+        return Outcome(False, message=str(exc), error=True)
+    called = [call.name for call in subject.tool_calls]
+    passed = any(
+        call.name == tool and (arguments is None or partial_match(arguments, call.args))
+        for tool, arguments in wanted
+        for call in subject.tool_calls
+    )
+    shown = [repr(t) + (f" with arguments {_show(a)}" if a is not None else "") for t, a in wanted]
+    what = f"tool {shown[0]} was" if len(shown) == 1 else f"none of the tools {', '.join(shown)} was"
+    seen = f"called: {', '.join(called)}" if called else "no tool was called"
+    return Outcome(passed, called, f"{what} not called ({seen})")
+
+
+@assertion("tool_result")
+def tool_result(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """A call of ``tool`` returned a result that matches ``result``.
+
+    The match is partial: expected object keys must be present and match,
+    extra keys are fine, and strings starting ``regex:`` are patterns searched
+    in the actual value. Any one call of the tool matching is enough.
+    """
+    tool = spec.extra("tool")
+    if not tool or "result" not in (spec.model_extra or {}):
+        return _needs(spec, "a 'tool' and a 'result'")
+    expected = spec.extra("result")
+    results = [call.result for call in subject.tool_calls if call.name == tool]
+    if not results:
+        called = [call.name for call in subject.tool_calls]
+        return Outcome(False, called, f"tool {tool!r} was not called (called: {', '.join(called) or 'none'})")
+    passed = any(partial_match(expected, result, patterns=True) for result in results)
+    actual = results[0] if len(results) == 1 else results
+    return Outcome(passed, actual, f"the result of tool {tool!r} does not match {_show(expected)}")
+
+
+# --- time, judges, scripts ------------------------------------------------
+
+
+@assertion("latency")
+def latency(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """The turn took at most ``value`` milliseconds."""
+    limit = spec.value
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)):
+        return _needs(spec, "a numeric 'value' (the most milliseconds allowed)")
+    took = subject.latency_ms
+    return Outcome(took <= limit, took, f"the turn took {took:.0f} ms, more than {limit} ms")
+
+
+@assertion("agent")
+async def agent(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """An LLM validator judges the reply (SPEC section 5)."""
+    if env is None:
+        message = "agent assertions need a validator (none is available in this run)"
+        return Outcome(False, message=message, error=True)
+    return await env.validate(spec, subject)
+
+
+@assertion("script")
+async def script(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """A Python function judges the reply (SPEC section 6)."""
+    if env is None:
+        message = "script assertions need a script runner (none is available in this run)"
+        return Outcome(False, message=message, error=True)
+    return await env.run_script(spec, subject)

@@ -1,0 +1,141 @@
+"""What ``-i/--input`` names (SPEC section 2), resolved to a :class:`~farm.loader.Suite`.
+
+=======================  ===============================================
+``tests.jsonl``          a JSONL or JSON file
+``-``                    cases as JSONL on stdin
+``agents:<id>?k=v``      a generator agent writes the cases
+``scripts:<id>?k=v``     a generator script writes the cases
+``scripts.<module>``     script tests: each ``test_*(t, ctx)`` is a case
+anything else            a direct message: one single-turn case
+=======================  ===============================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import parse_qsl
+
+from farm.agents.factory import build_agent
+from farm.config import FarmConfig
+from farm.errors import UsageError
+from farm.loader import Suite, load_file, load_message, load_stdin, looks_like_file, parse_cases
+from farm.roles import RolePlayer
+from farm.runner import RoleError
+from farm.scripts import ScriptResolver, call_maybe_async
+
+__all__ = ["resolve_input", "typed_query", "generator_metadata", "input_path"]
+
+
+def typed_query(query: str) -> dict[str, Any]:
+    """``count=3&focus=edge-cases&strict=true`` with values typed: int, float, bool, string."""
+    out: dict[str, Any] = {}
+    for key, raw in parse_qsl(query, keep_blank_values=True):
+        out[key] = _typed(raw)
+    return out
+
+
+def _typed(raw: str) -> Any:
+    lowered = raw.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def input_path(value: str) -> Path | None:
+    """The input's file, when it names one (for finding ``farm.toml`` beside it)."""
+    if value == "-" or value.startswith(("agents:", "scripts:", "scripts.")):
+        return None
+    return Path(value) if looks_like_file(value) else None
+
+
+def generator_metadata(config: FarmConfig, agent_id: str | None, params: dict[str, Any]) -> dict[str, Any]:
+    """What a generator is told: the target's id, description and tools, plus the query."""
+    meta: dict[str, Any] = {"test_mode": "generator", "count": 5, "focus": "happy-path", "complexity": "medium"}
+    if agent_id:
+        meta["target_agent"] = agent_id
+        agent = config.agents.get(agent_id)
+        if agent is not None:
+            meta["target_description"] = agent.description or ""
+            meta["target_tools"] = [_tool_name(t) for t in agent.tools]
+    meta.update(params)
+    return meta
+
+
+def _tool_name(tool: Any) -> Any:
+    if isinstance(tool, dict):
+        return tool.get("function", {}).get("name") or tool.get("name") or tool
+    return tool
+
+
+def resolve_input(value: str, config: FarmConfig, agent_id: str | None, stdin: TextIO | None = None) -> Suite:
+    if value == "-":
+        return load_stdin(stdin or sys.stdin)
+    if value.startswith("agents:"):
+        return _generated_by_agent(value, config, agent_id)
+    if value.startswith("scripts:"):
+        return _generated_by_script(value, config, agent_id)
+    if value.startswith("scripts."):
+        from farm.scripttests import load_script_tests
+
+        return load_script_tests(value.removeprefix("scripts."), config)
+    if looks_like_file(value):
+        return load_file(Path(value), display=value)
+    return load_message(value)
+
+
+def _split(value: str, prefix: str) -> tuple[str, dict[str, Any]]:
+    ref, _, query = value.removeprefix(prefix).partition("?")
+    if not ref:
+        raise UsageError(f"-i {value}: name the {prefix[:-1]} id after '{prefix}'")
+    return ref, typed_query(query)
+
+
+def _generated(items: list[Any], origin: str, config: FarmConfig) -> Suite:
+    cases = parse_cases([(f"{origin}#{i + 1}", item) for i, item in enumerate(items)], str(config.base_dir))
+    return Suite(cases, f"{origin} ({len(cases)} generated cases)")
+
+
+def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None) -> Suite:
+    generator_id, params = _split(value, "agents:")
+    agent = config.agent(generator_id)
+    prompt = RolePlayer.prompt_from(agent.prompt, config.base_dir)
+    used = config.agent(agent.uses) if agent.uses else agent
+    player = RolePlayer("generator", build_agent(config, generator_id), prompt, builtin_prompt=used.kind == "openai" or used.is_role)
+    metadata = generator_metadata(config, agent_id, params)
+
+    async def generate() -> list[Any]:
+        try:
+            return await player.generate(metadata)
+        finally:
+            await player.client.aclose()
+
+    try:
+        items = asyncio.run(generate())
+    except RoleError as exc:
+        raise UsageError(f"-i {value}: the generator failed: {exc}") from None
+    return _generated(items, f"agents:{generator_id}", config)
+
+
+def _generated_by_script(value: str, config: FarmConfig, agent_id: str | None) -> Suite:
+    ref, params = _split(value, "scripts:")
+    fn = ScriptResolver(config.scripts_dir).resolve(ref)
+    metadata = generator_metadata(config, agent_id, params)
+    try:
+        data = asyncio.run(call_maybe_async(fn, metadata))
+    except Exception as exc:
+        raise UsageError(f"-i {value}: the generator script failed: {type(exc).__name__}: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("cases"), list):
+        data = data["cases"]
+    elif isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise UsageError(f"-i {value}: the generator script returned {type(data).__name__}, not cases")
+    return _generated(data, f"scripts:{ref}", config)

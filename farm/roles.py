@@ -1,0 +1,178 @@
+"""Agent-driven roles (SPEC section 5): simulator, validator, generator, reporter.
+
+A role is played by any agent (an LLM on a connector with the built-in prompt,
+or the user's own openai/http/python agent). This module builds each role's
+call and reads its answer leniently (JSON in fences or prose); an unusable
+answer is retried once, then raised as :class:`RoleError`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from farm.agents.base import AgentClient, AgentError, Message
+from farm.jsontext import NO_JSON, extract_json
+from farm.runner import RoleError, SimulatorTurn
+
+__all__ = ["PROMPTS", "RolePlayer", "render_transcript"]
+
+PROMPTS: dict[str, str] = {
+    "simulator": """You are simulating a user talking to an AI agent, so that the agent can be tested.
+test_mode: simulator
+
+Persona: {persona}
+Goal: {goal}
+Turn: {turn_number} of at most {max_turns}
+
+Read the conversation so far and the agent's last response, then write the user's next message,
+moving toward the goal. If the goal has been achieved, set goal_achieved to true.
+
+Respond in JSON only:
+{{"input": "your next message as the user", "goal_achieved": true or false, "reasoning": "brief explanation"}}""",
+    "validator": """You are a strict test validator judging an AI agent's response.
+test_mode: validator
+
+Criteria: {criteria}
+Additional context: {context}
+
+Judge only the agent's latest response against the criteria.
+Respond in JSON only:
+{{"passed": true or false, "score": 0.0 to 1.0, "reason": "one sentence", "suggestions": ["..."]}}""",
+    "generator": """You are a test case generator for AI agents.
+test_mode: generator
+
+Target Agent: {target_agent}
+Description: {target_description}
+Available Tools: {target_tools}
+
+Generate {count} test cases with focus on: {focus} (complexity: {complexity}).
+Each case has: id (unique), name, input (the user message) or turns (an array of {{"input", "assertions"}}),
+and assertions (e.g. {{"type": "contains", "value": "..."}}, {{"type": "tool_called", "name": "..."}}).
+
+Respond in JSON only: {{"cases": [ ... ]}}""",
+    "reporter": """You are a test reporter. Summarise this test run of an AI agent for its developers:
+what passed, what failed and why, patterns across failures, and what to fix first.
+test_mode: reporter
+
+Run summary (JSON):
+{summary}
+
+Respond in Markdown.""",
+}
+
+
+class _Defaults(dict):
+    def __missing__(self, key: str) -> str:
+        return "(not given)"
+
+
+def render_transcript(messages: list[Message]) -> str:
+    """The conversation as text a role agent reads: roles, tool calls and tool results."""
+    lines = []
+    for m in messages:
+        role = m.get("role", "?")
+        content = m.get("content")
+        if isinstance(content, list):
+            content = " ".join(p.get("text", f"[{p.get('type')}]") for p in content if isinstance(p, dict))
+        if role == "tool":
+            lines.append(f"TOOL RESULT ({m.get('tool_call_id', '')}): {content}")
+            continue
+        if content:
+            lines.append(f"{role.upper()}: {content}")
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function", {})
+            lines.append(f"{role.upper()} CALLS TOOL {fn.get('name')}({fn.get('arguments')})")
+    return "\n".join(lines)
+
+
+class RolePlayer:
+    """Plays one role with one agent client.
+
+    ``builtin_prompt``: the agent is a plain LLM, so the farm writes the role's
+    prompt (the built-in one or the file ``prompt`` names). Otherwise the agent
+    is the user's own role service and gets the conversation and the metadata
+    in ``options`` as they are.
+    """
+
+    def __init__(self, role: str, client: AgentClient, prompt: str | None = None, builtin_prompt: bool = True):
+        self.role = role
+        self.client = client
+        self.prompt = prompt or PROMPTS[role]
+        self.builtin_prompt = builtin_prompt
+
+    @classmethod
+    def prompt_from(cls, path: str | None, base_dir: Path) -> str | None:
+        if not path:
+            return None
+        p = Path(path)
+        p = p if p.is_absolute() else base_dir / p
+        return p.read_text(encoding="utf-8")
+
+    def _messages(self, conversation: list[Message], metadata: dict[str, Any]) -> list[Message]:
+        if not self.builtin_prompt:
+            return list(conversation)
+        fields = _Defaults({k: (v if isinstance(v, str) else json.dumps(v, default=str)) for k, v in metadata.items()})
+        fields.setdefault("context", json.dumps({k: v for k, v in metadata.items() if k not in ("criteria",)}, default=str))
+        system = self.prompt.format_map(fields)
+        transcript = render_transcript(conversation) or "(no conversation yet: write the user's first message)"
+        return [{"role": "system", "content": system}, {"role": "user", "content": transcript}]
+
+    async def _call_json(self, conversation: list[Message], metadata: dict[str, Any]) -> Any:
+        options = {"skip": {"history": True}, "metadata": {**metadata, "test_mode": self.role}}
+        messages = self._messages(conversation, {**metadata, "test_mode": self.role})
+        problem = ""
+        for _attempt in range(2):  # one retry for an unusable answer
+            try:
+                reply = await self.client.send(messages, options)
+            except AgentError as exc:
+                problem = f"the {self.role} agent failed: {exc}"
+                continue
+            value = extract_json(reply.content)
+            if value is not NO_JSON:
+                return value
+            problem = f"the {self.role} answered no JSON: {reply.content[:120]!r}"
+        raise RoleError(problem)
+
+    async def simulate(self, conversation: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
+        data = await self._call_json(conversation, metadata)
+        if not isinstance(data, dict):
+            raise RoleError("the simulator's answer is not a JSON object")
+        text = data.get("input", data.get("message"))
+        if text is not None and not isinstance(text, str):
+            text = json.dumps(text)
+        return SimulatorTurn(input=text, goal_achieved=bool(data.get("goal_achieved")), reasoning=data.get("reasoning"))
+
+    async def validate(self, conversation: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
+        data = await self._call_json(conversation, metadata)
+        if not isinstance(data, dict) or "passed" not in data:
+            raise RoleError("the validator's answer has no 'passed'")
+        passed = data["passed"]
+        if isinstance(passed, str):
+            passed = passed.strip().lower() in ("true", "yes", "pass", "passed")
+        score = data.get("score")
+        suggestions = data.get("suggestions")
+        return {
+            "passed": bool(passed),
+            "score": float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+            "reason": data.get("reason"),
+            "suggestions": [str(s) for s in suggestions] if isinstance(suggestions, list) else None,
+        }
+
+    async def generate(self, metadata: dict[str, Any]) -> list[Any]:
+        data = await self._call_json([], metadata)
+        if isinstance(data, dict) and isinstance(data.get("cases"), list):
+            return data["cases"]
+        if isinstance(data, list):
+            return data
+        if isinstance(data, dict):
+            return [data]
+        raise RoleError("the generator's answer is neither {\"cases\": [...]}, an array, nor a case")
+
+    async def report(self, summary: dict[str, Any]) -> str:
+        messages = [{"role": "system", "content": self.prompt.format_map(_Defaults(summary=json.dumps(summary, indent=2, default=str)))}]
+        if not self.builtin_prompt:
+            messages = [{"role": "user", "content": json.dumps(summary, default=str)}]
+        reply = await self.client.send(messages, {"skip": {"history": True}, "metadata": {"test_mode": "reporter"}})
+        return reply.content

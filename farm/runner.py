@@ -1,0 +1,453 @@
+"""The conversation runner: one case, from its first turn to its last (SPEC 3.3-3.5).
+
+Engine-agnostic: it talks to the agent under test through ``AgentClient`` and
+to everything else (simulator, validators, a human, scripts) through the
+:class:`Services` it is given. In a Ray run those services are actor pools; in
+a unit test they are plain objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from farm.agents.base import AgentClient, AgentError, Message, Reply
+from farm.assertions import AssertionEnv, Subject, evaluate
+from farm.awaiting import detect_awaiting, last_sentence
+from farm.cases import AssertionSpec, Mode, Options, TestCase
+from farm.config import DEFAULT_INPUT_TOOLS
+from farm.durations import format_duration
+from farm.loader import LoadedCase
+from farm.messages import user_messages
+from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult, Usage
+from farm.session import Session
+
+__all__ = ["RunSettings", "Services", "SimulatorTurn", "HumanRequest", "run_case", "RoleError"]
+
+MAX_TOOL_STEPS = 8
+DEFAULT_CASE_TIMEOUT = 300.0
+AWAITING_HINT = "Add more turns, use --interactive, or configure a simulator"
+
+
+class RoleError(Exception):
+    """A role agent (simulator, validator, ...) failed or answered nothing usable."""
+
+
+@dataclass
+class SimulatorTurn:
+    """The simulator's answer: the next user input, or that the goal is achieved."""
+
+    input: Any = None
+    goal_achieved: bool = False
+    reasoning: str | None = None
+
+
+@dataclass
+class HumanRequest:
+    """What a person at the terminal is asked to answer."""
+
+    case_id: str
+    turn: int
+    question: str
+    hint: str | None
+    proposed: Any = None
+    """The input the turn or the simulator would send; the person may keep or replace it."""
+    timeout: float = 300.0
+
+
+class Services(Protocol):
+    """What the runner needs beyond the agent under test."""
+
+    assertion_env: AssertionEnv | None
+
+    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn: ...
+
+    async def ask_human(self, request: HumanRequest) -> str | None: ...
+
+    async def mock_tool(self, mock: Any, arguments: Any) -> Any: ...
+
+
+@dataclass
+class RunSettings:
+    """Run-wide settings that shape every conversation."""
+
+    agent_id: str = ""
+    run_id: str = ""
+    on_missing_input: Literal["skip", "fail"] = "skip"
+    case_timeout: float = DEFAULT_CASE_TIMEOUT
+    turn_timeout: float = 120.0
+    interactive: bool = False
+    default_simulator: str | None = None
+    input_tools: tuple[str, ...] = DEFAULT_INPUT_TOOLS
+    agent_tool_mocks: dict[str, Any] = field(default_factory=dict)
+    worker: str | None = None
+
+
+class _Stop(Exception):
+    """Ends a conversation with a status (raised inside the mode loops)."""
+
+    def __init__(self, status: Status, error: str | None = None):
+        super().__init__(error)
+        self.status = status
+        self.error = error
+
+
+class _Conversation:
+    def __init__(self, loaded: LoadedCase, target: AgentClient, services: Services | None, settings: RunSettings):
+        assert loaded.case is not None
+        self.case: TestCase = loaded.case
+        self.loaded = loaded
+        self.target = target
+        self.services = services
+        self.settings = settings
+        self.session = Session(variables=dict(self.case.variables))
+        self.result = CaseResult(
+            id=self.case.id,
+            name=self.case.name,
+            status=Status.PASSED,
+            mode=self.case.resolved_mode.value,
+            agent=settings.agent_id,
+            tags=self.case.tags,
+            source=loaded.source,
+            run_id=settings.run_id,
+            worker=settings.worker,
+        )
+        self.base_dir = Path(loaded.base_dir) if loaded.base_dir else None
+        self.mocks = {**settings.agent_tool_mocks, **self.case.tool_mocks}
+
+    # -- one exchange --------------------------------------------------------
+
+    async def exchange(self, user_input: Any, source: str, options: Options, attachments: list[Any], timeout: float | None) -> TurnResult:
+        """Send one user input and read the reply, answering mocked tool calls in between."""
+        self.session.turn_count += 1
+        turn = TurnResult(turn=self.session.turn_count, input=user_input, input_source=source)
+        self.result.turns.append(turn)
+        self.result.total_turns = len(self.result.turns)
+        try:
+            self.session.add_user(user_messages(user_input, attachments, self.base_dir))
+        except ValueError as exc:
+            turn.error = str(exc)
+            raise _Stop(Status.ERROR, f"turn {turn.turn}: {exc}") from None
+        started = time.perf_counter()
+        try:
+            await asyncio.wait_for(self._steps(turn, options), timeout or self.settings.turn_timeout)
+        except asyncio.TimeoutError:
+            limit = format_duration(timeout or self.settings.turn_timeout)
+            turn.error = f"the agent did not answer within the turn timeout ({limit})"
+            raise _Stop(Status.TIMEOUT, f"turn {turn.turn}: {turn.error}") from None
+        except AgentError as exc:
+            turn.error = f"agent error: {exc}"
+            raise _Stop(Status.ERROR, f"turn {turn.turn}: {turn.error}") from None
+        finally:
+            turn.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+            self.result.usage = self.result.usage + turn.usage
+        return turn
+
+    async def _steps(self, turn: TurnResult, options: Options) -> None:
+        opts = options.model_dump(exclude_none=True)
+        opts["session_id"] = self.session.id
+        for step in range(1, MAX_TOOL_STEPS + 1):
+            reply = await self.target.send(list(self.session.messages), opts)
+            turn.steps = step
+            turn.usage = turn.usage + reply.usage
+            awaiting, reason = detect_awaiting(reply, self.settings.input_tools)
+            mocked = [self.mocks.get(call.name) for call in reply.tool_calls]
+            results = [
+                None if mock is None else await self._mock_result(mock, call.arguments)
+                for mock, call in zip(mocked, reply.tool_calls)
+            ]
+            turn.tool_calls.extend(self.session.add_reply(reply, results))
+            turn.output = reply.content if reply.content or not turn.output else turn.output
+            turn.awaiting_input, turn.awaiting_reason = awaiting, reason
+            turn.input_hint = reply.input_hint
+            keep_going = reply.tool_calls and any(m is not None for m in mocked) and not awaiting
+            if not keep_going:
+                return
+
+    async def _mock_result(self, mock: Any, arguments: Any) -> Any:
+        if isinstance(mock, str) and mock.startswith("scripts:"):
+            if self.services is None:
+                raise AgentError(f"tool mock '{mock}' needs scripts, which this run does not offer")
+            return await self.services.mock_tool(mock, arguments)
+        return mock
+
+    # -- assertions ----------------------------------------------------------
+
+    def subject(self, turn: TurnResult, include_tool_texts: bool = False) -> Subject:
+        return Subject(
+            content=turn.output,
+            tool_calls=turn.tool_calls,
+            latency_ms=turn.duration_ms,
+            input=turn.input,
+            tool_texts=[_text(c.result) for c in turn.tool_calls] if include_tool_texts else [],
+            conversation=list(self.session.messages),
+            metadata=self._metadata(),
+        )
+
+    def _metadata(self) -> dict[str, Any]:
+        meta = {"test_id": self.case.id, **self.case.options.metadata}
+        if self.case.user:
+            meta["user"] = self.case.user
+        if self.case.team:
+            meta["team"] = self.case.team
+        return meta
+
+    async def check(self, specs: list[AssertionSpec], subject: Subject) -> list[AssertionResult]:
+        env = self.services.assertion_env if self.services else None
+        return [await evaluate(spec, subject, env) for spec in specs]
+
+    @staticmethod
+    def verdict(results: list[AssertionResult], where: str) -> None:
+        for r in results:
+            if r.error:
+                raise _Stop(Status.ERROR, f"{where}: {r.message}")
+        failed = [r for r in results if not r.passed]
+        if failed:
+            raise _Stop(Status.FAILED, f"{where}: {failed[0].message}")
+
+    # -- modes ---------------------------------------------------------------
+
+    def base_options(self, extra: Options | None = None) -> Options:
+        options = self.case.options
+        metadata = dict(options.metadata)
+        if self.case.user:
+            metadata.setdefault("user", self.case.user)
+        if self.case.team:
+            metadata.setdefault("team", self.case.team)
+        return options.model_copy(update={"metadata": metadata}).merged(extra)
+
+    async def run_single(self) -> None:
+        case = self.case
+        turn = await self.exchange(case.input, "static", self.base_options(), case.attachments, None)
+        specs = list(case.assertions)
+        if case.expected is not None:
+            specs.append(AssertionSpec(type="equals", value=case.expected))
+        turn.assertions = await self.check(specs, self.subject(turn))
+        self.verdict(turn.assertions, f"turn {turn.turn}")
+        await self.final_assertions()
+
+    async def run_static(self) -> None:
+        case = self.case
+        turns = case.turns or []
+        last: TurnResult | None = None
+        for index, spec in enumerate(turns):
+            user_input, source = spec.input, "static"
+            if self.settings.interactive and index > 0 and last is not None and last.awaiting_input:
+                answer = await self.ask_human(last, proposed=spec.input)
+                if answer is not None and answer != spec.input:
+                    user_input, source = answer, "human"
+            attachments = [*(case.attachments if index == 0 else []), *spec.attachments]
+            last = await self.exchange(user_input, source, self.base_options(spec.options), attachments, spec.timeout)
+            specs = list(spec.assertions)
+            if index == len(turns) - 1 and case.expected is not None:
+                specs.append(AssertionSpec(type="equals", value=case.expected))
+            last.assertions = await self.check(specs, self.subject(last))
+            self.verdict(last.assertions, f"turn {last.turn}")
+        assert last is not None
+        last = await self.continue_while_awaiting(last)
+        await self.final_assertions()
+
+    async def continue_while_awaiting(self, last: TurnResult) -> TurnResult:
+        """After the last defined turn: the simulator, a person, or skip/fail (SPEC 3.3)."""
+        case = self.case
+        simulator = self.simulator_id() if case.simulator is not None else None
+        while last.awaiting_input:
+            if len(self.result.turns) >= case.max_turns:
+                if simulator:
+                    raise _Stop(Status.FAILED, f"max turns ({case.max_turns}) reached while the agent still awaited input")
+                break
+            if simulator:
+                sim = await self.simulate(simulator)
+                if sim.goal_achieved and sim.input in (None, ""):
+                    break
+                last = await self.exchange(sim.input, "simulated", self.base_options(), [], None)
+                last.simulator_reasoning = sim.reasoning
+                continue
+            if self.settings.interactive:
+                answer = await self.ask_human(last, proposed=None)
+                if answer is not None:
+                    last = await self.exchange(answer, "human", self.base_options(), [], None)
+                    continue
+            break
+        if last.awaiting_input and not simulator:
+            question = last_sentence(last.output) or last.output
+            self.result.awaiting_question = question or None
+            self.result.hint = last.input_hint and f"the agent expects: {last.input_hint}. {AWAITING_HINT}" or AWAITING_HINT
+            reason = "agent awaiting input, no next turn defined"
+            status = Status.FAILED if self.settings.on_missing_input == "fail" else Status.SKIPPED
+            raise _Stop(status, reason)
+        return last
+
+    async def run_dynamic(self) -> None:
+        case = self.case
+        simulator = self.simulator_id()
+        checkpoints = {cp.id: CheckpointResult(id=cp.id, description=cp.description, required=cp.required) for cp in case.checkpoints or []}
+        self.result.checkpoints = list(checkpoints.values())
+        pending = list(case.checkpoints or [])
+        first = True
+        while True:
+            if first and case.input is not None:
+                user_input, source, reasoning = case.input, "static", None
+            else:
+                if len(self.result.turns) >= case.max_turns:
+                    raise _Stop(Status.FAILED, f"max turns ({case.max_turns}) reached; missing checkpoints: {self._missing(checkpoints)}")
+                sim = await self.simulate(simulator)
+                if sim.goal_achieved:
+                    raise _Stop(Status.FAILED, f"the simulator says the goal is achieved, but checkpoints are missing: {self._missing(checkpoints)}")
+                user_input, source, reasoning = sim.input, "simulated", sim.reasoning
+            if source == "simulated" and self.settings.interactive and self.result.turns and self.result.turns[-1].awaiting_input:
+                answer = await self.ask_human(self.result.turns[-1], proposed=user_input)
+                if answer is not None and answer != user_input:
+                    user_input, source = answer, "human"
+            first = False
+            turn = await self.exchange(user_input, source, self.base_options(), case.attachments if len(self.result.turns) == 0 else [], None)
+            turn.simulator_reasoning = reasoning
+            subject = self.subject(turn, include_tool_texts=True)
+            progressed = True
+            while progressed:  # a dependency reached earlier in the same turn counts
+                progressed = False
+                for cp in list(pending):
+                    outcome = await evaluate(cp.assertion, subject, self.services.assertion_env if self.services else None)
+                    record = checkpoints[cp.id]
+                    record.assertion = outcome
+                    if outcome.error:
+                        raise _Stop(Status.ERROR, f"checkpoint '{cp.id}': {outcome.message}")
+                    if outcome.passed and all(checkpoints[a].reached for a in cp.after):
+                        record.reached, record.reached_at_turn = True, turn.turn
+                        pending.remove(cp)
+                        progressed = True
+            if all(r.reached for r in checkpoints.values() if r.required):
+                await self.final_assertions()
+                return
+            if not turn.awaiting_input and turn.awaiting_reason == "completed":
+                raise _Stop(Status.FAILED, f"the agent completed with checkpoints missing: {self._missing(checkpoints)}")
+
+    @staticmethod
+    def _missing(checkpoints: dict[str, CheckpointResult]) -> str:
+        return ", ".join(r.id for r in checkpoints.values() if r.required and not r.reached)
+
+    def simulator_id(self) -> str:
+        sim = self.case.simulator
+        agent_id = (sim.use if sim else None) or self.settings.default_simulator
+        if not agent_id:
+            raise _Stop(Status.ERROR, "no simulator: give 'simulator.use' in the case, --simulator, or [farm].simulator")
+        return agent_id
+
+    async def simulate(self, agent_id: str) -> SimulatorTurn:
+        if self.services is None:
+            raise _Stop(Status.ERROR, "this run has no simulator service")
+        spec = self.case.simulator
+        metadata = {
+            **(spec.options.metadata if spec else {}),
+            "test_mode": "simulator",
+            "test_id": self.case.id,
+            "session_id": self.session.id,
+            "turn_number": len(self.result.turns) + 1,
+            "turn_count": len(self.result.turns),
+            "max_turns": self.case.max_turns,
+            "last_response": self.result.turns[-1].output if self.result.turns else "",
+            "tool_results": [r.model_dump() for r in self.session.tool_results],
+        }
+        try:
+            sim = await self.services.simulate(agent_id, list(self.session.messages), metadata)
+        except RoleError as exc:
+            raise _Stop(Status.SKIPPED, f"simulator error: {exc}") from None
+        if not sim.goal_achieved and sim.input in (None, ""):
+            raise _Stop(Status.SKIPPED, "simulator error: it answered no input")
+        return sim
+
+    async def ask_human(self, last: TurnResult, proposed: Any) -> str | None:
+        if self.services is None:
+            return None
+        timeout = self.case.interactive.timeout if self.case.interactive else 300.0
+        request = HumanRequest(
+            case_id=self.case.id,
+            turn=last.turn + 1,
+            question=last.output,
+            hint=last.input_hint,
+            proposed=proposed,
+            timeout=timeout,
+        )
+        return await self.services.ask_human(request)
+
+    async def final_assertions(self) -> None:
+        if not self.case.final_assertions:
+            return
+        last = self.result.turns[-1] if self.result.turns else None
+        subject = Subject(
+            content=last.output if last else "",
+            tool_calls=list(self.session.tool_results),
+            latency_ms=self.result.duration_ms,
+            document=self.session.state_document(),
+            conversation=list(self.session.messages),
+            metadata=self._metadata(),
+        )
+        self.result.final_assertions = await self.check(self.case.final_assertions, subject)
+        self.verdict(self.result.final_assertions, "final assertions")
+
+    async def run(self) -> None:
+        mode = self.case.resolved_mode
+        if mode == Mode.SINGLE:
+            await self.run_single()
+        elif mode == Mode.STATIC:
+            await self.run_static()
+        else:
+            await self.run_dynamic()
+
+
+def error_result(loaded: LoadedCase, settings: RunSettings, message: str, status: Status = Status.ERROR) -> CaseResult:
+    """A result for a case that could not run (load error, hook failure, lost worker)."""
+    case = loaded.case
+    mode = None
+    if case is not None:
+        try:
+            mode = case.resolved_mode.value
+        except ValueError:
+            mode = None
+    return CaseResult(
+        id=loaded.id,
+        name=case.name if case else (loaded.raw or {}).get("name") if isinstance(loaded.raw, dict) else None,
+        status=status,
+        mode=mode,
+        agent=settings.agent_id,
+        tags=case.tags if case else [],
+        source=loaded.source,
+        error=message,
+        run_id=settings.run_id,
+        worker=settings.worker,
+    )
+
+
+async def run_case(loaded: LoadedCase, target: AgentClient, services: Services | None, settings: RunSettings) -> CaseResult:
+    """Run one case to its end and return its result. Never raises for the case's own problems."""
+    if not loaded.ok:
+        return error_result(loaded, settings, loaded.error or "the case did not load")
+    assert loaded.case is not None
+    reason = loaded.case.skip_reason()
+    if reason:
+        return error_result(loaded, settings, reason, Status.SKIPPED)
+    conversation = _Conversation(loaded, target, services, settings)
+    result = conversation.result
+    result.started_at = time.time()
+    started = time.perf_counter()
+    timeout = loaded.case.timeout or settings.case_timeout
+    try:
+        await asyncio.wait_for(conversation.run(), timeout)
+    except _Stop as stop:
+        result.status, result.error = stop.status, stop.error
+    except asyncio.TimeoutError:
+        result.status = Status.TIMEOUT
+        result.error = f"the case did not finish within its timeout ({format_duration(timeout)})"
+    finally:
+        result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        result.total_turns = len(result.turns)
+    return result
+
+
+def _text(value: Any) -> str:
+    import json
+
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)

@@ -1,0 +1,155 @@
+"""The services a conversation uses besides the agent under test.
+
+:class:`FarmServices` implements the runner's ``Services`` and the assertions'
+``AssertionEnv`` on top of a :class:`RoleCaller` — in-process here
+(:class:`LocalRoles`), or the simulator and validator actor pools on Ray.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Protocol
+
+from farm.agents.base import AgentClient, Message
+from farm.agents.factory import build_agent
+from farm.assertions import Outcome, Subject
+from farm.cases import AssertionSpec
+from farm.config import FarmConfig
+from farm.errors import FarmError
+from farm.roles import RolePlayer
+from farm.runner import HumanRequest, RoleError, SimulatorTurn
+from farm.scripts import ScriptResolver, call_maybe_async
+
+__all__ = ["FarmServices", "LocalRoles", "RoleCaller", "strip_agent_prefix"]
+
+
+def strip_agent_prefix(use: str) -> str:
+    return use.removeprefix("agents:").strip()
+
+
+class RoleCaller(Protocol):
+    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn: ...
+
+    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class LocalRoles:
+    """Role players built from the config in this process, one per agent id."""
+
+    def __init__(self, config: FarmConfig, limiter_for: Callable[[str], Any] | None = None):
+        self.config = config
+        self.limiter_for = limiter_for
+        self._players: dict[tuple[str, str], RolePlayer] = {}
+
+    def player(self, role: str, agent_id: str) -> RolePlayer:
+        key = (role, agent_id)
+        if key not in self._players:
+            try:
+                agent = self.config.agent(agent_id)
+                client: AgentClient = build_agent(self.config, agent_id, limiter_for=self.limiter_for)
+                prompt = RolePlayer.prompt_from(agent.prompt, self.config.base_dir)
+            except (FarmError, OSError) as exc:
+                raise RoleError(str(exc)) from None
+            # a plain LLM gets the role's prompt; the user's own http/python service
+            # gets the conversation, with the role's metadata in options
+            player_agent = self.config.agent(agent.uses) if agent.is_role and agent.uses else agent
+            builtin = player_agent.kind == "openai" or player_agent.is_role
+            self._players[key] = RolePlayer(role, client, prompt, builtin_prompt=builtin)
+        return self._players[key]
+
+    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
+        return await self.player("simulator", agent_id).simulate(messages, metadata)
+
+    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
+        return await self.player("validator", agent_id).validate(messages, metadata)
+
+    async def aclose(self) -> None:
+        for player in self._players.values():
+            await player.client.aclose()
+
+
+HumanAsker = Callable[[HumanRequest], Awaitable[str | None]]
+
+
+class FarmServices:
+    """Simulator, validators, scripts and (optionally) a person, for the runner."""
+
+    def __init__(
+        self,
+        config: FarmConfig,
+        roles: RoleCaller,
+        scripts: ScriptResolver | None = None,
+        default_validator: str | None = None,
+        human: HumanAsker | None = None,
+    ):
+        self.config = config
+        self.roles = roles
+        self.scripts = scripts or ScriptResolver(config.scripts_dir)
+        self.default_validator = default_validator or config.farm.validator
+        self.human = human
+
+    @property
+    def assertion_env(self) -> "FarmServices":
+        return self
+
+    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
+        return await self.roles.simulate(agent_id, messages, metadata)
+
+    async def ask_human(self, request: HumanRequest) -> str | None:
+        if self.human is None:
+            return None
+        return await self.human(request)
+
+    async def mock_tool(self, mock: Any, arguments: Any) -> Any:
+        fn = self.scripts.resolve(mock)
+        return await call_maybe_async(fn, arguments)
+
+    async def validate(self, spec: AssertionSpec, subject: Subject) -> Outcome:
+        agent_id = strip_agent_prefix(spec.use) if spec.use else self.default_validator
+        if not agent_id:
+            return Outcome(False, message="an 'agent' assertion needs 'use' (e.g. agents:workers.test.validator) or [farm].validator", error=True)
+        options = spec.options.model_dump(exclude_none=True) if spec.options else {}
+        metadata = {**subject.metadata, **options.get("metadata", {})}
+        for key in ("criteria", "value"):
+            if key == "value" and spec.value is not None and "criteria" not in metadata:
+                metadata["criteria"] = spec.value
+            elif spec.extra(key) is not None:
+                metadata.setdefault(key, spec.extra(key))
+        conversation = subject.conversation or [
+            {"role": "user", "content": subject.input if isinstance(subject.input, str) else str(subject.input)},
+            {"role": "assistant", "content": subject.content},
+        ]
+        try:
+            verdict = await self.roles.validate(agent_id, conversation, metadata)
+        except RoleError as exc:
+            return Outcome(False, message=f"validator error: {exc}", error=True)
+        reason = verdict.get("reason")
+        return Outcome(
+            bool(verdict["passed"]),
+            actual=subject.content,
+            message=None if verdict["passed"] else f"the validator judged it failed: {reason or 'no reason given'}",
+            score=verdict.get("score"),
+            reason=reason,
+            suggestions=verdict.get("suggestions"),
+        )
+
+    async def run_script(self, spec: AssertionSpec, subject: Subject) -> Outcome:
+        if not spec.use:
+            return Outcome(False, message="a 'script' assertion needs 'use' (e.g. scripts:tests.check)", error=True)
+        try:
+            fn = self.scripts.resolve(spec.use)
+        except FarmError as exc:
+            return Outcome(False, message=str(exc), error=True)
+        options = spec.options.model_dump(exclude_none=True) if spec.options else {}
+        value = await call_maybe_async(fn, subject.content, subject.input, options)
+        if isinstance(value, bool):
+            return Outcome(value, actual=subject.content, message=None if value else f"script {spec.use} returned false")
+        if isinstance(value, dict) and "passed" in value:
+            passed = bool(value["passed"])
+            return Outcome(
+                passed,
+                actual=subject.content,
+                message=None if passed else f"script {spec.use}: {value.get('reason') or 'failed'}",
+                score=value.get("score"),
+                reason=value.get("reason"),
+            )
+        return Outcome(False, message=f"script {spec.use} returned {type(value).__name__}, not a bool or {{passed, reason, score}}", error=True)

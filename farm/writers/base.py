@@ -1,0 +1,79 @@
+"""The one interface every results writer implements, and a writer that fans out to several."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import Protocol, runtime_checkable
+
+from farm.results import CaseResult
+
+__all__ = ["MultiWriter", "ResultWriter"]
+
+
+@runtime_checkable
+class ResultWriter(Protocol):
+    """Where finished :class:`~farm.results.CaseResult` records go.
+
+    A writer makes each result durable on its own schedule; ``flush`` forces
+    that now and may be costly (a Parquet writer writes a part file per call),
+    so call it at checkpoints rather than after every result. ``close`` is
+    final and safe to call twice.
+    """
+
+    def write(self, result: CaseResult) -> None:
+        """Record one finished case run."""
+        ...
+
+    def flush(self) -> None:
+        """Make everything written so far durable."""
+        ...
+
+    def close(self) -> None:
+        """Flush, finish the output and release it; later writes raise."""
+        ...
+
+
+class MultiWriter:
+    """Hands every call to each of ``writers``, in order.
+
+    Every writer gets every call even when an earlier one raised, so one
+    broken output does not cost the others a result; the first error is then
+    raised, with the others attached as notes.
+    """
+
+    def __init__(self, writers: Iterable[ResultWriter]):
+        self.writers: list[ResultWriter] = list(writers)
+
+    def write(self, result: CaseResult) -> None:
+        self._each(lambda writer: writer.write(result))
+
+    def flush(self) -> None:
+        self._each(lambda writer: writer.flush())
+
+    def close(self) -> None:
+        self._each(lambda writer: writer.close())
+
+    def __enter__(self) -> MultiWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _each(self, call: Callable[[ResultWriter], None]) -> None:
+        errors: list[Exception] = []
+        for writer in self.writers:
+            try:
+                call(writer)
+            except Exception as exc:  # the other writers still get their call
+                errors.append(exc)
+        if errors:
+            first = errors[0]
+            for other in errors[1:]:
+                first.add_note(f"another writer also failed: {type(other).__name__}: {other}")
+            raise first

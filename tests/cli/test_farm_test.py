@@ -1,0 +1,184 @@
+"""``farm test`` end to end: the real CLI, the session's real Ray, a real agent server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from cli.app import app
+from farm.demo.server import JSONServer
+from tests.scripted import ScriptedAgent, farm_toml
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+
+@pytest.fixture(scope="module")
+def scripted():
+    agent = ScriptedAgent()
+    with JSONServer(agent) as server:
+        yield server
+
+
+@pytest.fixture
+def project(tmp_path: Path, scripted: JSONServer) -> Path:
+    (tmp_path / "farm.toml").write_text(farm_toml(scripted.url))
+    return tmp_path
+
+
+def write_suite(folder: Path, cases: list[dict], name: str = "suite.jsonl") -> Path:
+    path = folder / name
+    path.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    return path
+
+
+def farm(*args: str, input: str | None = None):
+    return CliRunner().invoke(app, list(args), input=input, catch_exceptions=False)
+
+
+def results(path: Path) -> dict[str, dict]:
+    return {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+
+def test_every_status_for_its_reason(project: Path):
+    suite = write_suite(
+        project,
+        [
+            {"id": "pass", "input": "Hello", "assertions": [{"type": "contains", "value": "expense assistant"}]},
+            {"id": "fail", "input": "Hello", "assertions": [{"type": "contains", "value": "pirate"}]},
+            {"id": "skip", "turns": [{"input": "Submit $100,000 equipment purchase"}]},
+            {"id": "error-agent", "input": "always 500"},
+            {"id": "error-rule", "input": "Hello", "assertions": [{"type": "smells_like", "value": "x"}]},
+            {"id": "timeout", "input": "slow 5", "timeout": "1s"},
+            {"id": "skip-flag", "input": "Hello", "skip": "not today"},
+        ],
+    )
+    out = project / "out.jsonl"
+    result = farm("test", "-i", str(suite), "-o", str(out), "--config", str(project / "farm.toml"))
+    assert result.exit_code == 1, result.output
+    got = results(out)
+    assert {k: v["status"] for k, v in got.items()} == {
+        "pass": "passed",
+        "fail": "failed",
+        "skip": "skipped",
+        "error-agent": "error",
+        "error-rule": "error",
+        "timeout": "timeout",
+        "skip-flag": "skipped",
+    }
+    assert "pirate" in got["fail"]["error"]
+    assert got["skip"]["awaiting_question"] == "Please provide PO number."
+    assert got["skip"]["turns"][0]["awaiting_reason"] == "content_is_question"
+    assert "500" in got["error-agent"]["error"]
+    assert "unknown assertion type 'smells_like'" in got["error-rule"]["error"]
+    assert "timeout" in got["timeout"]["error"]
+    assert got["skip-flag"]["error"] == "not today"
+
+
+def test_missing_input_fails_when_asked_to(project: Path):
+    suite = write_suite(project, [{"id": "skip", "turns": [{"input": "Submit $100,000 equipment purchase"}]}])
+    out = project / "out.jsonl"
+    result = farm("test", "-i", str(suite), "-o", str(out), "--on-missing-input", "fail", "--config", str(project / "farm.toml"))
+    assert result.exit_code == 1
+    assert results(out)["skip"]["status"] == "failed"
+
+
+def test_broken_json_line_exits_2_naming_every_line(project: Path):
+    suite = project / "broken.jsonl"
+    suite.write_text('{"id": "ok", "input": "Hello"}\n{"id": "bad", \n\n// comment\nnot json\n')
+    result = farm("test", "-i", str(suite), "--config", str(project / "farm.toml"))
+    assert result.exit_code == 2
+    assert f"{suite}:2: not valid JSON" in result.output
+    assert f"{suite}:5: not valid JSON" in result.output
+    assert "Traceback" not in result.output
+    assert not (project / "results").exists(), "nothing may run when a line is not JSON"
+
+
+def test_static_flow_with_tool_mocks_and_final_assertions(project: Path):
+    case = {
+        "id": "flow",
+        "turns": [
+            {"input": "I want to submit an expense", "assertions": [{"type": "contains", "value": "type of expense"}]},
+            {"input": "Business travel, $3500", "assertions": [{"type": "tool_called", "name": {"name": "create_expense", "arguments": {"amount": 3500}}}]},
+            {"input": "Yes, confirm", "assertions": [{"type": "contains", "value": "submitted"}]},
+        ],
+        "final_assertions": [{"type": "json_path", "path": "$.expense.status", "value": "submitted"}],
+    }
+    out = project / "out.jsonl"
+    result = farm("test", "-i", str(write_suite(project, [case])), "-o", str(out), "--config", str(project / "farm.toml"))
+    assert result.exit_code == 0, result.output
+    got = results(out)["flow"]
+    assert got["status"] == "passed"
+    assert [t["tool_calls"][0]["name"] for t in got["turns"] if t["tool_calls"]] == ["create_expense", "submit_expense"]
+    assert got["turns"][1]["steps"] == 2  # the mock was answered and the agent asked again
+    assert got["final_assertions"][0]["passed"] is True
+
+
+def test_429_with_retry_after_then_success(project: Path):
+    out = project / "out.jsonl"
+    suite = write_suite(project, [{"id": "limited", "input": "429 once e2e", "assertions": [{"type": "contains", "value": "recovered"}]}])
+    result = farm("test", "-i", str(suite), "-o", str(out), "--config", str(project / "farm.toml"))
+    assert result.exit_code == 0, result.output
+    got = results(out)["limited"]
+    assert got["status"] == "passed"
+    assert got["turns"][0]["duration_ms"] >= 900  # it waited for Retry-After
+
+
+def test_200_cases_read_back_complete_and_consistent(project: Path):
+    cases = [
+        {"id": f"c{i:03d}", "input": "Hello" if i % 4 else "What is the travel policy?",
+         "assertions": [{"type": "contains", "value": "expense assistant" if i % 4 else "limit"}] + ([{"type": "contains", "value": "nope"}] if i % 10 == 0 else [])}
+        for i in range(200)
+    ]
+    result = farm("test", "-i", str(write_suite(project, cases)), "--config", str(project / "farm.toml"), "--parallel", "50")
+    assert result.exit_code == 1  # every tenth case fails on purpose
+    run_dirs = list((project / "results").iterdir())
+    assert len(run_dirs) == 1
+    run_dir = run_dirs[0]
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert sorted(r["id"] for r in records) == sorted(c["id"] for c in cases)
+    assert sum(r["status"] == "failed" for r in records) == 20
+    assert len({r["worker"].split("@")[0] for r in records}) >= 2, "cases spread over the session actors"
+    cases_table = pq.read_table(run_dir / "cases.parquet")
+    turns_table = pq.read_table(run_dir / "turns.parquet")
+    assertions_table = pq.read_table(run_dir / "assertions.parquet")
+    assert cases_table.num_rows == 200 and turns_table.num_rows == 200
+    assert assertions_table.num_rows == sum(len(c["assertions"]) for c in cases)
+    run_id = records[0]["run_id"]
+    for table in (cases_table, turns_table, assertions_table):
+        assert set(table.column("run_id").to_pylist()) == {run_id}
+    statuses = dict(zip(cases_table.column("case_id").to_pylist(), cases_table.column("status").to_pylist()))
+    assert statuses == {r["id"]: r["status"] for r in records}
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "finished" and info["counts"]["failed"] == 20
+
+
+def test_dry_run_prints_cases_and_writes_them(project: Path):
+    suite = write_suite(project, [{"id": "a", "input": "Hello"}, {"id": "b", "turns": [{"input": "x"}]}])
+    out = project / "saved.jsonl"
+    result = farm("test", "-i", str(suite), "--dry-run", "-o", str(out), "--config", str(project / "farm.toml"))
+    assert result.exit_code == 0, result.output
+    saved = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [c["id"] for c in saved] == ["a", "b"]
+    assert not (project / "results").exists()
+
+
+def test_run_regex_and_direct_message(project: Path):
+    suite = write_suite(project, [{"id": "keep-1", "input": "Hello"}, {"id": "drop-1", "input": "Hello"}])
+    out = project / "out.jsonl"
+    assert farm("test", "-i", str(suite), "-o", str(out), "--run", "^keep", "--config", str(project / "farm.toml")).exit_code == 0
+    assert list(results(out)) == ["keep-1"]
+    result = farm("test", "-i", "Hello there", "-o", str(out), "--config", str(project / "farm.toml"))
+    assert result.exit_code == 0
+    assert "expense assistant" in results(out)["message"]["turns"][0]["output"]
+
+
+def test_unknown_agent_is_one_sentence(project: Path):
+    result = farm("test", "-i", "Hello", "-n", "nobody", "--config", str(project / "farm.toml"))
+    assert result.exit_code == 2
+    assert "agent 'nobody' is not configured" in result.output
+    assert "Traceback" not in result.output
