@@ -1,0 +1,155 @@
+"""NDJSON events for tools and dashboards: what ``farm test --json`` prints on stdout.
+
+One JSON object per line, flushed as it is written, so a consumer reading the
+pipe sees each case the moment it finishes. Every event carries ``event``
+(its kind), ``run_id`` and ``time`` (Unix seconds, float). Consumers must
+ignore keys they do not know: events gain keys, never lose or retype them.
+
+``run_start`` — first line of every stream::
+
+    {"event": "run_start", "run_id": "...", "time": 1714000000.0,
+     "schema_version": 1, ...info}
+
+  ``info`` is whatever :meth:`EventWriter.start` was given (e.g. ``agent``,
+  ``input``, ``cases``); when ``start`` is never called the event is emitted
+  with no extra keys just before the first other event.
+
+``case_start`` — optional (see below)::
+
+    {"event": "case_start", "run_id": "...", "time": ..., "case_id": "c1",
+     "name": "Refund" | null, "run_index": 0, "attempt": 1}
+
+``turn`` — optional (see below)::
+
+    {"event": "turn", "run_id": "...", "time": ..., "case_id": "c1",
+     "run_index": 0, "attempt": 1, "turn": <TurnResult JSON: turn, input,
+     input_source, output, tool_calls[], assertions[], duration_ms, usage, ...>}
+
+``case_result`` — one per finished case run::
+
+    {"event": "case_result", "run_id": "...", "time": ..., "case": <CaseResult JSON>}
+
+  ``case`` is exactly a ``results.jsonl`` line (:class:`farm.results.CaseResult`).
+
+``summary`` — last line, written by :meth:`EventWriter.close`::
+
+    {"event": "summary", "run_id": "...", "time": ...,
+     "counts": {"total": 6, "passed": 3, "failed": 1, "skipped": 1, "error": 1, "timeout": 0},
+     "pass_rate": 0.6 | null, "total_turns": 11, "duration_ms": 5230.5,
+     "tokens": {"prompt": 900, "completion": 300, "total": 1200},
+     "wall_seconds": 12.3, "exit_code": 1}
+
+  ``pass_rate`` is passed / (total - skipped), null when nothing ran;
+  ``exit_code`` is what ``farm test`` exits with (0 when nothing failed,
+  errored or timed out).
+
+``case_start`` and ``turn`` are documented so consumers can handle them, but
+``farm test`` does not emit them today: a conversation runs whole on one Ray
+actor and only its result crosses back to the driver (no per-turn round
+trips). A driver that does see them can call :meth:`EventWriter.case_start`
+and :meth:`EventWriter.turn`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from farm.console import Summary
+from farm.results import SCHEMA_VERSION, CaseResult, TurnResult
+
+__all__ = ["EventWriter"]
+
+
+class EventWriter:
+    """A :class:`~farm.writers.ResultWriter` that prints NDJSON events to ``stream``.
+
+    ``close`` writes the ``summary`` event and flushes ``stream`` but does not
+    close it (it is usually stdout). Memory stays flat: results are counted,
+    not kept.
+    """
+
+    label = "Events"
+
+    def __init__(self, stream: TextIO, run_id: str, *, clock: Callable[[], float] = time.time):
+        self.stream = stream
+        self.run_id = run_id
+        self.path = getattr(stream, "name", "<stream>")
+        self._clock = clock
+        self._started_at = clock()
+        self._summary = Summary()
+        self._announced = False
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def start(self, info: dict[str, Any] | None = None) -> None:
+        """Emit ``run_start`` with ``info``'s keys; only the first call (or event) emits it."""
+        if self._announced:
+            return
+        self._announced = True
+        self._emit("run_start", {"schema_version": SCHEMA_VERSION, **(info or {})})
+
+    def case_start(self, case_id: str, name: str | None = None, run_index: int = 0, attempt: int = 1) -> None:
+        """Emit ``case_start`` (optional: for drivers that learn when a case begins)."""
+        self._emit("case_start", {"case_id": case_id, "name": name, "run_index": run_index, "attempt": attempt})
+
+    def turn(self, case_id: str, turn: TurnResult, run_index: int = 0, attempt: int = 1) -> None:
+        """Emit ``turn`` (optional: for drivers that see turns as they happen)."""
+        self._emit(
+            "turn",
+            {"case_id": case_id, "run_index": run_index, "attempt": attempt, "turn": turn.model_dump(mode="json")},
+        )
+
+    def write(self, result: CaseResult) -> None:
+        self._emit("case_result", {"case": result.model_dump(mode="json")})
+        self._summary.add(result)
+
+    def flush(self) -> None:
+        if not self._closed:
+            self.stream.flush()
+
+    def close(self) -> None:
+        """Emit ``summary`` (and ``run_start`` if nothing was emitted yet); safe to call twice."""
+        if self._closed:
+            return
+        summary = self._summary
+        ran = summary.total - summary.skipped
+        self._emit(
+            "summary",
+            {
+                "counts": {
+                    "total": summary.total,
+                    "passed": summary.passed,
+                    "failed": summary.failed,
+                    "skipped": summary.skipped,
+                    "error": summary.errors,
+                    "timeout": summary.timeouts,
+                },
+                "pass_rate": summary.passed / ran if ran else None,
+                "total_turns": summary.total_turns,
+                "duration_ms": summary.duration_ms,
+                "tokens": {
+                    "prompt": summary.prompt_tokens,
+                    "completion": summary.completion_tokens,
+                    "total": summary.total_tokens,
+                },
+                "wall_seconds": round(self._clock() - self._started_at, 3),
+                "exit_code": summary.exit_code,
+            },
+        )
+        self._closed = True
+
+    def _emit(self, event: str, fields: dict[str, Any]) -> None:
+        if self._closed:
+            raise ValueError(f"Cannot emit a {event} event, as the event writer for run {self.run_id} has been closed.")
+        if not self._announced and event != "run_start":
+            self.start()
+        record = {"event": event, "run_id": self.run_id, "time": self._clock()}
+        record.update((key, value) for key, value in fields.items() if key not in record)
+        self.stream.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        self.stream.flush()

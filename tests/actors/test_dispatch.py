@@ -1,0 +1,74 @@
+"""The dispatcher's bookkeeping, without Ray."""
+
+import pytest
+
+from actors.dispatch import Dispatcher, Job
+
+
+def jobs(n):
+    return [Job(("case", i)) for i in range(n)]
+
+
+def test_window_bounds_what_is_in_flight():
+    d = Dispatcher(["a", "b"], window=3)
+    d.add(jobs(10))
+    assert len(d.assign()) == 3
+    assert d.assign() == []  # the window is full
+    d.finished(next(iter(d.running.values()))[1])
+    assert len(d.assign()) == 1
+
+
+def test_least_loaded_worker_gets_the_next_job():
+    d = Dispatcher(["a", "b", "c"], window=100)
+    d.add(jobs(7))
+    placed = [w for w, _ in d.assign()]
+    assert sorted(placed.count(w) for w in "abc") == [2, 2, 3]
+    # finish two jobs on "a": the next job goes there
+    on_a = [job for w, job in d.running.values() if w == "a"]
+    for job in on_a:
+        d.finished(job)
+    d.add([Job(("new", 0))])
+    assert d.assign()[0][0] == "a"
+
+
+def test_lost_job_is_requeued_first_with_the_next_attempt():
+    d = Dispatcher(["a"], window=1, max_attempts=3)
+    d.add(jobs(2))
+    (_, first), = d.assign()
+    retry = d.lost(first)
+    assert retry is not None and retry.attempt == 2 and retry.key == first.key
+    (_, again), = d.assign()
+    assert again.key == first.key and again.attempt == 2
+
+
+def test_a_job_that_keeps_dying_is_given_up():
+    d = Dispatcher(["a"], window=1, max_attempts=2)
+    d.add(jobs(1))
+    (_, job), = d.assign()
+    job = d.lost(job)
+    (_, job), = d.assign()
+    assert d.lost(job) is None
+    assert d.idle
+
+
+def test_each_job_is_reported_once():
+    d = Dispatcher(["a", "b"], window=2)
+    d.add(jobs(1))
+    (_, job), = d.assign()
+    assert d.finished(job) is True
+    assert d.finished(job) is False  # a duplicate (e.g. a re-run that also finished) is dropped
+    assert d.lost(job) is None  # and a late loss of a reported job is not re-queued
+
+
+def test_stop_dispatches_nothing_more():
+    d = Dispatcher(["a"], window=1)
+    d.add(jobs(3))
+    d.assign()
+    dropped = d.stop()
+    assert len(dropped) == 2
+    assert d.assign() == []
+
+
+def test_window_must_be_positive():
+    with pytest.raises(ValueError):
+        Dispatcher(["a"], window=0)

@@ -1,0 +1,120 @@
+"""Loading suites: files, messages, bad input, mode selection, both key spellings."""
+
+import io
+import json
+
+import pytest
+
+from farm.cases import Mode
+from farm.errors import InputError, UsageError
+from farm.loader import load_file, load_message, load_stdin
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_jsonl_skips_blanks_and_comments_and_keeps_lines(tmp_path):
+    path = write(tmp_path, "s.jsonl", '// a comment\n\n{"id": "a", "input": "hi"}\n   \n{"id": "b", "turns": ["x", {"input": "y"}]}\n')
+    suite = load_file(path)
+    assert [(c.id, c.source.rsplit(":", 1)[1]) for c in suite.cases] == [("a", "3"), ("b", "5")]
+    assert suite.cases[1].case.resolved_mode == Mode.STATIC
+    assert [t.input for t in suite.cases[1].case.turns] == ["x", "y"]
+
+
+def test_every_non_json_line_is_listed(tmp_path):
+    path = write(tmp_path, "s.jsonl", '{"id": "a", "input": "x"}\n{nope\n{"id": "b"\n')
+    with pytest.raises(InputError) as info:
+        load_file(path)
+    assert [p.split(": ")[0] for p in info.value.problems] == [f"{path}:2", f"{path}:3"]
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ({"input": "x"}, "field 'id': required field is missing"),
+        ({"id": "a", "input": "x", "assertions": [{"type": "nope"}]}, "unknown assertion type 'nope'"),
+        ({"id": "a", "turns": [{"input": "x"}], "simulator": {"use": "s"}, "checkpoints": [{"id": "c", "assertion": "contains"}]}, "both 'turns' and 'checkpoints'"),
+        ({"id": "a", "input": "x", "colour": "red"}, "field 'colour': unknown field"),
+        ({"id": "a", "mode": "dynamic", "input": "x"}, "'mode' is 'dynamic'"),
+        ({"id": "a", "simulator": {"use": "s"}, "checkpoints": [{"id": "c", "after": ["zz"], "assertion": {"type": "contains", "value": "v"}}]}, "unknown checkpoint(s): zz"),
+        ({"id": "a", "input": "x", "timeout": "soon"}, "not a duration"),
+        ([1, 2], "a case must be a JSON object"),
+    ],
+)
+def test_rule_breaking_cases_become_errors_and_the_rest_load(tmp_path, case, message):
+    path = write(tmp_path, "s.jsonl", json.dumps(case) + '\n{"id": "fine", "input": "x"}\n')
+    suite = load_file(path)
+    bad, good = suite.cases
+    assert not bad.ok and message in bad.error, bad.error
+    assert good.ok
+    assert suite.problems[0].startswith(f"{path}:1: ")
+
+
+def test_duplicate_ids_name_the_first(tmp_path):
+    path = write(tmp_path, "s.jsonl", '{"id": "a", "input": "x"}\n{"id": "a", "input": "y"}\n')
+    first, second = load_file(path).cases
+    assert first.ok and not second.ok
+    assert second.error == f"duplicate id 'a' (first at {path}:1)"
+
+
+def test_both_spellings_are_accepted(tmp_path):
+    seed = {"id": "s", "turns": [{"input": "x", "assertions": [{"type": "tool_called", "name": "t"}, {"type": "regex", "pattern": "a+"}]}]}
+    yao = {"id": "y", "turns": [{"input": "x", "assert": [{"type": "tool_called", "value": "t"}, {"type": "regex", "value": "a+"}]}]}
+    cp = {"id": "c", "simulator": {"use": "s"}, "checkpoints": [{"id": "k", "assert": {"type": "contains", "value": "v"}}]}
+    path = write(tmp_path, "s.jsonl", "\n".join(json.dumps(c) for c in (seed, yao, cp)))
+    s, y, c = (x.case for x in load_file(path).cases)
+    for case in (s, y):
+        called, regex = case.turns[0].assertions
+        assert called.name == "t" and regex.pattern == "a+"
+    assert c.checkpoints[0].assertion.type == "contains"
+
+
+def test_bare_string_and_single_object_assertions(tmp_path):
+    path = write(tmp_path, "s.jsonl", '{"id": "a", "input": "x", "assert": {"type": "contains", "value": "v"}}\n{"id": "b", "input": "x", "assertions": "agent"}\n')
+    a, b = (c.case for c in load_file(path).cases)
+    assert [x.type for x in a.assertions] == ["contains"]
+    assert [x.type for x in b.assertions] == ["agent"]
+
+
+@pytest.mark.parametrize("shape", ["one", "array", "cases"])
+def test_json_files_hold_one_case_an_array_or_cases(tmp_path, shape):
+    cases = [{"id": "a", "input": "x"}, {"id": "b", "input": "y"}]
+    data = {"one": cases[0], "array": cases, "cases": {"cases": cases}}[shape]
+    path = write(tmp_path, "s.json", json.dumps(data, indent=2))
+    suite = load_file(path)
+    assert [c.id for c in suite.cases] == (["a"] if shape == "one" else ["a", "b"])
+    assert all(c.ok for c in suite.cases)
+    if shape != "one":
+        lines = [int(c.source.rsplit(":", 1)[1]) for c in suite.cases]
+        assert lines[0] < lines[1]
+
+
+def test_broken_json_file_names_its_line(tmp_path):
+    path = write(tmp_path, "s.json", '[\n {"id": "a"},\n {oops}\n]')
+    with pytest.raises(InputError) as info:
+        load_file(path)
+    assert info.value.problems[0].startswith(f"{path}:3: not valid JSON")
+
+
+def test_missing_file_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="file not found"):
+        load_file(tmp_path / "nope.jsonl")
+
+
+def test_message_and_stdin():
+    (case,) = load_message("Hello there").cases
+    assert case.ok and case.case.input == "Hello there"
+    suite = load_stdin(io.StringIO('{"id": "a", "input": "x"}\n'))
+    assert [c.id for c in suite.cases] == ["a"] and suite.cases[0].source == "<stdin>:1"
+
+
+def test_select_by_regex_and_tags(tmp_path):
+    path = write(tmp_path, "s.jsonl", '{"id": "a1", "input": "x", "tags": ["smoke"]}\n{"id": "b1", "input": "x"}\n{"id": "a2", "input": "x"}\n')
+    suite = load_file(path)
+    assert [c.id for c in suite.select("^a").cases] == ["a1", "a2"]
+    assert [c.id for c in suite.select(None, ["smoke"]).cases] == ["a1"]
+    with pytest.raises(UsageError, match="--run"):
+        suite.select("(")
