@@ -48,15 +48,17 @@ class RunPlan:
     max_attempts: int = 3
     skip_keys: set[tuple[str, int]] = field(default_factory=set)
     """``(case id, run index)`` already finished (``--resume``)."""
-    human: Any = None
-    """An actor handle that answers interactive questions, or None."""
+    human: str | None = None
+    """The name of the actor that answers interactive questions, or None."""
 
 
 def _actor_count(plan: RunPlan, cpus: float) -> int:
     if plan.actors:
         return plan.actors
-    wanted = math.ceil(plan.parallel / 64)
-    return max(1, min(max(1, int(cpus)), wanted, 16))
+    # at least two where there are two CPUs, so a dying actor never stalls the run;
+    # more only for high parallelism (each actor is a process of ~110 MiB)
+    cores = max(1, int(cpus))
+    return max(min(2, cores), min(cores, math.ceil(plan.parallel / 64), 16))
 
 
 def _jobs(plan: RunPlan) -> Iterator[Job]:
@@ -96,15 +98,16 @@ def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop
     need_sim, need_val = _role_agents_needed(plan)
     pool_size = max(1, min(2, n_actors))
     pools = {
-        "simulator": start_pool(f"farm-sim-{scope}", pool_size, plan.config, limits) if need_sim else [],
-        "validator": start_pool(f"farm-val-{scope}", pool_size, plan.config, limits) if need_val else [],
+        "simulator": start_pool(f"farm-sim-{scope}", pool_size, plan.config, limits) if need_sim else {},
+        "validator": start_pool(f"farm-val-{scope}", pool_size, plan.config, limits) if need_val else {},
     }
+    pool_names = {role: list(handles) for role, handles in pools.items()}
     actors: dict[str, Any] = {}
     for i in range(n_actors):
         name = f"session-{i}"
         actors[name] = SessionActor.options(
             max_concurrency=per_actor + 4, scheduling_strategy="SPREAD"
-        ).remote(name, plan.config, settings, plan.connector_override, per_actor, pools, limits, plan.human)
+        ).remote(name, plan.config, settings, plan.connector_override, per_actor, pool_names, limits, plan.human)
 
     dispatcher = Dispatcher(list(actors), window=max(1, plan.parallel), max_attempts=plan.max_attempts)
     in_flight: dict[Any, Job] = {}
@@ -158,7 +161,7 @@ def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop
         for handle in actors.values():
             ray.kill(handle, no_restart=True)
         for pool in pools.values():
-            for handle in pool:
+            for handle in pool.values():
                 ray.kill(handle, no_restart=True)
         for handle in limiter_handles.values():
             ray.kill(handle, no_restart=True)

@@ -45,19 +45,24 @@ class RoleActor:
         return True
 
 
-def start_pool(name: str, size: int, config: FarmConfig, limits: dict[str, Any] | None, concurrency: int = 256) -> list[Any]:
-    return [
-        RoleActor.options(name=f"{name}-{i}", max_concurrency=concurrency, scheduling_strategy="SPREAD").remote(config, limits)
+def start_pool(name: str, size: int, config: FarmConfig, limits: dict[str, Any] | None, concurrency: int = 256) -> dict[str, Any]:
+    """Start a pool of ``size`` named role actors; returns their handles by name (keep them for the run)."""
+    return {
+        f"{name}-{i}": RoleActor.options(name=f"{name}-{i}", max_concurrency=concurrency, scheduling_strategy="SPREAD").remote(config, limits)
         for i in range(size)
-    ]
+    }
 
 
 class PoolRoles:
-    """A ``RoleCaller`` that sends role calls to the pools (used inside session actors)."""
+    """A ``RoleCaller`` that sends role calls to the pools (used inside session actors).
 
-    def __init__(self, simulators: list[Any], validators: list[Any]):
-        self._sim = itertools.cycle(simulators) if simulators else None
-        self._val = itertools.cycle(validators) if validators else None
+    Pool actors are looked up by name (not passed as handles), so a restarted
+    session actor finds them again (ray-project/ray#53727).
+    """
+
+    def __init__(self, simulators: list[str], validators: list[str]):
+        self._sim = itertools.cycle([ray.get_actor(n) for n in simulators]) if simulators else None
+        self._val = itertools.cycle([ray.get_actor(n) for n in validators]) if validators else None
 
     @staticmethod
     async def _call(pool: Any, method: str, *args: Any) -> dict[str, Any]:

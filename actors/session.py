@@ -37,9 +37,9 @@ class SessionActor:
         settings: RunSettings,
         connector_override: str | None,
         concurrency: int,
-        pools: dict[str, list[Any]],
+        pools: dict[str, list[str]],
         limits: dict[str, Any] | None = None,
-        human: Any = None,
+        human: str | None = None,
     ):
         from actors.limiter import limiter_factory
         from actors.roles import PoolRoles
@@ -53,7 +53,7 @@ class SessionActor:
         self.n_clients = max(1, -(-concurrency // CONVERSATIONS_PER_CLIENT))
         self.clients: list[AgentClient] = []
         self._next = itertools.count()
-        self.human = human
+        self.human = ray.get_actor(human) if human else None
         self.services = FarmServices(
             config,
             PoolRoles(pools.get("simulator", []), pools.get("validator", [])),

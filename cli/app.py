@@ -29,12 +29,13 @@ def fail(exc: FarmError) -> None:
 
 
 def _register() -> None:
-    from cli import agents, demo, test, validate
+    from cli import agents, demo, report, test, validate
 
     app.command("test")(test.test)
     app.command("demo")(demo.demo)
     app.command("validate")(validate.validate)
     app.command("agents")(agents.agents)
+    app.command("report")(report.report)
 
 
 _register()

@@ -160,7 +160,7 @@ def _test(**o) -> int:
     extra_writers = _extra_writers(o, run_id)
     total = len(suite.cases) * o["runs"] - len(skip_keys)
     if not quiet:
-        reporter.header(agent_id, f"{input_value} ({len(suite.cases)} test cases)", len(suite.cases), {"Run": run_id, **({"Resuming": f"{len(skip_keys)} finished"} if skip_keys else {})})
+        reporter.header(agent_id, input_value, len(suite.cases), {"Run": run_id, **({"Resuming": f"{len(skip_keys)} finished"} if skip_keys else {})})
         reporter.start_progress(total)
 
     def on_result(result) -> None:
@@ -174,8 +174,9 @@ def _test(**o) -> int:
         if o["interactive"]:
             from actors.human import HumanDesk, TerminalDesk
 
-            plan.human = HumanDesk.remote()
-            desks.append(TerminalDesk(plan.human, sys.stdin, lambda text: console.print(text, markup=False, highlight=False)).start())
+            plan.human = f"farm-human-{run_id}"
+            desk = HumanDesk.options(name=plan.human).remote()
+            desks.append(TerminalDesk(desk, sys.stdin, lambda text: console.print(text, markup=False, highlight=False)).start())
 
     try:
         summary = execute(
@@ -196,7 +197,7 @@ def _test(**o) -> int:
     reporter.stop_progress()
     for desk in desks:
         desk.stop()
-    outputs = [f"Results: {jsonl}", f"Parquet: {run_dir}/{{cases,turns,assertions}}.parquet"]
+    outputs = [f"Results: {jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"]
     outputs += [f"{w.label}: {w.path}" for w in extra_writers if hasattr(w, "label")]
     if not quiet:
         reporter.summary(summary, outputs)

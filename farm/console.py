@@ -408,7 +408,7 @@ class ConsoleReporter:
         if lines:
             self.console.print()
             for line in lines:
-                self.console.print(Text(f"  {line}"))
+                self.console.print(Text(f"  {line}"), soft_wrap=True)
 
     def _stability(self, summary: Summary) -> None:
         stats = summary.stability()

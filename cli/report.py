@@ -1,0 +1,185 @@
+"""``farm report PATH...``: analyse one or many runs' results (SPEC sections 2 and 7)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from farm.durations import format_duration
+from farm.errors import FarmError
+from farm.reports.analysis import CaseChange, CaseRate, Latency, Report, analyse
+
+__all__ = ["render", "report"]
+
+#: Latency-per-turn rows shown before "… and N more".
+TURN_ROWS = 30
+
+
+def report(
+    paths: Annotated[list[Path], typer.Argument(help="Run folders, results folders holding runs, or result files (.parquet, .jsonl).", show_default=False)],
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")] = False,
+    top: Annotated[int, typer.Option("--top", help="Rows per list: failed assertions, flaky cases, regressions (0: all).")] = 10,
+) -> None:
+    """Summarise runs: statuses, tokens, latency, failing assertions, flaky cases, regressions and fixes."""
+    from cli.app import fail
+
+    try:
+        result = analyse(paths, top=top)
+    except FarmError as exc:
+        fail(exc)
+    if json_out:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+    else:
+        render(result, Console(highlight=False))
+
+
+def render(report: Report, console: Console) -> None:
+    """Print ``report`` as rich tables."""
+    _runs(report, console)
+    _summary(report, console)
+    if report.tokens and any(usage.total_tokens for usage in report.tokens):
+        table = _table("Tokens per agent", ("Agent", "left"), ("Connector", "left"), ("Role", "left"), ("Cases", "right"), ("Prompt", "right"), ("Completion", "right"), ("Total", "right"))
+        for usage in report.tokens:
+            table.add_row(usage.agent, usage.connector or "", usage.role, str(usage.cases), str(usage.prompt_tokens), str(usage.completion_tokens), str(usage.total_tokens))
+        console.print(table)
+    _latency(console, "Turn latency per agent (ms)", "Agent", report.latency_by_agent)
+    _latency(console, "Turn latency per turn index (ms)", "Turn", report.latency_by_turn)
+    if report.failed_assertions:
+        table = _table("Assertions that failed most", ("Type", "left"), ("Message", "left"), ("Failures", "right"), ("Cases", "right"))
+        for failure in report.failed_assertions:
+            table.add_row(failure.type or "", Text(failure.message or ""), str(failure.count), str(failure.cases))
+        console.print(table)
+        _more(console, report.failed_assertions_total - len(report.failed_assertions), "failing assertions")
+    if report.missed_checkpoints:
+        table = _table("Checkpoints missed most", ("Checkpoint", "left"), ("Misses", "right"), ("Cases", "right"))
+        for miss in report.missed_checkpoints:
+            table.add_row(Text(miss.checkpoint_id or ""), str(miss.count), str(miss.cases))
+        console.print(table)
+        _more(console, report.missed_checkpoints_total - len(report.missed_checkpoints), "checkpoints")
+    _stability(report, console)
+    _comparison(report, console)
+    for note in report.notes:
+        console.print(Text(f"note: {note}", style="yellow"))
+
+
+def _runs(report: Report, console: Console) -> None:
+    if len(report.runs) == 1:
+        run = report.runs[0]
+        started = f", started {run.started_at:%Y-%m-%d %H:%M:%S %Z}" if run.started_at else ""
+        console.print(Text(f"Run {run.run_id} ({run.path}{started})", style="bold"))
+        return
+    table = _table(f"Runs ({len(report.runs)}, oldest first)", ("Run", "left"), ("Started", "left"), ("Cases", "right"), ("Passed", "right"), ("Failed", "right"), ("Skipped", "right"), ("Error", "right"), ("Timeout", "right"), ("Pass rate", "right"))
+    for run in report.runs:
+        counts = run.counts
+        table.add_row(
+            Text(run.run_id or ""),
+            f"{run.started_at:%Y-%m-%d %H:%M:%S}" if run.started_at else "",
+            str(counts.total), str(counts.passed), str(counts.failed), str(counts.skipped), str(counts.error), str(counts.timeout),
+            _rate(counts.pass_rate),
+        )  # fmt: skip
+    console.print(table)
+
+
+def _summary(report: Report, console: Console) -> None:
+    summary, counts = report.summary, report.summary.counts
+    console.print(Text("Summary", style="bold"))
+    lines = [
+        ("Case runs", str(counts.total)),
+        ("Passed", str(counts.passed)),
+        ("Failed", str(counts.failed)),
+        ("Skipped", str(counts.skipped)),
+        ("Errors", str(counts.error)),
+        ("Timeouts", str(counts.timeout)),
+        ("Pass rate", _rate(counts.pass_rate) + " (skipped excluded)"),
+        ("Turns", f"{summary.turns} (avg {summary.avg_turns:.1f} per case)"),
+        ("Case time", format_duration(summary.duration_ms / 1000)),
+        ("Tokens", f"{summary.total_tokens} (prompt {summary.prompt_tokens}, completion {summary.completion_tokens})"),
+    ]
+    width = max(len(label) for label, _ in lines) + 2
+    for label, value in lines:
+        console.print(Text(f"  {label + ':':<{width}}{value}"))
+
+
+def _latency(console: Console, title: str, key: str, rows: list[Latency]) -> None:
+    if not rows:
+        return
+    table = _table(title, (key, "left"), ("Turns", "right"), ("p50", "right"), ("p95", "right"), ("p99", "right"), ("max", "right"))
+    for row in rows[:TURN_ROWS]:
+        table.add_row(Text(row.group), str(row.turns), f"{row.p50_ms:.0f}", f"{row.p95_ms:.0f}", f"{row.p99_ms:.0f}", f"{row.max_ms:.0f}")
+    console.print(table)
+    if len(rows) > TURN_ROWS:
+        console.print(Text(f"  … and {len(rows) - TURN_ROWS} more rows (--json has them all)", style="dim"))
+
+
+def _stability(report: Report, console: Console) -> None:
+    stability = report.stability
+    if not stability.repeated:
+        return
+    classes = ", ".join(f"{count} {name}" for name, count in stability.classes.items() if count)
+    console.print(Text(f"Stability over {stability.cases} cases: {classes}; {stability.flaky_total} flaky", style="bold"))
+    if stability.flaky:
+        console.print(_rates_table("Flaky cases (passed in some runs, not in others)", stability.flaky))
+        _more(console, stability.flaky_total - len(stability.flaky), "flaky cases")
+    if stability.least_stable:
+        console.print(_rates_table("Pass rate per case (lowest first)", stability.least_stable))
+
+
+def _rates_table(title: str, rows: list[CaseRate]) -> Table:
+    table = _table(title, ("Case", "left"), ("Runs", "right"), ("Passed", "right"), ("Pass rate", "right"), ("Class", "left"), ("Statuses", "left"))
+    for row in rows:
+        statuses = ", ".join(f"{count} {status}" for status, count in row.statuses.items())
+        table.add_row(Text(_case_label(row.case_id, row.name)), str(row.runs), str(row.passes), _rate(row.pass_rate), row.stability_class or "", statuses)
+    return table
+
+
+def _comparison(report: Report, console: Console) -> None:
+    comparison = report.comparison
+    if comparison is None:
+        return
+    console.print(
+        Text(
+            f"From {comparison.base_run} to {comparison.head_run}: "
+            f"{comparison.regressions_total} regressions, {comparison.fixes_total} fixes",
+            style="bold",
+        )
+    )
+    for title, rows, total, style in (
+        ("Regressions (passed -> failed)", comparison.regressions, comparison.regressions_total, "red"),
+        ("Fixes (failed -> passed)", comparison.fixes, comparison.fixes_total, "green"),
+    ):
+        if rows:
+            console.print(_changes_table(title, rows, style))
+            _more(console, total - len(rows), "cases")
+
+
+def _changes_table(title: str, rows: list[CaseChange], style: str) -> Table:
+    table = _table(title, ("Case", "left"), ("Before", "left"), ("After", "left"), ("Error", "left"))
+    for row in rows:
+        table.add_row(Text(_case_label(row.case_id, row.name), style=style), row.base_status, row.head_status, Text(row.error or ""))
+    return table
+
+
+def _table(title: str, *columns: tuple[str, str]) -> Table:
+    table = Table(title=title, title_justify="left", title_style="bold")
+    for name, justify in columns:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    return table
+
+
+def _case_label(case_id: str, name: str | None) -> str:
+    return f"{case_id} — {name}" if name else case_id
+
+
+def _rate(rate: float | None) -> str:
+    return "—" if rate is None else f"{rate:.1%}"
+
+
+def _more(console: Console, hidden: int, what: str) -> None:
+    if hidden > 0:
+        console.print(Text(f"  … and {hidden} more {what} (--top 0 shows all)", style="dim"))

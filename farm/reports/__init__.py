@@ -1,0 +1,13 @@
+"""Reports on results: JUnit XML and an HTML page written during a run, and the analysis behind ``farm report``.
+
+- :class:`~farm.reports.junit.JUnitWriter` and :class:`~farm.reports.html.HTMLWriter`
+  are :class:`~farm.writers.ResultWriter` implementations fed every result as it arrives.
+- :func:`~farm.reports.analysis.analyse` reads one or many runs' Parquet
+  tables (or a results JSONL file) and returns a :class:`~farm.reports.analysis.Report`.
+"""
+
+from farm.reports.analysis import Report, analyse, find_runs
+from farm.reports.html import HTMLWriter
+from farm.reports.junit import JUnitWriter
+
+__all__ = ["HTMLWriter", "JUnitWriter", "Report", "analyse", "find_runs"]

@@ -1,0 +1,520 @@
+"""A self-contained HTML report: ``farm test --html PATH``.
+
+One page with no network access at all (inline CSS, inline SVG computed
+here, a few lines of inline JavaScript): the run's numbers, a donut of
+statuses, a histogram of turn latency, and every case run's conversation —
+turns with input and reply, tool calls with arguments and results,
+assertion and checkpoint results — as collapsible sections that buttons
+filter by status. Cases that did not pass start open.
+
+The numbers are text in elements with stable ids, for people and for tests:
+``count-total``, ``count-passed``, ``count-failed``, ``count-skipped``,
+``count-error``, ``count-timeout``, ``pass-rate`` (passed / (total -
+skipped), e.g. ``66.7%``), ``total-turns``, ``avg-turns``,
+``total-duration`` (sum of case durations; ``data-ms`` holds milliseconds),
+``total-tokens``, ``prompt-tokens``, ``completion-tokens``,
+``latency-avg`` and ``latency-max`` (turn latency), ``run-id``. The script
+writes how many case sections the filter shows into ``visible-count`` and
+the active filter into ``active-filter``; the filter can also be chosen with
+the URL's fragment (``report.html#failed``). Each case is a
+``<details class="case" data-status="...">``.
+
+Memory stays flat: each case's section is rendered to a temporary file
+beside ``path`` as its result arrives, and only counters and histogram
+buckets are kept; ``close`` writes the page head (the numbers are known
+then), copies the sections after it and renames the page into place.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from datetime import datetime
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from farm.durations import format_duration
+from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
+
+__all__ = ["HTMLWriter", "LATENCY_BUCKETS_MS"]
+
+#: Upper edges (ms) of the turn latency histogram's buckets; a last bucket holds the rest.
+LATENCY_BUCKETS_MS = (100, 250, 500, 1000, 2000, 5000, 10_000, 30_000, 60_000)
+#: Longest text shown for one input, reply or value; the rest is cut with a note.
+TEXT_LIMIT = 20_000
+
+_COLORS = {
+    Status.PASSED: "#1a7f37",
+    Status.FAILED: "#cf222e",
+    Status.ERROR: "#8250df",
+    Status.TIMEOUT: "#bc4c00",
+    Status.SKIPPED: "#9a6700",
+}
+
+
+class HTMLWriter:
+    """A :class:`~farm.writers.ResultWriter` that writes the HTML report to ``path`` on ``close``."""
+
+    label = "HTML"
+
+    def __init__(self, path: str | os.PathLike[str], run_id: str, *, title: str | None = None):
+        self.path = Path(path)
+        self.run_id = run_id
+        self.title = title or f"Agent Test Farm — run {run_id}"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._sections = tempfile.NamedTemporaryFile(  # noqa: SIM115  (closed in close())
+            "w+", encoding="utf-8", dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".cases", delete=False
+        )
+        self._counts = {status: 0 for status in Status}
+        self._turns = 0
+        self._duration_ms = 0.0
+        self._tokens = {"prompt": 0, "completion": 0, "total": 0}
+        self._latency = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        self._latency_sum = 0.0
+        self._latency_max = 0.0
+        self._latency_count = 0
+        self._first_start: float | None = None
+        self._last_end: float | None = None
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def write(self, result: CaseResult) -> None:
+        if self._closed:
+            raise ValueError(f"Cannot write a result, as the HTML writer for {self.path} has been closed.")
+        self._counts[Status(result.status)] += 1
+        self._turns += result.total_turns or len(result.turns)
+        self._duration_ms += result.duration_ms
+        self._tokens["prompt"] += result.usage.prompt_tokens
+        self._tokens["completion"] += result.usage.completion_tokens
+        self._tokens["total"] += result.usage.total_tokens
+        for turn in result.turns:
+            self._latency[_bucket(turn.duration_ms)] += 1
+            self._latency_sum += turn.duration_ms
+            self._latency_max = max(self._latency_max, turn.duration_ms)
+            self._latency_count += 1
+        if result.started_at is not None:
+            end = result.started_at + result.duration_ms / 1000
+            if self._first_start is None or result.started_at < self._first_start:
+                self._first_start = result.started_at
+            if self._last_end is None or end > self._last_end:
+                self._last_end = end
+        self._sections.write(case_section(result, sum(self._counts.values())))
+
+    def flush(self) -> None:
+        if not self._closed:
+            self._sections.flush()
+
+    def close(self) -> None:
+        """Assemble the page at ``path`` (atomically) and remove the temporary file."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._sections.flush()
+            self._sections.seek(0)
+            tmp = self.path.with_name(f".{self.path.name}.tmp")
+            with open(tmp, "w", encoding="utf-8") as out:
+                out.write(self._head())
+                shutil.copyfileobj(self._sections, out)
+                out.write(_FOOT)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, self.path)
+        finally:
+            self._sections.close()
+            Path(self._sections.name).unlink(missing_ok=True)
+
+    # -- the page head: summary, charts, filters
+
+    def _head(self) -> str:
+        counts = self._counts
+        total = sum(counts.values())
+        ran = total - counts[Status.SKIPPED]
+        pass_rate = f"{counts[Status.PASSED] / ran:.1%}" if ran else "—"
+        latency_avg = self._latency_sum / self._latency_count if self._latency_count else 0.0
+        span = ""
+        if self._first_start is not None and self._last_end is not None:
+            start = datetime.fromtimestamp(self._first_start).astimezone()
+            span = f"started {start.isoformat(timespec='seconds')}, wall span {format_duration(self._last_end - self._first_start)}; "
+        generated = datetime.fromtimestamp(time.time()).astimezone().isoformat(timespec="seconds")
+
+        cards = [
+            _card("count-total", total, "total"),
+            *(_card(f"count-{status.value}", counts[status], status.value, status.value) for status in Status),
+            _card("pass-rate", pass_rate, "pass rate (skipped excluded)"),
+            _card("total-turns", self._turns, "turns"),
+            _card("avg-turns", f"{self._turns / total:.1f}" if total else "0.0", "avg turns / case"),
+            _card(
+                "total-duration",
+                format_duration(self._duration_ms / 1000),
+                "case time (sum)",
+                attrs=f' data-ms="{self._duration_ms:.0f}"',
+            ),
+            _card("total-tokens", self._tokens["total"], "tokens"),
+            _card("prompt-tokens", self._tokens["prompt"], "prompt tokens"),
+            _card("completion-tokens", self._tokens["completion"], "completion tokens"),
+            _card("latency-avg", f"{latency_avg:.0f} ms", "avg turn latency"),
+            _card("latency-max", f"{self._latency_max:.0f} ms", "max turn latency"),
+        ]
+        buttons = [f'<button type="button" class="filter" id="filter-all" data-filter="all">All <b>{total}</b></button>']
+        buttons += [
+            f'<button type="button" class="filter {s.value}" id="filter-{s.value}" data-filter="{s.value}">'
+            f"{s.value.capitalize()} <b>{counts[s]}</b></button>"
+            for s in Status
+        ]
+        return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<title>{escape(self.title)}</title>
+<style>{_CSS}</style>
+</head>
+<body>
+<header>
+<h1>{escape(self.title)}</h1>
+<p class="muted">Run <code id="run-id">{escape(self.run_id)}</code>; {escape(span)}report written {escape(generated)}.</p>
+</header>
+<section class="cards" aria-label="Summary">
+{"".join(cards)}
+</section>
+<section class="charts">
+<figure><figcaption>Statuses</figcaption>{_donut(counts)}</figure>
+<figure><figcaption>Turn latency ({self._latency_count} turns)</figcaption>{_histogram(self._latency)}</figure>
+</section>
+<nav class="filters" aria-label="Filter cases by status">
+{"".join(buttons)}
+<span class="muted">showing <b id="visible-count"></b> case runs (<span id="active-filter"></span>)</span>
+<button type="button" id="expand-all">Expand all</button><button type="button" id="collapse-all">Collapse all</button>
+</nav>
+<main id="cases">
+"""
+
+
+_FOOT = """</main>
+<script>
+(function () {
+  var cases = Array.prototype.slice.call(document.querySelectorAll("details.case"));
+  var buttons = Array.prototype.slice.call(document.querySelectorAll("button.filter"));
+  var known = buttons.map(function (b) { return b.getAttribute("data-filter"); });
+  function apply(status) {
+    if (known.indexOf(status) < 0) { status = "all"; }
+    var shown = 0;
+    cases.forEach(function (c) {
+      var show = status === "all" || c.getAttribute("data-status") === status;
+      c.hidden = !show;
+      if (show) { shown += 1; }
+    });
+    buttons.forEach(function (b) {
+      var on = b.getAttribute("data-filter") === status;
+      b.classList.toggle("active", on);
+      b.setAttribute("aria-pressed", on ? "true" : "false");
+    });
+    document.getElementById("visible-count").textContent = String(shown);
+    document.getElementById("active-filter").textContent = status;
+  }
+  buttons.forEach(function (b) {
+    b.addEventListener("click", function () {
+      var status = b.getAttribute("data-filter");
+      try { history.replaceState(null, "", "#" + status); } catch (e) { /* file: URLs may refuse */ }
+      apply(status);
+    });
+  });
+  function openAll(open) {
+    cases.forEach(function (c) { if (!c.hidden) { c.open = open; } });
+  }
+  document.getElementById("expand-all").addEventListener("click", function () { openAll(true); });
+  document.getElementById("collapse-all").addEventListener("click", function () { openAll(false); });
+  apply(decodeURIComponent(location.hash.replace(/^#/, "")) || "all");
+})();
+</script>
+</body>
+</html>
+"""
+
+_CSS = """
+:root { --fg: #1f2328; --muted: #656d76; --bg: #fff; --panel: #f6f8fa; --line: #d0d7de;
+  --passed: #1a7f37; --failed: #cf222e; --error: #8250df; --timeout: #bc4c00; --skipped: #9a6700; }
+@media (prefers-color-scheme: dark) {
+  :root { --fg: #e6edf3; --muted: #8d96a0; --bg: #0d1117; --panel: #161b22; --line: #30363d; }
+}
+* { box-sizing: border-box; }
+body { margin: 0 auto; max-width: 1200px; padding: 1rem 1.5rem 3rem; color: var(--fg); background: var(--bg);
+  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
+h1 { font-size: 1.4rem; margin: .5rem 0; }
+code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
+pre { white-space: pre-wrap; word-break: break-word; margin: .2rem 0; padding: .4rem .6rem;
+  background: var(--panel); border: 1px solid var(--line); border-radius: 6px; }
+.muted { color: var(--muted); }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(130px, 1fr)); gap: .5rem; margin: 1rem 0; }
+.card { background: var(--panel); border: 1px solid var(--line); border-radius: 8px; padding: .5rem .7rem; }
+.card .num { font-size: 1.35rem; font-weight: 600; }
+.card .lbl { color: var(--muted); font-size: 12px; }
+.card.passed .num { color: var(--passed); } .card.failed .num { color: var(--failed); }
+.card.error .num { color: var(--error); } .card.timeout .num { color: var(--timeout); }
+.card.skipped .num { color: var(--skipped); }
+.charts { display: flex; flex-wrap: wrap; gap: 1.5rem; }
+figure { margin: 0; } figcaption { font-weight: 600; margin-bottom: .3rem; }
+svg text { fill: var(--fg); font: 11px system-ui, sans-serif; }
+.filters { position: sticky; top: 0; background: var(--bg); padding: .6rem 0; margin: 1rem 0 .5rem;
+  border-bottom: 1px solid var(--line); display: flex; flex-wrap: wrap; gap: .4rem; align-items: center; z-index: 1; }
+button { font: inherit; padding: .25rem .7rem; border-radius: 999px; border: 1px solid var(--line);
+  background: var(--panel); color: var(--fg); cursor: pointer; }
+button.active { outline: 2px solid var(--fg); }
+button.passed b { color: var(--passed); } button.failed b { color: var(--failed); }
+button.error b { color: var(--error); } button.timeout b { color: var(--timeout); }
+button.skipped b { color: var(--skipped); }
+details.case { border: 1px solid var(--line); border-left: 4px solid var(--line); border-radius: 6px;
+  margin: .4rem 0; background: var(--bg); }
+details.case[data-status=passed] { border-left-color: var(--passed); }
+details.case[data-status=failed] { border-left-color: var(--failed); }
+details.case[data-status=error] { border-left-color: var(--error); }
+details.case[data-status=timeout] { border-left-color: var(--timeout); }
+details.case[data-status=skipped] { border-left-color: var(--skipped); }
+details.case > summary { cursor: pointer; padding: .45rem .7rem; }
+.case-body { padding: 0 .9rem .8rem; }
+.badge { display: inline-block; min-width: 5.2em; text-align: center; font-size: 11px; font-weight: 700;
+  color: #fff; border-radius: 4px; padding: 0 .4em; margin-right: .4em; }
+.badge.passed { background: var(--passed); } .badge.failed { background: var(--failed); }
+.badge.error { background: var(--error); } .badge.timeout { background: var(--timeout); }
+.badge.skipped { background: var(--skipped); }
+.facts { display: flex; flex-wrap: wrap; gap: .2rem 1.2rem; margin: .3rem 0 .6rem; color: var(--muted); }
+.problem { color: var(--failed); font-weight: 600; }
+.turn { border-top: 1px dashed var(--line); padding: .4rem 0; }
+.turn-head { font-weight: 600; }
+.who { font-size: 12px; color: var(--muted); }
+.tool { margin: .3rem 0 .3rem 1rem; }
+.tool .label { font-size: 12px; color: var(--muted); }
+ul.checks { list-style: none; padding-left: .3rem; margin: .3rem 0; }
+ul.checks li.ok::before { content: "✓ "; color: var(--passed); font-weight: 700; }
+ul.checks li.bad::before { content: "✗ "; color: var(--failed); font-weight: 700; }
+ul.checks li.opt::before { content: "○ "; color: var(--muted); }
+h3 { font-size: 1rem; margin: .7rem 0 .2rem; }
+"""
+
+
+def _card(element_id: str, value: Any, label: str, css: str = "", attrs: str = "") -> str:
+    return (
+        f'<div class="card {css}"><div class="num" id="{element_id}"{attrs}>{escape(str(value))}</div>'
+        f'<div class="lbl">{escape(label)}</div></div>'
+    )
+
+
+def _bucket(ms: float) -> int:
+    for index, edge in enumerate(LATENCY_BUCKETS_MS):
+        if ms < edge:
+            return index
+    return len(LATENCY_BUCKETS_MS)
+
+
+def _ms_label(ms: int) -> str:
+    return f"{ms // 1000}s" if ms >= 1000 else f"{ms}ms"
+
+
+# --- charts (inline SVG) -----------------------------------------------------
+
+
+def _donut(counts: dict[Status, int]) -> str:
+    """A donut of status shares (a circle of circumference 100, one dashed stroke per status)."""
+    total = sum(counts.values())
+    parts = [
+        '<svg id="status-chart" width="320" height="160" viewBox="0 0 320 160" role="img" aria-label="Statuses">',
+        '<g transform="translate(80 80) scale(4) rotate(-90)">',
+        '<circle r="15.9155" fill="none" stroke="#d0d7de" stroke-width="5"/>',
+    ]
+    offset = 0.0
+    for status in Status:
+        share = 100.0 * counts[status] / total if total else 0.0
+        if share:
+            parts.append(
+                f'<circle r="15.9155" fill="none" stroke="{_COLORS[status]}" stroke-width="5" '
+                f'stroke-dasharray="{share:.3f} {100 - share:.3f}" stroke-dashoffset="{-offset:.3f}">'
+                f"<title>{status.value}: {counts[status]}</title></circle>"
+            )
+        offset += share
+    parts.append("</g>")
+    parts.append(f'<text x="80" y="84" text-anchor="middle" style="font-size:16px;font-weight:600">{total}</text>')
+    for row, status in enumerate(Status):
+        y = 28 + row * 24
+        parts.append(f'<rect x="172" y="{y - 10}" width="12" height="12" rx="2" fill="{_COLORS[status]}"/>')
+        parts.append(f'<text x="190" y="{y}">{status.value} {counts[status]}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _histogram(buckets: list[int]) -> str:
+    """Bars of turn counts per latency bucket."""
+    width, height, left, bottom, top = 520, 170, 8, 34, 16
+    slot = (width - left) / len(buckets)
+    peak = max(buckets) or 1
+    edges = [0, *LATENCY_BUCKETS_MS]
+    labels = [f"<{_ms_label(LATENCY_BUCKETS_MS[0])}"]
+    labels += [f"{_ms_label(low)}–{_ms_label(high)}" for low, high in zip(edges[1:], edges[2:])]
+    labels.append(f"≥{_ms_label(LATENCY_BUCKETS_MS[-1])}")
+    parts = [
+        f'<svg id="latency-chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        'aria-label="Turn latency histogram">'
+    ]
+    usable = height - bottom - top
+    for index, (count, label) in enumerate(zip(buckets, labels)):
+        x = left + index * slot
+        bar = math.ceil(usable * count / peak) if count else 0
+        y = height - bottom - bar
+        parts.append(
+            f'<rect x="{x + 3:.1f}" y="{y}" width="{slot - 6:.1f}" height="{bar}" rx="2" fill="#0969da">'
+            f"<title>{escape(label)}: {count}</title></rect>"
+        )
+        if count:
+            parts.append(f'<text x="{x + slot / 2:.1f}" y="{y - 3}" text-anchor="middle">{count}</text>')
+        parts.append(
+            f'<text x="{x + slot / 2:.1f}" y="{height - bottom + 14}" text-anchor="middle" '
+            f'style="font-size:9.5px">{escape(label)}</text>'
+        )
+    parts.append(
+        f'<line x1="{left}" y1="{height - bottom}" x2="{width}" y2="{height - bottom}" stroke="#8c959f"/></svg>'
+    )
+    return "".join(parts)
+
+
+# --- one case ----------------------------------------------------------------
+
+
+def case_section(result: CaseResult, number: int) -> str:
+    """The collapsible ``<details>`` of one case run; ``number`` makes its element id unique."""
+    status = Status(result.status)
+    turns = result.total_turns or len(result.turns)
+    meta = [f"{turns} turn{'s' if turns != 1 else ''}", format_duration(result.duration_ms / 1000)]
+    if result.run_index:
+        meta.insert(0, f"run {result.run_index + 1}")
+    if result.attempt > 1:
+        meta.insert(0, f"attempt {result.attempt}")
+    out = [
+        f'<details class="case" id="case-{number}" data-status="{status.value}" data-case-id="{escape(result.id)}"'
+        f'{"" if status is Status.PASSED else " open"}>',
+        f'<summary><span class="badge {status.value}">{status.value.upper()}</span>'
+        f"<code>{escape(result.id)}</code> {escape(result.name or '')} "
+        f'<span class="muted">({escape(" · ".join(meta))})</span></summary>',
+        '<div class="case-body">',
+    ]
+    facts = [
+        ("agent", result.agent),
+        ("mode", result.mode),
+        ("source", result.source),
+        ("tags", ", ".join(result.tags)),
+        ("worker", result.worker),
+        ("tokens", f"{result.usage.total_tokens} ({result.usage.prompt_tokens} prompt, {result.usage.completion_tokens} completion)"),
+    ]
+    out.append(
+        '<div class="facts">'
+        + "".join(f"<span>{escape(label)}: <code>{escape(str(value))}</code></span>" for label, value in facts if value)
+        + "</div>"
+    )
+    if result.error:
+        out.append(f'<p class="problem">{escape(_clip(result.error))}</p>')
+    if result.awaiting_question:
+        out.append(f"<p>Agent asked: <q>{escape(_clip(result.awaiting_question))}</q></p>")
+    if result.hint:
+        out.append(f'<p class="muted">Hint: {escape(_clip(result.hint))}</p>')
+    out.extend(_turn(turn) for turn in result.turns)
+    if result.final_assertions:
+        out.append("<h3>Final assertions</h3>")
+        out.append(_checks(result.final_assertions))
+    if result.checkpoints:
+        out.append("<h3>Checkpoints</h3>")
+        out.append('<ul class="checks">' + "".join(_checkpoint(c) for c in result.checkpoints) + "</ul>")
+    out.append("</div></details>\n")
+    return "".join(out)
+
+
+def _turn(turn: TurnResult) -> str:
+    head = [f"Turn {turn.turn}", turn.input_source, f"{turn.duration_ms:.0f} ms"]
+    if turn.usage.total_tokens:
+        head.append(f"{turn.usage.total_tokens} tokens")
+    if turn.steps > 1:
+        head.append(f"{turn.steps} agent calls")
+    out = [f'<div class="turn"><div class="turn-head">{escape(" · ".join(head))}</div>']
+    out.append(f'<div class="who">User</div><pre class="input">{escape(_clip(_text(turn.input)))}</pre>')
+    if turn.simulator_reasoning:
+        out.append(f'<div class="who">Simulator reasoning</div><pre>{escape(_clip(turn.simulator_reasoning))}</pre>')
+    for call in turn.tool_calls:
+        mocked = " (mocked)" if call.mocked else ""
+        out.append(
+            f'<div class="tool"><div class="who">Tool call <code>{escape(call.name)}</code>{mocked}'
+            f"{' id ' + escape(call.id) if call.id else ''}</div>"
+            f'<div class="label">arguments</div><pre class="tool-args">{escape(_clip(_pretty(call.args)))}</pre>'
+            f'<div class="label">result</div><pre class="tool-result">{escape(_clip(_pretty(call.result)))}</pre></div>'
+        )
+    out.append(f'<div class="who">Agent</div><pre class="output">{escape(_clip(turn.output))}</pre>')
+    if turn.awaiting_input:
+        hint = f": {turn.input_hint}" if turn.input_hint else ""
+        out.append(f'<p class="muted">Awaiting input ({escape(turn.awaiting_reason)}){escape(hint)}</p>')
+    if turn.error:
+        out.append(f'<p class="problem">{escape(_clip(turn.error))}</p>')
+    if turn.assertions:
+        out.append(_checks(turn.assertions))
+    out.append("</div>")
+    return "".join(out)
+
+
+def _checks(assertions: list[AssertionResult]) -> str:
+    return '<ul class="checks">' + "".join(_check(a) for a in assertions) + "</ul>"
+
+
+def _check(assertion: AssertionResult) -> str:
+    kind = ("not " if assertion.negate else "") + assertion.type
+    parts = [f"<code>{escape(kind)}</code>"]
+    if assertion.expected is not None:
+        parts.append(f"expected <code>{escape(_clip(_text(assertion.expected), 500))}</code>")
+    if not assertion.passed and assertion.actual is not None:
+        parts.append(f"got <code>{escape(_clip(_text(assertion.actual), 500))}</code>")
+    if assertion.message:
+        parts.append(f"— {escape(_clip(assertion.message))}")
+    if assertion.score is not None:
+        parts.append(f'<span class="muted">(score {assertion.score:g})</span>')
+    if assertion.reason:
+        parts.append(f'<span class="muted">{escape(_clip(assertion.reason))}</span>')
+    css = "ok" if assertion.passed else "bad"
+    return f'<li class="{css}">{" ".join(parts)}</li>'
+
+
+def _checkpoint(checkpoint: CheckpointResult) -> str:
+    if checkpoint.reached:
+        css, state = "ok", f"reached at turn {checkpoint.reached_at_turn}"
+    else:
+        css, state = ("bad", "not reached") if checkpoint.required else ("opt", "not reached (optional)")
+    text = f"<code>{escape(checkpoint.id)}</code> {escape(state)}"
+    if checkpoint.description:
+        text += f' <span class="muted">— {escape(_clip(checkpoint.description))}</span>'
+    if checkpoint.assertion is not None and not checkpoint.reached and checkpoint.assertion.message:
+        text += f" — {escape(_clip(checkpoint.assertion.message))}"
+    return f'<li class="{css}">{text}</li>'
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else _pretty(value)
+
+
+def _pretty(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    except ValueError:  # a circular structure
+        return repr(value)
+
+
+def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"… ({len(text) - limit} more characters)"

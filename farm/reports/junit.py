@@ -1,0 +1,277 @@
+"""JUnit XML for CI systems (GitHub, GitLab, Jenkins): ``farm test --junit PATH``.
+
+The document is the common dialect those systems read::
+
+    <testsuites name="agent-test-farm" tests= failures= errors= skipped= time= timestamp=>
+      <testsuite name="agent-test-farm" tests= failures= errors= skipped= time= timestamp=>
+        <properties><property name="run_id" value="..."/></properties>
+        <testcase classname="<agent>" name="<id> — <name>[ run k]" time="1.234">
+          <failure message="..." type="assertion">one line per failed assertion</failure>
+          <system-out>the transcript: turns, tool calls, assertions</system-out>
+        </testcase>
+      </testsuite>
+    </testsuites>
+
+One ``testcase`` per case run: ``failed`` carries a ``failure`` with the
+failed assertions' messages, ``error`` and ``timeout`` an ``error`` (type
+``error``/``timeout``), ``skipped`` a ``skipped`` with the reason. ``run k``
+(1-based) is added from the second ``--runs`` repetition on, as in the
+console. Suite ``time`` is the run's wall span (first case start to last case
+end) when cases carry start times, else the sum of case durations.
+
+Memory stays flat: each testcase is serialised to a temporary file beside
+``path`` as its result arrives; ``close`` writes the header (the counts are
+known then), copies the testcases after it and renames the finished document
+into place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import quoteattr
+
+from farm.results import AssertionResult, CaseResult, Status, TurnResult
+
+__all__ = ["JUnitWriter", "failure_lines", "testcase", "transcript", "xml_text"]
+
+SUITE_NAME = "agent-test-farm"
+#: Longest ``message`` attribute; the element's text holds the full list.
+MESSAGE_LIMIT = 1000
+
+# Characters XML 1.0 does not allow at all (even escaped), surrogates included.
+_ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(value: Any) -> str:
+    """``value`` as text XML 1.0 can hold: characters it forbids are removed."""
+    return _ILLEGAL_XML.sub("", value if isinstance(value, str) else str(value))
+
+
+class JUnitWriter:
+    """A :class:`~farm.writers.ResultWriter` that writes JUnit XML to ``path`` on ``close``."""
+
+    label = "JUnit"
+
+    def __init__(self, path: str | os.PathLike[str], run_id: str):
+        self.path = Path(path)
+        self.run_id = run_id
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._cases = tempfile.NamedTemporaryFile(  # noqa: SIM115  (closed in close())
+            "w+", encoding="utf-8", dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".cases", delete=False
+        )
+        self._counts = {status: 0 for status in Status}
+        self._duration_s = 0.0
+        self._first_start: float | None = None
+        self._last_end: float | None = None
+        self._created = time.time()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def write(self, result: CaseResult) -> None:
+        if self._closed:
+            raise ValueError(f"Cannot write a result, as the JUnit writer for {self.path} has been closed.")
+        status = Status(result.status)
+        self._counts[status] += 1
+        self._duration_s += result.duration_ms / 1000
+        if result.started_at is not None:
+            end = result.started_at + result.duration_ms / 1000
+            if self._first_start is None or result.started_at < self._first_start:
+                self._first_start = result.started_at
+            if self._last_end is None or end > self._last_end:
+                self._last_end = end
+        self._cases.write(ET.tostring(testcase(result), encoding="unicode") + "\n")
+
+    def flush(self) -> None:
+        if not self._closed:
+            self._cases.flush()
+
+    def close(self) -> None:
+        """Assemble the document at ``path`` (atomically) and remove the temporary file."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._cases.flush()
+            self._cases.seek(0)
+            tmp = self.path.with_name(f".{self.path.name}.tmp")
+            with open(tmp, "w", encoding="utf-8") as out:
+                out.write('<?xml version="1.0" encoding="UTF-8"?>\n')
+                attrs = self._suite_attributes()
+                out.write(_open_tag("testsuites", {"name": SUITE_NAME, **attrs}) + "\n")
+                out.write(_open_tag("testsuite", {"name": SUITE_NAME, **attrs}) + "\n")
+                properties = ET.Element("properties")
+                ET.SubElement(properties, "property", name="run_id", value=xml_text(self.run_id))
+                out.write(ET.tostring(properties, encoding="unicode") + "\n")
+                shutil.copyfileobj(self._cases, out)
+                out.write("</testsuite>\n</testsuites>\n")
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, self.path)
+        finally:
+            self._cases.close()
+            Path(self._cases.name).unlink(missing_ok=True)
+
+    def _suite_attributes(self) -> dict[str, str]:
+        counts = self._counts
+        if self._first_start is not None and self._last_end is not None:
+            seconds = self._last_end - self._first_start
+        else:
+            seconds = self._duration_s
+        started = self._first_start if self._first_start is not None else self._created
+        return {
+            "tests": str(sum(counts.values())),
+            "failures": str(counts[Status.FAILED]),
+            "errors": str(counts[Status.ERROR] + counts[Status.TIMEOUT]),
+            "skipped": str(counts[Status.SKIPPED]),
+            "time": f"{seconds:.3f}",
+            "timestamp": datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds"),
+        }
+
+
+def _open_tag(tag: str, attrs: dict[str, str]) -> str:
+    return f"<{tag} " + " ".join(f"{key}={quoteattr(xml_text(value))}" for key, value in attrs.items()) + ">"
+
+
+# --- one testcase ------------------------------------------------------------
+
+
+def testcase(result: CaseResult) -> ET.Element:
+    """The ``<testcase>`` element of one case run."""
+    name = result.id + (f" — {result.name}" if result.name else "")
+    if result.run_index:
+        name += f" run {result.run_index + 1}"
+    element = ET.Element(
+        "testcase",
+        classname=xml_text(result.agent or SUITE_NAME),
+        name=xml_text(name),
+        time=f"{result.duration_ms / 1000:.3f}",
+    )
+    status = Status(result.status)
+    problems = failure_lines(result)
+    if status is Status.FAILED:
+        child = ET.SubElement(element, "failure", type="assertion")
+        _fill(child, problems or [result.error or "the case failed"])
+    elif status in (Status.ERROR, Status.TIMEOUT):
+        child = ET.SubElement(element, "error", type=status.value)
+        _fill(child, [result.error or f"the case ended with {status.value}", *problems])
+    elif status is Status.SKIPPED:
+        reason = result.error or (f"the agent asked: {result.awaiting_question}" if result.awaiting_question else "skipped")
+        ET.SubElement(element, "skipped", message=_clip(xml_text(reason), MESSAGE_LIMIT))
+    ET.SubElement(element, "system-out").text = xml_text(transcript(result))
+    return element
+
+
+def _fill(child: ET.Element, lines: list[str]) -> None:
+    child.set("message", _clip(xml_text("; ".join(lines)), MESSAGE_LIMIT))
+    child.text = xml_text("\n".join(lines))
+
+
+def failure_lines(result: CaseResult) -> list[str]:
+    """One line per failed assertion and unreached required checkpoint, where it happened first."""
+    lines = []
+    for turn in result.turns:
+        lines += [f"turn {turn.turn}: {_assertion_text(a)}" for a in turn.assertions if not a.passed]
+    lines += [f"final: {_assertion_text(a)}" for a in result.final_assertions if not a.passed]
+    for checkpoint in result.checkpoints:
+        if checkpoint.required and not checkpoint.reached:
+            why = checkpoint.assertion.message if checkpoint.assertion and checkpoint.assertion.message else None
+            lines.append(f"checkpoint {checkpoint.id} not reached" + (f": {why}" if why else ""))
+    return lines
+
+
+def _assertion_text(assertion: AssertionResult) -> str:
+    kind = ("not " if assertion.negate else "") + assertion.type
+    text = f"{kind} {_json(assertion.expected)}" if assertion.expected is not None else kind
+    if assertion.message:
+        text += f" — {assertion.message}"
+    if assertion.score is not None:
+        text += f" (score {assertion.score:g})"
+    return text
+
+
+def transcript(result: CaseResult) -> str:
+    """The case run as plain text: header, each turn's input, reply, tool calls and assertions."""
+    lines = [
+        f"case {result.id}" + (f" — {result.name}" if result.name else ""),
+        f"status: {Status(result.status).value}; run {result.run_index + 1}, attempt {result.attempt}; "
+        f"{result.total_turns or len(result.turns)} turns; {result.duration_ms:.0f} ms; "
+        f"{result.usage.total_tokens} tokens",
+    ]
+    for label, value in (("agent", result.agent), ("mode", result.mode), ("source", result.source), ("worker", result.worker)):
+        if value:
+            lines.append(f"{label}: {value}")
+    for turn in result.turns:
+        lines += _turn_lines(turn)
+    if result.final_assertions:
+        lines.append("")
+        lines.append("final assertions:")
+        lines += [f"  {_mark(a.passed)} {_assertion_text(a)}" for a in result.final_assertions]
+    if result.checkpoints:
+        lines.append("")
+        lines.append("checkpoints:")
+        for checkpoint in result.checkpoints:
+            state = f"reached at turn {checkpoint.reached_at_turn}" if checkpoint.reached else "not reached"
+            optional = "" if checkpoint.required else " (optional)"
+            description = f" — {checkpoint.description}" if checkpoint.description else ""
+            lines.append(f"  {_mark(checkpoint.reached)} {checkpoint.id} {state}{optional}{description}")
+    if result.awaiting_question:
+        lines.append("")
+        lines.append(f"agent asked: {result.awaiting_question}")
+    if result.error:
+        lines.append("")
+        lines.append(f"error: {result.error}")
+    if result.hint:
+        lines.append(f"hint: {result.hint}")
+    return "\n".join(lines) + "\n"
+
+
+def _turn_lines(turn: TurnResult) -> list[str]:
+    head = f"turn {turn.turn} [{turn.input_source}] {turn.duration_ms:.0f} ms"
+    if turn.usage.total_tokens:
+        head += f", {turn.usage.total_tokens} tokens"
+    lines = ["", head, f"  user: {_input(turn.input)}"]
+    for call in turn.tool_calls:
+        mocked = " (mocked)" if call.mocked else ""
+        lines.append(f"  tool: {call.name}({_json(call.args)}) -> {_json(call.result)}{mocked}")
+    lines.append(f"  agent: {turn.output}")
+    if turn.awaiting_input:
+        lines.append(f"  awaiting input ({turn.awaiting_reason})" + (f": {turn.input_hint}" if turn.input_hint else ""))
+    if turn.simulator_reasoning:
+        lines.append(f"  simulator reasoning: {turn.simulator_reasoning}")
+    lines += [f"  {_mark(a.passed)} {_assertion_text(a)}" for a in turn.assertions]
+    if turn.error:
+        lines.append(f"  error: {turn.error}")
+    return lines
+
+
+def _mark(passed: bool) -> str:
+    return "✓" if passed else "✗"
+
+
+def _input(value: Any) -> str:
+    return value if isinstance(value, str) else _json(value)
+
+
+def _json(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except ValueError:  # a circular structure
+        return repr(value)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
