@@ -116,7 +116,8 @@ class _Bucket:
 
     def refill(self, now: float) -> None:
         if now > self.stamp:
-            self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+            if self.level < self.capacity:  # a refund may have left it above: accrual never does
+                self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
             self.stamp = now
 
     def wait(self, amount: float) -> float:
@@ -214,10 +215,8 @@ class LimiterCore:
             self._in_flight -= back
         if self._tokens is not None and token_correction:
             self._tokens.refill(now)
-            if token_correction > 0:
-                self._tokens.level -= token_correction
-            else:
-                self._tokens.level = min(self._tokens.capacity, self._tokens.level - token_correction)
+            # a refund gives back what was reserved, even above the capacity: it was taken from there
+            self._tokens.level -= token_correction
         self._kick()
 
     async def backoff(self, holder: str, seconds: float) -> None:
@@ -419,13 +418,23 @@ class ActorRemote:
         handle = await self.handle()
         return await handle.acquire.remote(holder, want, tokens_each, idle_slots)
 
+    def _known(self) -> Any:
+        if self._handle is None:  # a backoff before any request: one quick look-up
+            try:
+                self._handle = ray.get_actor(self.actor_name, namespace=self.namespace)
+            except ValueError:
+                return None
+        return self._handle
+
     def release(self, holder: str, slots: int, token_correction: int) -> None:
-        if self._handle is not None:
-            self._handle.release.remote(holder, slots, token_correction)  # fire and forget
+        handle = self._known()
+        if handle is not None:
+            handle.release.remote(holder, slots, token_correction)  # fire and forget
 
     def backoff(self, holder: str, seconds: float) -> None:
-        if self._handle is not None:
-            self._handle.backoff.remote(holder, seconds)
+        handle = self._known()
+        if handle is not None:
+            handle.backoff.remote(holder, seconds)
 
     async def sync(self, holder: str, held: int) -> dict[str, Any]:
         handle = await self.handle()

@@ -88,6 +88,7 @@ def _runs(report: Report, console: Console) -> None:
 
 def _summary(report: Report, console: Console) -> None:
     summary, counts = report.summary, report.summary.counts
+    console.print()
     console.print(Text("Summary", style="bold"))
     lines = [
         ("Case runs", str(counts.total)),
@@ -122,6 +123,7 @@ def _stability(report: Report, console: Console) -> None:
     if not stability.repeated:
         return
     classes = ", ".join(f"{count} {name}" for name, count in stability.classes.items() if count)
+    console.print()
     console.print(Text(f"Stability over {stability.cases} cases: {classes}; {stability.flaky_total} flaky", style="bold"))
     if stability.flaky:
         console.print(_rates_table("Flaky cases (passed in some runs, not in others)", stability.flaky))
@@ -142,10 +144,11 @@ def _comparison(report: Report, console: Console) -> None:
     comparison = report.comparison
     if comparison is None:
         return
+    console.print()
     console.print(
         Text(
             f"From {comparison.base_run} to {comparison.head_run}: "
-            f"{comparison.regressions_total} regressions, {comparison.fixes_total} fixes",
+            f"{_plural(comparison.regressions_total, 'regression')}, {_plural(comparison.fixes_total, 'fix')}",
             style="bold",
         )
     )
@@ -166,7 +169,7 @@ def _changes_table(title: str, rows: list[CaseChange], style: str) -> Table:
 
 
 def _table(title: str, *columns: tuple[str, str]) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold")
+    table = Table(title=f"\n{title}", title_justify="left", title_style="bold")
     for name, justify in columns:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     return table
@@ -174,6 +177,10 @@ def _table(title: str, *columns: tuple[str, str]) -> Table:
 
 def _case_label(case_id: str, name: str | None) -> str:
     return f"{case_id} — {name}" if name else case_id
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun.endswith('x') else 's'}"
 
 
 def _rate(rate: float | None) -> str:

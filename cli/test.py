@@ -57,6 +57,8 @@ def test(
     junit: Annotated[Optional[Path], typer.Option("--junit", help="Also write JUnit XML here.")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report here.")] = None,
     json_events: Annotated[bool, typer.Option("--json", help="NDJSON events on stdout instead of the console tree.")] = False,
+    before: Annotated[Optional[str], typer.Option("--before", help="Global hook run once before any case (scripts:<id>); its failure stops the run.")] = None,
+    after: Annotated[Optional[str], typer.Option("--after", help="Global hook run once after every case (scripts:<id>); it gets the summary.")] = None,
 ) -> None:
     """Run test cases against an agent, in parallel on Ray."""
     from cli.app import fail
@@ -156,6 +158,9 @@ def _test(**o) -> int:
         actors=cfg.farm.actors,
         skip_keys=skip_keys,
     )
+    info = {"input": input_value, "agent": agent_id, "run_id": run_id, "cases": len(suite.cases)}
+    if o.get("before"):
+        _global_hook(cfg, o["before"], {"phase": "before", **info})
     reporter = ConsoleReporter(console, verbose=o["verbose"])
     extra_writers = _extra_writers(o, run_id)
     total = len(suite.cases) * o["runs"] - len(skip_keys)
@@ -201,7 +206,28 @@ def _test(**o) -> int:
     outputs += [f"{w.label}: {w.path}" for w in extra_writers if hasattr(w, "label")]
     if not quiet:
         reporter.summary(summary, outputs)
-    return summary.exit_code
+    code = summary.exit_code
+    if o.get("after"):
+        counts = {"total": summary.total, "passed": summary.passed, "failed": summary.failed, "skipped": summary.skipped, "error": summary.errors, "timeout": summary.timeouts}
+        try:
+            _global_hook(cfg, o["after"], {"phase": "after", **info, "counts": counts, "run_dir": str(run_dir)})
+        except UsageError as exc:
+            console.print(f"[red]error:[/red] {exc}", highlight=False)
+            code = 1
+    return code
+
+
+def _global_hook(cfg: FarmConfig, reference: str, payload: dict) -> None:
+    """Run a ``--before``/``--after`` hook in this process; its failure is one sentence."""
+    import asyncio
+
+    from farm.scripts import ScriptResolver, call_maybe_async
+
+    fn = ScriptResolver(cfg.scripts_dir).resolve(reference)
+    try:
+        asyncio.run(call_maybe_async(fn, payload))
+    except Exception as exc:
+        raise UsageError(f"global {payload['phase']} hook {reference} failed: {type(exc).__name__}: {exc}") from None
 
 
 def _extra_writers(o: dict, run_id: str) -> list:

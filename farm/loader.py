@@ -41,6 +41,8 @@ class LoadedCase:
     raw: Any = None
     base_dir: str | None = None
     """The test file's folder: ``file://`` attachments resolve against it."""
+    script: str | None = None
+    """``module:function`` for a script test (``-i scripts.<module>``)."""
 
     @property
     def ok(self) -> bool:

@@ -188,6 +188,8 @@ class CaseResult(BaseModel):
     """Unix time the case started."""
     worker: str | None = None
     """The actor (or process) the conversation ran on."""
+    logs: list[str] = Field(default_factory=list)
+    """Lines a script test wrote with ``t.log``."""
 
     def to_json_line(self) -> str:
         return self.model_dump_json(exclude_none=False)

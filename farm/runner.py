@@ -69,6 +69,10 @@ class Services(Protocol):
 
     async def mock_tool(self, mock: Any, arguments: Any) -> Any: ...
 
+    async def run_hook(self, reference: str, payload: dict[str, Any]) -> Any: ...
+
+    async def run_script_test(self, loaded: LoadedCase, result: CaseResult) -> None: ...
+
 
 @dataclass
 class RunSettings:
@@ -108,7 +112,7 @@ class _Conversation:
             id=self.case.id,
             name=self.case.name,
             status=Status.PASSED,
-            mode=self.case.resolved_mode.value,
+            mode="script" if loaded.script else self.case.resolved_mode.value,
             agent=settings.agent_id,
             tags=self.case.tags,
             source=loaded.source,
@@ -435,7 +439,7 @@ async def run_case(loaded: LoadedCase, target: AgentClient, services: Services |
     started = time.perf_counter()
     timeout = loaded.case.timeout or settings.case_timeout
     try:
-        await asyncio.wait_for(conversation.run(), timeout)
+        await asyncio.wait_for(_run_with_hooks(conversation), timeout)
     except _Stop as stop:
         result.status, result.error = stop.status, stop.error
     except asyncio.TimeoutError:
@@ -444,7 +448,43 @@ async def run_case(loaded: LoadedCase, target: AgentClient, services: Services |
     finally:
         result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
         result.total_turns = len(result.turns)
+    await _after_hook(conversation)
     return result
+
+
+async def _run_with_hooks(conversation: _Conversation) -> None:
+    """The ``before`` hook (a failure makes the case an error), then the conversation or script test."""
+    case, services = conversation.case, conversation.services
+    if case.before:
+        if services is None:
+            raise _Stop(Status.ERROR, f"before hook {case.before}: this run offers no scripts")
+        try:
+            extra = await services.run_hook(case.before, {"phase": "before", "case": case.model_dump(mode="json")})
+        except Exception as exc:
+            raise _Stop(Status.ERROR, f"before hook {case.before} failed: {type(exc).__name__}: {exc}") from None
+        if isinstance(extra, dict):
+            conversation.session.variables.update(extra)
+    if conversation.loaded.script:
+        if services is None:
+            raise _Stop(Status.ERROR, "script tests need the farm's services")
+        await services.run_script_test(conversation.loaded, conversation.result)
+        return
+    await conversation.run()
+
+
+async def _after_hook(conversation: _Conversation) -> None:
+    """The ``after`` hook gets the result; its failure turns a passing case into an error."""
+    case, services, result = conversation.case, conversation.services, conversation.result
+    if not case.after or services is None:
+        return
+    try:
+        await services.run_hook(case.after, {"phase": "after", "case": case.model_dump(mode="json"), "result": result.model_dump(mode="json")})
+    except Exception as exc:
+        message = f"after hook {case.after} failed: {type(exc).__name__}: {exc}"
+        if result.status == Status.PASSED:
+            result.status, result.error = Status.ERROR, message
+        else:
+            result.error = f"{result.error}; {message}"
 
 
 def _text(value: Any) -> str:

@@ -99,6 +99,14 @@ class FarmServices:
             return None
         return await self.human(request)
 
+    async def run_hook(self, reference: str, payload: dict[str, Any]) -> Any:
+        return await call_maybe_async(self.scripts.resolve(reference), payload)
+
+    async def run_script_test(self, loaded: Any, result: Any) -> None:
+        from farm.scripttests import run_script_test
+
+        await run_script_test(loaded, self.config, self, result)
+
     async def mock_tool(self, mock: Any, arguments: Any) -> Any:
         fn = self.scripts.resolve(mock)
         return await call_maybe_async(fn, arguments)

@@ -58,3 +58,68 @@ kind = "openai"
 connector = "local"
 tool_mocks = {{ create_expense = {{ expense = {{ id = "EXP-1", status = "draft" }} }}, submit_expense = {{ expense = {{ id = "EXP-1", status = "submitted" }} }} }}
 """
+
+
+class RoleModels:
+    """Scripted LLMs for the roles, picked by the request's ``model``:
+
+    - ``sim``: a user filing a travel expense, reading the transcript it is sent
+    - ``sim-fenced``: the same, answering in a fenced block with ``message`` for ``input``
+    - ``sim-broken``: never answers JSON
+    - ``val``: passes when the agent's last reply contains the first word of the criteria
+    - ``val-slow``: the same, after 3 seconds
+    - ``gen``: writes as many cases as the prompt asks for
+    """
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, path: str, body: Any, headers: dict[str, str]) -> Response:
+        import json
+        import re
+
+        model = body.get("model", "")
+        with self._lock:
+            self.calls[model] += 1
+        system = body["messages"][0]["content"]
+        transcript = body["messages"][-1]["content"] if len(body["messages"]) > 1 else ""
+        last = [line for line in transcript.splitlines() if line.startswith("ASSISTANT:")]
+        said = last[-1].lower() if last else ""
+        if model.startswith("sim"):
+            if model == "sim-broken":
+                return Response(chat_completion("I would rather chat about the weather."))
+            if "submitted" in said:
+                answer = {"input": "", "goal_achieved": True}
+            elif "type" in said:
+                answer = {"input": "Business travel, $3500", "goal_achieved": False}
+            elif "confirm" in said:
+                answer = {"input": "Yes, confirm", "goal_achieved": False}
+            else:
+                answer = {"input": "I want to submit an expense", "goal_achieved": False}
+            answer["reasoning"] = "scripted"
+            if model == "sim-fenced":
+                answer["message"] = answer.pop("input")
+                return Response(chat_completion("Sure!\n```json\n" + json.dumps(answer) + "\n```"))
+            return Response(chat_completion(json.dumps(answer)))
+        if model.startswith("val"):
+            criteria = re.search(r"Criteria: (\S+)", system)
+            word = criteria.group(1).lower() if criteria else ""
+            passed = bool(word) and word in said
+            verdict = {"passed": passed, "score": 1.0 if passed else 0.2, "reason": f"looked for '{word}'", "suggestions": [] if passed else [f"say {word}"]}
+            return Response(chat_completion("My verdict: " + json.dumps(verdict)), delay=3.0 if model == "val-slow" else 0.0)
+        if model == "gen":
+            count = int(re.search(r"Generate (\d+) test cases", system).group(1))
+            cases = [{"id": f"gen-{i}", "input": "Hello", "assertions": [{"type": "contains", "value": "expense"}]} for i in range(count)]
+            return Response(chat_completion(json.dumps({"cases": cases})))
+        return Response({"error": {"message": f"unknown model {model}"}}, status=400)
+
+
+def roles_toml(url: str) -> str:
+    """Role agents on the RoleModels server, one connector per scripted model."""
+    out = []
+    for model in ("sim", "sim-fenced", "sim-broken", "val", "val-slow", "gen"):
+        kind = {"sim": "simulator", "val": "validator", "gen": "generator"}[model.split("-")[0]]
+        out.append(f'[connectors.{model}]\nbase_url = "{url}/v1"\nmodel = "{model}"\nmax_retries = 0\n')
+        out.append(f'[agents."{model}"]\nkind = "{kind}"\nconnector = "{model}"\n')
+    return "\n".join(out)

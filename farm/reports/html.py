@@ -316,8 +316,17 @@ def _bucket(ms: float) -> int:
     return len(LATENCY_BUCKETS_MS)
 
 
-def _ms_label(ms: int) -> str:
-    return f"{ms // 1000}s" if ms >= 1000 else f"{ms}ms"
+def _latency_labels() -> list[str]:
+    """``<100ms``, ``100–250ms``, …, ``0.5–1s``, …, ``≥60s``."""
+
+    def span(low: int, high: int) -> str:
+        return f"{low / 1000:g}–{high / 1000:g}s" if high >= 1000 else f"{low}–{high}ms"
+
+    def single(ms: int) -> str:
+        return f"{ms / 1000:g}s" if ms >= 1000 else f"{ms}ms"
+
+    edges = LATENCY_BUCKETS_MS
+    return [f"<{single(edges[0])}", *(span(low, high) for low, high in zip(edges, edges[1:])), f"≥{single(edges[-1])}"]
 
 
 # --- charts (inline SVG) -----------------------------------------------------
@@ -353,13 +362,10 @@ def _donut(counts: dict[Status, int]) -> str:
 
 def _histogram(buckets: list[int]) -> str:
     """Bars of turn counts per latency bucket."""
-    width, height, left, bottom, top = 520, 170, 8, 34, 16
+    width, height, left, bottom, top = 580, 170, 8, 34, 16
     slot = (width - left) / len(buckets)
     peak = max(buckets) or 1
-    edges = [0, *LATENCY_BUCKETS_MS]
-    labels = [f"<{_ms_label(LATENCY_BUCKETS_MS[0])}"]
-    labels += [f"{_ms_label(low)}–{_ms_label(high)}" for low, high in zip(edges[1:], edges[2:])]
-    labels.append(f"≥{_ms_label(LATENCY_BUCKETS_MS[-1])}")
+    labels = _latency_labels()
     parts = [
         f'<svg id="latency-chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
         'aria-label="Turn latency histogram">'

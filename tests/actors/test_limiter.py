@@ -1,0 +1,314 @@
+"""The cluster-wide connector limiter: rpm, tpm, concurrency, Retry-After pauses and leases.
+
+The first tests run the bookkeeping in one event loop (no Ray); the rest run
+the real actors on the session's local Ray, with callers in two actors and in
+this process, and count what was granted when.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+import ray
+
+from actors.limiter import (
+    ClusterLimiter,
+    CoreRemote,
+    LimiterCore,
+    default_parallel,
+    limiter_factory,
+    limiter_name,
+    start_limiters,
+)
+from farm.agents.limiter import Limiter, NoLimit
+from farm.agents.openai import OpenAIAgent
+from farm.config import AgentConfig, Connector, FarmConfig
+from farm.demo.server import JSONServer, Response, chat_completion
+
+
+async def hammer(limiter: Limiter, callers: int, start_at: float, stop_at: float, hold: float, tokens: int = 0, used: int = 0) -> list[float]:
+    """``callers`` loops of acquire, hold, release between two wall-clock times; the grant times."""
+    await asyncio.sleep(max(0.0, start_at - time.time()))
+    stamps: list[float] = []
+
+    async def one() -> None:
+        while time.time() < stop_at:
+            try:
+                await asyncio.wait_for(limiter.acquire(tokens), timeout=max(0.001, stop_at - time.time()))
+            except asyncio.TimeoutError:
+                return
+            stamps.append(time.time())
+            await asyncio.sleep(hold)
+            limiter.release(used)
+
+    await asyncio.gather(*(one() for _ in range(callers)))
+    return stamps
+
+
+def busiest(stamps: list[float], width: float) -> int:
+    """The most grants in any window of ``width`` seconds (windows start at a grant)."""
+    stamps = sorted(stamps)
+    most, j = 0, 0
+    for i, start in enumerate(stamps):
+        while j < len(stamps) and stamps[j] < start + width:
+            j += 1
+        most = max(most, j - i)
+    return most
+
+
+# -- the bookkeeping alone, in one event loop -------------------------------
+
+
+def test_slots_are_shared_fairly_between_a_busy_and_a_quiet_process():
+    async def scenario() -> dict[str, int]:
+        core = LimiterCore(max_concurrency=4, lease_ttl=2)
+        busy = ClusterLimiter("c", CoreRemote(core), max_concurrency=4, lease_ttl=2)
+        quiet = ClusterLimiter("c", CoreRemote(core), max_concurrency=4, lease_ttl=2)
+        start, stop = time.time(), time.time() + 1.5
+        a, b = await asyncio.gather(hammer(busy, 40, start, stop, 0.01), hammer(quiet, 2, start, stop, 0.01))
+        return {"busy": len(a), "quiet": len(b)}
+
+    counts = asyncio.run(scenario())
+    # two slots each once both ask: the quiet process is not starved by the busy one
+    assert counts["quiet"] > 0.6 * counts["busy"]
+
+
+def test_rate_concurrency_and_tokens_together():
+    async def scenario() -> tuple[list[float], int]:
+        limits = dict(rpm=1200, tpm=600_000, max_concurrency=3)
+        core = LimiterCore(**limits, lease_ttl=2)
+        clients = [ClusterLimiter("c", CoreRemote(core), **limits, lease_ttl=2) for _ in range(3)]
+        peak = current = 0
+
+        class Counting:
+            def __init__(self, inner: ClusterLimiter):
+                self.inner = inner
+
+            async def acquire(self, tokens: int) -> None:
+                nonlocal peak, current
+                await self.inner.acquire(tokens)
+                current += 1
+                peak = max(peak, current)
+
+            def release(self, tokens_used: int) -> None:
+                nonlocal current
+                current -= 1
+                self.inner.release(tokens_used)
+
+            def backoff(self, seconds: float) -> None:
+                self.inner.backoff(seconds)
+
+        start, stop = time.time(), time.time() + 1.5
+        runs = await asyncio.gather(*(hammer(Counting(c), 10, start, stop, 0.2, tokens=100, used=50) for c in clients))
+        return [s for run in runs for s in run], peak
+
+    stamps, peak = asyncio.run(scenario())
+    assert peak <= 3
+    assert 12 <= len(stamps) <= 23  # 3 slots × 0.2 s ≈ 15/s, under the 20/s of the rpm
+
+
+# -- the real actors ----------------------------------------------------------
+
+
+@ray.remote(num_cpus=0)
+class Caller:
+    """Plays a session actor: its clients reach the connector's limiter through ``limiter_factory``."""
+
+    def __init__(self, limits: dict[str, Any]):
+        self.limiter_for = limiter_factory(FarmConfig(), limits)
+        self.held: list[Any] = []
+
+    async def pid(self) -> int:
+        return os.getpid()
+
+    async def hammer(self, connector: str, callers: int, start_at: float, stop_at: float, hold: float) -> list[float]:
+        return await hammer(self.limiter_for(connector), callers, start_at, stop_at, hold)
+
+    async def chat(self, connector: Connector, callers: int, requests: int) -> int:
+        """``callers`` conversations sending ``requests`` completions in all, through OpenAIAgent."""
+        agent = OpenAIAgent(connector, AgentConfig(id="probe"), limiter=self.limiter_for(connector.name))
+        left = requests
+
+        async def one() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                await agent.send([{"role": "user", "content": "hi"}], {})
+
+        await asyncio.gather(*(one() for _ in range(callers)))
+        await agent.aclose()
+        return requests
+
+    async def take(self, connector: str, n: int) -> None:
+        """Start ``n`` requests and never finish them."""
+        limiter = self.limiter_for(connector)
+        for _ in range(n):
+            await limiter.acquire(0)
+
+
+@pytest.fixture
+def limiters(ray_session):
+    """``start(connectors, lease_ttl=...) -> limits``; the actors started are killed after the test."""
+    started: list[Any] = []
+
+    def start(connectors: dict[str, dict[str, Any]], **options: Any) -> dict[str, Any]:
+        config = FarmConfig(connectors={n: Connector(base_url="http://127.0.0.1:9", **c) for n, c in connectors.items()})
+        handles, limits = start_limiters(config, list(connectors), f"test-{uuid.uuid4().hex[:8]}", **options)
+        started.extend(handles.values())
+        ray.get([h.stats.remote() for h in handles.values()])  # running before the clock starts
+        return limits
+
+    yield start
+    for handle in started:
+        ray.kill(handle, no_restart=True)
+
+
+@pytest.fixture
+def callers(ray_session):
+    """``spawn(limits, n) -> [Caller]``, ready; killed after the test."""
+    spawned: list[Any] = []
+
+    def spawn(limits: dict[str, Any], n: int = 2) -> list[Any]:
+        actors = [Caller.options(max_concurrency=1000).remote(limits) for _ in range(n)]
+        ray.get([a.pid.remote() for a in actors])
+        spawned.extend(actors)
+        return actors
+
+    yield spawn
+    for actor in spawned:
+        ray.kill(actor, no_restart=True)
+
+
+def test_rpm_holds_over_every_second_for_callers_in_two_actors_and_the_driver(limiters, callers):
+    limits = limiters({"llm": {"rpm": 600}})
+    actors = callers(limits, 2)
+    start = time.time() + 0.5
+    stop = start + 3.0
+    refs = [a.hammer.remote("llm", 10, start, stop, 0.005) for a in actors]
+    here = asyncio.run(hammer(limiter_factory(FarmConfig(), limits)("llm"), 10, start, stop, 0.005))
+    stamps = sorted(here + [s for r in ray.get(refs) for s in r])
+
+    settled = [s for s in stamps if s >= start + 1.0]
+    assert busiest(settled, 1.0) <= 11  # 10/s; a window may catch one more at its edge
+    assert 19 <= len(settled) <= 21  # 2 s × 10/s, within 5 %
+    assert len(here) > 0 and all(len(r) > 0 for r in ray.get(refs))  # every process got its turn
+
+
+def test_tpm_reserves_the_estimate_and_corrects_it_with_the_usage(limiters, ray_session):
+    limits = limiters({"refund": {"tpm": 6000}, "debit": {"tpm": 6000}})  # 100 tokens/s, 100 at once
+    limiter_for = limiter_factory(FarmConfig(), limits)
+
+    async def both() -> tuple[list[float], list[float]]:
+        start = time.time()
+        return await asyncio.gather(
+            hammer(limiter_for("refund"), 8, start, start + 2.0, 0.005, tokens=50, used=10),
+            hammer(limiter_for("debit"), 8, start, start + 2.0, 0.005, tokens=50, used=100),
+        )
+
+    refunded, debited = asyncio.run(both())
+    # (100 at once + 2 s × 100/s) / cost: 30 requests at 10 tokens (not 6 at the 50 estimated), 3 at 100
+    assert 20 <= len(refunded) <= 32
+    assert 2 <= len(debited) <= 5
+
+
+def test_concurrency_is_never_exceeded_at_the_server(limiters, callers):
+    limits = limiters({"llm": {"max_concurrency": 5}})
+    lock = threading.Lock()
+    seen = {"now": 0, "peak": 0, "total": 0}
+
+    def handler(path: str, body: Any, headers: dict[str, str]) -> Response:
+        with lock:
+            seen["now"] += 1
+            seen["total"] += 1
+            seen["peak"] = max(seen["peak"], seen["now"])
+        time.sleep(0.02)
+        with lock:
+            seen["now"] -= 1
+        return Response(chat_completion("ok"))
+
+    with JSONServer(handler) as server:
+        connector = Connector(name="llm", base_url=server.url, max_concurrency=5)
+        actors = callers(limits, 2)
+        ray.get([a.chat.remote(connector, 10, 60) for a in actors])
+
+    assert seen["total"] == 120
+    assert seen["peak"] <= 5
+    assert seen["peak"] >= 4  # and the slots are used
+
+
+@pytest.mark.parametrize("limits_of", [{"max_concurrency": 8}, {"rpm": 6000}], ids=["held-slots", "rate"])
+def test_backoff_pauses_every_holder(limiters, callers, limits_of):
+    limits = limiters({"llm": limits_of})
+    actors = callers(limits, 2)
+    start = time.time() + 0.3
+    stop = start + 2.5
+    refs = [a.hammer.remote("llm", 10, start, stop, 0.01) for a in actors]
+
+    time.sleep(max(0.0, start + 0.7 - time.time()))
+    paused_at = time.time()
+    limiter_factory(FarmConfig(), limits)("llm").backoff(1.0)  # a 429 seen by a third process
+    stamps = [s for r in ray.get(refs) for s in r]
+
+    assert any(s < paused_at for s in stamps)
+    assert not [s for s in stamps if paused_at + 0.25 <= s < paused_at + 0.95]
+    assert any(s >= paused_at + 1.0 for s in stamps)  # and the connector resumes
+
+
+def test_a_dead_holders_slots_come_back_after_the_lease(limiters, callers):
+    limits = limiters({"llm": {"max_concurrency": 2}}, lease_ttl=1.0)
+    (holder,) = callers(limits, 1)
+    ray.get(holder.take.remote("llm", 2))
+    mine = limiter_factory(FarmConfig(), limits)("llm")
+
+    async def acquire_within(seconds: float) -> bool:
+        try:
+            await asyncio.wait_for(mine.acquire(0), timeout=seconds)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def scenario() -> tuple[bool, float]:
+        blocked = not await acquire_within(1.5)  # a live holder keeps its lease
+        os.kill(ray.get(holder.pid.remote()), signal.SIGKILL)
+        killed = time.monotonic()
+        assert await acquire_within(5.0)
+        mine.release(0)
+        return blocked, time.monotonic() - killed
+
+    blocked, waited = asyncio.run(scenario())
+    stats = ray.get(ray.get_actor(limiter_name(limits["scope"], "llm")).stats.remote())
+    assert blocked
+    assert waited < 2.5
+    assert stats["reclaimed"] == 2
+
+
+def test_only_limited_connectors_get_a_limiter(limiters):
+    limits = limiters({"open": {}, "llm": {"rpm": 60}})
+    assert list(limits["connectors"]) == ["llm"]
+    assert ray.get_actor(limiter_name(limits["scope"], "llm"))
+    with pytest.raises(ValueError):
+        ray.get_actor(limiter_name(limits["scope"], "open"))
+
+    limiter_for = limiter_factory(FarmConfig(), limits)
+    assert isinstance(limiter_for("open"), NoLimit)
+    assert isinstance(limiter_for("llm"), ClusterLimiter)
+    assert limiter_for("llm") is limiter_for("llm")  # one per connector per process
+    assert limiter_factory(FarmConfig(), None) is None
+
+
+def test_default_parallel_follows_the_connector_limits():
+    def conn(**limits: Any) -> Connector:
+        return Connector(base_url="http://x", **limits)
+
+    assert default_parallel(conn(max_concurrency=16, rpm=6000)) == 16
+    assert default_parallel(conn(rpm=600)) == 40  # 10/s for 4 s calls
+    assert default_parallel(conn(rpm=10_000_000)) == 512
+    assert default_parallel(conn(tpm=1000)) == 128
+    assert default_parallel(conn()) == 128

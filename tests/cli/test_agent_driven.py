@@ -1,0 +1,188 @@
+"""Agent-driven testing end to end: simulator and validator pools, generators, scripts, hooks.
+
+The agent under test and the scripted role models run behind real HTTP servers on
+127.0.0.1; the farm runs on the session's real Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.app import app
+from farm.demo.server import JSONServer
+from tests.scripted import RoleModels, ScriptedAgent, farm_toml, roles_toml
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+SIM = {"use": "sim", "options": {"metadata": {"goal": "file a $3500 travel expense"}}}
+CHECKPOINTS = [
+    {"id": "ask_type", "assertion": {"type": "contains", "value": "type"}},
+    {"id": "create", "after": ["ask_type"], "assertion": {"type": "tool_called", "name": "create_expense"}},
+    {"id": "done", "after": ["create"], "assertion": {"type": "contains", "value": "submitted"}},
+]
+
+
+@pytest.fixture(scope="module")
+def servers():
+    models = RoleModels()
+    with JSONServer(ScriptedAgent()) as agent, JSONServer(models) as roles:
+        yield agent, roles, models
+
+
+@pytest.fixture
+def project(tmp_path: Path, servers) -> Path:
+    agent, roles, _ = servers
+    (tmp_path / "farm.toml").write_text(farm_toml(agent.url) + roles_toml(roles.url))
+    return tmp_path
+
+
+def run(project: Path, cases: list[dict] | None, *args: str, input: str | None = None):
+    out = project / "out.jsonl"
+    out.unlink(missing_ok=True)
+    if cases is not None:
+        suite = project / "suite.jsonl"
+        suite.write_text("".join(json.dumps(c) + "\n" for c in cases))
+        args = ("-i", str(suite), *args)
+    result = CliRunner().invoke(app, ["test", *args, "-o", str(out), "--config", str(project / "farm.toml")], input=input, catch_exceptions=False)
+    records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    return result, {r["id"] if r["run_index"] == 0 else f"{r['id']}#{r['run_index']}": r for r in records}
+
+
+def test_dynamic_cases_on_the_simulator_pool(project: Path):
+    cases = [
+        {"id": "dyn", "simulator": SIM, "checkpoints": CHECKPOINTS, "max_turns": 6},
+        {"id": "dyn-fenced", "simulator": {**SIM, "use": "sim-fenced"}, "checkpoints": CHECKPOINTS, "max_turns": 6},
+        {"id": "dyn-broken", "simulator": {**SIM, "use": "sim-broken"}, "checkpoints": CHECKPOINTS},
+        {"id": "dyn-default", "simulator": {}, "checkpoints": CHECKPOINTS[:1]},
+    ]
+    result, got = run(project, cases, "--simulator", "sim")
+    assert result.exit_code == 0, result.output
+    assert got["dyn"]["status"] == "passed"
+    assert [c["reached_at_turn"] for c in got["dyn"]["checkpoints"]] == [1, 2, 3]
+    assert [t["input_source"] for t in got["dyn"]["turns"]] == ["simulated"] * 3
+    assert got["dyn-fenced"]["status"] == "passed"
+    assert got["dyn-broken"]["status"] == "skipped"
+    assert got["dyn-broken"]["error"].startswith("simulator error")
+    assert got["dyn-default"]["status"] == "passed"  # --simulator supplied the use
+
+
+def test_static_case_continues_with_the_simulator(project: Path):
+    case = {"id": "cont", "turns": [{"input": "I want to submit an expense"}], "simulator": SIM, "max_turns": 5}
+    result, got = run(project, [case])
+    assert result.exit_code == 0, result.output
+    assert [t["input_source"] for t in got["cont"]["turns"]] == ["static", "simulated", "simulated"]
+    assert "submitted" in got["cont"]["turns"][-1]["output"]
+
+
+def test_validator_pass_and_fail(project: Path):
+    turns = [{"input": "Taxi, $45"}, {"input": "yes"}]
+    cases = [
+        {"id": "judged-pass", "turns": [turns[0], {**turns[1], "assertions": [{"type": "agent", "use": "agents:val", "options": {"metadata": {"criteria": "submitted"}}}]}]},
+        {"id": "judged-fail", "turns": [turns[0], {**turns[1], "assertions": [{"type": "agent", "use": "agents:val", "options": {"metadata": {"criteria": "refunded"}}}]}]},
+    ]
+    result, got = run(project, cases)
+    assert result.exit_code == 1
+    passed = got["judged-pass"]["turns"][1]["assertions"][0]
+    assert got["judged-pass"]["status"] == "passed" and passed["score"] == 1.0 and passed["reason"] == "looked for 'submitted'"
+    failed = got["judged-fail"]["turns"][1]["assertions"][0]
+    assert got["judged-fail"]["status"] == "failed" and failed["suggestions"] == ["say refunded"]
+
+
+def test_a_slow_validator_does_not_slow_other_conversations(project: Path):
+    judged = {"id": "slow-judge", "input": "Hello", "assertions": [{"type": "agent", "use": "agents:val-slow", "options": {"metadata": {"criteria": "expense"}}}]}
+    quick = [{"id": f"quick-{i}", "turns": [{"input": "I want to submit an expense"}, {"input": "Travel, $10"}, {"input": "yes"}]} for i in range(20)]
+    result, got = run(project, [judged] + quick, "--parallel", "8")
+    assert result.exit_code == 0, result.output
+    assert got["slow-judge"]["duration_ms"] >= 3000
+    slowest_quick = max(got[f"quick-{i}"]["duration_ms"] for i in range(20))
+    assert slowest_quick < 1500, f"target-agent conversations waited for the judge ({slowest_quick} ms)"
+
+
+def test_generated_cases_from_an_agent(project: Path, servers):
+    result, got = run(project, None, "-i", "agents:gen?count=3&focus=edge-cases")
+    assert result.exit_code == 0, result.output
+    assert sorted(got) == ["gen-0", "gen-1", "gen-2"]
+    assert all(r["status"] == "passed" for r in got.values())
+
+
+def test_generated_cases_dry_run_saves_a_suite(project: Path):
+    out = project / "generated.jsonl"
+    result = CliRunner().invoke(app, ["test", "-i", "agents:gen?count=2", "--dry-run", "-o", str(out), "--config", str(project / "farm.toml")])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["gen-0", "gen-1"]
+
+
+def scripts(project: Path, name: str, code: str) -> None:
+    folder = project / "scripts"
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.py").write_text(textwrap.dedent(code))
+
+
+def test_script_generator_script_assertion_and_hooks(project: Path):
+    scripts(project, "tools", """
+        def generate(meta):
+            return [{"id": f"s{i}", "input": "Hello", "before": "scripts:tools.setup",
+                     "assertions": [{"type": "script", "use": "scripts:tools.check", "options": {"metadata": {"word": meta["word"]}}}]}
+                    for i in range(meta["count"])]
+
+        def check(reply, input, options):
+            word = options["metadata"]["word"]
+            return {"passed": word in reply, "reason": f"looked for {word}", "score": 1.0}
+
+        def setup(payload):
+            return {"prepared": payload["case"]["id"]}
+
+        def broken(payload):
+            raise RuntimeError("database is down")
+    """)
+    result, got = run(project, None, "-i", "scripts:tools.generate?count=2&word=expense")
+    assert result.exit_code == 0, result.output
+    assert sorted(got) == ["s0", "s1"]
+    assert got["s0"]["turns"][0]["assertions"][0]["reason"] == "looked for expense"
+
+    result, got = run(project, [{"id": "hooked", "input": "Hello", "before": "scripts:tools.broken"}, {"id": "fine", "input": "Hello"}])
+    assert result.exit_code == 1
+    assert got["hooked"]["status"] == "error" and "database is down" in got["hooked"]["error"]
+    assert got["fine"]["status"] == "passed"
+
+    result, got = run(project, [{"id": "x", "input": "Hello"}], "--before", "scripts:tools.broken")
+    assert result.exit_code == 2 and "global before hook" in result.output
+    assert got == {}
+
+
+def test_script_tests_module(project: Path):
+    scripts(project, "checks", """
+        def test_greeting(t, ctx):
+            '''The agent greets'''
+            reply = ctx.agent("target").send("Hello")
+            t.assert_.contains(reply, "expense assistant")
+            t.log("greeted")
+
+        def test_judged(t, ctx):
+            reply = ctx.agent().send("Hello")
+            verdict = t.assert_.agent(reply, "val", {"metadata": {"criteria": "pirate"}})
+            t.assert_.equal(verdict["passed"], False)
+
+        async def test_async_skip(t, ctx):
+            reply = await ctx.agent().asend("Hello")
+            t.skip("not ready: " + reply.content[:5])
+    """)
+    result, got = run(project, None, "-i", "scripts.checks")
+    assert result.exit_code == 1, result.output  # test_judged's validator fails
+    assert got["checks.test_greeting"]["status"] == "passed"
+    assert got["checks.test_greeting"]["logs"] == ["greeted"]
+    assert got["checks.test_greeting"]["name"] == "The agent greets"
+    assert got["checks.test_judged"]["status"] == "failed"
+    assert got["checks.test_async_skip"]["status"] == "skipped" and got["checks.test_async_skip"]["error"] == "not ready: Hello"
+
+
+def test_runs_n_records_run_index_and_stability(project: Path):
+    result, got = run(project, [{"id": "r", "input": "Hello"}], "--runs", "3")
+    assert result.exit_code == 0
+    assert sorted(r["run_index"] for r in got.values()) == [0, 1, 2]
+    assert "Stability" in result.output or "stable" in result.output

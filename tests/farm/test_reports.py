@@ -1,0 +1,675 @@
+"""Reports: JUnit XML, the HTML page, NDJSON events, ``farm report``'s analysis, the dataset docs and the CI recipe."""
+
+from __future__ import annotations
+
+import glob
+import io
+import json
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from cli.app import app
+from farm.errors import UsageError
+from farm.events import EventWriter
+from farm.reports import HTMLWriter, JUnitWriter, analyse
+from farm.results import (
+    AssertionResult,
+    CaseResult,
+    CheckpointResult,
+    Status,
+    ToolCallRecord,
+    TurnResult,
+    Usage,
+)
+from farm.writers import ASSERTIONS_SCHEMA, CASES_SCHEMA, TURNS_SCHEMA, JSONLWriter, ParquetWriter, ResultWriter, write_run_json
+
+ROOT = Path(__file__).resolve().parents[2]
+START = 1_750_000_000.0
+
+
+# --- building results ---------------------------------------------------------
+
+
+def result(
+    case_id: str,
+    status: Status,
+    run_id: str = "run-x",
+    *,
+    run_index: int = 0,
+    started_at: float = START,
+    turn_ms: tuple[float, ...] = (100.0, 300.0),
+    output: str = "Your refund is on its way.",
+    agent: str = "support-bot",
+) -> CaseResult:
+    """A static case run whose assertions agree with ``status``; the last turn's assertion fails unless passed."""
+    failing = status is not Status.PASSED
+    turns = [
+        TurnResult(
+            turn=n,
+            input="I want a refund for order 42" if n == 1 else {"role": "user", "content": f"turn {n}"},
+            output=output if n == len(turn_ms) else "Let me look that up.",
+            tool_calls=[ToolCallRecord(id="call-1", name="lookup_order", args={"order": 42}, result={"status": "shipped"}, mocked=True)]
+            if n == 1
+            else [],
+            assertions=[
+                AssertionResult(
+                    type="contains",
+                    expected="refund",
+                    actual=output,
+                    passed=not (failing and n == len(turn_ms)),
+                    message="expected the reply to mention a refund" if failing and n == len(turn_ms) else None,
+                )
+            ],
+            duration_ms=ms,
+            usage=Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15),
+        )
+        for n, ms in enumerate(turn_ms, 1)
+    ]
+    reasons = {
+        Status.SKIPPED: "the agent awaited input and --skip-interactive is on",
+        Status.ERROR: "the agent answered HTTP 500",
+        Status.TIMEOUT: "the case timed out after 30s",
+    }
+    return CaseResult(
+        run_id=run_id,
+        run_index=run_index,
+        id=case_id,
+        name=f"Case {case_id}",
+        status=status,
+        mode="static",
+        agent=agent,
+        source=f"suite.jsonl:{len(case_id)}",
+        turns=turns,
+        total_turns=len(turns),
+        duration_ms=sum(turn_ms) + 10,
+        error=reasons.get(status),
+        usage=Usage(prompt_tokens=10 * len(turns), completion_tokens=5 * len(turns), total_tokens=15 * len(turns)),
+        started_at=started_at,
+        worker="worker-0",
+    )
+
+
+def one_of_each(run_id: str = "run-x") -> list[CaseResult]:
+    """Six case runs: passed, failed (with an unreached checkpoint), skipped, error, timeout, and a second run of the passed case."""
+    failed = result("refund-2", Status.FAILED, run_id)
+    failed.checkpoints = [CheckpointResult(id="apologised", description="says sorry", reached=False)]
+    return [
+        result("refund-1", Status.PASSED, run_id),
+        failed,
+        result("await-1", Status.SKIPPED, run_id, turn_ms=(50.0,)),
+        result("http-1", Status.ERROR, run_id, turn_ms=(20.0,)),
+        result("slow-1", Status.TIMEOUT, run_id, turn_ms=(30_000.0,)),
+        result("refund-1", Status.PASSED, run_id, run_index=1),
+    ]
+
+
+# Statuses of each case in the three runs of the results folder, oldest run first.
+HISTORY = {
+    "steady": ("passed", "passed", "passed"),
+    "flaky": ("passed", "failed", "passed"),
+    "regress": ("passed", "passed", "failed"),
+    "fixed": ("failed", "failed", "passed"),
+    "broken": ("timeout", "timeout", "timeout"),
+    "waits": ("skipped", "skipped", "skipped"),
+}
+# Run ids that do not sort in start order, so ordering by start is what is tested.
+RUN_IDS = ("run-c", "run-a", "run-b")
+
+
+@pytest.fixture()
+def results_dir(tmp_path: Path) -> Path:
+    """``farm-results/`` with three runs written through ParquetWriter, each with a run.json."""
+    root = tmp_path / "farm-results"
+    for position, run_id in enumerate(RUN_IDS):
+        started = START + position * 86_400
+        write_run_json(root / run_id, {"run_id": run_id, "started_at": started, "agent": "support-bot",
+                                       "config": {"agents": {"support-bot": {"connector": "openai"}}}})  # fmt: skip
+        with ParquetWriter(root / run_id) as writer:
+            for offset, (case_id, statuses) in enumerate(HISTORY.items()):
+                writer.write(result(case_id, Status(statuses[position]), run_id, started_at=started + offset))
+    return root
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args), catch_exceptions=False)
+
+
+class IdText(HTMLParser):
+    """Text of every element that has an id, and every ``details.case`` element's attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: dict[str, str] = {}
+        self.cases: list[dict[str, str | None]] = []
+        self._open: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if tag == "details" and "case" in (attributes.get("class") or "").split():
+            self.cases.append(attributes)
+        if tag in ("meta", "br", "img", "input", "link", "rect", "line", "circle"):
+            return
+        self._open.append((tag, attributes.get("id")))
+        if attributes.get("id"):
+            self.ids[attributes["id"]] = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        while self._open:
+            opened, _ = self._open.pop()
+            if opened == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        for _, element_id in self._open:
+            if element_id:
+                self.ids[element_id] += data
+
+
+def parse_html(text: str) -> IdText:
+    parser = IdText()
+    parser.feed(text)
+    return parser
+
+
+# --- the writers share one interface -------------------------------------------
+
+
+def test_report_writers_are_result_writers_with_label_and_path(tmp_path: Path):
+    writers = [
+        EventWriter(io.StringIO(), "r"),
+        JUnitWriter(tmp_path / "junit.xml", "r"),
+        HTMLWriter(tmp_path / "report.html", "r"),
+    ]
+    for writer in writers:
+        assert isinstance(writer, ResultWriter)
+        writer.close()
+    assert [w.label for w in writers] == ["Events", "JUnit", "HTML"]
+    assert writers[1].path == tmp_path / "junit.xml" and writers[2].path == tmp_path / "report.html"
+
+
+# --- JUnit -----------------------------------------------------------------------
+
+
+def test_junit_counts_failures_errors_skipped_and_transcript(tmp_path: Path):
+    path = tmp_path / "out" / "junit.xml"
+    writer = JUnitWriter(path, "run-7")
+    for item in one_of_each("run-7"):
+        writer.write(item)
+    writer.close()
+
+    root = ET.parse(path).getroot()
+    assert root.tag == "testsuites"
+    suite = root.find("testsuite")
+    assert suite is not None
+    for element in (root, suite):
+        assert (element.get("tests"), element.get("failures"), element.get("errors"), element.get("skipped")) == ("6", "1", "2", "1")
+        assert float(element.get("time")) >= 0 and element.get("timestamp")
+    assert suite.find("properties/property[@name='run_id']").get("value") == "run-7"
+
+    cases = {case.get("name"): case for case in suite.findall("testcase")}
+    assert len(suite.findall("testcase")) == 6
+    assert set(cases) == {
+        "refund-1 — Case refund-1",
+        "refund-1 — Case refund-1 run 2",
+        "refund-2 — Case refund-2",
+        "await-1 — Case await-1",
+        "http-1 — Case http-1",
+        "slow-1 — Case slow-1",
+    }
+    assert all(case.get("classname") == "support-bot" for case in cases.values())
+    assert cases["refund-1 — Case refund-1"].get("time") == "0.410"
+
+    passed = cases["refund-1 — Case refund-1"]
+    assert passed.find("failure") is None and passed.find("error") is None and passed.find("skipped") is None
+
+    failure = cases["refund-2 — Case refund-2"].find("failure")
+    assert failure is not None
+    assert "expected the reply to mention a refund" in failure.get("message")
+    assert "checkpoint apologised not reached" in failure.get("message")
+    assert "turn 2: contains" in failure.text
+
+    error = cases["http-1 — Case http-1"].find("error")
+    assert error.get("type") == "error" and error.get("message").startswith("the agent answered HTTP 500")
+    timeout = cases["slow-1 — Case slow-1"].find("error")
+    assert timeout.get("type") == "timeout" and "timed out after 30s" in timeout.get("message")
+
+    skipped = cases["await-1 — Case await-1"].find("skipped")
+    assert skipped.get("message") == "the agent awaited input and --skip-interactive is on"
+
+    out = cases["refund-2 — Case refund-2"].find("system-out").text
+    assert "user: I want a refund for order 42" in out
+    assert 'tool: lookup_order({"order": 42}) -> {"status": "shipped"} (mocked)' in out
+    assert "agent: Your refund is on its way." in out
+    assert "✗ contains \"refund\" — expected the reply to mention a refund" in out
+    assert "✗ apologised not reached — says sorry" in out
+
+
+def test_junit_strips_characters_xml_cannot_hold(tmp_path: Path):
+    path = tmp_path / "junit.xml"
+    with_controls = result("ctl-1", Status.FAILED, output="bell\x07 nul\x00 esc\x1b[0m <b>&amp;</b>")
+    with_controls.error = "bad\x0bbyte"
+    writer = JUnitWriter(path, "r")
+    writer.write(with_controls)
+    writer.close()
+
+    raw = path.read_text(encoding="utf-8")
+    assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f]", raw)
+    out = ET.parse(path).getroot().find("testsuite/testcase/system-out").text
+    assert "agent: bell nul esc[0m <b>&amp;</b>" in out
+    assert "error: badbyte" in out
+
+
+def test_junit_streams_testcases_to_a_temporary_file_and_cleans_up(tmp_path: Path):
+    path = tmp_path / "junit.xml"
+    writer = JUnitWriter(path, "r")
+    writer.write(result("a", Status.PASSED))
+    writer.flush()
+    assert not path.exists()  # the document is assembled at close
+    temporary = [p for p in tmp_path.iterdir() if p.name.endswith(".cases")]
+    assert len(temporary) == 1 and "<testcase" in temporary[0].read_text(encoding="utf-8")
+    writer.close()
+    writer.close()  # twice is fine
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["junit.xml"]
+    with pytest.raises(ValueError, match="closed"):
+        writer.write(result("b", Status.PASSED))
+
+
+def test_junit_with_no_cases_is_a_valid_empty_suite(tmp_path: Path):
+    path = tmp_path / "junit.xml"
+    JUnitWriter(path, "r").close()
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite.get("tests") == "0" and suite.findall("testcase") == []
+
+
+# --- NDJSON events ------------------------------------------------------------------
+
+
+class CountingStream(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushes: list[int] = []
+
+    def flush(self) -> None:
+        self.flushes.append(self.getvalue().count("\n"))
+        super().flush()
+
+
+def test_events_are_ndjson_with_start_results_and_summary():
+    stream = CountingStream()
+    clock = iter(range(100, 200))
+    writer = EventWriter(stream, "run-9", clock=lambda: float(next(clock)))
+    writer.start({"agent": "support-bot", "cases": 5})
+    results = one_of_each("run-9")
+    for item in results:
+        writer.write(item)
+        assert stream.getvalue().endswith("\n") and stream.flushes[-1] == stream.getvalue().count("\n")
+    writer.close()
+    writer.close()
+
+    events = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["run_start", *["case_result"] * 6, "summary"]
+    assert all(e["run_id"] == "run-9" and isinstance(e["time"], float) for e in events)
+    assert events[0]["agent"] == "support-bot" and events[0]["cases"] == 5 and events[0]["schema_version"] == 1
+    assert events[2]["case"] == results[1].model_dump(mode="json")
+    assert CaseResult.model_validate(events[1]["case"]).id == "refund-1"
+    summary = events[-1]
+    assert summary["counts"] == {"total": 6, "passed": 2, "failed": 1, "skipped": 1, "error": 1, "timeout": 1}
+    assert summary["pass_rate"] == pytest.approx(2 / 5)
+    assert summary["total_turns"] == 2 * 3 + 3 * 1
+    assert summary["tokens"] == {"prompt": 90, "completion": 45, "total": 135}
+    assert summary["exit_code"] == 1
+    with pytest.raises(ValueError, match="closed"):
+        writer.write(results[0])
+
+
+def test_events_emit_run_start_lazily_and_optional_shapes():
+    stream = io.StringIO()
+    writer = EventWriter(stream, "r")
+    writer.case_start("c1", "Case one")
+    writer.turn("c1", TurnResult(turn=1, input="hi", output="hello"))
+    writer.close()
+    events = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["run_start", "case_start", "turn", "summary"]
+    assert events[1]["case_id"] == "c1" and events[1]["run_index"] == 0 and events[1]["attempt"] == 1
+    assert events[2]["turn"]["output"] == "hello"
+    assert events[3]["counts"]["total"] == 0 and events[3]["pass_rate"] is None and events[3]["exit_code"] == 0
+
+
+def test_events_keep_their_own_keys_when_info_collides():
+    stream = io.StringIO()
+    writer = EventWriter(stream, "real")
+    writer.start({"run_id": "fake", "event": "nope", "input": "suite.jsonl"})
+    first = json.loads(stream.getvalue().splitlines()[0])
+    assert first["event"] == "run_start" and first["run_id"] == "real" and first["input"] == "suite.jsonl"
+
+
+# --- HTML ------------------------------------------------------------------------------
+
+
+def test_html_holds_the_numbers_in_elements_with_ids(tmp_path: Path):
+    path = tmp_path / "report.html"
+    writer = HTMLWriter(path, "run-5")
+    results = one_of_each("run-5")
+    results[0].turns[0].output = "<script>alert('x')</script> & done"
+    for item in results:
+        writer.write(item)
+    assert not path.exists()
+    writer.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+
+    text = path.read_text(encoding="utf-8")
+    page = parse_html(text)
+    expected = {
+        "count-total": "6",
+        "count-passed": "2",
+        "count-failed": "1",
+        "count-skipped": "1",
+        "count-error": "1",
+        "count-timeout": "1",
+        "pass-rate": "40.0%",
+        "total-turns": "9",
+        "total-tokens": "135",
+        "prompt-tokens": "90",
+        "completion-tokens": "45",
+        "run-id": "run-5",
+        "latency-max": "30000 ms",
+    }
+    assert {key: page.ids.get(key) for key in expected} == expected
+    assert len(page.cases) == 6
+    assert [c["data-status"] for c in page.cases] == ["passed", "failed", "skipped", "error", "timeout", "passed"]
+    assert len({c["id"] for c in page.cases}) == 6
+    assert "open" not in page.cases[0] and "open" in page.cases[1]  # cases that need a look start open
+    assert "<script>alert" not in text and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; done" in text
+    assert "lookup_order" in text and "&quot;order&quot;: 42" in text  # tool call with its arguments
+    assert "expected the reply to mention a refund" in text and "apologised" in text
+    assert 'id="status-chart"' in text and 'id="latency-chart"' in text
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text)  # nothing fetched from the network
+    assert "<script>" in text and 'id="filter-failed"' in text
+
+
+def test_html_latency_histogram_counts_turns_per_bucket(tmp_path: Path):
+    path = tmp_path / "report.html"
+    writer = HTMLWriter(path, "r")
+    writer.write(result("a", Status.PASSED, turn_ms=(50.0, 120.0, 130.0, 70_000.0)))
+    writer.close()
+    chart = re.search(r'<svg id="latency-chart".*?</svg>', path.read_text(encoding="utf-8")).group(0)
+    titles = dict(re.findall(r"<title>([^<]+): (\d+)</title>", chart))
+    assert titles["&lt;100ms"] == "1" and titles["100–250ms"] == "2" and titles["≥60s"] == "1"
+    assert titles["1–2s"] == "0"
+
+
+# --- the dataset --------------------------------------------------------------------------
+
+
+def test_results_folder_reads_as_one_dataset_with_pyarrow_and_duckdb(results_dir: Path):
+    cases = ds.dataset(sorted(glob.glob(f"{results_dir}/*/cases.parquet")), format="parquet").to_table()
+    assert cases.num_rows == 3 * len(HISTORY)
+    per_run = {row["run_id"]: row["count_all"] for row in cases.group_by("run_id").aggregate([([], "count_all")]).to_pylist()}
+    assert per_run == {run_id: len(HISTORY) for run_id in RUN_IDS}
+    for table, schema in (("cases", CASES_SCHEMA), ("turns", TURNS_SCHEMA), ("assertions", ASSERTIONS_SCHEMA)):
+        assert pq.read_schema(results_dir / "run-a" / f"{table}.parquet").names == schema.names
+
+    rows = duckdb.sql(
+        f"select run_id, count(*) filter (status = 'passed'), count(*) "
+        f"from read_parquet('{results_dir}/*/cases.parquet') group by run_id order by run_id"
+    ).fetchall()
+    assert rows == [("run-a", 2, 6), ("run-b", 3, 6), ("run-c", 3, 6)]
+    turns = duckdb.sql(f"select count(*), count(distinct run_id) from read_parquet('{results_dir}/*/turns.parquet')").fetchall()
+    assert turns == [(3 * len(HISTORY) * 2, 3)]
+    tools = duckdb.sql(
+        f"select unnest(tool_calls).name as tool, count(*) from read_parquet('{results_dir}/*/turns.parquet') group by all"
+    ).fetchall()
+    assert tools == [("lookup_order", 3 * len(HISTORY))]
+
+
+def test_docs_describe_every_column_of_every_table():
+    text = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    for table, schema in (("cases", CASES_SCHEMA), ("turns", TURNS_SCHEMA), ("assertions", ASSERTIONS_SCHEMA)):
+        section = text.split(f"### `{table}.parquet`", 1)[1].split("###", 1)[0]
+        documented = re.findall(r"^\| `(\w+)` \|", section, flags=re.MULTILINE)
+        assert documented == schema.names, table
+    assert "read_parquet('farm-results/*/cases.parquet')" in text
+
+
+# --- analysis ----------------------------------------------------------------------------------
+
+
+def test_analysis_of_a_results_folder(results_dir: Path):
+    report = analyse([results_dir])
+
+    assert [run.run_id for run in report.runs] == list(RUN_IDS)  # by start time, not by name
+    assert report.runs[0].path == str(results_dir / "run-c") and report.runs[0].agent == "support-bot"
+    assert [run.counts.failed for run in report.runs] == [1, 2, 1]
+    counts = report.summary.counts
+    assert (counts.total, counts.passed, counts.failed, counts.skipped, counts.error, counts.timeout) == (18, 8, 4, 3, 0, 3)
+    assert counts.pass_rate == pytest.approx(8 / 15)
+    assert report.summary.turns == 36 and report.summary.total_tokens == 18 * 30
+
+    assert [(t.agent, t.connector, t.role, t.cases, t.total_tokens) for t in report.tokens] == [
+        ("support-bot", "openai", "target", 18, 540)
+    ]
+    assert [(l.group, l.turns, l.p50_ms, l.max_ms) for l in report.latency_by_turn] == [("1", 18, 100.0, 100.0), ("2", 18, 300.0, 300.0)]
+    (by_agent,) = report.latency_by_agent
+    assert (by_agent.group, by_agent.turns, by_agent.p50_ms, by_agent.p99_ms) == ("support-bot", 36, 200.0, 300.0)
+
+    (top,) = report.failed_assertions
+    # every case run that did not pass fails its last-turn assertion: 4 failed + 3 timeout + 3 skipped
+    assert (top.type, top.message, top.count, top.cases) == ("contains", "expected the reply to mention a refund", 10, 5)
+
+    stability = report.stability
+    assert stability.repeated and stability.cases == 5  # "waits" never ran
+    assert [c.case_id for c in stability.flaky] == ["fixed", "flaky", "regress"]
+    assert stability.flaky_total == 3
+    flaky = {c.case_id: c for c in stability.flaky}["flaky"]
+    assert (flaky.runs, flaky.passes, flaky.failures, flaky.pass_rate) == (3, 2, 1, pytest.approx(2 / 3))
+    assert flaky.statuses == {"failed": 1, "passed": 2} and flaky.stability_class == "unstable"
+    assert stability.classes == {"stable": 1, "mostly_stable": 0, "unstable": 2, "highly_unstable": 2}
+    assert stability.least_stable[0].case_id == "broken" and stability.least_stable[0].pass_rate == 0.0
+
+    comparison = report.comparison
+    assert (comparison.base_run, comparison.head_run) == ("run-a", "run-b")
+    assert [(c.case_id, c.base_status, c.head_status) for c in comparison.regressions] == [("regress", "passed", "failed")]
+    assert [(c.case_id, c.base_status, c.head_status) for c in comparison.fixes] == [("fixed", "failed", "passed")]
+    assert (comparison.regressions_total, comparison.fixes_total) == (1, 1)
+
+
+def test_two_named_runs_are_compared_with_each_other(results_dir: Path):
+    report = analyse([results_dir / "run-a", results_dir / "run-c"])  # named newest first
+    assert [run.run_id for run in report.runs] == ["run-c", "run-a"]
+    assert report.comparison.base_run == "run-c" and report.comparison.head_run == "run-a"
+    assert [c.case_id for c in report.comparison.regressions] == ["flaky"]
+    assert report.comparison.fixes == []
+
+
+def test_one_run_has_no_comparison_and_no_flaky_cases(results_dir: Path):
+    report = analyse([results_dir / "run-b" / "cases.parquet"])
+    assert [run.run_id for run in report.runs] == ["run-b"]
+    assert report.comparison is None
+    assert not report.stability.repeated and report.stability.flaky == []
+    assert report.summary.counts.passed == 3
+
+
+def test_repetitions_in_one_run_count_toward_flakiness(tmp_path: Path):
+    with ParquetWriter(tmp_path / "run") as writer:
+        for index, status in enumerate((Status.PASSED, Status.FAILED, Status.PASSED, Status.PASSED)):
+            writer.write(result("wobbly", status, "run", run_index=index))
+    report = analyse([tmp_path / "run"])
+    (case,) = report.stability.flaky
+    assert (case.case_id, case.runs, case.passes, case.pass_rate) == ("wobbly", 4, 3, 0.75)
+    assert case.stability_class == "unstable"
+
+
+def test_top_cuts_lists_and_zero_keeps_them_all(tmp_path: Path):
+    with ParquetWriter(tmp_path / "run") as writer:
+        for n in range(5):
+            item = result(f"c{n}", Status.FAILED, "run")
+            item.turns[-1].assertions[0].message = f"message {n}"
+            writer.write(item)
+            writer.write(result(f"c{n}", Status.PASSED, "run", run_index=1))
+    cut = analyse([tmp_path / "run"], top=2)
+    assert len(cut.failed_assertions) == 2 and cut.failed_assertions_total == 5
+    assert len(cut.stability.flaky) == 2 and cut.stability.flaky_total == 5
+    assert len(analyse([tmp_path / "run"], top=0).failed_assertions) == 5
+
+
+def test_analysis_reads_a_results_jsonl_file(tmp_path: Path):
+    path = tmp_path / "results.jsonl"
+    with JSONLWriter(path) as writer:
+        for item in one_of_each("run-j"):
+            writer.write(item)
+    report = analyse([path])
+    assert report.runs[0].run_id == "run-j" and report.runs[0].path == str(path)
+    assert report.summary.counts.total == 6 and report.summary.counts.timeout == 1
+    assert report.missed_checkpoints[0].checkpoint_id == "apologised"
+    assert report.latency_by_turn[0].turns == 6
+
+
+def test_missing_or_empty_paths_are_usage_errors(tmp_path: Path):
+    with pytest.raises(UsageError, match="does not exist"):
+        analyse([tmp_path / "nowhere"])
+    with pytest.raises(UsageError, match="no cases.parquet"):
+        analyse([tmp_path])
+    (tmp_path / "notes.txt").write_text("hi")
+    with pytest.raises(UsageError, match="neither a .parquet nor a .jsonl"):
+        analyse([tmp_path / "notes.txt"])
+    pq.write_table(pa.table({"x": [1]}), tmp_path / "other.parquet")
+    with pytest.raises(UsageError, match="not a cases table"):
+        analyse([tmp_path / "other.parquet"])
+
+
+def test_unconsolidated_runs_are_noted_and_skipped(results_dir: Path):
+    live = results_dir / "run-live"
+    writer = ParquetWriter(live)
+    writer.write(result("steady", Status.PASSED, "run-live"))
+    writer.flush()  # parts only: the run has not ended
+    report = analyse([results_dir])
+    assert "run-live" not in [run.run_id for run in report.runs]
+    assert any("run-live" in note for note in report.notes)
+    with pytest.raises(UsageError, match="not consolidated"):
+        analyse([live])
+    writer.close()
+    assert "run-live" in [run.run_id for run in analyse([results_dir]).runs]
+
+
+def test_analysis_of_100k_cases_takes_seconds(tmp_path: Path):
+    n, turns_per_case = 100_000, 3
+    ids = [f"case-{i}" for i in range(n)]
+    statuses = ["passed", "failed", "passed", "skipped", "passed", "error", "passed", "timeout"]
+
+    def table(schema: pa.Schema, rows: int, **columns) -> pa.Table:
+        arrays = {f.name: columns[f.name] if f.name in columns else pa.nulls(rows, f.type) for f in schema}
+        return pa.table(arrays).cast(schema)
+
+    for run_id in ("bulk-1", "bulk-2"):
+        folder = tmp_path / run_id
+        folder.mkdir()
+        shift = 0 if run_id == "bulk-1" else 1
+        pq.write_table(table(
+            CASES_SCHEMA, n, run_id=pa.array([run_id] * n), run_index=pa.array([0] * n), attempt=pa.array([1] * n),
+            case_id=pa.array(ids), status=pa.array([statuses[(i + shift) % 8] for i in range(n)]),
+            agent=pa.array(["bot-a", "bot-b"] * (n // 2)), tags=pa.array([[]] * n, CASES_SCHEMA.field("tags").type),
+            total_turns=pa.array([turns_per_case] * n), duration_ms=pa.array([float(i % 997) for i in range(n)]),
+            total_tokens=pa.array([i % 50 for i in range(n)]),
+        ), folder / "cases.parquet")  # fmt: skip
+        m = n * turns_per_case
+        pq.write_table(table(
+            TURNS_SCHEMA, m, run_id=pa.array([run_id] * m), run_index=pa.array([0] * m), attempt=pa.array([1] * m),
+            case_id=pa.array([case for case in ids for _ in range(turns_per_case)]),
+            turn=pa.array([1, 2, 3] * n), duration_ms=pa.array([float(i % 1009) for i in range(m)]),
+            tool_calls=pa.array([[]] * m, TURNS_SCHEMA.field("tool_calls").type),
+        ), folder / "turns.parquet")  # fmt: skip
+        pq.write_table(table(
+            ASSERTIONS_SCHEMA, m, run_id=pa.array([run_id] * m), run_index=pa.array([0] * m), attempt=pa.array([1] * m),
+            case_id=pa.array([case for case in ids for _ in range(turns_per_case)]), scope=pa.array(["turn"] * m),
+            type=pa.array(["contains", "regex", "json_path"] * n), passed=pa.array([i % 10 != 0 for i in range(m)]),
+            message=pa.array([f"m{i % 7}" for i in range(m)]), negate=pa.array([False] * m), error=pa.array([False] * m),
+            position=pa.array([0] * m),
+        ), folder / "assertions.parquet")  # fmt: skip
+
+    began = time.perf_counter()
+    report = analyse([tmp_path])
+    elapsed = time.perf_counter() - began
+    assert report.summary.counts.total == 2 * n
+    assert report.latency_by_turn[0].turns == 2 * n
+    assert report.comparison.regressions_total > 0 and report.stability.flaky_total > 0
+    assert elapsed < 20, f"analysing 200k case runs took {elapsed:.1f}s"
+
+
+# --- farm report (CLI) ------------------------------------------------------------------------
+
+
+def test_farm_report_prints_tables(results_dir: Path):
+    outcome = invoke("report", str(results_dir))
+    assert outcome.exit_code == 0, outcome.output
+    out = outcome.output
+    assert "Runs (3, oldest first)" in out
+    assert re.search(r"Passed:\s+8\b", out) and re.search(r"Case runs:\s+18\b", out)
+    assert "Turn latency per agent" in out and "Turn latency per turn index" in out
+    assert "expected the reply to mention a refund" in out
+    assert "Flaky cases" in out and "From run-a to run-b: 1 regression, 1 fix" in out
+    regressions = out.split("Regressions (passed -> failed)", 1)[1].split("Fixes", 1)[0]
+    assert "regress" in regressions and "fixed" not in regressions
+
+
+def test_farm_report_json_is_one_document(results_dir: Path):
+    outcome = invoke("report", str(results_dir), "--json", "--top", "1")
+    assert outcome.exit_code == 0
+    document = json.loads(outcome.stdout)
+    assert document["schema_version"] == 1
+    assert document["summary"]["counts"]["total"] == 18
+    assert [run["run_id"] for run in document["runs"]] == list(RUN_IDS)
+    assert document["comparison"]["regressions"][0]["case_id"] == "regress"
+    assert len(document["stability"]["flaky"]) == 1 and document["stability"]["flaky_total"] == 3
+
+
+def test_farm_report_problems_are_one_sentence_and_exit_2(tmp_path: Path):
+    outcome = invoke("report", str(tmp_path / "missing"))
+    assert outcome.exit_code == 2
+    assert "error:" in outcome.output and "does not exist" in outcome.output
+    assert "Traceback" not in outcome.output
+    empty = invoke("report", str(tmp_path))
+    assert empty.exit_code == 2 and "no cases.parquet" in empty.output
+
+
+# --- the CI recipe ------------------------------------------------------------------------------
+
+
+def test_github_workflow_runs_the_suite_keeps_reports_and_writes_a_summary(results_dir: Path, tmp_path: Path):
+    workflow = yaml.safe_load((ROOT / "deploy" / "github-actions.yml").read_text(encoding="utf-8"))
+    steps = workflow["jobs"]["farm"]["steps"]
+    uses = [step.get("uses", "") for step in steps]
+    assert any(u.startswith("actions/checkout@") for u in uses)
+    setup = next(step for step in steps if step.get("uses", "").startswith("actions/setup-python@"))
+    assert str(setup["with"]["python-version"]) == "3.11"
+    runs = [step.get("run", "") for step in steps]
+    assert any(r.strip() == "pip install ." for r in runs)
+    test_step = next(r for r in runs if r.startswith("farm test"))
+    assert "-i tests/suite.jsonl" in test_step and "--junit farm-junit.xml" in test_step and "--html farm-report.html" in test_step
+    upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload["if"] == "always()"
+    assert "farm-junit.xml" in upload["with"]["path"] and "farm-report.html" in upload["with"]["path"]
+
+    summary_step = next(step for step in steps if "GITHUB_STEP_SUMMARY" in step.get("run", ""))
+    assert summary_step["if"] == "always()" and "farm report farm-results --json" in summary_step["run"]
+    script = summary_step["run"].split("<<'EOF'\n", 1)[1].rsplit("EOF", 1)[0]
+    report_json = tmp_path / "farm-report.json"
+    report_json.write_text(invoke("report", str(results_dir), "--json").stdout, encoding="utf-8")
+    markdown = subprocess.run(
+        [sys.executable, "-", str(report_json)], input=script, capture_output=True, text=True, check=True
+    ).stdout
+    assert "| 18 | 8 | 4 | 3 | 0 | 3 | 53.3% |" in markdown
+    assert "### Regressions since run-a" in markdown and "`regress`" in markdown
+    assert "### Flaky cases (3)" in markdown
