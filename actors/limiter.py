@@ -594,6 +594,8 @@ class ClusterLimiter:
     def _serve(self, now: float) -> None:
         while self._waiters and self._ready(now):
             waiter = self._waiters.popleft()
+            if waiter.future.done():  # cancelled; its task has not run its except clause yet
+                continue
             self._start()
             waiter.future.set_result(None)
         if self._waiters and now < self._paused_until and self._wake is None:

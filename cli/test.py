@@ -166,7 +166,8 @@ def _test(**o) -> int:
     total = len(suite.cases) * o["runs"] - len(skip_keys)
     if not quiet:
         reporter.header(agent_id, input_value, len(suite.cases), {"Run": run_id, **({"Resuming": f"{len(skip_keys)} finished"} if skip_keys else {})})
-        reporter.start_progress(total)
+        if not o["interactive"]:  # a live bar would draw over the questions
+            reporter.start_progress(total)
 
     def on_result(result) -> None:
         if not quiet:
@@ -181,7 +182,7 @@ def _test(**o) -> int:
 
             plan.human = f"farm-human-{run_id}"
             desk = HumanDesk.options(name=plan.human).remote()
-            desks.append(TerminalDesk(desk, sys.stdin, lambda text: console.print(text, markup=False, highlight=False)).start())
+            desks.append(TerminalDesk(desk, sys.stdin, lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True, end="" if text.endswith(": ") else "\n")).start())
 
     try:
         summary = execute(

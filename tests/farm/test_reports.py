@@ -430,7 +430,8 @@ def test_results_folder_reads_as_one_dataset_with_pyarrow_and_duckdb(results_dir
     turns = duckdb.sql(f"select count(*), count(distinct run_id) from read_parquet('{results_dir}/*/turns.parquet')").fetchall()
     assert turns == [(3 * len(HISTORY) * 2, 3)]
     tools = duckdb.sql(
-        f"select unnest(tool_calls).name as tool, count(*) from read_parquet('{results_dir}/*/turns.parquet') group by all"
+        f"select tool, count(*) from (select unnest(tool_calls).name as tool "
+        f"from read_parquet('{results_dir}/*/turns.parquet')) group by tool"
     ).fetchall()
     assert tools == [("lookup_order", 3 * len(HISTORY))]
 
@@ -438,7 +439,7 @@ def test_results_folder_reads_as_one_dataset_with_pyarrow_and_duckdb(results_dir
 def test_docs_describe_every_column_of_every_table():
     text = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
     for table, schema in (("cases", CASES_SCHEMA), ("turns", TURNS_SCHEMA), ("assertions", ASSERTIONS_SCHEMA)):
-        section = text.split(f"### `{table}.parquet`", 1)[1].split("###", 1)[0]
+        section = text.split(f"### `{table}.parquet`", 1)[1].split("\n#", 1)[0]
         documented = re.findall(r"^\| `(\w+)` \|", section, flags=re.MULTILINE)
         assert documented == schema.names, table
     assert "read_parquet('farm-results/*/cases.parquet')" in text
@@ -482,8 +483,11 @@ def test_analysis_of_a_results_folder(results_dir: Path):
     comparison = report.comparison
     assert (comparison.base_run, comparison.head_run) == ("run-a", "run-b")
     assert [(c.case_id, c.base_status, c.head_status) for c in comparison.regressions] == [("regress", "passed", "failed")]
-    assert [(c.case_id, c.base_status, c.head_status) for c in comparison.fixes] == [("fixed", "failed", "passed")]
-    assert (comparison.regressions_total, comparison.fixes_total) == (1, 1)
+    assert [(c.case_id, c.base_status, c.head_status) for c in comparison.fixes] == [
+        ("fixed", "failed", "passed"),
+        ("flaky", "failed", "passed"),
+    ]
+    assert (comparison.regressions_total, comparison.fixes_total) == (1, 2)
 
 
 def test_two_named_runs_are_compared_with_each_other(results_dir: Path):
@@ -619,9 +623,10 @@ def test_farm_report_prints_tables(results_dir: Path):
     assert re.search(r"Passed:\s+8\b", out) and re.search(r"Case runs:\s+18\b", out)
     assert "Turn latency per agent" in out and "Turn latency per turn index" in out
     assert "expected the reply to mention a refund" in out
-    assert "Flaky cases" in out and "From run-a to run-b: 1 regression, 1 fix" in out
+    assert "Flaky cases" in out and "From run-a to run-b: 1 regression, 2 fixes" in out
     regressions = out.split("Regressions (passed -> failed)", 1)[1].split("Fixes", 1)[0]
     assert "regress" in regressions and "fixed" not in regressions
+    assert "fixed — Case fixed" in out.split("Fixes (failed -> passed)", 1)[1]
 
 
 def test_farm_report_json_is_one_document(results_dir: Path):

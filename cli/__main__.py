@@ -1,0 +1,5 @@
+"""``python -m cli`` is ``farm``."""
+
+from cli.app import main
+
+main()
