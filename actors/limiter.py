@@ -7,18 +7,19 @@ Asking it once per request would make a fast agent several times slower
 :class:`ClusterLimiter` (the :class:`~farm.agents.limiter.Limiter` the HTTP
 clients call) that batches::
 
-    HTTP client ──acquire(tokens)──▶ ClusterLimiter ──acquire(holder, want, tokens_each, idle_slots)──▶ ConnectorLimiter
-    (many per process)   ◀─────────  (one per process    ◀── {granted, slots, pause, contended, share} ──  (one per connector,
-                ──release(used)───▶   and connector)    ── release(holder, slots, token_correction) ──▶    cluster-wide)
-                ──backoff(s)──────▶                     ── backoff(holder, seconds) ─────────────────▶
-                                                        ── sync(holder, held) every 0.1 s ───────────▶  lease + pause news
+    HTTP clients ─ acquire(tokens) ─▶ ClusterLimiter ─ acquire(holder, want, tokens_each, idle_slots, correction) ─▶ ConnectorLimiter
+    (any number     ─ release(used) ──▶ (one per process ◀─ {granted, slots, pause, contended, share} ──────────────  (one per connector
+     per process)   ─ backoff(s) ─────▶  and connector)  ─ release(holder, slots, token_correction)  fire and forget ▶  for the cluster)
+                                                         ─ backoff(holder, seconds)                 fire and forget ▶
+                                                         ─ sync(holder, held) every 0.1 s while it holds slots ─────▶
 
 What a permit is made of, and who keeps it:
 
 - a **request** (rpm) and its **token estimate** (tpm) are consumed: the
   process asks for at most as many as it has requests waiting, and the
-  difference between estimate and reported usage goes back later as one
-  batched correction (a refund or an extra debit);
+  difference between estimate and reported usage goes back later in one
+  batched correction (a refund or an extra debit) with the next acquire or
+  within 0.1 s;
 - a **concurrency slot** is leased: the process keeps it while it is busy,
   hands it to its next waiting request without asking the actor, and gives it
   back once it has been idle for a moment (at once when other processes wait
@@ -181,17 +182,21 @@ class LimiterCore:
 
     # -- the calls -------------------------------------------------------
 
-    async def acquire(self, holder: str, want: int = 1, tokens_each: int = 0, idle_slots: int = 0) -> dict[str, Any]:
+    async def acquire(
+        self, holder: str, want: int = 1, tokens_each: int = 0, idle_slots: int = 0, token_correction: int = 0
+    ) -> dict[str, Any]:
         """Wait until at least one request may start; grant up to ``want`` of them.
 
         ``tokens_each``: the estimate reserved per request. ``idle_slots``: slots
         the holder already has and will use for the first of these requests.
+        ``token_correction``: as in :meth:`release`, for requests already over.
         Returns ``{"granted": n, "slots": new_slots, "pause": 0.0, "contended": bool, "share": int | None}``;
         ``contended`` says other holders are waiting, ``share`` is a fair number
         of slots per holder.
         """
         now = time.monotonic()
         self._touch(holder, now)
+        self._correct(token_correction, now)
         future = asyncio.get_running_loop().create_future()
         self._queue.append(_Ask(holder, max(1, int(want)), max(0, int(tokens_each)), max(0, int(idle_slots)), future))
         self._kick()
@@ -213,11 +218,14 @@ class LimiterCore:
             back = min(max(0, int(slots)), lease.slots)  # slots already taken back stay taken
             lease.slots -= back
             self._in_flight -= back
+        self._correct(token_correction, now)
+        self._kick()
+
+    def _correct(self, token_correction: int, now: float) -> None:
         if self._tokens is not None and token_correction:
             self._tokens.refill(now)
             # a refund gives back what was reserved, even above the capacity: it was taken from there
             self._tokens.level -= token_correction
-        self._kick()
 
     async def backoff(self, holder: str, seconds: float) -> None:
         """The endpoint said "too many requests": grant nothing on this connector for ``seconds``."""
@@ -381,7 +389,7 @@ class ConnectorLimiter(LimiterCore):
 class LimiterRemote(Protocol):
     """How a :class:`ClusterLimiter` reaches its connector's limiter (a Ray actor, or a :class:`LimiterCore` in tests)."""
 
-    async def acquire(self, holder: str, want: int, tokens_each: int, idle_slots: int) -> dict[str, Any]: ...
+    async def acquire(self, holder: str, want: int, tokens_each: int, idle_slots: int, token_correction: int) -> dict[str, Any]: ...
 
     def release(self, holder: str, slots: int, token_correction: int) -> None: ...
 
@@ -414,9 +422,9 @@ class ActorRemote:
                     await asyncio.sleep(0.2)
         return self._handle
 
-    async def acquire(self, holder: str, want: int, tokens_each: int, idle_slots: int) -> dict[str, Any]:
+    async def acquire(self, holder: str, want: int, tokens_each: int, idle_slots: int, token_correction: int) -> dict[str, Any]:
         handle = await self.handle()
-        return await handle.acquire.remote(holder, want, tokens_each, idle_slots)
+        return await handle.acquire.remote(holder, want, tokens_each, idle_slots, token_correction)
 
     def _known(self) -> Any:
         if self._handle is None:  # a backoff before any request: one quick look-up
@@ -453,8 +461,8 @@ class CoreRemote:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def acquire(self, holder: str, want: int, tokens_each: int, idle_slots: int) -> dict[str, Any]:
-        return await self.core.acquire(holder, want, tokens_each, idle_slots)
+    async def acquire(self, holder: str, want: int, tokens_each: int, idle_slots: int, token_correction: int) -> dict[str, Any]:
+        return await self.core.acquire(holder, want, tokens_each, idle_slots, token_correction)
 
     def release(self, holder: str, slots: int, token_correction: int) -> None:
         self._spawn(self.core.release(holder, slots, token_correction))
@@ -505,7 +513,8 @@ class ClusterLimiter:
         self._busy = 0  # requests started here and not yet released
         self._declared = 0  # idle slots promised to the actor by the acquire in flight
         self._low = 0  # fewest returnable slots since the last housekeeping round
-        self._correction = 0  # tokens to debit (+) or refund (-) at the actor
+        self._correction = 0.0  # tokens to debit (+) or refund (-) at the actor, for requests that are over
+        self._reserved = 0.0  # tokens reserved by the requests in flight here
         self._paused_until = 0.0
         self._contended = False
         self._share: int | None = None
@@ -535,9 +544,12 @@ class ClusterLimiter:
             raise
 
     def release(self, tokens_used: int) -> None:
+        if self._counts_tokens and self._busy:
+            # requests are not told apart: each one over takes back an equal part of what is reserved
+            part = self._reserved / self._busy
+            self._reserved -= part
+            self._correction += max(0, int(tokens_used)) - part
         self._busy = max(0, self._busy - 1)
-        if self._counts_tokens:
-            self._correction += max(0, int(tokens_used))
         if self._slotted:
             back = 0
             if self._rated and self._fetcher is not None:
@@ -574,8 +586,7 @@ class ClusterLimiter:
         self._busy += 1
         if self._rated:
             _, reserved = self._permits.popleft()
-            if self._counts_tokens:
-                self._correction -= reserved
+            self._reserved += reserved
         self._low = min(self._low, self._returnable())
         self._housekeep_soon()
 
@@ -622,8 +633,9 @@ class ClusterLimiter:
                     each = math.ceil(sum(w.tokens for w in first) / max(1, len(first)))
                 self._declared = self._returnable() if (self._slotted and self._rated) else 0
                 self._low = min(self._low, self._returnable())
+                correction = self._take_correction()  # corrections ride along for free
                 try:
-                    grant = await self._remote.acquire(self.holder, want, each, self._declared)
+                    grant = await self._remote.acquire(self.holder, want, each, self._declared, correction)
                 except ActorDiedError as exc:
                     raise LimiterUnavailable(
                         f"Cannot start a request on connector '{self.connector}': its rate limiter is gone ({type(exc).__name__})."
@@ -631,6 +643,9 @@ class ClusterLimiter:
                 except RayActorError:  # restarting: ask the new one
                     await asyncio.sleep(0.2)
                     continue
+                except BaseException:
+                    self._correction += correction
+                    raise
                 finally:
                     self._declared = 0
                 now = time.monotonic()
@@ -669,7 +684,12 @@ class ClusterLimiter:
             self._keeper = asyncio.get_running_loop().create_task(self._housekeep())
 
     def _active(self) -> bool:
-        return bool(self._slots or self._busy or self._waiters or self._permits or self._correction)
+        return bool(self._slots or self._busy or self._waiters or self._permits or abs(self._correction) >= 1)
+
+    def _take_correction(self) -> int:
+        whole = int(self._correction)
+        self._correction -= whole
+        return whole
 
     async def _housekeep(self) -> None:
         try:
@@ -684,9 +704,9 @@ class ClusterLimiter:
                     back = idle if not self._waiters else 0
                     self._slots -= back
                     self._low = self._returnable()
-                if back or self._correction:
-                    self._remote.release(self.holder, back, self._correction)
-                    self._correction = 0
+                correction = self._take_correction()
+                if back or correction:
+                    self._remote.release(self.holder, back, correction)
                 if self._slotted and (self._slots or self._waiters):
                     try:
                         self._learn(await self._remote.sync(self.holder, self._slots), time.monotonic())

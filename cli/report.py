@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -17,14 +19,23 @@ from farm.reports.analysis import CaseChange, CaseRate, Latency, Report, analyse
 
 __all__ = ["render", "report"]
 
+#: Width of the tables when stdout is not a terminal (and COLUMNS is not set).
+PIPE_WIDTH = 160
 #: Latency-per-turn rows shown before "… and N more".
 TURN_ROWS = 30
 
 
 def report(
-    paths: Annotated[list[Path], typer.Argument(help="Run folders, results folders holding runs, or result files (.parquet, .jsonl).", show_default=False)],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Run folders, results folders holding runs, or result files (.parquet, .jsonl).", show_default=False
+        ),
+    ],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")] = False,
-    top: Annotated[int, typer.Option("--top", help="Rows per list: failed assertions, flaky cases, regressions (0: all).")] = 10,
+    top: Annotated[
+        int, typer.Option("--top", help="Rows per list: failed assertions, flaky cases, regressions (0: all).")
+    ] = 10,
 ) -> None:
     """Summarise runs: statuses, tokens, latency, failing assertions, flaky cases, regressions and fixes."""
     from cli.app import fail
@@ -36,7 +47,10 @@ def report(
     if json_out:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
-        render(result, Console(highlight=False))
+        console = Console(highlight=False)
+        if not console.is_terminal and "COLUMNS" not in os.environ:
+            console.width = PIPE_WIDTH  # a file or a CI log is not a narrow terminal
+        render(result, console)
 
 
 def render(report: Report, console: Console) -> None:
@@ -44,14 +58,37 @@ def render(report: Report, console: Console) -> None:
     _runs(report, console)
     _summary(report, console)
     if report.tokens and any(usage.total_tokens for usage in report.tokens):
-        table = _table("Tokens per agent", ("Agent", "left"), ("Connector", "left"), ("Role", "left"), ("Cases", "right"), ("Prompt", "right"), ("Completion", "right"), ("Total", "right"))
+        table = _table(
+            "Tokens per agent",
+            ("Agent", "left"),
+            ("Connector", "left"),
+            ("Role", "left"),
+            ("Cases", "right"),
+            ("Prompt", "right"),
+            ("Completion", "right"),
+            ("Total", "right"),
+        )
         for usage in report.tokens:
-            table.add_row(usage.agent, usage.connector or "", usage.role, str(usage.cases), str(usage.prompt_tokens), str(usage.completion_tokens), str(usage.total_tokens))
+            table.add_row(
+                usage.agent,
+                usage.connector or "",
+                usage.role,
+                str(usage.cases),
+                str(usage.prompt_tokens),
+                str(usage.completion_tokens),
+                str(usage.total_tokens),
+            )
         console.print(table)
     _latency(console, "Turn latency per agent (ms)", "Agent", report.latency_by_agent)
     _latency(console, "Turn latency per turn index (ms)", "Turn", report.latency_by_turn)
     if report.failed_assertions:
-        table = _table("Assertions that failed most", ("Type", "left"), ("Message", "left"), ("Failures", "right"), ("Cases", "right"))
+        table = _table(
+            "Assertions that failed most",
+            ("Type", "left"),
+            ("Message", "left"),
+            ("Failures", "right"),
+            ("Cases", "right"),
+        )
         for failure in report.failed_assertions:
             table.add_row(failure.type or "", Text(failure.message or ""), str(failure.count), str(failure.cases))
         console.print(table)
@@ -74,12 +111,23 @@ def _runs(report: Report, console: Console) -> None:
         started = f", started {run.started_at:%Y-%m-%d %H:%M:%S %Z}" if run.started_at else ""
         console.print(Text(f"Run {run.run_id} ({run.path}{started})", style="bold"))
         return
-    table = _table(f"Runs ({len(report.runs)}, oldest first)", ("Run", "left"), ("Started", "left"), ("Cases", "right"), ("Passed", "right"), ("Failed", "right"), ("Skipped", "right"), ("Error", "right"), ("Timeout", "right"), ("Pass rate", "right"))
+    table = _table(
+        f"Runs ({len(report.runs)}, oldest first)",
+        ("Run", "left", True),
+        ("Started", "left"),
+        ("Cases", "right"),
+        ("Pass", "right"),
+        ("Fail", "right"),
+        ("Skip", "right"),
+        ("Err", "right"),
+        ("T/O", "right"),
+        ("Rate", "right"),
+    )
     for run in report.runs:
         counts = run.counts
         table.add_row(
             Text(run.run_id or ""),
-            f"{run.started_at:%Y-%m-%d %H:%M:%S}" if run.started_at else "",
+            f"{run.started_at:%m-%d %H:%M}" if run.started_at else "",
             str(counts.total), str(counts.passed), str(counts.failed), str(counts.skipped), str(counts.error), str(counts.timeout),
             _rate(counts.pass_rate),
         )  # fmt: skip
@@ -110,9 +158,18 @@ def _summary(report: Report, console: Console) -> None:
 def _latency(console: Console, title: str, key: str, rows: list[Latency]) -> None:
     if not rows:
         return
-    table = _table(title, (key, "left"), ("Turns", "right"), ("p50", "right"), ("p95", "right"), ("p99", "right"), ("max", "right"))
+    table = _table(
+        title, (key, "left"), ("Turns", "right"), ("p50", "right"), ("p95", "right"), ("p99", "right"), ("max", "right")
+    )
     for row in rows[:TURN_ROWS]:
-        table.add_row(Text(row.group), str(row.turns), f"{row.p50_ms:.0f}", f"{row.p95_ms:.0f}", f"{row.p99_ms:.0f}", f"{row.max_ms:.0f}")
+        table.add_row(
+            Text(row.group),
+            str(row.turns),
+            f"{row.p50_ms:.0f}",
+            f"{row.p95_ms:.0f}",
+            f"{row.p99_ms:.0f}",
+            f"{row.max_ms:.0f}",
+        )
     console.print(table)
     if len(rows) > TURN_ROWS:
         console.print(Text(f"  … and {len(rows) - TURN_ROWS} more rows (--json has them all)", style="dim"))
@@ -124,7 +181,9 @@ def _stability(report: Report, console: Console) -> None:
         return
     classes = ", ".join(f"{count} {name}" for name, count in stability.classes.items() if count)
     console.print()
-    console.print(Text(f"Stability over {stability.cases} cases: {classes}; {stability.flaky_total} flaky", style="bold"))
+    console.print(
+        Text(f"Stability over {stability.cases} cases: {classes}; {stability.flaky_total} flaky", style="bold")
+    )
     if stability.flaky:
         console.print(_rates_table("Flaky cases (passed in some runs, not in others)", stability.flaky))
         _more(console, stability.flaky_total - len(stability.flaky), "flaky cases")
@@ -133,10 +192,25 @@ def _stability(report: Report, console: Console) -> None:
 
 
 def _rates_table(title: str, rows: list[CaseRate]) -> Table:
-    table = _table(title, ("Case", "left"), ("Runs", "right"), ("Passed", "right"), ("Pass rate", "right"), ("Class", "left"), ("Statuses", "left"))
+    table = _table(
+        title,
+        ("Case", "left"),
+        ("Runs", "right"),
+        ("Passed", "right"),
+        ("Pass rate", "right"),
+        ("Class", "left"),
+        ("Statuses", "left"),
+    )
     for row in rows:
         statuses = ", ".join(f"{count} {status}" for status, count in row.statuses.items())
-        table.add_row(Text(_case_label(row.case_id, row.name)), str(row.runs), str(row.passes), _rate(row.pass_rate), row.stability_class or "", statuses)
+        table.add_row(
+            Text(_case_label(row.case_id, row.name)),
+            str(row.runs),
+            str(row.passes),
+            _rate(row.pass_rate),
+            row.stability_class or "",
+            statuses,
+        )
     return table
 
 
@@ -164,14 +238,29 @@ def _comparison(report: Report, console: Console) -> None:
 def _changes_table(title: str, rows: list[CaseChange], style: str) -> Table:
     table = _table(title, ("Case", "left"), ("Before", "left"), ("After", "left"), ("Error", "left"))
     for row in rows:
-        table.add_row(Text(_case_label(row.case_id, row.name), style=style), row.base_status, row.head_status, Text(row.error or ""))
+        table.add_row(
+            Text(_case_label(row.case_id, row.name), style=style),
+            row.base_status,
+            row.head_status,
+            Text(row.error or ""),
+        )
     return table
 
 
-def _table(title: str, *columns: tuple[str, str]) -> Table:
-    table = Table(title=f"\n{title}", title_justify="left", title_style="bold")
-    for name, justify in columns:
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+def _table(title: str, *columns: tuple[str, str] | tuple[str, str, bool]) -> Table:
+    """A table with ``(header, justify[, no_wrap])`` columns; text folds rather than ending in an ellipsis."""
+    table = Table(
+        title=f"\n{title}",
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for name, justify, *no_wrap in columns:
+        table.add_column(
+            name, justify=justify, overflow="fold", no_wrap=bool(no_wrap and no_wrap[0]) or justify == "right"
+        )  # type: ignore[arg-type]
     return table
 
 

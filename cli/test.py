@@ -158,11 +158,11 @@ def _test(**o) -> int:
         actors=cfg.farm.actors,
         skip_keys=skip_keys,
     )
-    info = {"input": input_value, "agent": agent_id, "run_id": run_id, "cases": len(suite.cases)}
+    info = {"input": input_value, "agent": agent_id, "connector": connector_name, "run_id": run_id, "cases": len(suite.cases)}
     if o.get("before"):
         _global_hook(cfg, o["before"], {"phase": "before", **info})
     reporter = ConsoleReporter(console, verbose=o["verbose"])
-    extra_writers = _extra_writers(o, run_id)
+    extra_writers = _extra_writers(o, run_id, {**info, "runs": o["runs"], "parallel": parallel})
     total = len(suite.cases) * o["runs"] - len(skip_keys)
     if not quiet:
         reporter.header(agent_id, input_value, len(suite.cases), {"Run": run_id, **({"Resuming": f"{len(skip_keys)} finished"} if skip_keys else {})})
@@ -190,15 +190,15 @@ def _test(**o) -> int:
             RunOutputs(run_dir=run_dir, jsonl=jsonl, extra_writers=extra_writers, resume=resume_dir is not None),
             address=o["address"],
             on_result=on_result,
-            info={"input": input_value, "agent": agent_id},
+            info=info,
             on_connected=on_connected,
         )
     except RunInterrupted as stop:
         reporter.stop_progress()
         for desk in desks:
             desk.stop()
-        console.print(f"\n[yellow]Interrupted[/yellow]: {stop.done} of {stop.total} case runs finished; their results are kept.")
-        console.print(f"Resume with: farm test --resume {stop.run_dir}" + (f" --config {o['config']}" if o["config"] else ""))
+        console.print(f"\n[yellow]Interrupted[/yellow]: {stop.done} of {stop.total} case runs finished; their results are kept.", soft_wrap=True)
+        console.print(f"Resume with: farm test --resume {stop.run_dir}" + (f" --config {o['config']}" if o["config"] else ""), soft_wrap=True, markup=False)
         return 130
     reporter.stop_progress()
     for desk in desks:
@@ -231,12 +231,14 @@ def _global_hook(cfg: FarmConfig, reference: str, payload: dict) -> None:
         raise UsageError(f"global {payload['phase']} hook {reference} failed: {type(exc).__name__}: {exc}") from None
 
 
-def _extra_writers(o: dict, run_id: str) -> list:
+def _extra_writers(o: dict, run_id: str, info: dict) -> list:
     writers = []
     if o["json_events"]:
         from farm.events import EventWriter
 
-        writers.append(EventWriter(sys.stdout, run_id))
+        events = EventWriter(sys.stdout, run_id)
+        events.start(info)
+        writers.append(events)
     if o["junit"]:
         from farm.reports.junit import JUnitWriter
 

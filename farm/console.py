@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from farm.durations import format_duration
-from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
+from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult, stability_class
 
 __all__ = ["CaseStability", "ConsoleReporter", "Summary"]
 
@@ -73,16 +73,6 @@ class CaseStability:
     """``stable`` (100%), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%) or ``highly_unstable``."""
     pass_at_k: float
     """pass@k with k = ``runs``: 1.0 if any run passed, else 0.0."""
-
-
-def _stability_class(rate: float) -> str:
-    if rate >= 1.0:
-        return "stable"
-    if rate >= 0.8:
-        return "mostly_stable"
-    if rate >= 0.5:
-        return "unstable"
-    return "highly_unstable"
 
 
 @dataclass
@@ -164,7 +154,7 @@ class Summary:
                 runs=tally.runs,
                 passes=tally.passes,
                 pass_rate=rate,
-                stability_class=_stability_class(rate),
+                stability_class=stability_class(rate),
                 pass_at_k=1.0 if tally.passes else 0.0,
             )
         return out

@@ -22,6 +22,7 @@ __all__ = [
     "ToolCallRecord",
     "TurnResult",
     "Usage",
+    "stability_class",
 ]
 
 SCHEMA_VERSION = 1
@@ -193,3 +194,15 @@ class CaseResult(BaseModel):
 
     def to_json_line(self) -> str:
         return self.model_dump_json(exclude_none=False)
+
+
+def stability_class(rate: float) -> str:
+    """A case's stability over repeated runs: ``stable`` (100% passed), ``mostly_stable``
+    (>= 80%), ``unstable`` (>= 50%) or ``highly_unstable``."""
+    if rate >= 1.0:
+        return "stable"
+    if rate >= 0.8:
+        return "mostly_stable"
+    if rate >= 0.5:
+        return "unstable"
+    return "highly_unstable"

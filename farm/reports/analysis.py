@@ -43,8 +43,16 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, Field, ValidationError
 
 from farm.errors import UsageError
-from farm.results import CaseResult, Status
-from farm.writers import ASSERTIONS_SCHEMA, CASES_SCHEMA, RUN_JSON, TURNS_SCHEMA, read_jsonl_results, read_run_json, rows_from_result
+from farm.results import CaseResult, Status, stability_class
+from farm.writers import (
+    ASSERTIONS_SCHEMA,
+    CASES_SCHEMA,
+    RUN_JSON,
+    TURNS_SCHEMA,
+    read_jsonl_results,
+    read_run_json,
+    rows_from_result,
+)
 
 __all__ = [
     "REPORT_SCHEMA_VERSION",
@@ -315,7 +323,10 @@ def _file_source(path: Path) -> RunSource:
         return RunSource(path=path, cases=path, jsonl=True)
     if suffix != ".parquet":
         raise UsageError(f"Cannot report on {path}, as it is neither a .parquet nor a .jsonl file.")
-    if path.name in ("cases.parquet", "turns.parquet", "assertions.parquet") and (path.parent / "cases.parquet").is_file():
+    if (
+        path.name in ("cases.parquet", "turns.parquet", "assertions.parquet")
+        and (path.parent / "cases.parquet").is_file()
+    ):
         return _run_source(path.parent)
     try:
         names = pq.read_schema(path).names
@@ -363,7 +374,9 @@ def _read_jsonl(path: Path) -> tuple[pa.Table, pa.Table, pa.Table]:
         except ValidationError as exc:
             problem = exc.errors()[0]
             where = ".".join(str(part) for part in problem["loc"])
-            raise UsageError(f"Cannot report on {path}, as result {number} is not a case result ({where}: {problem['msg']}).") from None
+            raise UsageError(
+                f"Cannot report on {path}, as result {number} is not a case result ({where}: {problem['msg']})."
+            ) from None
         case_row, turn_rows, assertion_rows = rows_from_result(result)
         cases.append(case_row)
         turns.extend(turn_rows)
@@ -385,9 +398,7 @@ def _load(sources: list[RunSource]) -> tuple[_Tables, dict[str, RunSource]]:
             case_table, turn_table, failed_table = _read_jsonl(source.cases)
         else:
             case_table = _read(source.cases, CASES_SCHEMA, _CASE_COLUMNS)
-            turn_table = (
-                _read(source.turns, TURNS_SCHEMA, _TURN_COLUMNS) if source.turns else turn_schema.empty_table()
-            )
+            turn_table = _read(source.turns, TURNS_SCHEMA, _TURN_COLUMNS) if source.turns else turn_schema.empty_table()
             failed_table = (
                 _read(source.assertions, ASSERTIONS_SCHEMA, _ASSERTION_COLUMNS, filters=pc.field("passed") == False)  # noqa: E712
                 if source.assertions
@@ -539,7 +550,7 @@ def _percentiles(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> list[Latency
     ordered = table["value"].chunk(0)
     runs = pc.run_end_encode(table["key"].chunk(0))
     out, start = [], 0
-    for key, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist()):
+    for key, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
         group = ordered.slice(start, end - start)
         p50, p95, p99 = pc.quantile(group, q=list(QUANTILES), interpolation="linear").to_pylist()
         out.append(
@@ -601,7 +612,9 @@ def _stability(cases: pa.Table, cut: int | None) -> Stability:
         "highly_unstable": pc.sum(pc.less(rate, 0.5)).as_py() or 0,
     }
     worst_first = [("pass_rate", "ascending"), ("case_id", "ascending")]
-    flaky = ran.filter(pc.and_(pc.greater(ran["is_pass_sum"], 0), pc.greater(ran["is_fail_sum"], 0))).sort_by(worst_first)
+    flaky = ran.filter(pc.and_(pc.greater(ran["is_pass_sum"], 0), pc.greater(ran["is_fail_sum"], 0))).sort_by(
+        worst_first
+    )
     unstable = ran.filter(pc.less(rate, 1.0)).sort_by(worst_first)
     flaky_rows = (flaky.slice(0, cut) if cut else flaky).to_pylist()
     unstable_rows = (unstable.slice(0, cut) if cut else unstable).to_pylist()
@@ -644,15 +657,7 @@ def _case_rate(row: dict[str, Any], statuses: dict[str, dict[str, int]]) -> Case
 
 
 def _stability_class(rate: float | None) -> str | None:
-    if rate is None:
-        return None
-    if rate >= 1.0:
-        return "stable"
-    if rate >= 0.8:
-        return "mostly_stable"
-    if rate >= 0.5:
-        return "unstable"
-    return "highly_unstable"
+    return None if rate is None else stability_class(rate)
 
 
 def _outcomes(cases: pa.Table, run_id: str, prefix: str) -> pa.Table:

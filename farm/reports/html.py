@@ -35,6 +35,7 @@ import tempfile
 import time
 from datetime import datetime
 from html import escape
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -164,7 +165,9 @@ class HTMLWriter:
             _card("latency-avg", f"{latency_avg:.0f} ms", "avg turn latency"),
             _card("latency-max", f"{self._latency_max:.0f} ms", "max turn latency"),
         ]
-        buttons = [f'<button type="button" class="filter" id="filter-all" data-filter="all">All <b>{total}</b></button>']
+        buttons = [
+            f'<button type="button" class="filter" id="filter-all" data-filter="all">All <b>{total}</b></button>'
+        ]
         buttons += [
             f'<button type="button" class="filter {s.value}" id="filter-{s.value}" data-filter="{s.value}">'
             f"{s.value.capitalize()} <b>{counts[s]}</b></button>"
@@ -326,7 +329,7 @@ def _latency_labels() -> list[str]:
         return f"{ms / 1000:g}s" if ms >= 1000 else f"{ms}ms"
 
     edges = LATENCY_BUCKETS_MS
-    return [f"<{single(edges[0])}", *(span(low, high) for low, high in zip(edges, edges[1:])), f"≥{single(edges[-1])}"]
+    return [f"<{single(edges[0])}", *(span(low, high) for low, high in pairwise(edges)), f"≥{single(edges[-1])}"]
 
 
 # --- charts (inline SVG) -----------------------------------------------------
@@ -371,7 +374,7 @@ def _histogram(buckets: list[int]) -> str:
         'aria-label="Turn latency histogram">'
     ]
     usable = height - bottom - top
-    for index, (count, label) in enumerate(zip(buckets, labels)):
+    for index, (count, label) in enumerate(zip(buckets, labels, strict=True)):
         x = left + index * slot
         bar = math.ceil(usable * count / peak) if count else 0
         y = height - bottom - bar
@@ -405,7 +408,7 @@ def case_section(result: CaseResult, number: int) -> str:
         meta.insert(0, f"attempt {result.attempt}")
     out = [
         f'<details class="case" id="case-{number}" data-status="{status.value}" data-case-id="{escape(result.id)}"'
-        f'{"" if status is Status.PASSED else " open"}>',
+        f"{'' if status is Status.PASSED else ' open'}>",
         f'<summary><span class="badge {status.value}">{status.value.upper()}</span>'
         f"<code>{escape(result.id)}</code> {escape(result.name or '')} "
         f'<span class="muted">({escape(" · ".join(meta))})</span></summary>',
@@ -417,7 +420,10 @@ def case_section(result: CaseResult, number: int) -> str:
         ("source", result.source),
         ("tags", ", ".join(result.tags)),
         ("worker", result.worker),
-        ("tokens", f"{result.usage.total_tokens} ({result.usage.prompt_tokens} prompt, {result.usage.completion_tokens} completion)"),
+        (
+            "tokens",
+            f"{result.usage.total_tokens} ({result.usage.prompt_tokens} prompt, {result.usage.completion_tokens} completion)",
+        ),
     ]
     out.append(
         '<div class="facts">'

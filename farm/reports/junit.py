@@ -167,7 +167,9 @@ def testcase(result: CaseResult) -> ET.Element:
         child = ET.SubElement(element, "error", type=status.value)
         _fill(child, [result.error or f"the case ended with {status.value}", *problems])
     elif status is Status.SKIPPED:
-        reason = result.error or (f"the agent asked: {result.awaiting_question}" if result.awaiting_question else "skipped")
+        reason = result.error or (
+            f"the agent asked: {result.awaiting_question}" if result.awaiting_question else "skipped"
+        )
         ET.SubElement(element, "skipped", message=_clip(xml_text(reason), MESSAGE_LIMIT))
     ET.SubElement(element, "system-out").text = xml_text(transcript(result))
     return element
@@ -209,7 +211,12 @@ def transcript(result: CaseResult) -> str:
         f"{result.total_turns or len(result.turns)} turns; {result.duration_ms:.0f} ms; "
         f"{result.usage.total_tokens} tokens",
     ]
-    for label, value in (("agent", result.agent), ("mode", result.mode), ("source", result.source), ("worker", result.worker)):
+    for label, value in (
+        ("agent", result.agent),
+        ("mode", result.mode),
+        ("source", result.source),
+        ("worker", result.worker),
+    ):
         if value:
             lines.append(f"{label}: {value}")
     for turn in result.turns:

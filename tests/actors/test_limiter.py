@@ -119,21 +119,25 @@ def test_rate_concurrency_and_tokens_together():
 
 @ray.remote(num_cpus=0)
 class Caller:
-    """Plays a session actor: its clients reach the connector's limiter through ``limiter_factory``."""
+    """Plays a session actor: its clients reach a connector's limiter through ``limiter_factory``."""
 
-    def __init__(self, limits: dict[str, Any]):
-        self.limiter_for = limiter_factory(FarmConfig(), limits)
-        self.held: list[Any] = []
+    def __init__(self) -> None:
+        self.factories: dict[str, Any] = {}
+
+    def limiter_for(self, limits: dict[str, Any], connector: str) -> Limiter:
+        if limits["scope"] not in self.factories:  # one factory per run, as in a session actor
+            self.factories[limits["scope"]] = limiter_factory(FarmConfig(), limits)
+        return self.factories[limits["scope"]](connector)
 
     async def pid(self) -> int:
         return os.getpid()
 
-    async def hammer(self, connector: str, callers: int, start_at: float, stop_at: float, hold: float) -> list[float]:
-        return await hammer(self.limiter_for(connector), callers, start_at, stop_at, hold)
+    async def hammer(self, limits: dict[str, Any], connector: str, callers: int, start_at: float, stop_at: float, hold: float) -> list[float]:
+        return await hammer(self.limiter_for(limits, connector), callers, start_at, stop_at, hold)
 
-    async def chat(self, connector: Connector, callers: int, requests: int) -> int:
+    async def chat(self, limits: dict[str, Any], connector: Connector, callers: int, requests: int) -> int:
         """``callers`` conversations sending ``requests`` completions in all, through OpenAIAgent."""
-        agent = OpenAIAgent(connector, AgentConfig(id="probe"), limiter=self.limiter_for(connector.name))
+        agent = OpenAIAgent(connector, AgentConfig(id="probe"), limiter=self.limiter_for(limits, connector.name))
         left = requests
 
         async def one() -> None:
@@ -146,11 +150,26 @@ class Caller:
         await agent.aclose()
         return requests
 
-    async def take(self, connector: str, n: int) -> None:
+    async def take(self, limits: dict[str, Any], connector: str, n: int) -> None:
         """Start ``n`` requests and never finish them."""
-        limiter = self.limiter_for(connector)
+        limiter = self.limiter_for(limits, connector)
         for _ in range(n):
             await limiter.acquire(0)
+
+
+def spawn(n: int) -> list[Any]:
+    actors = [Caller.options(max_concurrency=1000).remote() for _ in range(n)]
+    ray.get([a.pid.remote() for a in actors])
+    return actors
+
+
+@pytest.fixture(scope="module")
+def callers(ray_session):
+    """Two caller actors for the module's tests."""
+    actors = spawn(2)
+    yield actors
+    for actor in actors:
+        ray.kill(actor, no_restart=True)
 
 
 @pytest.fixture
@@ -170,28 +189,11 @@ def limiters(ray_session):
         ray.kill(handle, no_restart=True)
 
 
-@pytest.fixture
-def callers(ray_session):
-    """``spawn(limits, n) -> [Caller]``, ready; killed after the test."""
-    spawned: list[Any] = []
-
-    def spawn(limits: dict[str, Any], n: int = 2) -> list[Any]:
-        actors = [Caller.options(max_concurrency=1000).remote(limits) for _ in range(n)]
-        ray.get([a.pid.remote() for a in actors])
-        spawned.extend(actors)
-        return actors
-
-    yield spawn
-    for actor in spawned:
-        ray.kill(actor, no_restart=True)
-
-
 def test_rpm_holds_over_every_second_for_callers_in_two_actors_and_the_driver(limiters, callers):
     limits = limiters({"llm": {"rpm": 600}})
-    actors = callers(limits, 2)
-    start = time.time() + 0.5
+    start = time.time() + 0.3
     stop = start + 3.0
-    refs = [a.hammer.remote("llm", 10, start, stop, 0.005) for a in actors]
+    refs = [a.hammer.remote(limits, "llm", 10, start, stop, 0.005) for a in callers]
     here = asyncio.run(hammer(limiter_factory(FarmConfig(), limits)("llm"), 10, start, stop, 0.005))
     stamps = sorted(here + [s for r in ray.get(refs) for s in r])
 
@@ -235,8 +237,7 @@ def test_concurrency_is_never_exceeded_at_the_server(limiters, callers):
 
     with JSONServer(handler) as server:
         connector = Connector(name="llm", base_url=server.url, max_concurrency=5)
-        actors = callers(limits, 2)
-        ray.get([a.chat.remote(connector, 10, 60) for a in actors])
+        ray.get([a.chat.remote(limits, connector, 10, 60) for a in callers])
 
     assert seen["total"] == 120
     assert seen["peak"] <= 5
@@ -246,10 +247,9 @@ def test_concurrency_is_never_exceeded_at_the_server(limiters, callers):
 @pytest.mark.parametrize("limits_of", [{"max_concurrency": 8}, {"rpm": 6000}], ids=["held-slots", "rate"])
 def test_backoff_pauses_every_holder(limiters, callers, limits_of):
     limits = limiters({"llm": limits_of})
-    actors = callers(limits, 2)
-    start = time.time() + 0.3
+    start = time.time() + 0.2
     stop = start + 2.5
-    refs = [a.hammer.remote("llm", 10, start, stop, 0.01) for a in actors]
+    refs = [a.hammer.remote(limits, "llm", 10, start, stop, 0.01) for a in callers]
 
     time.sleep(max(0.0, start + 0.7 - time.time()))
     paused_at = time.time()
@@ -261,10 +261,10 @@ def test_backoff_pauses_every_holder(limiters, callers, limits_of):
     assert any(s >= paused_at + 1.0 for s in stamps)  # and the connector resumes
 
 
-def test_a_dead_holders_slots_come_back_after_the_lease(limiters, callers):
+def test_a_dead_holders_slots_come_back_after_the_lease(limiters, ray_session):
     limits = limiters({"llm": {"max_concurrency": 2}}, lease_ttl=1.0)
-    (holder,) = callers(limits, 1)
-    ray.get(holder.take.remote("llm", 2))
+    (holder,) = spawn(1)
+    ray.get(holder.take.remote(limits, "llm", 2))
     mine = limiter_factory(FarmConfig(), limits)("llm")
 
     async def acquire_within(seconds: float) -> bool:

@@ -36,8 +36,14 @@ def case_run(number: int, status: Status) -> CaseResult:
                 input=f"question {number}",
                 output=f"answer {number} <i>not markup</i>",
                 tool_calls=[ToolCallRecord(name="search", args={"q": number}, result={"hits": 2})],
-                assertions=[AssertionResult(type="contains", expected="answer", passed=passed,
-                                            message=None if passed else f"reply {number} lacked it")],  # fmt: skip
+                assertions=[
+                    AssertionResult(
+                        type="contains",
+                        expected="answer",
+                        passed=passed,
+                        message=None if passed else f"reply {number} lacked it",
+                    )
+                ],  # fmt: skip
                 duration_ms=200.0 * number,
                 usage=Usage(prompt_tokens=7, completion_tokens=3, total_tokens=10),
             )

@@ -34,7 +34,15 @@ from farm.results import (
     TurnResult,
     Usage,
 )
-from farm.writers import ASSERTIONS_SCHEMA, CASES_SCHEMA, TURNS_SCHEMA, JSONLWriter, ParquetWriter, ResultWriter, write_run_json
+from farm.writers import (
+    ASSERTIONS_SCHEMA,
+    CASES_SCHEMA,
+    TURNS_SCHEMA,
+    JSONLWriter,
+    ParquetWriter,
+    ResultWriter,
+    write_run_json,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 START = 1_750_000_000.0
@@ -61,7 +69,11 @@ def result(
             turn=n,
             input="I want a refund for order 42" if n == 1 else {"role": "user", "content": f"turn {n}"},
             output=output if n == len(turn_ms) else "Let me look that up.",
-            tool_calls=[ToolCallRecord(id="call-1", name="lookup_order", args={"order": 42}, result={"status": "shipped"}, mocked=True)]
+            tool_calls=[
+                ToolCallRecord(
+                    id="call-1", name="lookup_order", args={"order": 42}, result={"status": "shipped"}, mocked=True
+                )
+            ]
             if n == 1
             else [],
             assertions=[
@@ -215,7 +227,12 @@ def test_junit_counts_failures_errors_skipped_and_transcript(tmp_path: Path):
     suite = root.find("testsuite")
     assert suite is not None
     for element in (root, suite):
-        assert (element.get("tests"), element.get("failures"), element.get("errors"), element.get("skipped")) == ("6", "1", "2", "1")
+        assert (element.get("tests"), element.get("failures"), element.get("errors"), element.get("skipped")) == (
+            "6",
+            "1",
+            "2",
+            "1",
+        )
         assert float(element.get("time")) >= 0 and element.get("timestamp")
     assert suite.find("properties/property[@name='run_id']").get("value") == "run-7"
 
@@ -253,7 +270,7 @@ def test_junit_counts_failures_errors_skipped_and_transcript(tmp_path: Path):
     assert "user: I want a refund for order 42" in out
     assert 'tool: lookup_order({"order": 42}) -> {"status": "shipped"} (mocked)' in out
     assert "agent: Your refund is on its way." in out
-    assert "✗ contains \"refund\" — expected the reply to mention a refund" in out
+    assert '✗ contains "refund" — expected the reply to mention a refund' in out
     assert "✗ apologised not reached — says sorry" in out
 
 
@@ -417,7 +434,9 @@ def test_html_latency_histogram_counts_turns_per_bucket(tmp_path: Path):
 def test_results_folder_reads_as_one_dataset_with_pyarrow_and_duckdb(results_dir: Path):
     cases = ds.dataset(sorted(glob.glob(f"{results_dir}/*/cases.parquet")), format="parquet").to_table()
     assert cases.num_rows == 3 * len(HISTORY)
-    per_run = {row["run_id"]: row["count_all"] for row in cases.group_by("run_id").aggregate([([], "count_all")]).to_pylist()}
+    per_run = {
+        row["run_id"]: row["count_all"] for row in cases.group_by("run_id").aggregate([([], "count_all")]).to_pylist()
+    }
     assert per_run == {run_id: len(HISTORY) for run_id in RUN_IDS}
     for table, schema in (("cases", CASES_SCHEMA), ("turns", TURNS_SCHEMA), ("assertions", ASSERTIONS_SCHEMA)):
         assert pq.read_schema(results_dir / "run-a" / f"{table}.parquet").names == schema.names
@@ -427,7 +446,9 @@ def test_results_folder_reads_as_one_dataset_with_pyarrow_and_duckdb(results_dir
         f"from read_parquet('{results_dir}/*/cases.parquet') group by run_id order by run_id"
     ).fetchall()
     assert rows == [("run-a", 2, 6), ("run-b", 3, 6), ("run-c", 3, 6)]
-    turns = duckdb.sql(f"select count(*), count(distinct run_id) from read_parquet('{results_dir}/*/turns.parquet')").fetchall()
+    turns = duckdb.sql(
+        f"select count(*), count(distinct run_id) from read_parquet('{results_dir}/*/turns.parquet')"
+    ).fetchall()
     assert turns == [(3 * len(HISTORY) * 2, 3)]
     tools = duckdb.sql(
         f"select tool, count(*) from (select unnest(tool_calls).name as tool "
@@ -455,20 +476,35 @@ def test_analysis_of_a_results_folder(results_dir: Path):
     assert report.runs[0].path == str(results_dir / "run-c") and report.runs[0].agent == "support-bot"
     assert [run.counts.failed for run in report.runs] == [1, 2, 1]
     counts = report.summary.counts
-    assert (counts.total, counts.passed, counts.failed, counts.skipped, counts.error, counts.timeout) == (18, 8, 4, 3, 0, 3)
+    assert (counts.total, counts.passed, counts.failed, counts.skipped, counts.error, counts.timeout) == (
+        18,
+        8,
+        4,
+        3,
+        0,
+        3,
+    )
     assert counts.pass_rate == pytest.approx(8 / 15)
     assert report.summary.turns == 36 and report.summary.total_tokens == 18 * 30
 
     assert [(t.agent, t.connector, t.role, t.cases, t.total_tokens) for t in report.tokens] == [
         ("support-bot", "openai", "target", 18, 540)
     ]
-    assert [(l.group, l.turns, l.p50_ms, l.max_ms) for l in report.latency_by_turn] == [("1", 18, 100.0, 100.0), ("2", 18, 300.0, 300.0)]
+    assert [(l.group, l.turns, l.p50_ms, l.max_ms) for l in report.latency_by_turn] == [
+        ("1", 18, 100.0, 100.0),
+        ("2", 18, 300.0, 300.0),
+    ]
     (by_agent,) = report.latency_by_agent
     assert (by_agent.group, by_agent.turns, by_agent.p50_ms, by_agent.p99_ms) == ("support-bot", 36, 200.0, 300.0)
 
     (top,) = report.failed_assertions
     # every case run that did not pass fails its last-turn assertion: 4 failed + 3 timeout + 3 skipped
-    assert (top.type, top.message, top.count, top.cases) == ("contains", "expected the reply to mention a refund", 10, 5)
+    assert (top.type, top.message, top.count, top.cases) == (
+        "contains",
+        "expected the reply to mention a refund",
+        10,
+        5,
+    )
 
     stability = report.stability
     assert stability.repeated and stability.cases == 5  # "waits" never ran
@@ -482,7 +518,9 @@ def test_analysis_of_a_results_folder(results_dir: Path):
 
     comparison = report.comparison
     assert (comparison.base_run, comparison.head_run) == ("run-a", "run-b")
-    assert [(c.case_id, c.base_status, c.head_status) for c in comparison.regressions] == [("regress", "passed", "failed")]
+    assert [(c.case_id, c.base_status, c.head_status) for c in comparison.regressions] == [
+        ("regress", "passed", "failed")
+    ]
     assert [(c.case_id, c.base_status, c.head_status) for c in comparison.fixes] == [
         ("fixed", "failed", "passed"),
         ("flaky", "failed", "passed"),
@@ -662,7 +700,11 @@ def test_github_workflow_runs_the_suite_keeps_reports_and_writes_a_summary(resul
     runs = [step.get("run", "") for step in steps]
     assert any(r.strip() == "pip install ." for r in runs)
     test_step = next(r for r in runs if r.startswith("farm test"))
-    assert "-i tests/suite.jsonl" in test_step and "--junit farm-junit.xml" in test_step and "--html farm-report.html" in test_step
+    assert (
+        "-i tests/suite.jsonl" in test_step
+        and "--junit farm-junit.xml" in test_step
+        and "--html farm-report.html" in test_step
+    )
     upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["if"] == "always()"
     assert "farm-junit.xml" in upload["with"]["path"] and "farm-report.html" in upload["with"]["path"]

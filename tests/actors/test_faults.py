@@ -1,0 +1,155 @@
+"""Faults on the real local Ray: a session actor killed mid-run, a case that keeps killing
+its worker, and an interrupted run resumed with nothing lost and nothing repeated."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from actors.driver import RunPlan, run_plan
+from farm.config import FarmConfig, load_config
+from farm.loader import parse_cases
+from farm.runner import RunSettings
+from tests.scripted import farm_toml
+
+
+def suicidal_agent(messages, options):
+    """A python agent that kills its own process (the session actor) when asked to."""
+    text = messages[-1]["content"]
+    if text.startswith("die always"):
+        os._exit(1)
+    if text.startswith("die once "):
+        marker = Path(text.split(" ", 2)[2])
+        if not marker.exists():
+            marker.write_text("died")
+            os._exit(1)
+    if text.startswith("sleep "):
+        time.sleep(float(text.split()[1]))
+    return "alive"
+
+
+def python_config(tmp_path: Path) -> FarmConfig:
+    (tmp_path / "farm.toml").write_text(
+        '[agents.target]\nkind = "python"\nentry = "tests.actors.test_faults:suicidal_agent"\n'
+    )
+    return load_config(tmp_path / "farm.toml")
+
+
+def plan_for(config: FarmConfig, cases: list[dict], **kw) -> RunPlan:
+    loaded = parse_cases([(f"t:{i}", c) for i, c in enumerate(cases)])
+    return RunPlan(config=config, cases=loaded, settings=RunSettings(agent_id="target", run_id="faults"), **kw)
+
+
+def test_a_killed_session_actor_loses_no_conversation(tmp_path, ray_session):
+    cases = [{"id": f"c{i}", "input": "sleep 0.4"} for i in range(30)]
+    results = []
+    killed = []
+
+    def on_result(result):
+        results.append(result)
+        if len(results) == 4 and not killed:
+            pid = int(result.worker.rsplit(":", 1)[1])
+            os.kill(pid, signal.SIGKILL)  # the actor process we started, by its pid
+            killed.append(pid)
+
+    run_plan(plan_for(python_config(tmp_path), cases, parallel=10, actors=2), on_result)
+    assert killed
+    ids = [r.id for r in results]
+    assert sorted(ids) == sorted(c["id"] for c in cases), "every case reported exactly once"
+    assert all(r.status == "passed" for r in results), [(r.id, r.status, r.error) for r in results if r.status != "passed"]
+    assert any(r.attempt == 2 for r in results), "the killed actor's conversations ran again"
+
+
+def test_a_case_that_keeps_killing_its_worker_is_stopped(tmp_path, ray_session):
+    results = {}
+    cases = [{"id": "poison", "input": "die always"}]
+    run_plan(plan_for(python_config(tmp_path), cases, parallel=1, actors=2, max_attempts=3), lambda r: results.setdefault(r.id, r))
+    assert results["poison"].status == "error"
+    assert "died 3 time(s)" in results["poison"].error
+    assert results["poison"].attempt == 3
+
+
+def test_a_case_that_killed_its_worker_once_passes_on_attempt_2(tmp_path, ray_session):
+    marker = tmp_path / "marker"
+    results = {}
+    cases = [{"id": "once", "input": f"die once {marker}"}, {"id": "fine", "input": "sleep 0.1"}]
+    run_plan(plan_for(python_config(tmp_path), cases, parallel=1, actors=2), lambda r: results.setdefault(r.id, r))
+    assert results["once"].status == "passed" and results["once"].attempt == 2
+    assert results["fine"].status == "passed" and results["fine"].attempt == 1
+
+
+def test_sigint_then_resume_gives_exactly_one_result_per_case(tmp_path, ray_session, demo_server):
+    from tests.scripted import ScriptedAgent  # noqa: F401  (documents where "slow" comes from)
+    from farm.demo.server import JSONServer
+    from tests.scripted import ScriptedAgent as Agent
+
+    with JSONServer(Agent()) as server:
+        (tmp_path / "farm.toml").write_text(farm_toml(server.url))
+        suite = tmp_path / "suite.jsonl"
+        suite.write_text("".join(json.dumps({"id": f"c{i}", "input": "slow 1"}) + "\n" for i in range(12)))
+        address = ray_session.get_runtime_context().gcs_address
+        cmd = [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "2", "--address", address, "--config", str(tmp_path / "farm.toml")]
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 60
+        results_files: list[Path] = []
+        while time.monotonic() < deadline:
+            results_files = list((tmp_path / "results").glob("*/results.jsonl"))
+            if results_files and len(results_files[0].read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.1)
+        assert results_files, "the run never wrote a result"
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 130, output
+        match = re.search(r"Resume with: farm test --resume (\S+)", output)
+        assert match, output
+        run_dir = Path(match.group(1))
+        first = [json.loads(line)["id"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
+        assert 3 <= len(first) < 12
+        assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+
+        resumed = subprocess.run(
+            [sys.executable, "-m", "cli", "test", "--resume", str(run_dir), "--parallel", "6", "--address", address, "--config", str(tmp_path / "farm.toml")],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    ids = [json.loads(line)["id"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert sorted(ids) == sorted(f"c{i}" for i in range(12)), "exactly one result per case"
+    import pyarrow.parquet as pq
+
+    assert sorted(pq.read_table(run_dir / "cases.parquet").column("case_id").to_pylist()) == sorted(ids)
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM])
+def test_sigterm_stops_like_ctrl_c(tmp_path, ray_session, signum):
+    from farm.demo.server import JSONServer
+    from tests.scripted import ScriptedAgent
+
+    with JSONServer(ScriptedAgent()) as server:
+        (tmp_path / "farm.toml").write_text(farm_toml(server.url))
+        suite = tmp_path / "suite.jsonl"
+        suite.write_text("".join(json.dumps({"id": f"c{i}", "input": "slow 2"}) + "\n" for i in range(6)))
+        address = ray_session.get_runtime_context().gcs_address
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "1", "--address", address, "--config", str(tmp_path / "farm.toml")],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list((tmp_path / "results").glob("*/results.jsonl")):
+            time.sleep(0.1)
+        time.sleep(2.5)
+        started = time.monotonic()
+        proc.send_signal(signum)
+        output, _ = proc.communicate(timeout=30)
+        assert time.monotonic() - started < 10, "it exits within a few seconds"
+        assert proc.returncode == 130, output
+        assert "Resume with" in output
