@@ -84,6 +84,12 @@ SYNC_EVERY = 0.1
 PERMIT_TTL = 1.0
 """Seconds a process may keep an unused request permit (its waiter was cancelled) before dropping it."""
 
+FETCH_GAP = float(os.environ.get("FARM_FETCH_GAP", "0.003"))
+"""Least seconds between two acquire calls of one process, unless a whole batch waits."""
+
+PATIENCE = 0.02
+"""Seconds an acquire may wait at the actor before the process gives back the slots that fell idle meanwhile."""
+
 LOOKUP_TIMEOUT = 10.0
 """Seconds a process keeps looking for a limiter actor that is not registered yet."""
 
@@ -519,6 +525,9 @@ class ClusterLimiter:
         self._contended = False
         self._share: int | None = None
         self._fetcher: asyncio.Task | None = None
+        self._asked = 0  # acquire calls sent
+        self._last_fetch = 0.0
+        self._stuck = False  # the acquire in flight has waited longer than PATIENCE
         self._keeper: asyncio.Task | None = None
         self._wake: asyncio.TimerHandle | None = None
 
@@ -551,15 +560,23 @@ class ClusterLimiter:
             self._correction += max(0, int(tokens_used)) - part
         self._busy = max(0, self._busy - 1)
         if self._slotted:
-            back = 0
-            if self._rated and self._fetcher is not None:
-                back = self._returnable()  # our own ask waits at the actor: it cannot know this slot is free
+            if self._stuck:
+                self._give_back(self._returnable())
             elif self._contended and self._share is not None and self._slots > self._share:
-                back = min(self._returnable(), self._slots - self._share)  # more than our share
-            if back > 0:
-                self._slots -= back
-                self._remote.release(self.holder, back, 0)
+                self._give_back(min(self._returnable(), self._slots - self._share))  # more than our share
         self._pump()
+
+    def _give_back(self, slots: int) -> None:
+        if slots > 0:
+            self._slots -= slots
+            self._remote.release(self.holder, slots, 0)
+
+    def _patience_over(self, asked: int) -> None:
+        """Our ask has waited a while at the actor: it may wait for slots idle here, which it cannot
+        know of (it was told of those idle when it was sent). From now on, a slot freed goes back."""
+        if self._fetcher is not None and self._asked == asked:
+            self._stuck = True
+            self._give_back(self._returnable())
 
     def backoff(self, seconds: float) -> None:
         now = time.monotonic()
@@ -626,12 +643,24 @@ class ClusterLimiter:
         """Ask the actor for permits while requests wait (one call at a time, up to BATCH permits each)."""
         try:
             while (need := self._needed()) > 0:
+                if need < BATCH and self._rated:
+                    # a fast agent brings a waiter at a time: let a few gather instead of one call each
+                    gap = FETCH_GAP - (time.monotonic() - self._last_fetch)
+                    if gap > 0:
+                        await asyncio.sleep(gap)
+                        need = self._needed()
+                        if need <= 0:
+                            break
+                self._last_fetch = time.monotonic()
                 want = min(need, BATCH)
                 each = 0
                 if self._counts_tokens:
                     first = list(itertools.islice(self._waiters, len(self._permits), len(self._permits) + want))
                     each = math.ceil(sum(w.tokens for w in first) / max(1, len(first)))
                 self._declared = self._returnable() if (self._slotted and self._rated) else 0
+                self._asked += 1
+                if self._slotted and self._rated:
+                    asyncio.get_running_loop().call_later(PATIENCE, self._patience_over, self._asked)
                 self._low = min(self._low, self._returnable())
                 correction = self._take_correction()  # corrections ride along for free
                 try:
@@ -648,6 +677,7 @@ class ClusterLimiter:
                     raise
                 finally:
                     self._declared = 0
+                    self._stuck = False
                 now = time.monotonic()
                 self._slots += int(grant.get("slots") or 0)
                 if self._rated:

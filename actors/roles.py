@@ -6,6 +6,7 @@ judge never stalls the conversations of the agent under test.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from typing import Any
 
@@ -17,6 +18,10 @@ from farm.runner import RoleError, SimulatorTurn
 from farm.services import LocalRoles
 
 __all__ = ["RoleActor", "PoolRoles", "start_pool"]
+
+#: Tries of a role call whose pool actor died, and the wait between them (seconds).
+RESTART_TRIES = 5
+RESTART_WAIT = 1.0
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
@@ -68,10 +73,15 @@ class PoolRoles:
     async def _call(pool: Any, method: str, *args: Any) -> dict[str, Any]:
         if pool is None:
             raise RoleError(f"this run has no {method} pool")
-        try:
-            answer = await getattr(next(pool), method).remote(*args)
-        except ray.exceptions.RayActorError as exc:
-            raise RoleError(f"the {method} pool actor died: {exc}") from None
+        for attempt in range(1, RESTART_TRIES + 1):
+            try:
+                answer = await getattr(next(pool), method).remote(*args)
+                break
+            except ray.exceptions.RayActorError as exc:
+                # the pool actor died: it restarts (max_restarts=-1), or the next one answers
+                if attempt == RESTART_TRIES:
+                    raise RoleError(f"the {method} pool did not answer after {attempt} tries: {exc}") from None
+                await asyncio.sleep(RESTART_WAIT)
         if "error" in answer:
             raise RoleError(answer["error"])
         return answer

@@ -38,7 +38,7 @@ def demo(
                 interactive=False, skip_interactive=True, on_missing_input="skip", simulator=None,
                 timeout="1m", turn_timeout="30s", parallel=None, fail_fast=False, dry_run=False, runs=1,
                 run=None, tag=None, config=str(config_path), address=address, resume=None, junit=None,
-                html=None, json_events=json_events, before=None, after=None,
+                html=None, json_events=json_events, before=None, after=None, reporter_agent=None,
                 _overrides={"connectors.demo.base_url": f"{server.url}/v1", "farm.results_dir": str((results_dir or Path("farm-results")).resolve())},
             )
         except FarmError as exc:

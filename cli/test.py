@@ -58,6 +58,7 @@ def test(
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report here.")] = None,
     json_events: Annotated[bool, typer.Option("--json", help="NDJSON events on stdout instead of the console tree.")] = False,
     before: Annotated[Optional[str], typer.Option("--before", help="Global hook run once before any case (scripts:<id>); its failure stops the run.")] = None,
+    reporter_agent: Annotated[Optional[str], typer.Option("-r", "--reporter", help="A reporter agent that writes report.md from the run's summary.")] = None,
     after: Annotated[Optional[str], typer.Option("--after", help="Global hook run once after every case (scripts:<id>); it gets the summary.")] = None,
 ) -> None:
     """Run test cases against an agent, in parallel on Ray."""
@@ -169,7 +170,11 @@ def _test(**o) -> int:
         if not o["interactive"]:  # a live bar would draw over the questions
             reporter.start_progress(total)
 
+    problems: list[dict] = []  # a bounded sample of what went wrong, for --reporter
+
     def on_result(result) -> None:
+        if not result.status.ok and len(problems) < 200:
+            problems.append({"id": result.id, "name": result.name, "status": result.status.value, "error": result.error})
         if not quiet:
             reporter.advance(result)
             reporter.case(result)
@@ -208,14 +213,50 @@ def _test(**o) -> int:
     if not quiet:
         reporter.summary(summary, outputs)
     code = summary.exit_code
-    if o.get("after"):
-        counts = {"total": summary.total, "passed": summary.passed, "failed": summary.failed, "skipped": summary.skipped, "error": summary.errors, "timeout": summary.timeouts}
+    if o.get("reporter_agent"):
         try:
-            _global_hook(cfg, o["after"], {"phase": "after", **info, "counts": counts, "run_dir": str(run_dir)})
+            path = _agent_report(cfg, o["reporter_agent"], run_dir, {**info, "counts": _counts(summary), "problems": problems})
+            console.print(f"Report: {path}", soft_wrap=True, highlight=False)
+        except UsageError as exc:
+            console.print(f"[red]error:[/red] {exc}", highlight=False)
+            code = 1
+    if o.get("after"):
+        try:
+            _global_hook(cfg, o["after"], {"phase": "after", **info, "counts": _counts(summary), "run_dir": str(run_dir)})
         except UsageError as exc:
             console.print(f"[red]error:[/red] {exc}", highlight=False)
             code = 1
     return code
+
+
+def _counts(summary) -> dict:
+    return {"total": summary.total, "passed": summary.passed, "failed": summary.failed, "skipped": summary.skipped, "error": summary.errors, "timeout": summary.timeouts}
+
+
+def _agent_report(cfg: FarmConfig, agent_id: str, run_dir: Path, run_summary: dict) -> Path:
+    """Ask the reporter agent for a Markdown report of the run; write it beside the results."""
+    import asyncio
+
+    from farm.agents.factory import build_agent
+    from farm.roles import RolePlayer
+
+    agent = cfg.agent(agent_id)
+    used = cfg.agent(agent.uses) if agent.uses else agent
+    player = RolePlayer("reporter", build_agent(cfg, agent_id), RolePlayer.prompt_from(agent.prompt, cfg.base_dir), builtin_prompt=used.kind == "openai" or used.is_role)
+
+    async def report() -> str:
+        try:
+            return await player.report(run_summary)
+        finally:
+            await player.client.aclose()
+
+    try:
+        text = asyncio.run(report())
+    except Exception as exc:
+        raise UsageError(f"--reporter {agent_id}: the reporter failed: {type(exc).__name__}: {exc}") from None
+    path = run_dir / "report.md"
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def _global_hook(cfg: FarmConfig, reference: str, payload: dict) -> None:

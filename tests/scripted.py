@@ -69,6 +69,7 @@ class RoleModels:
     - ``val``: passes when the agent's last reply contains the first word of the criteria
     - ``val-slow``: the same, after 3 seconds
     - ``gen``: writes as many cases as the prompt asks for
+    - ``rep``: a Markdown report naming the failed cases
     """
 
     def __init__(self) -> None:
@@ -108,6 +109,10 @@ class RoleModels:
             passed = bool(word) and word in said
             verdict = {"passed": passed, "score": 1.0 if passed else 0.2, "reason": f"looked for '{word}'", "suggestions": [] if passed else [f"say {word}"]}
             return Response(chat_completion("My verdict: " + json.dumps(verdict)), delay=3.0 if model == "val-slow" else 0.0)
+        if model == "rep":
+            summary = json.loads(system[system.index("{"): system.rindex("}") + 1])
+            failing = ", ".join(p["id"] for p in summary["problems"])
+            return Response(chat_completion(f"# Run report\n\n{summary['counts']['failed']} failed: {failing}"))
         if model == "gen":
             count = int(re.search(r"Generate (\d+) test cases", system).group(1))
             cases = [{"id": f"gen-{i}", "input": "Hello", "assertions": [{"type": "contains", "value": "expense"}]} for i in range(count)]
@@ -118,8 +123,8 @@ class RoleModels:
 def roles_toml(url: str) -> str:
     """Role agents on the RoleModels server, one connector per scripted model."""
     out = []
-    for model in ("sim", "sim-fenced", "sim-broken", "val", "val-slow", "gen"):
-        kind = {"sim": "simulator", "val": "validator", "gen": "generator"}[model.split("-")[0]]
+    for model in ("sim", "sim-fenced", "sim-broken", "val", "val-slow", "gen", "rep"):
+        kind = {"sim": "simulator", "val": "validator", "gen": "generator", "rep": "reporter"}[model.split("-")[0]]
         out.append(f'[connectors.{model}]\nbase_url = "{url}/v1"\nmodel = "{model}"\nmax_retries = 0\n')
         out.append(f'[agents."{model}"]\nkind = "{kind}"\nconnector = "{model}"\n')
     return "\n".join(out)

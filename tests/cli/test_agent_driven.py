@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -182,7 +183,43 @@ def test_script_tests_module(project: Path):
 
 
 def test_runs_n_records_run_index_and_stability(project: Path):
-    result, got = run(project, [{"id": "r", "input": "Hello"}], "--runs", "3")
-    assert result.exit_code == 0
-    assert sorted(r["run_index"] for r in got.values()) == [0, 1, 2]
-    assert "Stability" in result.output or "stable" in result.output
+    result, got = run(project, [{"id": "r", "input": "Hello"}, {"id": "f", "input": "Hello", "assertions": [{"type": "contains", "value": "nope"}]}], "--runs", "3")
+    assert result.exit_code == 1
+    assert sorted(r["run_index"] for r in got.values() if r["id"] == "r") == [0, 1, 2]
+    assert "Stability" in result.output
+    assert "highly_unstable" in result.output  # f never passes
+
+
+def test_reporter_writes_report_md(project: Path):
+    result, got = run(project, [{"id": "ok", "input": "Hello"}, {"id": "bad", "input": "Hello", "assertions": [{"type": "contains", "value": "nope"}]}], "-r", "rep")
+    assert result.exit_code == 1
+    run_dir = next((project / "results").iterdir())
+    assert (run_dir / "report.md").read_text() == "# Run report\n\n1 failed: bad"
+
+
+def test_a_validator_pool_actor_that_dies_is_restarted_and_the_run_goes_on(project: Path, ray_session):
+    import threading
+
+    import ray
+
+    killed = []
+
+    def kill_validator_soon():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith("farm-val-")]
+            if names:
+                time.sleep(1.0)
+                ray.kill(ray.get_actor(names[0], namespace="farm-test"), no_restart=False)
+                killed.append(names[0])
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_validator_soon)
+    killer.start()
+    cases = [{"id": f"j{i}", "input": "Hello", "assertions": [{"type": "agent", "use": "agents:val-slow", "options": {"metadata": {"criteria": "expense"}}}]} for i in range(4)]
+    result, got = run(project, cases, "--parallel", "4")
+    killer.join()
+    assert killed, "the validator pool actor was killed mid-run"
+    assert result.exit_code == 0, result.output
+    assert all(r["status"] == "passed" for r in got.values())
