@@ -84,9 +84,6 @@ SYNC_EVERY = 0.1
 PERMIT_TTL = 1.0
 """Seconds a process may keep an unused request permit (its waiter was cancelled) before dropping it."""
 
-FETCH_GAP = float(os.environ.get("FARM_FETCH_GAP", "0.003"))
-"""Least seconds between two acquire calls of one process, unless a whole batch waits."""
-
 PATIENCE = 0.02
 """Seconds an acquire may wait at the actor before the process gives back the slots that fell idle meanwhile."""
 
@@ -526,7 +523,6 @@ class ClusterLimiter:
         self._share: int | None = None
         self._fetcher: asyncio.Task | None = None
         self._asked = 0  # acquire calls sent
-        self._last_fetch = 0.0
         self._stuck = False  # the acquire in flight has waited longer than PATIENCE
         self._keeper: asyncio.Task | None = None
         self._wake: asyncio.TimerHandle | None = None
@@ -643,15 +639,6 @@ class ClusterLimiter:
         """Ask the actor for permits while requests wait (one call at a time, up to BATCH permits each)."""
         try:
             while (need := self._needed()) > 0:
-                if need < BATCH and self._rated:
-                    # a fast agent brings a waiter at a time: let a few gather instead of one call each
-                    gap = FETCH_GAP - (time.monotonic() - self._last_fetch)
-                    if gap > 0:
-                        await asyncio.sleep(gap)
-                        need = self._needed()
-                        if need <= 0:
-                            break
-                self._last_fetch = time.monotonic()
                 want = min(need, BATCH)
                 each = 0
                 if self._counts_tokens:

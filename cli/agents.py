@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -21,7 +22,7 @@ def agents(config: Annotated[Optional[str], typer.Option("--config", help="Path 
         cfg = load_config(find_config(config))
     except FarmError as exc:
         fail(exc)
-    console = Console(highlight=False)
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)  # piped: don't wrap cells
     console.print(f"Config: {cfg.path or '(none found: built-in defaults)'}")
     table = Table(title="Agents")
     for column in ("id", "kind", "connector", "description"):

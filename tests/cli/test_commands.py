@@ -1,0 +1,70 @@
+"""``farm validate``, ``farm agents`` and ``farm demo`` through the real CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.app import app
+
+SECRET = "sk-test-0123456789abcdef-do-not-leak"
+
+
+def farm(*args: str, **kw):
+    return CliRunner().invoke(app, list(args), catch_exceptions=False, **kw)
+
+
+def test_validate_reports_every_problem_with_file_and_line(tmp_path: Path):
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"id": "a", "input": "x"}\n')
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "input": "x"}\n{"id": "b", "input": "x", "assertions": [{"type": "nope"}]}\n{"id": "a", "input": "y"}\n')
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("{oops\n")
+    assert farm("validate", str(good)).exit_code == 0
+    result = farm("validate", str(good), str(bad), str(broken))
+    assert result.exit_code == 2
+    assert f"{bad}:2: unknown assertion type 'nope'" in result.output
+    assert f"{bad}:3: duplicate id 'a'" in result.output
+    assert f"{broken}:1: not valid JSON" in result.output
+
+
+def test_agents_lists_connectors_with_keys_redacted(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("FARM_TEST_KEY", SECRET)
+    (tmp_path / "farm.toml").write_text(
+        '[connectors.llm]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\napi_key_env = "FARM_TEST_KEY"\nrpm = 60\n'
+        '[agents.bot]\nkind = "openai"\nconnector = "llm"\ndescription = "a bot"\n'
+    )
+    result = CliRunner().invoke(app, ["agents", "--config", str(tmp_path / "farm.toml")], catch_exceptions=False, terminal_width=200)
+    assert result.exit_code == 0
+    assert "bot" in result.output and "$FARM_TEST_KEY (set)" in result.output
+    assert SECRET not in result.output
+
+
+def test_a_key_never_reaches_results_or_run_json(tmp_path: Path, monkeypatch, ray_session, demo_server):
+    monkeypatch.setenv("FARM_TEST_KEY", SECRET)
+    (tmp_path / "farm.toml").write_text(
+        f'[farm]\nresults_dir = "results"\n[connectors.llm]\nbase_url = "{demo_server.url}/v1"\nmodel = "m"\napi_key_env = "FARM_TEST_KEY"\n'
+        '[agents.bot]\nkind = "openai"\nconnector = "llm"\n'
+    )
+    result = farm("test", "-i", "Hello", "-n", "bot", "--config", str(tmp_path / "farm.toml"))
+    assert result.exit_code == 0, result.output
+    written = "".join(p.read_text(errors="replace") for p in (tmp_path / "results").rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl"))
+    assert "FARM_TEST_KEY" in written  # the variable's name is recorded...
+    assert SECRET not in written and SECRET not in result.output  # ...never its value
+
+
+def test_demo_runs_offline_and_says_where_results_went(tmp_path: Path, ray_session, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = farm("demo")
+    assert result.exit_code == 0, result.output
+    assert "Passed:   6" in result.output and "Skipped:  1" in result.output
+    (run_dir,) = (tmp_path / "farm-results").iterdir()
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    statuses = {r["id"]: r["status"] for r in records}
+    assert statuses["large-expense"] == "skipped"
+    assert statuses["expense-dynamic"] == "passed" and statuses["judged-confirmation"] == "passed"
+    assert str(run_dir / "results.jsonl") in result.output.replace("\n", "")
