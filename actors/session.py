@@ -13,7 +13,8 @@ from typing import Any
 
 import ray
 
-from farm.agents.base import AgentClient
+from farm.agents.base import AgentClient, AgentError
+from farm.errors import FarmError
 from farm.agents.factory import build_agent
 from farm.config import FarmConfig
 from farm.loader import LoadedCase
@@ -52,6 +53,7 @@ class SessionActor:
         self.limiter_for = limiter_factory(config, limits)
         self.n_clients = max(1, -(-concurrency // CONVERSATIONS_PER_CLIENT))
         self.clients: list[AgentClient] = []
+        self.by_connector: dict[str, AgentClient] = {}
         self._next = itertools.count()
         self.human = ray.get_actor(human) if human else None
         self.services = FarmServices(
@@ -67,7 +69,16 @@ class SessionActor:
                 build_agent(self.config, self.settings.agent_id, connector_override=self.connector_override, limiter_for=self.limiter_for)
                 for _ in range(self.n_clients)
             ]
-        return self.clients[next(self._next) % len(self.clients)]
+        return _ConnectorRouter(self, self.clients[next(self._next) % len(self.clients)])
+
+    def client_on(self, connector: str) -> AgentClient:
+        """The target agent on another connector (a case's ``options.connector``), built once."""
+        if connector not in self.by_connector:
+            try:
+                self.by_connector[connector] = build_agent(self.config, self.settings.agent_id, connector_override=connector, limiter_for=self.limiter_for)
+            except FarmError as exc:
+                raise AgentError(f"options.connector: {exc}") from None
+        return self.by_connector[connector]
 
     async def _ask_human(self, request: Any) -> str | None:
         return await self.human.ask.remote(request)
@@ -81,5 +92,24 @@ class SessionActor:
         return os.getpid()
 
     async def close(self) -> None:
-        for client in self.clients:
+        for client in [*self.clients, *self.by_connector.values()]:
             await client.aclose()
+
+
+class _ConnectorRouter:
+    """Sends on the actor's usual client, or on the connector a case's options name.
+
+    A case's ``options.connector`` (or a turn's) is more specific than ``-c``, so it wins.
+    """
+
+    def __init__(self, actor: SessionActor, default: AgentClient):
+        self.actor = actor
+        self.default = default
+
+    async def send(self, messages: list[Any], options: dict[str, Any]) -> Any:
+        connector = options.get("connector")
+        client = self.default if not connector else self.actor.client_on(connector)
+        return await client.send(messages, options)
+
+    async def aclose(self) -> None:
+        pass

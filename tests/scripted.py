@@ -3,6 +3,7 @@
 The last user message picks the behaviour; anything else is the demo expense agent:
 
 - ``slow <seconds>``: answers "done" after that many seconds
+- ``which model``: names the model it was asked for
 - ``always 500``: an internal server error, every time
 - ``429 once <tag>``: the first request with this tag gets 429 + ``Retry-After: 1``
 """
@@ -28,6 +29,8 @@ class ScriptedAgent:
         text = last_user if isinstance(last_user, str) else ""
         if text.startswith("slow "):
             return Response(chat_completion("done"), delay=float(text.split()[1]))
+        if text == "which model":
+            return Response(chat_completion(f"model is {(body or {}).get('model')}"))
         if text == "always 500":
             return Response({"error": {"message": "boom"}}, status=500)
         if text.startswith("429 once"):
@@ -53,6 +56,10 @@ base_url = "{url}/v1"
 model = "scripted"
 max_retries = 2
 {extra}
+[connectors.other]
+base_url = "{url}/v1"
+model = "other-model"
+
 [agents.target]
 kind = "openai"
 connector = "local"

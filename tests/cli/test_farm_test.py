@@ -182,3 +182,20 @@ def test_unknown_agent_is_one_sentence(project: Path):
     assert result.exit_code == 2
     assert "agent 'nobody' is not configured" in result.output
     assert "Traceback" not in result.output
+
+
+def test_connector_from_case_options_and_from_the_command_line(project: Path):
+    cases = [
+        {"id": "default", "input": "which model", "assertions": [{"type": "contains", "value": "model is scripted"}]},
+        {"id": "pinned", "input": "which model", "options": {"connector": "other"}, "assertions": [{"type": "contains", "value": "model is other-model"}]},
+        {"id": "turn", "turns": [{"input": "which model", "options": {"connector": "other"}, "assertions": [{"type": "contains", "value": "other-model"}]}]},
+        {"id": "unknown", "input": "which model", "options": {"connector": "nowhere"}},
+    ]
+    out = project / "out.jsonl"
+    result = farm("test", "-i", str(write_suite(project, cases)), "-o", str(out), "--config", str(project / "farm.toml"))
+    got = results(out)
+    assert {k: v["status"] for k, v in got.items()} == {"default": "passed", "pinned": "passed", "turn": "passed", "unknown": "error"}
+    assert "connector 'nowhere' is not configured" in got["unknown"]["error"]
+    assert result.exit_code == 1
+    suite = write_suite(project, [{"id": "c", "input": "which model", "assertions": [{"type": "contains", "value": "other-model"}]}])
+    assert farm("test", "-i", str(suite), "-o", str(out), "-c", "other", "--config", str(project / "farm.toml")).exit_code == 0
