@@ -127,7 +127,7 @@ class _Bucket:
     def wait(self, amount: float) -> float:
         """Seconds until ``amount`` is available (capped at the capacity); 0 when it is now."""
         need = min(amount, self.capacity)
-        return 0.0 if self.level >= need else (need - self.level) / self.rate
+        return 0.0 if self.level >= need - 1e-9 else (need - self.level) / self.rate
 
     def hold(self, until: float) -> None:
         """Nothing accrues before ``until`` (a pause), so a pause does not end in a burst."""
@@ -246,15 +246,16 @@ class LimiterCore:
     async def sync(self, holder: str, held: int = 0) -> dict[str, Any]:
         """Renew ``holder``'s lease; it says it holds ``held`` slots.
 
-        A holder the limiter does not know (it was restarted, or the lease ran
-        out while the holder was merely slow) is counted again with what it holds.
+        The limiter's count of a holder's slots is never below the holder's own
+        (grants are counted here first, returns there first), unless the limiter
+        lost count: it was restarted, or the lease ran out while the holder was
+        merely slow. Then what the holder says it holds is counted again.
         """
         now = time.monotonic()
-        if holder not in self._leases and held > 0 and self._max_slots:
-            self._leases[holder] = _Lease(int(held), now + self._ttl)
-            self._in_flight += int(held)
-        else:
-            self._touch(holder, now)
+        lease = self._touch(holder, now)
+        if self._max_slots and held > lease.slots:
+            self._in_flight += int(held) - lease.slots
+            lease.slots = int(held)
         return {"pause": max(0.0, self._paused_until - now), "contended": self._contended(holder), "share": self._share()}
 
     async def stats(self) -> dict[str, Any]:

@@ -105,14 +105,7 @@ def execute(
         run_info.update(
             status="interrupted" if interrupted else "finished",
             ended_at=time.time(),
-            counts={
-                "total": summary.total,
-                "passed": summary.passed,
-                "failed": summary.failed,
-                "skipped": summary.skipped,
-                "error": summary.errors,
-                "timeout": summary.timeouts,
-            },
+            counts=summary.count_dict(),
         )
         write_run_json(outputs.run_dir, run_info)
         cluster.shutdown()

@@ -215,34 +215,27 @@ def _test(**o) -> int:
     code = summary.exit_code
     if o.get("reporter_agent"):
         try:
-            path = _agent_report(cfg, o["reporter_agent"], run_dir, {**info, "counts": _counts(summary), "problems": problems})
+            path = _agent_report(cfg, o["reporter_agent"], run_dir, {**info, "counts": summary.count_dict(), "problems": problems})
             console.print(f"Report: {path}", soft_wrap=True, highlight=False)
         except UsageError as exc:
             console.print(f"[red]error:[/red] {exc}", highlight=False)
             code = 1
     if o.get("after"):
         try:
-            _global_hook(cfg, o["after"], {"phase": "after", **info, "counts": _counts(summary), "run_dir": str(run_dir)})
+            _global_hook(cfg, o["after"], {"phase": "after", **info, "counts": summary.count_dict(), "run_dir": str(run_dir)})
         except UsageError as exc:
             console.print(f"[red]error:[/red] {exc}", highlight=False)
             code = 1
     return code
 
 
-def _counts(summary) -> dict:
-    return {"total": summary.total, "passed": summary.passed, "failed": summary.failed, "skipped": summary.skipped, "error": summary.errors, "timeout": summary.timeouts}
-
-
 def _agent_report(cfg: FarmConfig, agent_id: str, run_dir: Path, run_summary: dict) -> Path:
     """Ask the reporter agent for a Markdown report of the run; write it beside the results."""
     import asyncio
 
-    from farm.agents.factory import build_agent
     from farm.roles import RolePlayer
 
-    agent = cfg.agent(agent_id)
-    used = cfg.agent(agent.uses) if agent.uses else agent
-    player = RolePlayer("reporter", build_agent(cfg, agent_id), RolePlayer.prompt_from(agent.prompt, cfg.base_dir), builtin_prompt=used.kind == "openai" or used.is_role)
+    player = RolePlayer.from_config("reporter", cfg, agent_id)
 
     async def report() -> str:
         try:

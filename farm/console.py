@@ -140,6 +140,10 @@ class Summary:
         """Whether any case ran (not skipped) more than once."""
         return any(tally.runs > 1 for tally in self.tallies.values())
 
+    def count_dict(self) -> dict[str, int]:
+        """``{"total": n, "passed": n, ...}`` with the status names as keys."""
+        return {"total": self.total, **{status.value: self.counts[status] for status in Status}}
+
     @property
     def exit_code(self) -> int:
         """0 when nothing failed, errored or timed out; else 1."""

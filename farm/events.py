@@ -122,14 +122,7 @@ class EventWriter:
         self._emit(
             "summary",
             {
-                "counts": {
-                    "total": summary.total,
-                    "passed": summary.passed,
-                    "failed": summary.failed,
-                    "skipped": summary.skipped,
-                    "error": summary.errors,
-                    "timeout": summary.timeouts,
-                },
+                "counts": summary.count_dict(),
                 "pass_rate": summary.passed / ran if ran else None,
                 "total_turns": summary.total_turns,
                 "duration_ms": summary.duration_ms,

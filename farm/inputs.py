@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import parse_qsl
 
-from farm.agents.factory import build_agent
 from farm.config import FarmConfig
 from farm.errors import UsageError
 from farm.loader import Suite, load_file, load_message, load_stdin, looks_like_file, parse_cases
@@ -105,10 +104,7 @@ def _generated(items: list[Any], origin: str, config: FarmConfig) -> Suite:
 
 def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None) -> Suite:
     generator_id, params = _split(value, "agents:")
-    agent = config.agent(generator_id)
-    prompt = RolePlayer.prompt_from(agent.prompt, config.base_dir)
-    used = config.agent(agent.uses) if agent.uses else agent
-    player = RolePlayer("generator", build_agent(config, generator_id), prompt, builtin_prompt=used.kind == "openai" or used.is_role)
+    player = RolePlayer.from_config("generator", config, generator_id)
     metadata = generator_metadata(config, agent_id, params)
 
     async def generate() -> list[Any]:

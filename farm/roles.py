@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from farm.agents.base import AgentClient, AgentError, Message
 from farm.jsontext import NO_JSON, extract_json
 from farm.runner import RoleError, SimulatorTurn
+
+if TYPE_CHECKING:
+    from farm.config import FarmConfig
 
 __all__ = ["PROMPTS", "RolePlayer", "render_transcript"]
 
@@ -101,6 +104,22 @@ class RolePlayer:
         self.client = client
         self.prompt = prompt or PROMPTS[role]
         self.builtin_prompt = builtin_prompt
+
+    @classmethod
+    def from_config(cls, role: str, config: "FarmConfig", agent_id: str, limiter_for: Any = None) -> "RolePlayer":
+        """The player of ``role`` for agent ``agent_id`` of ``config``.
+
+        A plain LLM (an ``openai`` agent, or a role kind on a connector) gets the
+        role's prompt; the user's own http/python service gets the conversation,
+        with the role's metadata in ``options``.
+        """
+        from farm.agents.factory import build_agent
+
+        agent = config.agent(agent_id)
+        player_agent = config.agent(agent.uses) if agent.is_role and agent.uses else agent
+        builtin = player_agent.kind == "openai" or player_agent.is_role
+        client = build_agent(config, agent_id, limiter_for=limiter_for)
+        return cls(role, client, cls.prompt_from(agent.prompt, config.base_dir), builtin_prompt=builtin)
 
     @classmethod
     def prompt_from(cls, path: str | None, base_dir: Path) -> str | None:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Protocol
 
-from farm.agents.base import AgentClient, Message
-from farm.agents.factory import build_agent
+from farm.agents.base import Message
 from farm.assertions import Outcome, Subject
 from farm.cases import AssertionSpec
 from farm.config import FarmConfig
@@ -44,16 +43,9 @@ class LocalRoles:
         key = (role, agent_id)
         if key not in self._players:
             try:
-                agent = self.config.agent(agent_id)
-                client: AgentClient = build_agent(self.config, agent_id, limiter_for=self.limiter_for)
-                prompt = RolePlayer.prompt_from(agent.prompt, self.config.base_dir)
+                self._players[key] = RolePlayer.from_config(role, self.config, agent_id, self.limiter_for)
             except (FarmError, OSError) as exc:
                 raise RoleError(str(exc)) from None
-            # a plain LLM gets the role's prompt; the user's own http/python service
-            # gets the conversation, with the role's metadata in options
-            player_agent = self.config.agent(agent.uses) if agent.is_role and agent.uses else agent
-            builtin = player_agent.kind == "openai" or player_agent.is_role
-            self._players[key] = RolePlayer(role, client, prompt, builtin_prompt=builtin)
         return self._players[key]
 
     async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
