@@ -199,3 +199,14 @@ def test_connector_from_case_options_and_from_the_command_line(project: Path):
     assert result.exit_code == 1
     suite = write_suite(project, [{"id": "c", "input": "which model", "assertions": [{"type": "contains", "value": "other-model"}]}])
     assert farm("test", "-i", str(suite), "-o", str(out), "-c", "other", "--config", str(project / "farm.toml")).exit_code == 0
+
+
+def test_fail_fast_stops_dispatch_and_keeps_what_finished(project: Path):
+    cases = [{"id": "bad", "input": "Hello", "assertions": [{"type": "contains", "value": "nope"}]}]
+    cases += [{"id": f"later-{i}", "input": "slow 0.3"} for i in range(30)]
+    out = project / "out.jsonl"
+    result = farm("test", "-i", str(write_suite(project, cases)), "-o", str(out), "--parallel", "2", "--fail-fast", "--config", str(project / "farm.toml"))
+    assert result.exit_code == 1
+    got = results(out)
+    assert got["bad"]["status"] == "failed"
+    assert 1 < len(got) < 10, f"{len(got)} results: dispatch went on after the failure"
