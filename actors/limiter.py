@@ -4,22 +4,25 @@ Ray has no cluster-wide rate limiter, so each limited connector gets one named
 async actor (:class:`ConnectorLimiter`) that every process asks for permits.
 Asking it once per request would make a fast agent several times slower
 (RAY_NOTES, "Rate limiting"), so each process talks to it through one
-:class:`ClusterLimiter` (the :class:`~farm.agents.limiter.Limiter` the HTTP
-clients call) that batches::
+:class:`ClusterLimiter`, the :class:`~farm.agents.limiter.Limiter` its HTTP
+clients call, which batches::
 
-    HTTP clients ─ acquire(tokens) ─▶ ClusterLimiter ─ acquire(holder, want, tokens_each, idle_slots, correction) ─▶ ConnectorLimiter
-    (any number     ─ release(used) ──▶ (one per process ◀─ {granted, slots, pause, contended, share} ──────────────  (one per connector
-     per process)   ─ backoff(s) ─────▶  and connector)  ─ release(holder, slots, token_correction)  fire and forget ▶  for the cluster)
-                                                         ─ backoff(holder, seconds)                 fire and forget ▶
-                                                         ─ sync(holder, held) every 0.1 s while it holds slots ─────▶
+    HTTP clients               ClusterLimiter                       ConnectorLimiter
+    (many per process)         (one per process and connector)      (one per connector, cluster-wide)
+
+    acquire(tokens) ────────▶  acquire(holder, want, tokens_each,
+                                       idle_slots, correction) ───▶  waits, then grants up to `want`
+                               ◀── {granted, slots, pause, contended, share}
+    release(used) ──────────▶  release(holder, slots, correction) ─▶  fire and forget, batched
+    backoff(seconds) ───────▶  backoff(holder, seconds) ──────────▶  fire and forget
+                               sync(holder, held) ─────────────────▶  every 0.1 s while holding slots
 
 What a permit is made of, and who keeps it:
 
-- a **request** (rpm) and its **token estimate** (tpm) are consumed: the
-  process asks for at most as many as it has requests waiting, and the
-  difference between estimate and reported usage goes back later in one
-  batched correction (a refund or an extra debit) with the next acquire or
-  within 0.1 s;
+- a **request** (rpm) and its **token estimate** (tpm) are consumed: a
+  process asks for at most as many as it has requests waiting. The difference
+  between estimate and reported usage goes back later in one batched
+  correction (a refund or an extra debit), with the next acquire or within 0.1 s.
 - a **concurrency slot** is leased: the process keeps it while it is busy,
   hands it to its next waiting request without asking the actor, and gives it
   back once it has been idle for a moment (at once when other processes wait
@@ -27,6 +30,13 @@ What a permit is made of, and who keeps it:
   (it died) loses its slots after ``lease_ttl`` seconds.
 - a **pause** (a 429 with Retry-After) stops every grant of the connector; the
   processes that hold slots learn of it within one sync.
+
+Requests are paced, not bunched: the request bucket holds a fifth of a second
+of rate (:data:`REQUEST_BURST`), starts (at its first request, and after a
+restart) with a single permit, refills at 98 % of the rpm
+(:data:`RPM_HEADROOM`), and no more than the limit's share is ever granted in
+one second, so an endpoint counting per second sees at most the limit even
+when requests jitter by some milliseconds on their way.
 
 The bookkeeping is plain asyncio (:class:`LimiterCore`); the Ray actor is that
 class with actor options, so its logic can be tested without a cluster.
@@ -55,9 +65,12 @@ from farm.config import Connector, FarmConfig
 __all__ = [
     "BATCH",
     "LEASE_TTL",
+    "ActorRemote",
     "ClusterLimiter",
     "ConnectorLimiter",
+    "CoreRemote",
     "LimiterCore",
+    "LimiterRemote",
     "LimiterUnavailable",
     "default_parallel",
     "limiter_factory",
@@ -71,8 +84,17 @@ BATCH = 32
 LEASE_TTL = 30.0
 """Seconds after its last word before a process's concurrency slots are taken back."""
 
-BURST_SECONDS = 1.0
-"""The request and token buckets hold about this many seconds of their rate."""
+RPM_HEADROOM = 0.02
+"""Requests are paced this much under the rpm: on their way to the endpoint they jitter by a few
+milliseconds, and at exactly the limit that would put one request too many in some 1-second windows."""
+
+REQUEST_BURST = 0.2
+"""Seconds of rate the request bucket holds (at least one request). Small on purpose: a process
+that was not scheduled for a moment gets back at most this much at once; with a bucket of a whole
+second, such bursts met the 1-second cap and came back every second, bunched, on a busy machine."""
+
+TOKEN_BURST = 1.0
+"""Seconds of rate the token bucket holds: token budgets are coarse, and one request may need many."""
 
 COALESCE = 0.005
 """At high rates, a waiting process is answered once this many seconds of permits have built up,
@@ -112,14 +134,18 @@ class LimiterUnavailable(AgentConnectionError):
 class _Bucket:
     """A token bucket that may go into debt (a request bigger than the bucket goes when it is full)."""
 
-    def __init__(self, per_minute: float, level: float | None, now: float):
+    def __init__(self, per_minute: float, burst: float, level: float | None = None):
+        """``burst``: seconds of rate it holds (at least 1). ``level``: what it holds at first use
+        (None: full). Nothing accrues before that first use."""
         self.rate = per_minute / 60.0
-        self.capacity = max(1.0, self.rate * BURST_SECONDS)
+        self.capacity = max(1.0, self.rate * burst)
         self.level = self.capacity if level is None else min(level, self.capacity)
-        self.stamp = now
+        self.stamp: float | None = None
 
     def refill(self, now: float) -> None:
-        if now > self.stamp:
+        if self.stamp is None:
+            self.stamp = now
+        elif now > self.stamp:
             if self.level < self.capacity:  # a refund may have left it above: accrual never does
                 self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
             self.stamp = now
@@ -131,7 +157,7 @@ class _Bucket:
 
     def hold(self, until: float) -> None:
         """Nothing accrues before ``until`` (a pause), so a pause does not end in a burst."""
-        self.stamp = max(self.stamp, until)
+        self.stamp = until if self.stamp is None else max(self.stamp, until)
 
 
 @dataclass
@@ -165,13 +191,18 @@ class LimiterCore:
         lease_ttl: float = LEASE_TTL,
         name: str = "",
     ):
-        now = time.monotonic()
         self.name = name
         self.limits = {"rpm": rpm, "tpm": tpm, "max_concurrency": max_concurrency}
-        # A fresh limiter starts as if it had just been busy: no opening burst of requests
-        # (and none after a restart). A bucket of tokens may start full: it is coarse anyway.
-        self._requests = _Bucket(rpm, 1.0, now) if rpm else None
-        self._tokens = _Bucket(tpm, None, now) if tpm else None
+        # A fresh limiter starts as if it had just been busy, from its first request on: no opening
+        # burst of requests however late the first caller comes (and none after a restart).
+        # A bucket of tokens may start full: it is coarse anyway.
+        self._requests = _Bucket(rpm * (1.0 - RPM_HEADROOM), REQUEST_BURST, 1.0) if rpm else None
+        # and, whatever the bucket holds (after a stall of this process, say), never more than the
+        # limit's share of requests in any 1-second window
+        self._per_second = math.ceil(rpm / 60.0 - 1e-9) if rpm else 0
+        self._recent: deque[tuple[float, int]] = deque()  # (when, how many) granted in the last second
+        self._recent_count = 0
+        self._tokens = _Bucket(tpm, TOKEN_BURST) if tpm else None
         self._max_slots = max_concurrency
         self._ttl = float(lease_ttl)
         self._in_flight = 0
@@ -272,6 +303,7 @@ class LimiterCore:
             "waiting": sum(1 for ask in self._queue if not ask.future.done()),
             "holders": len(self._leases),
             "reclaimed": self._reclaimed,
+            "pid": os.getpid(),
         }
 
     # -- the dispatcher --------------------------------------------------
@@ -316,6 +348,12 @@ class LimiterCore:
             target = min(n, max(1, int(bucket.rate * COALESCE)))
             wait = max(wait, bucket.wait(target))
             n = min(n, max(1, int(bucket.level + 1e-9)))
+            while self._recent and self._recent[0][0] <= now - 1.0:
+                self._recent_count -= self._recent.popleft()[1]
+            room = self._per_second - self._recent_count
+            if room < 1:
+                wait = max(wait, self._recent[0][0] + 1.0 - now)
+            n = min(n, max(1, room))
         if self._tokens is not None:
             bucket = self._tokens
             bucket.refill(now)
@@ -336,6 +374,8 @@ class LimiterCore:
     def _grant(self, ask: _Ask, n: int, now: float) -> dict[str, Any]:
         if self._requests is not None:
             self._requests.level -= n
+            self._recent.append((now, n))
+            self._recent_count += n
         if self._tokens is not None:
             self._tokens.level -= n * ask.tokens_each
         lease = self._touch(ask.holder, now)
@@ -527,10 +567,27 @@ class ClusterLimiter:
         self._stuck = False  # the acquire in flight has waited longer than PATIENCE
         self._keeper: asyncio.Task | None = None
         self._wake: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve the requests of ``loop`` from now on; what belonged to an earlier loop is over."""
+        if self._loop is not None:
+            self._waiters.clear()
+            self._drop_permits(time.monotonic(), everything=True)
+            self._correction -= self._reserved
+            self._busy, self._reserved = 0, 0.0
+            self._give_back(self._slots)
+            self._remote.release(self.holder, 0, self._take_correction())
+            self._fetcher = self._keeper = self._wake = None
+            self._declared, self._stuck = 0, False
+        self._loop = loop
 
     # -- the Limiter protocol --------------------------------------------
 
     async def acquire(self, tokens: int) -> None:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._bind(loop)
         if not self._waiters and self._ready(time.monotonic()):
             self._start()
             return
@@ -658,6 +715,7 @@ class ClusterLimiter:
                         f"Cannot start a request on connector '{self.connector}': its rate limiter is gone ({type(exc).__name__})."
                     ) from None
                 except RayActorError:  # restarting: ask the new one
+                    self._correction += correction
                     await asyncio.sleep(0.2)
                     continue
                 except BaseException:
