@@ -2,14 +2,16 @@
 
 The benchmarks run it in a separate process so that its threads (the stdlib
 server spawns one per connection) never compete with the driver for the GIL.
-Every reply is ``chat_completion("Hello from the fake agent")`` after
-``latency`` seconds; ``requests`` counts what it served.
+Every reply is ``chat_completion(REPLY)`` after ``latency`` seconds;
+``requests`` and ``cpu_s`` say what it served and what that cost it.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import argparse
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +21,11 @@ if str(ROOT) not in sys.path:
 
 __all__ = ["FakeAgent", "REPLY", "config_toml"]
 
-REPLY = "Hello from the fake agent. How can I help with your expense?"
+REPLY = "Hello from the fake agent. Your expense is noted."
 
 
-def _serve(latency: float, ready: Any, stop: Any, served: Any) -> None:
+def _serve(latency: float) -> None:
+    """The child process: serve until stdin closes, then print how many requests were served."""
     from farm.demo.server import JSONServer, Response, chat_completion
 
     body = chat_completion(REPLY)
@@ -31,9 +34,10 @@ def _serve(latency: float, ready: Any, stop: Any, served: Any) -> None:
         return Response(body, delay=latency)
 
     with JSONServer(handler) as server:
-        ready.put(server.port)
-        stop.wait()
-        served.value = server.requests
+        print(server.port, flush=True)
+        sys.stdin.read()  # until the parent closes it (or dies)
+        served = server.requests
+    print(served, round(time.process_time(), 3), flush=True)
 
 
 class FakeAgent:
@@ -41,32 +45,43 @@ class FakeAgent:
 
     def __init__(self, latency: float):
         self.latency = latency
-        ctx = mp.get_context("spawn")  # no Ray, no threads inherited from the driver
-        self._ready = ctx.Queue()
-        self._stop = ctx.Event()
-        self._served = ctx.Value("l", -1)
-        self._process = ctx.Process(target=_serve, args=(latency, self._ready, self._stop, self._served), daemon=True)
         self.port = 0
+        self.requests = -1
+        """Requests served; known once the agent has stopped."""
+        self.cpu_s = -1.0
+        """CPU seconds the agent's process used; known once it has stopped."""
+        self._process: subprocess.Popen[str] | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    @property
-    def requests(self) -> int:
-        """Requests served; known once the agent has stopped."""
-        return int(self._served.value)
-
     def start(self) -> "FakeAgent":
-        self._process.start()
-        self.port = self._ready.get(timeout=30)
+        self._process = subprocess.Popen(
+            [sys.executable, __file__, "--latency", str(self.latency)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line.strip().isdigit():
+            self.stop()
+            raise RuntimeError(f"the fake agent did not start: {line!r}")
+        self.port = int(line)
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        self._process.join(timeout=10)
-        if self._process.is_alive():
-            self._process.kill()
+        process = self._process
+        if process is None:
+            return
+        try:
+            out, _ = process.communicate(timeout=10)  # closes stdin: the child stops
+            served, cpu = out.split()
+            self.requests, self.cpu_s = int(served), float(cpu)
+        except (subprocess.TimeoutExpired, ValueError):  # it did not stop cleanly: no figures
+            process.kill()
+            process.wait()
 
     def __enter__(self) -> "FakeAgent":
         return self.start()
@@ -93,3 +108,9 @@ max_retries = 2
 kind = "openai"
 connector = "fake"
 """
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Serve the fake agent until stdin closes.")
+    parser.add_argument("--latency", type=float, default=0.05)
+    _serve(parser.parse_args().latency)

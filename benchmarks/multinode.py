@@ -9,7 +9,9 @@ the worker node that hosts the most session actors once ``--remove-node-after``
 results are in, and reports where the cases ran: cases per node (a result's
 ``worker`` is ``name@ip:pid``; on one machine every ip is the same, so pids are
 mapped to nodes from Ray's actor table, sampled during the run), duplicates,
-missing cases and attempts > 1.
+missing cases and attempts > 1. ``actors_per_node`` counts every session actor
+process seen on a node during the run (restarts included); the node removal
+also kills that node's actor processes by pid, as a machine that dies would.
 
 ``--speedup`` runs the same workload on a cluster of 1 worker node and on one
 of ``--nodes`` worker nodes (no node removed) and reports the wall times.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -102,12 +105,16 @@ class PidMap:
             pass
 
 
-def _start_cluster(nodes: int, head_cpus: int, cpus_per_node: int) -> Any:
+def _start_cluster(nodes: int, head_cpus: int, cpus_per_node: int, health_check_ms: int | None) -> Any:
     import ray
     from ray.cluster_utils import Cluster
 
-    node_args = dict(include_dashboard=False, object_store_memory=80 * 1024 * 1024)
-    cluster = Cluster(initialize_head=True, head_node_args=dict(num_cpus=head_cpus, **node_args))
+    node_args: dict[str, Any] = dict(include_dashboard=False, object_store_memory=80 * 1024 * 1024)
+    head_args: dict[str, Any] = dict(num_cpus=head_cpus, **node_args)
+    if health_check_ms:
+        # how soon the GCS declares a silent node dead (Ray's default: 3 s x 5 missed checks)
+        head_args["_system_config"] = {"health_check_period_ms": health_check_ms, "health_check_failure_threshold": 3}
+    cluster = Cluster(initialize_head=True, head_node_args=head_args)
     for _ in range(nodes):
         cluster.add_node(num_cpus=cpus_per_node, **node_args)
     cluster.wait_for_nodes()
@@ -125,11 +132,11 @@ def run_once(args: argparse.Namespace, nodes: int, remove_after: int | None) -> 
     from fake_agent import FakeAgent, config_toml
 
     started = time.monotonic()
-    cluster = _start_cluster(nodes, args.head_cpus, args.cpus_per_node)
+    cluster = _start_cluster(nodes, args.head_cpus, args.cpus_per_node, args.health_check_ms)
     startup = time.monotonic() - started
     workers_by_id = {node.node_id: node for node in cluster.worker_nodes}
     head_id = cluster.head_node.node_id
-    folder = Path(tempfile.mkdtemp(prefix="farm-mn-run-"))
+    folder = Path(tempfile.mkdtemp(prefix="run-", dir=os.environ["RAY_TMPDIR"]))
     try:
         with FakeAgent(args.latency) as agent:
             (folder / "farm.toml").write_text(config_toml(agent.url, max_concurrency=args.max_concurrency))
@@ -146,17 +153,35 @@ def run_once(args: argparse.Namespace, nodes: int, remove_after: int | None) -> 
             pids = PidMap().start()
 
             def remove_busiest_worker() -> None:
+                # a machine that dies takes its worker processes with it; remove_node alone
+                # kills the raylet and leaves the actor processes running until they notice
                 pids.sample()
-                candidates = {n: len(a) for n, a in pids.actors_on.items() if n in workers_by_id}
+                placement = {n: len(a) for n, a in pids.actors_on.items()}
+                candidates = {n: k for n, k in placement.items() if n in workers_by_id}
                 victim = max(candidates, key=candidates.get) if candidates else next(iter(workers_by_id))
-                removed.update(node=victim, actors=sorted(pids.actors_on.get(victim, ())), after_results=len(results), at=time.monotonic() - t0)
+                doomed = [pid for pid, node in pids.node_of.items() if node == victim]
+                removed.update(
+                    node=victim,
+                    triggered_after_results=remove_after,
+                    actors_per_node_before={("head" if n == head_id else n[:8]): k for n, k in placement.items()},
+                    killed_pids=doomed,
+                    after_results=len(results),
+                    at_s=round(time.monotonic() - t0, 2),
+                )
+                for pid in doomed:  # the session actors this script started, by pid
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
                 cluster.remove_node(workers_by_id[victim], allow_graceful=False)
-                removed["removed_in_s"] = round(time.monotonic() - t0 - removed["at"], 2)
 
             remover = threading.Thread(target=remove_busiest_worker, daemon=True)
 
+            timeline: list[float] = []
+
             def on_result(result: Any) -> None:
                 results.append(result)
+                timeline.append(time.monotonic() - t0)
                 if remove_after is not None and len(results) == remove_after:
                     remover.start()
 
@@ -164,7 +189,7 @@ def run_once(args: argparse.Namespace, nodes: int, remove_after: int | None) -> 
             run_plan(plan, on_result)
             wall = time.monotonic() - t0
             pids.stop()
-            if remover.is_alive() or remover.ident is not None:
+            if remover.ident is not None:  # it was started
                 remover.join(timeout=30)
     finally:
         ray.shutdown()
@@ -203,6 +228,7 @@ def run_once(args: argparse.Namespace, nodes: int, remove_after: int | None) -> 
         "actors_per_node": {("head" if n == head_id else n[:8]): len(a) for n, a in pids.actors_on.items()},
         "removed": ({**removed, "node": removed["node"][:8]} if removed else None),
         "errors": sorted({r.error for r in results if r.error})[:5],
+        "results_per_second": [sum(1 for t in timeline if int(t) == s) for s in range(int(wall) + 1)],
     }
 
 
@@ -218,10 +244,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head-cpus", type=int, default=0)
     parser.add_argument("--cpus-per-node", type=int, default=1)
     parser.add_argument("--remove-node-after", type=int, default=None, help="remove the busiest worker node after this many results")
+    parser.add_argument("--health-check-ms", type=int, default=None, help="GCS health-check period (default: Ray's, 3000 ms x 5 misses)")
     parser.add_argument("--speedup", action="store_true", help="the same workload on 1 worker node and on --nodes worker nodes")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
 
+    # Ray prints node deaths ("Raylet is terminated ...") on stdout: keep stdout for the report
+    report_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     base = _private_ray_env()
     try:
         if args.speedup:
@@ -234,10 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         import shutil
 
         shutil.rmtree(base, ignore_errors=True)
-    if args.json:
-        print(json.dumps(report))
-    else:
-        print(json.dumps(report, indent=2))
+    print(json.dumps(report) if args.json else json.dumps(report, indent=2), file=report_out, flush=True)
     return 0
 
 

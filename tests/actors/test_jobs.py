@@ -57,7 +57,8 @@ def _jobs_api_missing() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_jobs_api_missing() is not None, reason=_jobs_api_missing() or "")
+_MISSING = _jobs_api_missing()
+pytestmark = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
 
 
 def _free_ports(n: int) -> list[int]:

@@ -1,0 +1,63 @@
+"""Multi-node behaviour with ``ray.cluster_utils.Cluster``: a head and three worker raylets on
+this machine, session actors spread over them, one worker node lost mid-run.
+
+The GCS keeps Ray's default failure detection (~15 s before a silent node is
+declared dead), as on a real cluster: that is the window in which calls to the
+lost node's actors fail with ``ActorUnavailableError``.
+
+A Cluster cannot share the pytest session's in-process Ray, so
+``benchmarks/multinode.py`` builds it in a subprocess (with a private
+``RAY_TMPDIR``, so no other Ray on the machine sees it) and prints what
+happened as one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = 300
+
+
+@pytest.fixture(scope="module")
+def node_loss() -> dict:
+    command = [
+        sys.executable, str(ROOT / "benchmarks" / "multinode.py"),
+        "--nodes", "3",
+        "--cases", str(CASES),
+        "--remove-node-after", "100",
+        "--actors", "6",
+        "--parallel", "30",
+        "--latency", "0.1",
+        "--json",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(lines[-1])
+
+
+def test_every_case_is_reported_exactly_once_across_nodes_after_a_node_is_lost(node_loss: dict):
+    assert node_loss["removed"] is not None and node_loss["removed"]["killed_pids"], node_loss
+    assert node_loss["removed"]["after_results"] >= 100
+    assert node_loss["results"] == CASES, node_loss
+    assert node_loss["unique"] == CASES and node_loss["duplicates"] == 0 and node_loss["missing"] == 0, node_loss
+    assert node_loss["nodes_used"] > 1, node_loss  # the session actors were spread
+    assert node_loss["max_attempt"] >= 2, node_loss  # the lost node's conversations ran again
+
+
+@pytest.mark.xfail(
+    reason=(
+        "actors/driver.py re-queues a case lost to an unavailable actor to the least-loaded worker, which is "
+        "usually that same actor (its load just dropped), and counts every ActorUnavailableError as an attempt: "
+        "while the GCS has not yet declared the node dead, a few cases use up max_attempts and end as error"
+    ),
+    strict=False,
+)
+def test_no_case_is_given_up_because_a_node_left(node_loss: dict):
+    assert node_loss["statuses"] == {"passed": CASES}, node_loss
