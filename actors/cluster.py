@@ -46,6 +46,7 @@ def connect(address: str | None = None, num_cpus: int | None = None, namespace: 
     for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
     common = dict(namespace=namespace, log_to_driver=False, logging_level="ERROR", configure_logging=True)
+    address = address or os.environ.get("RAY_ADDRESS")  # inside a Ray job, join its cluster
     if address:
         ray.init(address=address, **common)
         return Cluster(address=address, started=False)

@@ -3,8 +3,9 @@
 A pure state machine (no Ray), so it is unit-tested without a cluster; the
 driver only pumps events through it:
 
-    assign()        -> (worker, job) pairs to start, least-loaded worker first,
+    assign(now)     -> (worker, job) pairs to start, least-loaded worker first,
                        never more than ``window`` jobs in flight
+    bench(w, until) -> a worker whose job was lost gets no new job for a while
     finished(job)   -> the job's result arrived: it is reported exactly once
     lost(job)       -> its worker died: re-queued with attempt + 1, or given up
     stop()          -> dispatch no more (``--fail-fast``, Ctrl-C)
@@ -39,6 +40,8 @@ class Dispatcher:
     load: dict[str, int] = field(default_factory=dict)
     done: set[Hashable] = field(default_factory=set)
     stopped: bool = False
+    benched: dict[str, float] = field(default_factory=dict)
+    """Workers that just lost a job, and until when they get no new one."""
 
     def __post_init__(self) -> None:
         if self.window < 1:
@@ -63,12 +66,19 @@ class Dispatcher:
             del self.load[worker]
         return [job for w, job in self.running.values() if w == worker]
 
-    def assign(self) -> list[tuple[str, Job]]:
-        """Jobs to start now, each on the least-loaded worker."""
+    def bench(self, worker: str, until: float) -> None:
+        """Give ``worker`` no new job before ``until`` (it died and may still be restarting,
+        or its node is going away): its now-low load would otherwise draw every retry to it."""
+        self.benched[worker] = until
+
+    def assign(self, now: float = 0.0) -> list[tuple[str, Job]]:
+        """Jobs to start now, each on the least-loaded worker that is not benched at ``now``
+        (when every worker is benched, all of them are used)."""
         if self.stopped or not self.workers:
             return []
         out = []
-        heap = [(self.load[w], i, w) for i, w in enumerate(self.workers)]
+        usable = [w for w in self.workers if self.benched.get(w, 0.0) <= now] or self.workers
+        heap = [(self.load[w], i, w) for i, w in enumerate(usable)]
         heapq.heapify(heap)
         while self.pending and len(self.running) < self.window:
             load, i, worker = heapq.heappop(heap)

@@ -32,6 +32,10 @@ __all__ = ["RunPlan", "run_plan"]
 #: Conversations one session actor runs at once, at most.
 MAX_PER_ACTOR = 512
 
+#: How long an actor that just lost a conversation gets no new one: long enough for a
+#: restart, or for Ray to declare a lost node dead (its actors answer "unavailable" until then).
+BENCH_SECONDS = 5.0
+
 
 @dataclass
 class RunPlan:
@@ -136,7 +140,7 @@ def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop
         while True:
             if should_stop() or (plan.fail_fast and failed_seen):
                 dispatcher.stop()
-            for worker, job in dispatcher.assign():
+            for worker, job in dispatcher.assign(time.monotonic()):
                 ref = actors[worker].run.remote(job.payload, job.key[1], job.attempt)
                 in_flight[ref] = job
             if not in_flight:
@@ -151,6 +155,9 @@ def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop
                 try:
                     result = ray.get(ref)
                 except RayActorError as exc:
+                    worker = dispatcher.running.get(job.key, (None,))[0]
+                    if worker is not None:
+                        dispatcher.bench(worker, time.monotonic() + BENCH_SECONDS)
                     _lost(dispatcher, job, exc, report, settings)
                     continue
                 except RayTaskError as exc:  # a bug in the farm, not in the case

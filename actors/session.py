@@ -16,6 +16,7 @@ import ray
 from farm.agents.base import AgentClient, AgentError
 from farm.errors import FarmError
 from farm.agents.factory import build_agent
+from farm.agents.retry import new_http_client
 from farm.config import FarmConfig
 from farm.loader import LoadedCase
 from farm.results import CaseResult
@@ -25,8 +26,10 @@ from farm.services import FarmServices
 
 __all__ = ["SessionActor", "CONVERSATIONS_PER_CLIENT"]
 
-#: Conversations that share one HTTP client (and its connection pool).
-CONVERSATIONS_PER_CLIENT = 32
+#: Conversations that share one HTTP client and its connection pool. Small pools
+#: cost far less CPU per request than one big one (httpcore scans its pool on
+#: every request; benchmarks/README.md has the figures).
+CONVERSATIONS_PER_CLIENT = 4
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
@@ -54,6 +57,7 @@ class SessionActor:
         self.n_clients = max(1, -(-concurrency // CONVERSATIONS_PER_CLIENT))
         self.clients: list[AgentClient] = []
         self.by_connector: dict[str, AgentClient] = {}
+        self.http_clients: list[Any] = []
         self._next = itertools.count()
         self.human = ray.get_actor(human) if human else None
         self.services = FarmServices(
@@ -65,10 +69,14 @@ class SessionActor:
 
     def _client(self) -> AgentClient:
         if not self.clients:
-            self.clients = [
-                build_agent(self.config, self.settings.agent_id, connector_override=self.connector_override, limiter_for=self.limiter_for)
-                for _ in range(self.n_clients)
-            ]
+            agent = self.config.agent(self.settings.agent_id)
+            name = self.connector_override or agent.connector
+            connector = self.config.connectors.get(name) if name else None
+            for _ in range(self.n_clients):
+                http = new_http_client(connector, CONVERSATIONS_PER_CLIENT) if connector is not None else None
+                if http is not None:
+                    self.http_clients.append(http)
+                self.clients.append(build_agent(self.config, self.settings.agent_id, connector_override=self.connector_override, limiter_for=self.limiter_for, http=http))
         return _ConnectorRouter(self, self.clients[next(self._next) % len(self.clients)])
 
     def client_on(self, connector: str) -> AgentClient:
@@ -94,6 +102,8 @@ class SessionActor:
     async def close(self) -> None:
         for client in [*self.clients, *self.by_connector.values()]:
             await client.aclose()
+        for http in self.http_clients:
+            await http.aclose()
 
 
 class _ConnectorRouter:

@@ -39,6 +39,7 @@ class LoadedCase:
     case: TestCase | None = None
     error: str | None = None
     raw: Any = None
+    """The JSON as written, kept only for a case that did not load."""
     base_dir: str | None = None
     """The test file's folder: ``file://`` attachments resolve against it."""
     script: str | None = None
@@ -124,6 +125,7 @@ def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], bas
         loaded.error = str(exc)
         return loaded
     loaded.case = case
+    loaded.raw = None  # the model is enough once valid: a 100k-case suite stays small
     return loaded
 
 

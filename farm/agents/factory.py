@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
+import httpx
+
 from farm.agents.base import AgentClient
 from farm.agents.http import HTTPAgent
 from farm.agents.limiter import Limiter, NoLimit
@@ -22,6 +24,7 @@ def build_agent(
     *,
     connector_override: str | None = None,
     limiter_for: Callable[[str], Limiter] | None = None,
+    http: httpx.AsyncClient | None = None,
 ) -> AgentClient:
     """The client for agent ``agent_id``.
 
@@ -35,9 +38,10 @@ def build_agent(
     ``connector_override`` (``-c``) replaces the agent's connector; pass it
     for the target agent only. ``limiter_for(connector_name)`` gives the
     limiter of a connector (default: none). A mistake is a :class:`UsageError`
-    naming the agent.
+    naming the agent. ``http``: the httpx client an HTTP agent sends with (the
+    caller closes it); by default the agent makes a small one of its own.
     """
-    return _build(config, agent_id, connector_override, limiter_for or (lambda name: NoLimit()), ())
+    return _build(config, agent_id, connector_override, limiter_for or (lambda name: NoLimit()), (), http)
 
 
 def _build(
@@ -46,6 +50,7 @@ def _build(
     connector_override: str | None,
     limiter_for: Callable[[str], Limiter],
     chain: tuple[str, ...],
+    http: httpx.AsyncClient | None = None,
 ) -> AgentClient:
     if agent_id in chain:
         loop = " -> ".join((*chain, agent_id))
@@ -59,24 +64,24 @@ def _build(
 
     if agent.is_role:
         if agent.uses:
-            return _build(config, agent.uses, connector_override, limiter_for, (*chain, agent_id))
+            return _build(config, agent.uses, connector_override, limiter_for, (*chain, agent_id), http)
         conn = connector()
         if conn is None:
             raise UsageError(
                 f'{where}: a {agent.kind} agent needs "uses" (the agent that plays it) or a "connector"'
             )
-        return OpenAIAgent(conn, agent, limiter=limiter_for(conn.name))
+        return OpenAIAgent(conn, agent, http=http, limiter=limiter_for(conn.name))
 
     if agent.kind == "openai":
         conn = connector()
         if conn is None:
             raise UsageError(f'{where}: kind "openai" needs a connector (set connector = "<name>", or pass -c)')
-        return OpenAIAgent(conn, agent, limiter=limiter_for(conn.name))
+        return OpenAIAgent(conn, agent, http=http, limiter=limiter_for(conn.name))
 
     if agent.kind == "http":
         conn = connector()
         limiter = limiter_for(conn.name) if conn is not None else NoLimit()
-        return HTTPAgent(conn, agent, limiter=limiter)
+        return HTTPAgent(conn, agent, http=http, limiter=limiter)
 
     if agent.kind == "python":
         folder = str(config.base_dir)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import ssl
 import time
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
@@ -80,11 +81,28 @@ def timeout_for(connector: Connector) -> httpx.Timeout:
     )
 
 
-def new_http_client(connector: Connector) -> httpx.AsyncClient:
-    """A small client of its own, for an agent client that was not given one."""
+_SSL_CONTEXT: ssl.SSLContext | None = None
+
+
+def shared_ssl_context() -> ssl.SSLContext:
+    """One verifying SSL context for every client of the process: httpx builds a new one
+    per client otherwise (loading the CA bundle, ~30 ms, blocking the event loop)."""
+    global _SSL_CONTEXT
+    if _SSL_CONTEXT is None:
+        _SSL_CONTEXT = ssl.create_default_context()
+    return _SSL_CONTEXT
+
+
+def new_http_client(connector: Connector, connections: int = POOL_CONNECTIONS) -> httpx.AsyncClient:
+    """A small client of its own, for an agent client that was not given one.
+
+    Keep ``connections`` small and use several clients for many conversations:
+    httpcore scans its whole pool on every request, so one big pool burns CPU.
+    """
     return httpx.AsyncClient(
         timeout=timeout_for(connector),
-        limits=httpx.Limits(max_connections=POOL_CONNECTIONS, max_keepalive_connections=POOL_CONNECTIONS),
+        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+        verify=shared_ssl_context(),
     )
 
 

@@ -72,3 +72,25 @@ def test_stop_dispatches_nothing_more():
 def test_window_must_be_positive():
     with pytest.raises(ValueError):
         Dispatcher(["a"], window=0)
+
+
+def test_a_benched_worker_gets_no_new_job_until_its_time_is_up():
+    d = Dispatcher(["a", "b"], window=10)
+    d.add(jobs(1))
+    ((worker, job),) = d.assign(now=0.0)
+    d.bench(worker, until=5.0)
+    retry = d.lost(job)
+    d.add(jobs(3)[1:])
+    placed = d.assign(now=1.0)
+    assert {w for w, _ in placed} == {"b" if worker == "a" else "a"}
+    assert retry.key in {j.key for _, j in placed}
+    d.add([Job(("late", 0))])
+    assert d.assign(now=6.0)[0][0] == worker  # back in rotation, and the least loaded
+
+
+def test_when_every_worker_is_benched_all_are_used():
+    d = Dispatcher(["a", "b"], window=10)
+    d.bench("a", 10.0)
+    d.bench("b", 10.0)
+    d.add(jobs(2))
+    assert len(d.assign(now=1.0)) == 2

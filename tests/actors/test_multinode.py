@@ -51,13 +51,5 @@ def test_every_case_is_reported_exactly_once_across_nodes_after_a_node_is_lost(n
     assert node_loss["max_attempt"] >= 2, node_loss  # the lost node's conversations ran again
 
 
-@pytest.mark.xfail(
-    reason=(
-        "actors/driver.py re-queues a case lost to an unavailable actor to the least-loaded worker, which is "
-        "usually that same actor (its load just dropped), and counts every ActorUnavailableError as an attempt: "
-        "while the GCS has not yet declared the node dead, a few cases use up max_attempts and end as error"
-    ),
-    strict=False,
-)
 def test_no_case_is_given_up_because_a_node_left(node_loss: dict):
     assert node_loss["statuses"] == {"passed": CASES}, node_loss
