@@ -27,7 +27,7 @@ from farm.loader import LoadedCase
 from farm.results import CaseResult
 from farm.runner import RunSettings, error_result
 
-__all__ = ["RunPlan", "run_plan"]
+__all__ = ["RunPlan", "roles_needed", "run_plan"]
 
 #: Conversations one session actor runs at once, at most.
 MAX_PER_ACTOR = 512
@@ -73,15 +73,9 @@ def _jobs(plan: RunPlan) -> Iterator[Job]:
                 yield Job(key, loaded)
 
 
-def _role_agents_needed(plan: RunPlan) -> tuple[bool, bool]:
-    sim = val = False
-    for loaded in plan.cases:
-        case = loaded.case
-        if case is None:
-            continue
-        sim = sim or case.simulator is not None
-        val = val or any(spec.type == "agent" for spec in case.all_assertions())
-    return sim, val
+def roles_needed(cases: list[LoadedCase]) -> tuple[bool, bool]:
+    """Whether any case needs a simulator, and any an ``agent`` assertion (a validator)."""
+    return any(c.needs[0] for c in cases), any(c.needs[1] for c in cases)
 
 
 def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> None:
@@ -99,7 +93,7 @@ def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop
     scope = settings.run_id or uuid.uuid4().hex[:8]
 
     limiter_handles, limits = start_limiters(plan.config, list(plan.config.connectors), scope)
-    need_sim, need_val = _role_agents_needed(plan)
+    need_sim, need_val = roles_needed(plan.cases)
     pool_size = max(1, min(2, n_actors))
     pools = {
         "simulator": start_pool(f"farm-sim-{scope}", pool_size, plan.config, limits) if need_sim else {},

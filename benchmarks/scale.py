@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         report["rss_before_load_mib"] = round(rss_mib(), 1)
         started = time.perf_counter()
         check = [{"type": "contains", "value": "fake agent"}]
-        cases = parse_cases((f"scale:{i}", {"id": f"c{i:06d}", "input": "Hello", "assertions": check}) for i in range(args.cases))
+        cases = parse_cases(((f"scale:{i}", {"id": f"c{i:06d}", "input": "Hello", "assertions": check}) for i in range(args.cases)), compact=True)
         report["load_s"] = round(time.perf_counter() - started, 2)
         report["rss_after_load_mib"] = round(rss_mib(), 1)
 

@@ -90,7 +90,7 @@ def prepare(input: str, name: str | None, config: str | None, run: str | None, t
         raise UsageError("no agent to test: give -n/--name or set [farm].default_agent in farm.toml")
     if agent_id is not None and not dry_run:
         cfg.agent(agent_id)  # fail early, naming the configured agents
-    suite = resolve_input(input, cfg, agent_id).select(run, tag or [])
+    suite = resolve_input(input, cfg, agent_id, compact=not dry_run).select(run, tag or [])
     return cfg, agent_id, suite
 
 
@@ -148,9 +148,10 @@ def _test(**o) -> int:
         input_tools=tuple(agent.input_tools),
         agent_tool_mocks=dict(agent.tool_mocks),
     )
+    cases = suite.cases
     plan = RunPlan(
         config=cfg,
-        cases=suite.cases,
+        cases=cases,
         settings=settings,
         parallel=parallel,
         runs=o["runs"],
@@ -159,14 +160,14 @@ def _test(**o) -> int:
         actors=cfg.farm.actors,
         skip_keys=skip_keys,
     )
-    info = {"input": input_value, "agent": agent_id, "connector": connector_name, "run_id": run_id, "cases": len(suite.cases)}
+    info = {"input": input_value, "agent": agent_id, "connector": connector_name, "run_id": run_id, "cases": len(cases)}
     if o.get("before"):
         _global_hook(cfg, o["before"], {"phase": "before", **info})
     reporter = ConsoleReporter(console, verbose=o["verbose"])
     extra_writers = _extra_writers(o, run_id, {**info, "runs": o["runs"], "parallel": parallel})
-    total = len(suite.cases) * o["runs"] - len(skip_keys)
+    total = len(cases) * o["runs"] - len(skip_keys)
     if not quiet:
-        reporter.header(agent_id, input_value, len(suite.cases), {"Run": run_id, **({"Resuming": f"{len(skip_keys)} finished"} if skip_keys else {})})
+        reporter.header(agent_id, input_value, len(cases), {"Run": run_id, **({"Resuming": f"{len(skip_keys)} finished"} if skip_keys else {})})
         if not o["interactive"]:  # a live bar would draw over the questions
             reporter.start_progress(total)
 

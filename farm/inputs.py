@@ -74,9 +74,10 @@ def _tool_name(tool: Any) -> Any:
     return tool
 
 
-def resolve_input(value: str, config: FarmConfig, agent_id: str | None, stdin: TextIO | None = None) -> Suite:
+def resolve_input(value: str, config: FarmConfig, agent_id: str | None, stdin: TextIO | None = None, compact: bool = False) -> Suite:
+    """The suite ``value`` names; ``compact`` keeps file cases as JSON (for big runs)."""
     if value == "-":
-        return load_stdin(stdin or sys.stdin)
+        return load_stdin(stdin or sys.stdin, compact)
     if value.startswith("agents:"):
         return _generated_by_agent(value, config, agent_id)
     if value.startswith("scripts:"):
@@ -86,7 +87,7 @@ def resolve_input(value: str, config: FarmConfig, agent_id: str | None, stdin: T
 
         return load_script_tests(value.removeprefix("scripts."), config)
     if looks_like_file(value):
-        return load_file(Path(value), display=value)
+        return load_file(Path(value), display=value, compact=compact)
     return load_message(value)
 
 

@@ -44,10 +44,29 @@ class LoadedCase:
     """The test file's folder: ``file://`` attachments resolve against it."""
     script: str | None = None
     """``module:function`` for a script test (``-i scripts.<module>``)."""
+    data: bytes | None = None
+    """A valid case as compact JSON, instead of ``case`` (see :meth:`compact`)."""
+    needs: tuple[bool, bool] = (False, False)
+    """Whether the case needs a simulator, and a validator (an ``agent`` assertion)."""
 
     @property
     def ok(self) -> bool:
-        return self.case is not None and self.error is None
+        return self.error is None and (self.case is not None or self.data is not None)
+
+    def compact(self) -> "LoadedCase":
+        """This case holding its JSON (~10x smaller) instead of the validated model, for
+        suites of 100k cases in the driver; :meth:`materialized` validates it again."""
+        if self.case is None:
+            return self
+        data = self.case.model_dump_json(exclude_defaults=True).encode()
+        return LoadedCase(self.id, self.source, None, self.error, self.raw, self.base_dir, self.script, data, self.needs)
+
+    def materialized(self) -> "LoadedCase":
+        """This case with its validated model (the case itself when it has it)."""
+        if self.case is not None or self.data is None:
+            return self
+        case = TestCase.model_validate_json(self.data)
+        return LoadedCase(self.id, self.source, case, self.error, self.raw, self.base_dir, self.script, None, self.needs)
 
 
 @dataclass
@@ -70,7 +89,8 @@ class Suite:
         for c in self.cases:
             if regex and not regex.search(c.id):
                 continue
-            if wanted and (c.case is None or not wanted.issubset(c.case.tags)):
+            case = c.materialized().case if wanted else None
+            if wanted and (case is None or not wanted.issubset(case.tags)):
                 continue
             kept.append(c)
         return Suite(kept, self.description)
@@ -91,13 +111,18 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts) + more
 
 
-def parse_cases(items: Iterable[tuple[str, Any]], base_dir: str | None = None) -> list[LoadedCase]:
-    """Validate raw case objects; ``items`` are ``(source, object)`` pairs."""
+def parse_cases(items: Iterable[tuple[str, Any]], base_dir: str | None = None, compact: bool = False) -> list[LoadedCase]:
+    """Validate raw case objects; ``items`` are ``(source, object)`` pairs.
+
+    ``compact``: keep each valid case as JSON rather than as its model, so that a
+    suite of 100k cases stays small in the driver (see :meth:`LoadedCase.compact`).
+    """
     known = known_types()
     seen: dict[str, str] = {}
     out: list[LoadedCase] = []
     for source, raw in items:
-        out.append(_parse_one(source, raw, known, seen, base_dir))
+        loaded = _parse_one(source, raw, known, seen, base_dir)
+        out.append(loaded.compact() if compact else loaded)
     return out
 
 
@@ -125,11 +150,12 @@ def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], bas
         loaded.error = str(exc)
         return loaded
     loaded.case = case
+    loaded.needs = (case.simulator is not None, any(spec.type == "agent" for spec in case.all_assertions()))
     loaded.raw = None  # the model is enough once valid: a 100k-case suite stays small
     return loaded
 
 
-def load_text(text: str, name: str, base_dir: str | None = None) -> Suite:
+def load_text(text: str, name: str, base_dir: str | None = None, compact: bool = False) -> Suite:
     """JSONL text: one case per line; blank lines and ``//`` comments are ignored."""
     items: list[tuple[str, Any]] = []
     problems: list[str] = []
@@ -143,7 +169,7 @@ def load_text(text: str, name: str, base_dir: str | None = None) -> Suite:
             problems.append(f"{name}:{number}: not valid JSON: {exc.msg} (column {exc.colno})")
     if problems:
         raise InputError(problems)
-    return Suite(parse_cases(items, base_dir), name)
+    return Suite(parse_cases(items, base_dir, compact), name)
 
 
 def _json_items(text: str, name: str) -> list[tuple[str, Any]]:
@@ -175,7 +201,7 @@ def _array_items(text: str, start: int, values: list[Any], name: str) -> list[tu
     return out
 
 
-def load_file(path: Path, display: str | None = None) -> Suite:
+def load_file(path: Path, display: str | None = None, compact: bool = False) -> Suite:
     """A ``.jsonl`` (one case per line) or ``.json`` file (a case, an array, or ``{"cases": [...]}``)."""
     name = display or str(path)
     try:
@@ -188,12 +214,12 @@ def load_file(path: Path, display: str | None = None) -> Suite:
         raise UsageError(f"{name}: cannot be read: {exc.strerror}") from None
     base_dir = str(path.resolve().parent)
     if path.suffix == ".json":
-        return Suite(parse_cases(_json_items(text, name), base_dir), name)
-    return load_text(text, name, base_dir)
+        return Suite(parse_cases(_json_items(text, name), base_dir, compact), name)
+    return load_text(text, name, base_dir, compact)
 
 
-def load_stdin(stream: TextIO) -> Suite:
-    return load_text(stream.read(), "<stdin>", str(Path.cwd()))
+def load_stdin(stream: TextIO, compact: bool = False) -> Suite:
+    return load_text(stream.read(), "<stdin>", str(Path.cwd()), compact)
 
 
 def load_message(message: str) -> Suite:

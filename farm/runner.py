@@ -404,7 +404,7 @@ class _Conversation:
 
 def error_result(loaded: LoadedCase, settings: RunSettings, message: str, status: Status = Status.ERROR) -> CaseResult:
     """A result for a case that could not run (load error, hook failure, lost worker)."""
-    case = loaded.case
+    case = loaded.materialized().case
     mode = None
     if case is not None:
         try:
@@ -427,6 +427,7 @@ def error_result(loaded: LoadedCase, settings: RunSettings, message: str, status
 
 async def run_case(loaded: LoadedCase, target: AgentClient, services: Services | None, settings: RunSettings) -> CaseResult:
     """Run one case to its end and return its result. Never raises for the case's own problems."""
+    loaded = loaded.materialized()
     if not loaded.ok:
         return error_result(loaded, settings, loaded.error or "the case did not load")
     assert loaded.case is not None

@@ -42,7 +42,8 @@ def load_script_tests(module: str, config: FarmConfig) -> Suite:
         doc = (inspect.getdoc(fn) or "").split("\n")[0] or None
         case = TestCase(id=case_id, name=doc or name, input=f"scripts.{case_id}", tags=["script"])
         source = f"{mod.__file__}:{fn.__code__.co_firstlineno}"
-        cases.append(LoadedCase(id=case_id, source=source, case=case, script=f"{module}:{name}", base_dir=str(config.base_dir)))
+        # a script test may call any agent or validator: give it both role pools
+        cases.append(LoadedCase(id=case_id, source=source, case=case, script=f"{module}:{name}", base_dir=str(config.base_dir), needs=(True, True)))
     return Suite(cases, f"scripts.{module} ({len(cases)} script tests)")
 
 

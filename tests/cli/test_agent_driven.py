@@ -179,6 +179,9 @@ def test_script_tests_module(project: Path):
     assert got["checks.test_greeting"]["logs"] == ["greeted"]
     assert got["checks.test_greeting"]["name"] == "The agent greets"
     assert got["checks.test_judged"]["status"] == "failed"
+    judged = got["checks.test_judged"]["final_assertions"]
+    assert judged[0]["reason"] == "looked for 'pirate'" and not judged[0]["error"]  # the validator judged it
+    assert judged[1]["passed"] is True  # t.assert_.equal(verdict["passed"], False)
     assert got["checks.test_async_skip"]["status"] == "skipped" and got["checks.test_async_skip"]["error"] == "not ready: Hello"
 
 

@@ -118,3 +118,15 @@ def test_select_by_regex_and_tags(tmp_path):
     assert [c.id for c in suite.select(None, ["smoke"]).cases] == ["a1"]
     with pytest.raises(UsageError, match="--run"):
         suite.select("(")
+
+
+def test_compact_cases_hold_json_and_come_back_the_same(tmp_path):
+    case = {"id": "a", "tags": ["t"], "simulator": {"use": "s"}, "checkpoints": [{"id": "c", "assertion": {"type": "agent", "use": "agents:v"}}]}
+    path = write(tmp_path, "s.jsonl", json.dumps(case) + "\n" + '{"id": "b", "input": "x", "assertions": [{"type": "nope"}]}\n')
+    full = load_file(path)
+    small = load_file(path, compact=True)
+    a, b = small.cases
+    assert a.case is None and a.data and a.ok and a.needs == (True, True)
+    assert a.materialized().case == full.cases[0].case
+    assert not b.ok and b.error == full.cases[1].error
+    assert [c.id for c in small.select(None, ["t"]).cases] == ["a"]
