@@ -9,6 +9,7 @@ a unit test they are plain objects.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -413,7 +414,7 @@ def error_result(loaded: LoadedCase, settings: RunSettings, message: str, status
             mode = None
     return CaseResult(
         id=loaded.id,
-        name=case.name if case else (loaded.raw or {}).get("name") if isinstance(loaded.raw, dict) else None,
+        name=case.name if case else (loaded.raw.get("name") if isinstance(loaded.raw, dict) else None),
         status=status,
         mode=mode,
         agent=settings.agent_id,
@@ -489,6 +490,4 @@ async def _after_hook(conversation: _Conversation) -> None:
 
 
 def _text(value: Any) -> str:
-    import json
-
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
