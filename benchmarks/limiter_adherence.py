@@ -34,6 +34,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+# This script starts a private Ray of its own: decide its auth before Ray is imported (a
+# parent's RAY_AUTH_MODE / RAY_ADDRESS, e.g. from a pytest session's Ray, would leak in).
+os.environ["RAY_AUTH_MODE"] = "disabled"
+os.environ.pop("RAY_ADDRESS", None)
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
