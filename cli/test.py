@@ -19,7 +19,7 @@ from farm.inputs import input_path, resolve_input
 from farm.loader import Suite
 from farm.runner import RunSettings
 
-__all__ = ["test", "TestOptions", "prepare", "new_run_id"]
+__all__ = ["test", "prepare", "new_run_id"]
 
 
 def new_run_id() -> str:

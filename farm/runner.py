@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from farm.agents.base import AgentClient, AgentError, Message, Reply
+from farm.agents.base import AgentClient, AgentError, Message
 from farm.assertions import AssertionEnv, Subject, evaluate
 from farm.awaiting import detect_awaiting, last_sentence
 from farm.cases import AssertionSpec, Mode, Options, TestCase
@@ -23,7 +23,7 @@ from farm.config import DEFAULT_INPUT_TOOLS
 from farm.durations import format_duration
 from farm.loader import LoadedCase
 from farm.messages import user_messages
-from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult, Usage
+from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
 from farm.session import Session
 
 __all__ = ["RunSettings", "Services", "SimulatorTurn", "HumanRequest", "run_case", "RoleError"]

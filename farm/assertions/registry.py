@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
 from farm.cases import AssertionSpec
-from farm.jsontext import NO_JSON, extract_json
+from farm.jsontext import extract_json
 from farm.results import ACTUAL_LIMIT, AssertionResult, ToolCallRecord
 
 __all__ = [

@@ -30,16 +30,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import tempfile
 import time
 from datetime import datetime
 from html import escape
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 from farm.durations import format_duration
+from farm.reports.streamed import StreamedReport
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
 
 __all__ = ["HTMLWriter", "LATENCY_BUCKETS_MS"]
@@ -58,41 +56,24 @@ _COLORS = {
 }
 
 
-class HTMLWriter:
+class HTMLWriter(StreamedReport):
     """A :class:`~farm.writers.ResultWriter` that writes the HTML report to ``path`` on ``close``."""
 
     label = "HTML"
 
     def __init__(self, path: str | os.PathLike[str], run_id: str, *, title: str | None = None):
-        self.path = Path(path)
-        self.run_id = run_id
+        super().__init__(path, run_id)
         self.title = title or f"Agent Test Farm — run {run_id}"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._sections = tempfile.NamedTemporaryFile(  # noqa: SIM115  (closed in close())
-            "w+", encoding="utf-8", dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".cases", delete=False
-        )
-        self._counts = {status: 0 for status in Status}
         self._turns = 0
-        self._duration_ms = 0.0
         self._tokens = {"prompt": 0, "completion": 0, "total": 0}
         self._latency = [0] * (len(LATENCY_BUCKETS_MS) + 1)
         self._latency_sum = 0.0
         self._latency_max = 0.0
         self._latency_count = 0
-        self._first_start: float | None = None
-        self._last_end: float | None = None
-        self._closed = False
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def write(self, result: CaseResult) -> None:
-        if self._closed:
-            raise ValueError(f"Cannot write a result, as the HTML writer for {self.path} has been closed.")
-        self._counts[Status(result.status)] += 1
+    def tally(self, result: CaseResult) -> None:
+        super().tally(result)
         self._turns += result.total_turns or len(result.turns)
-        self._duration_ms += result.duration_ms
         self._tokens["prompt"] += result.usage.prompt_tokens
         self._tokens["completion"] += result.usage.completion_tokens
         self._tokens["total"] += result.usage.total_tokens
@@ -101,41 +82,16 @@ class HTMLWriter:
             self._latency_sum += turn.duration_ms
             self._latency_max = max(self._latency_max, turn.duration_ms)
             self._latency_count += 1
-        if result.started_at is not None:
-            end = result.started_at + result.duration_ms / 1000
-            if self._first_start is None or result.started_at < self._first_start:
-                self._first_start = result.started_at
-            if self._last_end is None or end > self._last_end:
-                self._last_end = end
-        self._sections.write(case_section(result, sum(self._counts.values())))
 
-    def flush(self) -> None:
-        if not self._closed:
-            self._sections.flush()
+    def render(self, result: CaseResult) -> str:
+        return case_section(result, sum(self._counts.values()))
 
-    def close(self) -> None:
-        """Assemble the page at ``path`` (atomically) and remove the temporary file."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._sections.flush()
-            self._sections.seek(0)
-            tmp = self.path.with_name(f".{self.path.name}.tmp")
-            with open(tmp, "w", encoding="utf-8") as out:
-                out.write(self._head())
-                shutil.copyfileobj(self._sections, out)
-                out.write(_FOOT)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self.path)
-        finally:
-            self._sections.close()
-            Path(self._sections.name).unlink(missing_ok=True)
+    def foot(self) -> str:
+        return _FOOT
 
     # -- the page head: summary, charts, filters
 
-    def _head(self) -> str:
+    def head(self) -> str:
         counts = self._counts
         total = sum(counts.values())
         ran = total - counts[Status.SKIPPED]
@@ -155,9 +111,9 @@ class HTMLWriter:
             _card("avg-turns", f"{self._turns / total:.1f}" if total else "0.0", "avg turns / case"),
             _card(
                 "total-duration",
-                format_duration(self._duration_ms / 1000),
+                format_duration(self._duration_s),
                 "case time (sum)",
-                attrs=f' data-ms="{self._duration_ms:.0f}"',
+                attrs=f' data-ms="{self._duration_s * 1000:.0f}"',
             ),
             _card("total-tokens", self._tokens["total"], "tokens"),
             _card("prompt-tokens", self._tokens["prompt"], "prompt tokens"),

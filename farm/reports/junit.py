@@ -28,17 +28,13 @@ into place.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import tempfile
-import time
 import xml.etree.ElementTree as ET
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from farm.reports.streamed import StreamedReport
 from farm.results import AssertionResult, CaseResult, Status, TurnResult
 
 __all__ = ["JUnitWriter", "failure_lines", "testcase", "transcript", "xml_text"]
@@ -56,72 +52,27 @@ def xml_text(value: Any) -> str:
     return _ILLEGAL_XML.sub("", value if isinstance(value, str) else str(value))
 
 
-class JUnitWriter:
+class JUnitWriter(StreamedReport):
     """A :class:`~farm.writers.ResultWriter` that writes JUnit XML to ``path`` on ``close``."""
 
     label = "JUnit"
 
-    def __init__(self, path: str | os.PathLike[str], run_id: str):
-        self.path = Path(path)
-        self.run_id = run_id
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._cases = tempfile.NamedTemporaryFile(  # noqa: SIM115  (closed in close())
-            "w+", encoding="utf-8", dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".cases", delete=False
+    def render(self, result: CaseResult) -> str:
+        return ET.tostring(testcase(result), encoding="unicode") + "\n"
+
+    def head(self) -> str:
+        attrs = self._suite_attributes()
+        properties = ET.Element("properties")
+        ET.SubElement(properties, "property", name="run_id", value=xml_text(self.run_id))
+        return (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            + _open_tag("testsuites", {"name": SUITE_NAME, **attrs}) + "\n"
+            + _open_tag("testsuite", {"name": SUITE_NAME, **attrs}) + "\n"
+            + ET.tostring(properties, encoding="unicode") + "\n"
         )
-        self._counts = {status: 0 for status in Status}
-        self._duration_s = 0.0
-        self._first_start: float | None = None
-        self._last_end: float | None = None
-        self._created = time.time()
-        self._closed = False
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def write(self, result: CaseResult) -> None:
-        if self._closed:
-            raise ValueError(f"Cannot write a result, as the JUnit writer for {self.path} has been closed.")
-        status = Status(result.status)
-        self._counts[status] += 1
-        self._duration_s += result.duration_ms / 1000
-        if result.started_at is not None:
-            end = result.started_at + result.duration_ms / 1000
-            if self._first_start is None or result.started_at < self._first_start:
-                self._first_start = result.started_at
-            if self._last_end is None or end > self._last_end:
-                self._last_end = end
-        self._cases.write(ET.tostring(testcase(result), encoding="unicode") + "\n")
-
-    def flush(self) -> None:
-        if not self._closed:
-            self._cases.flush()
-
-    def close(self) -> None:
-        """Assemble the document at ``path`` (atomically) and remove the temporary file."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._cases.flush()
-            self._cases.seek(0)
-            tmp = self.path.with_name(f".{self.path.name}.tmp")
-            with open(tmp, "w", encoding="utf-8") as out:
-                out.write('<?xml version="1.0" encoding="UTF-8"?>\n')
-                attrs = self._suite_attributes()
-                out.write(_open_tag("testsuites", {"name": SUITE_NAME, **attrs}) + "\n")
-                out.write(_open_tag("testsuite", {"name": SUITE_NAME, **attrs}) + "\n")
-                properties = ET.Element("properties")
-                ET.SubElement(properties, "property", name="run_id", value=xml_text(self.run_id))
-                out.write(ET.tostring(properties, encoding="unicode") + "\n")
-                shutil.copyfileobj(self._cases, out)
-                out.write("</testsuite>\n</testsuites>\n")
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self.path)
-        finally:
-            self._cases.close()
-            Path(self._cases.name).unlink(missing_ok=True)
+    def foot(self) -> str:
+        return "</testsuite>\n</testsuites>\n"
 
     def _suite_attributes(self) -> dict[str, str]:
         counts = self._counts

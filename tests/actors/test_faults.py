@@ -87,11 +87,10 @@ def test_a_case_that_killed_its_worker_once_passes_on_attempt_2(tmp_path, ray_se
 
 
 def test_sigint_then_resume_gives_exactly_one_result_per_case(tmp_path, ray_session, demo_server):
-    from tests.scripted import ScriptedAgent  # noqa: F401  (documents where "slow" comes from)
     from farm.demo.server import JSONServer
-    from tests.scripted import ScriptedAgent as Agent
+    from tests.scripted import ScriptedAgent  # answers "slow <seconds>" after that long
 
-    with JSONServer(Agent()) as server:
+    with JSONServer(ScriptedAgent()) as server:
         (tmp_path / "farm.toml").write_text(farm_toml(server.url))
         suite = tmp_path / "suite.jsonl"
         suite.write_text("".join(json.dumps({"id": f"c{i}", "input": "slow 1"}) + "\n" for i in range(12)))

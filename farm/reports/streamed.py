@@ -1,0 +1,91 @@
+"""Reports written once the run ends, with flat memory: each result's part is streamed to a
+temporary file beside the target as it arrives; ``close`` writes head + parts + foot
+atomically (the head can then hold the run's counts)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from farm.results import CaseResult, Status
+
+__all__ = ["StreamedReport"]
+
+
+class StreamedReport:
+    """A :class:`~farm.writers.ResultWriter` base: subclasses give ``render``, ``head`` and ``foot``."""
+
+    label = "report"
+
+    def __init__(self, path: str | os.PathLike[str], run_id: str):
+        self.path = Path(path)
+        self.run_id = run_id
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._parts = tempfile.NamedTemporaryFile(  # noqa: SIM115  (closed in close())
+            "w+", encoding="utf-8", dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".cases", delete=False
+        )
+        self._counts = {status: 0 for status in Status}
+        self._duration_s = 0.0
+        self._first_start: float | None = None
+        self._last_end: float | None = None
+        self._created = time.time()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def render(self, result: CaseResult) -> str:
+        """This result's part of the document."""
+        raise NotImplementedError
+
+    def head(self) -> str:
+        """What comes before the parts; called at ``close``, when every count is known."""
+        raise NotImplementedError
+
+    def foot(self) -> str:
+        raise NotImplementedError
+
+    def tally(self, result: CaseResult) -> None:
+        """Count ``result`` (subclasses add their own figures, then call this)."""
+        self._counts[Status(result.status)] += 1
+        self._duration_s += result.duration_ms / 1000
+        if result.started_at is not None:
+            end = result.started_at + result.duration_ms / 1000
+            if self._first_start is None or result.started_at < self._first_start:
+                self._first_start = result.started_at
+            if self._last_end is None or end > self._last_end:
+                self._last_end = end
+
+    def write(self, result: CaseResult) -> None:
+        if self._closed:
+            raise ValueError(f"Cannot write a result, as the {self.label} writer for {self.path} has been closed.")
+        self.tally(result)
+        self._parts.write(self.render(result))
+
+    def flush(self) -> None:
+        if not self._closed:
+            self._parts.flush()
+
+    def close(self) -> None:
+        """Assemble the document at ``path`` (atomically) and remove the temporary file."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._parts.flush()
+            self._parts.seek(0)
+            tmp = self.path.with_name(f".{self.path.name}.tmp")
+            with open(tmp, "w", encoding="utf-8") as out:
+                out.write(self.head())
+                shutil.copyfileobj(self._parts, out)
+                out.write(self.foot())
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, self.path)
+        finally:
+            self._parts.close()
+            Path(self._parts.name).unlink(missing_ok=True)
