@@ -24,35 +24,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-# This script starts a private Ray of its own: decide its auth before Ray is imported (a
-# parent's RAY_AUTH_MODE / RAY_ADDRESS, e.g. from a pytest session's Ray, would leak in).
-os.environ["RAY_AUTH_MODE"] = "disabled"
-os.environ.pop("RAY_ADDRESS", None)
-
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-
-def _private_ray_env() -> str:
-    """Keep this run's temp files and auth token out of everyone else's way."""
-    from actors.cluster import QUIET_ENV
-
-    base = tempfile.mkdtemp(prefix="farm-lim-", dir="/tmp")  # short: unix socket paths must fit in 107 bytes
-    os.environ.update(QUIET_ENV)
-    os.environ.update(RAY_TMPDIR=base, HOME=base, RAY_AUTH_MODE="disabled")
-    os.environ.pop("RAY_ADDRESS", None)
-    return base
+from private_ray import private_ray_env  # noqa: E402  (beside this script)
 
 
 def busiest(stamps: list[float], width: float, since: float = float("-inf")) -> int:
@@ -240,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import ray
 
-    _private_ray_env()
+    private_ray_env("farm-lim-")
     ray.init(num_cpus=2, include_dashboard=False, namespace="farm-bench", log_to_driver=False, logging_level="ERROR")
     try:
         figures = run(args.seconds, args.rpm, args.actors, args.callers, args.latency)

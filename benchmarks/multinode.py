@@ -35,25 +35,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-# This script starts a private Ray of its own: decide its auth before Ray is imported (a
-# parent's RAY_AUTH_MODE / RAY_ADDRESS, e.g. from a pytest session's Ray, would leak in).
-os.environ["RAY_AUTH_MODE"] = "disabled"
-os.environ.pop("RAY_ADDRESS", None)
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-
-def _private_ray_env() -> str:
-    """Keep this cluster's temp files, address file and auth token out of everyone else's way."""
-    from actors.cluster import QUIET_ENV
-
-    base = tempfile.mkdtemp(prefix="farm-mn-", dir="/tmp")  # short: unix socket paths must fit in 107 bytes
-    os.environ.update(QUIET_ENV)
-    os.environ.update(RAY_TMPDIR=base, HOME=base, RAY_AUTH_MODE="disabled")
-    os.environ.pop("RAY_ADDRESS", None)
-    return base
+from private_ray import private_ray_env  # noqa: E402  (beside this script)
 
 
 def _suite(n: int, turns: int) -> list[Any]:
@@ -258,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     report_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    base = _private_ray_env()
+    base = private_ray_env("farm-mn-")
     try:
         if args.speedup:
             one = run_once(args, 1, None)

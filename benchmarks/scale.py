@@ -20,24 +20,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-# This script starts a private Ray of its own: decide its auth before Ray is imported (a
-# parent's RAY_AUTH_MODE / RAY_ADDRESS, e.g. from a pytest session's Ray, would leak in).
-os.environ["RAY_AUTH_MODE"] = "disabled"
-os.environ.pop("RAY_ADDRESS", None)
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from private_ray import private_ray_env  # noqa: E402  (beside this script)
 
 from fake_agent import REPLY, FakeAgent, config_toml  # noqa: E402
 
@@ -91,12 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
 
-    from actors.cluster import QUIET_ENV
-
-    base = Path(tempfile.mkdtemp(prefix="farm-scale-", dir="/tmp"))
-    os.environ.update(QUIET_ENV)
-    os.environ.update(RAY_TMPDIR=str(base), HOME=str(base), RAY_AUTH_MODE="disabled")
-    os.environ.pop("RAY_ADDRESS", None)
+    base = Path(private_ray_env("farm-scale-"))
 
     from actors.cluster import connect
     from actors.driver import RunPlan

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -41,14 +40,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-# This script starts a private Ray of its own: decide its auth before Ray is imported (a
-# parent's RAY_AUTH_MODE / RAY_ADDRESS, e.g. from a pytest session's Ray, would leak in).
-os.environ["RAY_AUTH_MODE"] = "disabled"
-os.environ.pop("RAY_ADDRESS", None)
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from private_ray import private_ray_env  # noqa: E402  (beside this script)
 
 from fake_agent import REPLY, FakeAgent, config_toml  # noqa: E402
 
@@ -219,12 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
     args = parser.parse_args(argv)
 
-    from actors.cluster import QUIET_ENV
-
-    base = tempfile.mkdtemp(prefix="farm-tp-", dir="/tmp")
-    os.environ.update(QUIET_ENV)
-    os.environ.update(RAY_TMPDIR=base, HOME=base, RAY_AUTH_MODE="disabled")
-    os.environ.pop("RAY_ADDRESS", None)
+    base = private_ray_env("farm-tp-")
 
     rows: list[dict[str, Any]] = []
     agents: list[dict[str, Any]] = []

@@ -232,20 +232,11 @@ def _test(**o) -> int:
 
 def _agent_report(cfg: FarmConfig, agent_id: str, run_dir: Path, run_summary: dict) -> Path:
     """Ask the reporter agent for a Markdown report of the run; write it beside the results."""
-    import asyncio
-
     from farm.roles import RolePlayer
 
     player = RolePlayer.from_config("reporter", cfg, agent_id)
-
-    async def report() -> str:
-        try:
-            return await player.report(run_summary)
-        finally:
-            await player.client.aclose()
-
     try:
-        text = asyncio.run(report())
+        text = player.run_once(lambda p: p.report(run_summary))
     except Exception as exc:
         raise UsageError(f"--reporter {agent_id}: the reporter failed: {type(exc).__name__}: {exc}") from None
     path = run_dir / "report.md"

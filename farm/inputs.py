@@ -107,15 +107,8 @@ def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None) ->
     generator_id, params = _split(value, "agents:")
     player = RolePlayer.from_config("generator", config, generator_id)
     metadata = generator_metadata(config, agent_id, params)
-
-    async def generate() -> list[Any]:
-        try:
-            return await player.generate(metadata)
-        finally:
-            await player.client.aclose()
-
     try:
-        items = asyncio.run(generate())
+        items = player.run_once(lambda p: p.generate(metadata))
     except RoleError as exc:
         raise UsageError(f"-i {value}: the generator failed: {exc}") from None
     return _generated(items, f"agents:{generator_id}", config)

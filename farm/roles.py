@@ -8,9 +8,10 @@ answer is retried once, then raised as :class:`RoleError`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
 from farm.agents.base import AgentClient, AgentError, Message
 from farm.jsontext import NO_JSON, extract_json
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from farm.config import FarmConfig
 
 __all__ = ["PROMPTS", "RolePlayer", "render_transcript"]
+
+T = TypeVar("T")
 
 PROMPTS: dict[str, str] = {
     "simulator": """You are simulating a user talking to an AI agent, so that the agent can be tested.
@@ -120,6 +123,18 @@ class RolePlayer:
         builtin = player_agent.kind == "openai" or player_agent.is_role
         client = build_agent(config, agent_id, limiter_for=limiter_for)
         return cls(role, client, cls.prompt_from(agent.prompt, config.base_dir), builtin_prompt=builtin)
+
+    def run_once(self, call: Callable[["RolePlayer"], Awaitable[T]]) -> T:
+        """``asyncio.run`` one role call from synchronous code (a generator before the
+        run, the reporter after it), closing the agent client afterwards."""
+
+        async def once() -> T:
+            try:
+                return await call(self)
+            finally:
+                await self.client.aclose()
+
+        return asyncio.run(once())
 
     @classmethod
     def prompt_from(cls, path: str | None, base_dir: Path) -> str | None:

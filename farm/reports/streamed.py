@@ -5,17 +5,19 @@ atomically (the head can then hold the run's counts)."""
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
 from farm.results import CaseResult, Status
+from farm.writers.base import ClosingWriter
 
 __all__ = ["StreamedReport"]
 
 
-class StreamedReport:
+class StreamedReport(ClosingWriter, ABC):
     """A :class:`~farm.writers.ResultWriter` base: subclasses give ``render``, ``head`` and ``foot``."""
 
     label = "report"
@@ -38,16 +40,17 @@ class StreamedReport:
     def closed(self) -> bool:
         return self._closed
 
+    @abstractmethod
     def render(self, result: CaseResult) -> str:
         """This result's part of the document."""
-        raise NotImplementedError
 
+    @abstractmethod
     def head(self) -> str:
         """What comes before the parts; called at ``close``, when every count is known."""
-        raise NotImplementedError
 
+    @abstractmethod
     def foot(self) -> str:
-        raise NotImplementedError
+        """What comes after the parts."""
 
     def tally(self, result: CaseResult) -> None:
         """Count ``result`` (subclasses add their own figures, then call this)."""

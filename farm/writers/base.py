@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from farm.results import CaseResult
 
-__all__ = ["MultiWriter", "ResultWriter"]
+_W = TypeVar("_W", bound="ClosingWriter")
+
+__all__ = ["ClosingWriter", "MultiWriter", "ResultWriter"]
 
 
 @runtime_checkable
@@ -34,7 +36,22 @@ class ResultWriter(Protocol):
         ...
 
 
-class MultiWriter:
+class ClosingWriter:
+    """``with Writer(...) as w:`` closes the writer (its ``close``) at the end of the block."""
+
+    def __enter__(self: "_W") -> "_W":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class MultiWriter(ClosingWriter):
     """Hands every call to each of ``writers``, in order.
 
     Every writer gets every call even when an earlier one raised, so one
@@ -53,17 +70,6 @@ class MultiWriter:
 
     def close(self) -> None:
         self._each(lambda writer: writer.close())
-
-    def __enter__(self) -> MultiWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _each(self, call: Callable[[ResultWriter], None]) -> None:
         errors: list[Exception] = []

@@ -16,16 +16,16 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from farm.errors import UsageError
 from farm.results import CaseResult
+from farm.writers.base import ClosingWriter
 
 __all__ = ["JSONLWriter", "finished_keys", "read_jsonl_results"]
 
 
-class JSONLWriter:
+class JSONLWriter(ClosingWriter):
     """Appends each result to ``path`` as one JSON line and flushes it at once.
 
     ``append=False`` starts the file afresh; ``append=True`` keeps what is
@@ -77,17 +77,6 @@ class JSONLWriter:
             self.flush()
         finally:
             self._file.close()
-
-    def __enter__(self) -> JSONLWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _sync(self) -> None:
         os.fsync(self._file.fileno())

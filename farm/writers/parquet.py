@@ -121,7 +121,6 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
@@ -129,6 +128,7 @@ import pyarrow.parquet as pq
 
 from farm.errors import UsageError
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status
+from farm.writers.base import ClosingWriter
 
 __all__ = [
     "ASSERTIONS_SCHEMA",
@@ -389,7 +389,7 @@ def _input_text(value: Any) -> str | None:
 # --- writing -----------------------------------------------------------------
 
 
-class ParquetWriter:
+class ParquetWriter(ClosingWriter):
     """Writes results into ``run_dir`` as the three Parquet tables.
 
     Rows are buffered and written as an immutable part file per table once a
@@ -449,17 +449,6 @@ class ParquetWriter:
         self._write_part()
         self._closed = True
         consolidate(self.run_dir)
-
-    def __enter__(self) -> ParquetWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _write_part(self) -> None:
         if not any(self._buffers.values()):
