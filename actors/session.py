@@ -1,13 +1,12 @@
 """Session actors: each conversation lives on one of them from its first turn to its last.
 
 One Ray call per conversation (not per turn); an actor serves many
-conversations at once on its event loop, spread over a few small HTTP
-clients (one big httpx pool burns CPU, see RAY_NOTES).
+conversations at once on its event loop, all sending through one HTTP
+connection pool sized to them.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 from typing import Any
 
@@ -16,7 +15,7 @@ import ray
 from farm.agents.base import AgentClient, AgentError
 from farm.errors import FarmError
 from farm.agents.factory import build_agent
-from farm.agents.retry import new_http_client
+from farm.agents.transport import HTTPClient
 from farm.config import FarmConfig
 from farm.loader import LoadedCase
 from farm.results import CaseResult
@@ -24,12 +23,7 @@ from farm.runner import RunSettings, run_case
 from farm.scripts import ScriptResolver
 from farm.services import FarmServices
 
-__all__ = ["SessionActor", "CONVERSATIONS_PER_CLIENT"]
-
-#: Conversations that share one HTTP client and its connection pool. Small pools
-#: cost far less CPU per request than one big one (httpcore scans its pool on
-#: every request; benchmarks/README.md has the figures).
-CONVERSATIONS_PER_CLIENT = 4
+__all__ = ["SessionActor"]
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
@@ -54,11 +48,9 @@ class SessionActor:
         self.settings.worker = f"{name}@{ray.util.get_node_ip_address()}:{os.getpid()}"
         self.connector_override = connector_override
         self.limiter_for = limiter_factory(config, limits)
-        self.n_clients = max(1, -(-concurrency // CONVERSATIONS_PER_CLIENT))
-        self.clients: list[AgentClient] = []
+        self.http = HTTPClient(concurrency)
+        self.client: AgentClient | None = None
         self.by_connector: dict[str, AgentClient] = {}
-        self.http_clients: list[Any] = []
-        self._next = itertools.count()
         self.human = ray.get_actor(human) if human else None
         self.services = FarmServices(
             config,
@@ -68,22 +60,15 @@ class SessionActor:
         )
 
     def _client(self) -> AgentClient:
-        if not self.clients:
-            agent = self.config.agent(self.settings.agent_id)
-            name = self.connector_override or agent.connector
-            connector = self.config.connectors.get(name) if name else None
-            for _ in range(self.n_clients):
-                http = new_http_client(connector, CONVERSATIONS_PER_CLIENT) if connector is not None else None
-                if http is not None:
-                    self.http_clients.append(http)
-                self.clients.append(build_agent(self.config, self.settings.agent_id, connector_override=self.connector_override, limiter_for=self.limiter_for, http=http))
-        return _ConnectorRouter(self, self.clients[next(self._next) % len(self.clients)])
+        if self.client is None:
+            self.client = build_agent(self.config, self.settings.agent_id, connector_override=self.connector_override, limiter_for=self.limiter_for, http=self.http)
+        return _ConnectorRouter(self, self.client)
 
     def client_on(self, connector: str) -> AgentClient:
         """The target agent on another connector (a case's ``options.connector``), built once."""
         if connector not in self.by_connector:
             try:
-                self.by_connector[connector] = build_agent(self.config, self.settings.agent_id, connector_override=connector, limiter_for=self.limiter_for)
+                self.by_connector[connector] = build_agent(self.config, self.settings.agent_id, connector_override=connector, limiter_for=self.limiter_for, http=self.http)
             except FarmError as exc:
                 raise AgentError(f"options.connector: {exc}") from None
         return self.by_connector[connector]
@@ -100,10 +85,9 @@ class SessionActor:
         return os.getpid()
 
     async def close(self) -> None:
-        for client in [*self.clients, *self.by_connector.values()]:
+        for client in [*([self.client] if self.client else []), *self.by_connector.values()]:
             await client.aclose()
-        for http in self.http_clients:
-            await http.aclose()
+        await self.http.aclose()
 
 
 class _ConnectorRouter:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
-import httpx
-
 from farm.agents.base import AgentClient
 from farm.agents.http import HTTPAgent
 from farm.agents.limiter import Limiter, NoLimit
 from farm.agents.openai import OpenAIAgent
 from farm.agents.python import PythonAgent
+from farm.agents.transport import HTTPClient
 from farm.config import Connector, FarmConfig
 from farm.errors import UsageError
 
@@ -24,7 +23,7 @@ def build_agent(
     *,
     connector_override: str | None = None,
     limiter_for: Callable[[str], Limiter] | None = None,
-    http: httpx.AsyncClient | None = None,
+    http: HTTPClient | None = None,
 ) -> AgentClient:
     """The client for agent ``agent_id``.
 
@@ -38,7 +37,7 @@ def build_agent(
     ``connector_override`` (``-c``) replaces the agent's connector; pass it
     for the target agent only. ``limiter_for(connector_name)`` gives the
     limiter of a connector (default: none). A mistake is a :class:`UsageError`
-    naming the agent. ``http``: the httpx client an HTTP agent sends with (the
+    naming the agent. ``http``: the :class:`HTTPClient` an HTTP agent sends with (the
     caller closes it); by default the agent makes a small one of its own.
     """
     return _build(config, agent_id, connector_override, limiter_for or (lambda name: NoLimit()), (), http)
@@ -50,7 +49,7 @@ def _build(
     connector_override: str | None,
     limiter_for: Callable[[str], Limiter],
     chain: tuple[str, ...],
-    http: httpx.AsyncClient | None = None,
+    http: HTTPClient | None = None,
 ) -> AgentClient:
     if agent_id in chain:
         loop = " -> ".join((*chain, agent_id))

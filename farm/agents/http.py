@@ -34,7 +34,6 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
-import httpx
 from jsonpath_ng.ext import parse as parse_jsonpath
 
 from farm.agents.base import AgentResponseError, Message, Reply
@@ -47,7 +46,8 @@ from farm.agents.openai import (
     parse_tool_calls,
     parse_usage,
 )
-from farm.agents.retry import new_http_client, request_json
+from farm.agents.retry import request_json
+from farm.agents.transport import HTTPClient, HTTPReply
 from farm.config import AgentConfig, Connector
 from farm.errors import UsageError
 
@@ -134,7 +134,7 @@ class HTTPAgent:
         self,
         connector: Connector | None,
         agent_config: AgentConfig,
-        http: httpx.AsyncClient | None = None,
+        http: HTTPClient | None = None,
         limiter: Limiter | None = None,
     ):
         where = f'agents."{agent_config.id}"'
@@ -158,7 +158,7 @@ class HTTPAgent:
                 raise UsageError(f"{where}.{field}: '{expression}' is not a JSONPath ({exc})") from None
         self.limiter: Limiter = limiter or NoLimit()
         self._owns_http = http is None
-        self._http = http if http is not None else new_http_client(self.connector)
+        self._http = http if http is not None else HTTPClient()
         self._own_session = uuid.uuid4().hex
         self._adopted: OrderedDict[str, str] = OrderedDict()
 
@@ -170,7 +170,7 @@ class HTTPAgent:
         key = str(given) if given else self._own_session
         return self._adopted.get(key, key)
 
-    def _adopt(self, options: dict[str, Any], response: httpx.Response) -> None:
+    def _adopt(self, options: dict[str, Any], response: HTTPReply) -> None:
         header = self.config.session_header
         value = response.headers.get(header) if header else None
         if not value:

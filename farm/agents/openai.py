@@ -20,18 +20,19 @@ from __future__ import annotations
 
 import json
 from typing import Any
-
-import httpx
+from urllib.parse import urlsplit, urlunsplit
 
 from farm.agents.base import AgentResponseError, Message, Reply, ToolCall
 from farm.agents.limiter import Limiter, NoLimit, estimate_tokens
-from farm.agents.retry import new_http_client, request_json
+from farm.agents.retry import request_json
+from farm.agents.transport import HTTPClient
 from farm.config import AgentConfig, Connector
 from farm.results import Usage
 
 __all__ = [
     "OpenAIAgent",
     "as_bool",
+    "chat_completions_url",
     "content_text",
     "declared_awaiting",
     "excerpt",
@@ -53,16 +54,15 @@ class OpenAIAgent:
         self,
         connector: Connector,
         agent_config: AgentConfig,
-        http: httpx.AsyncClient | None = None,
+        http: HTTPClient | None = None,
         limiter: Limiter | None = None,
     ):
         self.connector = connector
         self.config = agent_config
-        base = httpx.URL(connector.base_url)
-        self.url = str(base.copy_with(path=base.path.rstrip("/") + "/chat/completions"))
+        self.url = chat_completions_url(connector.base_url)
         self.limiter: Limiter = limiter or NoLimit()
         self._owns_http = http is None
-        self._http = http if http is not None else new_http_client(connector)
+        self._http = http if http is not None else HTTPClient()
 
     def request_body(self, messages: list[Message], options: dict[str, Any]) -> dict[str, Any]:
         """The JSON body for one call (no secrets: the key travels in a header)."""
@@ -115,6 +115,12 @@ class OpenAIAgent:
 
     def __repr__(self) -> str:
         return f"OpenAIAgent({self.config.id!r}, connector={self.connector.name!r})"
+
+
+def chat_completions_url(base_url: str) -> str:
+    """``{base_url}/chat/completions``, keeping the base's query (some gateways put a version there)."""
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/chat/completions"))
 
 
 def _end_user(options: dict[str, Any]) -> str | None:

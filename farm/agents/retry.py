@@ -21,17 +21,17 @@ anything an endpoint echoes back.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
-import ssl
 import time
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
 from typing import Any
-
-import httpx
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from farm.agents.base import AgentConnectionError, AgentHTTPError, AgentResponseError
 from farm.agents.limiter import Limiter
+from farm.agents.transport import HTTPClient, HTTPReply, TransportError
 from farm.config import Connector
 
 __all__ = [
@@ -40,11 +40,9 @@ __all__ = [
     "RETRY_AFTER_CAP",
     "RETRY_STATUSES",
     "backoff_delay",
-    "new_http_client",
     "parse_retry_after",
     "request_json",
     "safe_url",
-    "timeout_for",
 ]
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -61,49 +59,7 @@ RETRY_AFTER_CAP = 60.0
 CONNECT_TIMEOUT_CAP = 10.0
 """Reaching a host takes seconds, not the minute an LLM may need to answer."""
 
-POOL_CONNECTIONS = 32
-"""Connections of a client's own pool: small pools stay cheap (RAY_NOTES, "HTTP clients")."""
-
-_RETRY_TRANSPORT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
-
 _DETAIL_LIMIT = 200
-
-
-def timeout_for(connector: Connector) -> httpx.Timeout:
-    """Explicit timeouts for one request (httpx's 5 s default is far too short for an LLM).
-
-    No pool timeout: waiting for a free connection is bounded by the turn timeout.
-    """
-    return httpx.Timeout(
-        connector.timeout,
-        connect=min(connector.timeout, CONNECT_TIMEOUT_CAP),
-        pool=None,
-    )
-
-
-_SSL_CONTEXT: ssl.SSLContext | None = None
-
-
-def shared_ssl_context() -> ssl.SSLContext:
-    """One verifying SSL context for every client of the process: httpx builds a new one
-    per client otherwise (loading the CA bundle, ~30 ms, blocking the event loop)."""
-    global _SSL_CONTEXT
-    if _SSL_CONTEXT is None:
-        _SSL_CONTEXT = ssl.create_default_context()
-    return _SSL_CONTEXT
-
-
-def new_http_client(connector: Connector, connections: int = POOL_CONNECTIONS) -> httpx.AsyncClient:
-    """A small client of its own, for an agent client that was not given one.
-
-    Keep ``connections`` small and use several clients for many conversations:
-    httpcore scans its whole pool on every request, so one big pool burns CPU.
-    """
-    return httpx.AsyncClient(
-        timeout=timeout_for(connector),
-        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
-        verify=shared_ssl_context(),
-    )
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -128,7 +84,7 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return min(max(seconds, 0.0), RETRY_AFTER_CAP)
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(response: HTTPReply) -> float | None:
     millis = response.headers.get("retry-after-ms")
     if millis is not None:
         seconds = parse_retry_after(millis)
@@ -143,10 +99,11 @@ def backoff_delay(attempt: int, *, base: float = BACKOFF_BASE, cap: float = BACK
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
-def safe_url(url: str | httpx.URL) -> str:
+def safe_url(url: str) -> str:
     """The URL without credentials, query or fragment, fit for a message."""
-    parsed = httpx.URL(str(url))
-    return str(parsed.copy_with(username=None, password=None, query=None, fragment=None))
+    parts = urlsplit(str(url))
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def _looks_secret(header: str) -> bool:
@@ -160,9 +117,9 @@ def _secrets(connector: Connector, headers: dict[str, str], url: str) -> list[st
         if _looks_secret(name):
             found.add(value)
             found.add(value.split(" ", 1)[-1])  # "Bearer <token>"
-    query = httpx.URL(url).query.decode()
-    for pair in query.split("&"):
-        found.add(pair.partition("=")[2])
+    query = urlsplit(url).query
+    found.update(pair.partition("=")[2] for pair in query.split("&"))  # as sent
+    found.update(value for _, value in parse_qsl(query, keep_blank_values=True))  # as decoded
     return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
 
 
@@ -172,7 +129,7 @@ def _scrub(text: str, secrets: list[str]) -> str:
     return text
 
 
-def _error_detail(response: httpx.Response) -> str:
+def _error_detail(response: HTTPReply) -> str:
     """The endpoint's own explanation, if it gave a short one."""
     try:
         data = response.json()
@@ -200,20 +157,6 @@ def _status_text(code: int) -> str:
         return str(code)
 
 
-def _transport_reason(exc: httpx.TransportError, timeout: float) -> str:
-    if isinstance(exc, httpx.ConnectTimeout):
-        return "the connection could not be made in time"
-    if isinstance(exc, httpx.ReadTimeout):
-        return f"no answer came within the {timeout:g} s timeout"
-    if isinstance(exc, httpx.TimeoutException):
-        return f"the request timed out ({type(exc).__name__})"
-    if isinstance(exc, httpx.ConnectError):
-        return f"the endpoint could not be reached ({exc or 'connection failed'})"
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return f"the connection broke before an answer came ({exc})"
-    return f"{type(exc).__name__}: {exc}"
-
-
 def _reported_tokens(data: Any) -> int | None:
     usage = data.get("usage") if isinstance(data, dict) else None
     if not isinstance(usage, dict):
@@ -231,7 +174,7 @@ def _attempts(n: int) -> str:
 
 
 async def request_json(
-    client: httpx.AsyncClient,
+    client: HTTPClient,
     method: str,
     url: str,
     *,
@@ -242,7 +185,7 @@ async def request_json(
     tokens: int,
     agent: str,
     text_ok: bool = False,
-) -> tuple[httpx.Response, Any]:
+) -> tuple[HTTPReply, Any]:
     """Send ``body`` as JSON and return the response with its decoded JSON body.
 
     ``agent`` names the agent in messages. With ``text_ok`` a 2xx body that is
@@ -256,10 +199,13 @@ async def request_json(
     without saying (a 2xx without usage, a read timeout, a cancelled request),
     or 0 when it refused.
     """
-    timeout = timeout_for(connector)
     attempts = connector.max_retries + 1
     what = f"agent '{agent}' at {method.upper()} {safe_url(url)}"
     secrets = _secrets(connector, headers, url)
+    payload = json.dumps(body, ensure_ascii=False).encode()
+    if not any(name.lower() == "content-type" for name in headers):
+        headers = {**headers, "Content-Type": "application/json"}
+    connect_timeout = min(connector.timeout, CONNECT_TIMEOUT_CAP)
 
     status: int | None = None
     reason = ""
@@ -273,15 +219,14 @@ async def request_json(
         used = tokens  # until we know better (a cancellation keeps the estimate)
         try:
             try:
-                response = await client.request(method, url, json=body, headers=headers, timeout=timeout)
-            except _RETRY_TRANSPORT as exc:
-                used = tokens if isinstance(exc, httpx.ReadTimeout) else 0
-                status, reason, retryable = None, _transport_reason(exc, connector.timeout), True
-            except httpx.TransportError as exc:
-                used = 0
-                status, reason = None, _transport_reason(exc, connector.timeout)
+                response = await client.request(
+                    method, url, body=payload, headers=headers, timeout=connector.timeout, connect_timeout=connect_timeout
+                )
+            except TransportError as exc:
+                used = tokens if exc.maybe_served else 0
+                status, reason, retryable = None, exc.reason, exc.retryable
             else:
-                if response.is_success:
+                if response.ok:
                     try:
                         data = response.json()
                     except ValueError:
@@ -296,7 +241,7 @@ async def request_json(
                     used = tokens if reported is None else reported
                     return response, data
                 used = 0
-                status = response.status_code
+                status = response.status
                 retryable = status in RETRY_STATUSES
                 retry_after = _retry_after(response)
                 detail = _error_detail(response)
@@ -315,4 +260,3 @@ async def request_json(
     if status is None:
         raise AgentConnectionError(message)
     raise AgentHTTPError(message, status, retry_after)
-

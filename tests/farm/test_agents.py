@@ -1,7 +1,8 @@
 """Agent clients: OpenAI-compatible, custom HTTP and Python agents, retries and the factory.
 
 Integration tests talk to a real :class:`JSONServer` on 127.0.0.1; pure
-parsing and request building use ``httpx.MockTransport``.
+parsing and request building use :class:`CannedHTTP`, a stand-in for the
+:class:`HTTPClient` seam that records what it was asked to send.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from farm.agents import AgentClient, build_agent
@@ -37,6 +37,7 @@ from farm.agents.retry import (
     parse_retry_after,
     safe_url,
 )
+from farm.agents.transport import HTTPClient, HTTPReply
 from farm.config import AgentConfig, Connector, FarmConfig
 from farm.demo.server import JSONServer, Response, chat_completion
 from farm.errors import UsageError
@@ -60,6 +61,28 @@ class RecordingLimiter:
 
     def backoff(self, seconds: float) -> None:
         self.backoffs.append(seconds)
+
+
+class CannedHTTP:
+    """Answers every request with ``reply(request)``; ``requests`` holds what was sent."""
+
+    def __init__(self, reply):
+        self.reply = reply
+        self.requests: list[dict[str, Any]] = []
+        self.closed = False
+
+    async def request(self, method, url, *, body, headers, timeout, connect_timeout) -> HTTPReply:
+        request = {"method": method, "url": url, "headers": {k.lower(): v for k, v in headers.items()},
+                   "body": json.loads(body)}
+        self.requests.append(request)
+        return self.reply(request)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def json_reply(data: Any, status: int = 200) -> HTTPReply:
+    return HTTPReply(status, {"content-type": "application/json"}, json.dumps(data).encode())
 
 
 def connector(url: str, **kw: Any) -> Connector:
@@ -169,26 +192,17 @@ def test_parse_completion_rejects_a_body_without_choices():
 
 def test_openai_request_body_and_headers(monkeypatch):
     monkeypatch.setenv(KEY_ENV, FAKE_KEY)
-    seen: dict[str, Any] = {}
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        seen["url"] = str(request.url)
-        seen["headers"] = dict(request.headers)
-        seen["body"] = json.loads(request.content)
-        return httpx.Response(200, json=chat_completion("hi"))
-
+    http = CannedHTTP(lambda request: json_reply(chat_completion("hi")))
     tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
     config = agent(tools=tools, temperature=0.2, max_tokens=64, system_prompt="Be brief.",
                    params={"top_p": 0.5})
     conn = connector("http://agent.test/v1/", api_key_env=KEY_ENV, headers={"X-Team": "qa"})
     options = {"metadata": {"user": "ana", "trace": 1}, "session_id": "s1", "connector": "other"}
 
-    async def go():
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as http:
-            return await OpenAIAgent(conn, config, http=http).send(USER, options)
-
-    reply = run(go())
+    reply = run(OpenAIAgent(conn, config, http=http).send(USER, options))
     assert reply.content == "hi"
+    [seen] = http.requests
+    assert seen["method"] == "POST"
     assert seen["url"] == "http://agent.test/v1/chat/completions"
     assert seen["headers"]["authorization"] == f"Bearer {FAKE_KEY}"
     assert seen["headers"]["x-team"] == "qa"
@@ -203,31 +217,21 @@ def test_openai_request_body_and_headers(monkeypatch):
 
 def test_openai_sends_no_authorization_without_a_key(monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
-    seen: dict[str, Any] = {}
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        seen["headers"] = dict(request.headers)
-        seen["body"] = json.loads(request.content)
-        return httpx.Response(200, json=chat_completion("ok"))
-
-    async def go():
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as http:
-            return await OpenAIAgent(connector("http://a.test", api_key_env=KEY_ENV), agent(), http=http).send(USER, {})
-
-    assert run(go()).content == "ok"
+    http = CannedHTTP(lambda request: json_reply(chat_completion("ok")))
+    assert run(OpenAIAgent(connector("http://a.test", api_key_env=KEY_ENV), agent(), http=http).send(USER, {})).content == "ok"
+    [seen] = http.requests
     assert "authorization" not in seen["headers"]
     assert "tools" not in seen["body"] and "temperature" not in seen["body"]
 
 
 def test_openai_closes_only_its_own_client():
     async def go():
-        async with httpx.AsyncClient() as shared:
-            OpenAIAgent(connector("http://a.test"), agent(), http=shared)
-            await OpenAIAgent(connector("http://a.test"), agent(), http=shared).aclose()
-            assert not shared.is_closed
+        shared = HTTPClient()
+        await OpenAIAgent(connector("http://a.test"), agent(), http=shared).aclose()
+        assert not shared.closed
         own = OpenAIAgent(connector("http://a.test"), agent())
         await own.aclose()
-        return own._http.is_closed
+        return own._http.closed
 
     assert run(go()) is True
 
@@ -372,16 +376,40 @@ def test_timeout_is_honoured():
     assert "0.3 s timeout" in str(info.value)
 
 
+def test_a_connection_closed_before_the_answer_is_retried_then_reported():
+    """A server that reads the request and hangs up: retried, then one sentence saying so."""
+    accepted = []
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def hang_up() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(conn.recv(65536))
+            conn.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    limiter = RecordingLimiter()
+    conn = connector(f"http://127.0.0.1:{listener.getsockname()[1]}", max_retries=1)
+    try:
+        with pytest.raises(AgentConnectionError) as info:
+            run(send_once(OpenAIAgent(conn, agent(), limiter=limiter)))
+    finally:
+        listener.close()
+    assert "the connection broke before an answer came" in str(info.value)
+    assert "after 2 attempts" in str(info.value)
+    assert len(accepted) == 2 and accepted[0].startswith(b"POST /chat/completions HTTP/1.1")
+    assert limiter.released == [0, 0]
+
+
 def test_a_2xx_body_that_is_not_json_is_a_response_error():
-    def handle(request):
-        return httpx.Response(200, text="<html>gateway</html>")
-
-    async def go():
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as http:
-            return await OpenAIAgent(connector("http://a.test"), agent(), http=http).send(USER, {})
-
+    http = CannedHTTP(lambda request: HTTPReply(200, {"content-type": "text/html"}, b"<html>gateway</html>"))
     with pytest.raises(AgentResponseError, match="not JSON"):
-        run(go())
+        run(OpenAIAgent(connector("http://a.test"), agent(), http=http).send(USER, {}))
 
 
 # -- HTTP agent ------------------------------------------------------------------
@@ -489,16 +517,10 @@ def test_http_agent_defaults_openai_shape_text_body_and_own_session_id():
 
 
 def test_http_agent_reads_a_text_body_as_the_reply():
-    def handle(request: httpx.Request) -> httpx.Response:
-        assert request.method == "PUT"
-        return httpx.Response(200, text="Sure, what amount?", headers={"content-type": "text/plain"})
-
-    async def go():
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as http:
-            client = HTTPAgent(None, agent(id="h", kind="http", url="http://h.test", method="PUT"), http=http)
-            return await client.send(USER, {})
-
-    assert run(go()).content == "Sure, what amount?"
+    http = CannedHTTP(lambda request: HTTPReply(200, {"content-type": "text/plain"}, b"Sure, what amount?"))
+    client = HTTPAgent(None, agent(id="h", kind="http", url="http://h.test", method="PUT"), http=http)
+    assert run(client.send(USER, {})).content == "Sure, what amount?"
+    assert [r["method"] for r in http.requests] == ["PUT"]
 
 
 def test_http_agent_retries_like_the_openai_agent():

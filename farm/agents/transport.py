@@ -1,0 +1,144 @@
+"""One HTTP request and its answer: the only place that speaks to the network.
+
+The agent clients and the LLM roles send through an :class:`HTTPClient`, a
+keep-alive connection pool on aiohttp. aiohttp parses HTTP in C: on the farm's
+workload (hundreds of JSON requests in flight per process) it costs about a
+fifth of the CPU per request of httpx, and one pool stays cheap however many
+connections it holds (benchmarks/README.md, "HTTP clients").
+
+An :class:`HTTPClient` opens its pool on first use, inside the event loop that
+uses it, and must be closed with :meth:`HTTPClient.aclose` in that loop.
+What went wrong before an answer came is a :class:`TransportError` saying so
+in words and whether trying again may help.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+import aiohttp
+
+__all__ = ["DEFAULT_CONNECTIONS", "HTTPClient", "HTTPReply", "TransportError", "USER_AGENT"]
+
+DEFAULT_CONNECTIONS = 100
+"""Connections of a pool when the caller does not size it: as many requests in flight to one host."""
+
+USER_AGENT = "agent-test-farm"
+
+
+class HTTPReply:
+    """A whole answer: ``status``, ``headers`` (case-insensitive) and the ``body`` bytes."""
+
+    __slots__ = ("status", "headers", "body")
+
+    def __init__(self, status: int, headers: Mapping[str, str], body: bytes):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        """The body as JSON; ``ValueError`` when it is not."""
+        return json.loads(self.body)
+
+    def __repr__(self) -> str:
+        return f"HTTPReply({self.status}, {len(self.body)} bytes)"
+
+
+class TransportError(Exception):
+    """No answer came. ``reason`` says why in words; ``retryable``: another attempt may work;
+    ``maybe_served``: the endpoint may have done the work (it timed out while answering)."""
+
+    def __init__(self, reason: str, *, retryable: bool, maybe_served: bool = False):
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
+        self.maybe_served = maybe_served
+
+
+class HTTPClient:
+    """A pool of up to ``connections`` keep-alive connections, opened on first use.
+
+    Honours ``HTTP(S)_PROXY`` and ``NO_PROXY`` from the environment, as curl does.
+    """
+
+    def __init__(self, connections: int = DEFAULT_CONNECTIONS):
+        self.connections = max(1, connections)
+        self._session: aiohttp.ClientSession | None = None
+        self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
+        self.closed = False
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self.closed:
+            raise RuntimeError("this HTTP client is closed")
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=self.connections),
+            headers={"User-Agent": USER_AGENT},
+            trust_env=True,
+        )
+        return self._session
+
+    def _timeout(self, read: float, connect: float) -> aiohttp.ClientTimeout:
+        key = (read, connect)
+        timeout = self._timeouts.get(key)
+        if timeout is None:
+            # sock_read bounds the wait for the answer, as an LLM call needs; no total, so a
+            # request waiting for a free connection is bounded by the turn's timeout instead.
+            timeout = self._timeouts[key] = aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read)
+        return timeout
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        timeout: float,
+        connect_timeout: float,
+    ) -> HTTPReply:
+        """Send one request and read the whole answer; :class:`TransportError` if none came."""
+        session = self._session or self._open()
+        try:
+            async with session.request(
+                method, url, data=body, headers=headers, timeout=self._timeout(timeout, connect_timeout)
+            ) as response:
+                return HTTPReply(response.status, response.headers, await response.read())
+        except aiohttp.ConnectionTimeoutError:
+            raise TransportError("the connection could not be made in time", retryable=True) from None
+        except (aiohttp.ServerTimeoutError, TimeoutError):
+            raise TransportError(
+                f"no answer came within the {timeout:g} s timeout", retryable=True, maybe_served=True
+            ) from None
+        except aiohttp.ClientConnectorError as exc:
+            raise TransportError(f"the endpoint could not be reached ({_first_line(exc)})", retryable=True) from None
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError) as exc:
+            raise TransportError(
+                f"the connection broke before an answer came ({_first_line(exc) or type(exc).__name__})",
+                retryable=True,
+            ) from None
+        except aiohttp.InvalidURL:
+            raise TransportError("the URL is not valid", retryable=False) from None
+        except aiohttp.ClientError as exc:
+            raise TransportError(f"{type(exc).__name__}: {_first_line(exc)}", retryable=False) from None
+
+    async def aclose(self) -> None:
+        self.closed = True
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def __repr__(self) -> str:
+        return f"HTTPClient(connections={self.connections}{', closed' if self.closed else ''})"
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else ""
