@@ -6,6 +6,7 @@ driver only pumps events through it:
     assign(now)     -> (worker, job) pairs to start, least-loaded worker first,
                        never more than ``window`` jobs in flight
     bench(w, until) -> a worker whose job was lost gets no new job for a while
+    release(job)    -> the job's result is in hand: its slot is free for the next one
     finished(job)   -> the job's result arrived: it is reported exactly once
     lost(job)       -> its worker died: re-queued with attempt + 1, or given up
     stop()          -> dispatch no more (``--fail-fast``, Ctrl-C)
@@ -89,7 +90,9 @@ class Dispatcher:
             out.append((worker, job))
         return out
 
-    def _release(self, job: Job) -> str | None:
+    def release(self, job: Job) -> str | None:
+        """``job`` no longer holds a slot (its result is in hand, to be reported with
+        :meth:`finished`); returns the worker it ran on. Safe to call twice."""
         entry = self.running.pop(job.key, None)
         if entry is None:
             return None
@@ -100,7 +103,7 @@ class Dispatcher:
 
     def finished(self, job: Job) -> bool:
         """Record a result; False when this job was already reported (drop the duplicate)."""
-        self._release(job)
+        self.release(job)
         if job.key in self.done:
             return False
         self.done.add(job.key)
@@ -109,7 +112,7 @@ class Dispatcher:
     def lost(self, job: Job) -> Job | None:
         """The worker running ``job`` died. Returns the re-queued job, or None when
         the job has used up its attempts (the caller reports it as an error)."""
-        self._release(job)
+        self.release(job)
         if job.key in self.done:
             return None
         if job.attempt >= self.max_attempts:

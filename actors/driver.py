@@ -2,7 +2,11 @@
 
 One Ray call per conversation; a bounded window of calls in flight; each new
 case goes to the least-loaded actor (the bookkeeping is
-:class:`~actors.dispatch.Dispatcher`). Results are handed to ``on_result`` as
+:class:`~actors.dispatch.Dispatcher`). ``--parallel`` is shared out among the
+actors as the number of conversations each may run at once; each also holds
+a few more calls queued (:data:`QUEUED_SHARE`), so that a conversation that
+ends is followed at once by the next, without waiting for the round trip
+through the driver. Results are handed to ``on_result`` as
 each case finishes, so memory stays flat however many cases run. A case whose
 actor dies is run again elsewhere (``attempt`` 2, ...) and reported once.
 """
@@ -31,6 +35,10 @@ __all__ = ["RunPlan", "roles_needed", "run_plan"]
 
 #: Conversations one session actor runs at once, at most.
 MAX_PER_ACTOR = 512
+
+#: Calls queued on the actors beyond the conversations they run, as a share of
+#: ``--parallel``: enough to cover the driver's round trip at hundreds of results/s.
+QUEUED_SHARE = 0.25
 
 #: How long an actor that just lost a conversation gets no new one: long enough for a
 #: restart, or for Ray to declare a lost node dead (its actors answer "unavailable" until then).
@@ -88,8 +96,9 @@ def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop
     """
     settings = plan.settings
     cpus = float(ray.cluster_resources().get("CPU", 1))
-    n_actors = _actor_count(plan, cpus)
-    per_actor = min(MAX_PER_ACTOR, max(1, math.ceil(plan.parallel / n_actors)))
+    n_actors = min(_actor_count(plan, cpus), plan.parallel)
+    shares = [min(MAX_PER_ACTOR, plan.parallel // n_actors + (i < plan.parallel % n_actors)) for i in range(n_actors)]
+    queued = max(1, math.ceil(plan.parallel * QUEUED_SHARE))
     scope = settings.run_id or uuid.uuid4().hex[:8]
 
     limiter_handles, limits = start_limiters(plan.config, list(plan.config.connectors), scope)
@@ -101,13 +110,13 @@ def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop
     }
     pool_names = {role: list(handles) for role, handles in pools.items()}
     actors: dict[str, Any] = {}
-    for i in range(n_actors):
+    for i, share in enumerate(shares):
         name = f"session-{i}"
         actors[name] = SessionActor.options(
-            max_concurrency=per_actor + 4, scheduling_strategy="SPREAD"
-        ).remote(name, plan.config, settings, plan.connector_override, per_actor, pool_names, limits, plan.human)
+            max_concurrency=share + queued + 4, scheduling_strategy="SPREAD"
+        ).remote(name, plan.config, settings, plan.connector_override, share, pool_names, limits, plan.human)
 
-    dispatcher = Dispatcher(list(actors), window=max(1, plan.parallel), max_attempts=plan.max_attempts)
+    dispatcher = Dispatcher(list(actors), window=sum(shares) + queued, max_attempts=plan.max_attempts)
     in_flight: dict[Any, Job] = {}
     failed_seen = False
 
@@ -130,21 +139,27 @@ def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop
             report(result, job)
     dispatcher.add(runnable)
 
+    def stopping() -> bool:
+        if not dispatcher.stopped and (should_stop() or (plan.fail_fast and failed_seen)):
+            dispatcher.stop()
+            for handle in actors.values():
+                handle.stop.remote()  # the calls queued on the actors never start
+        return dispatcher.stopped
+
     try:
         while True:
-            if should_stop() or (plan.fail_fast and failed_seen):
-                dispatcher.stop()
+            stopping()
             for worker, job in dispatcher.assign(time.monotonic()):
-                ref = actors[worker].run.remote(job.payload, job.key[1], job.attempt)
-                in_flight[ref] = job
+                in_flight[actors[worker].run.remote(job.payload, job.key[1], job.attempt)] = job
             if not in_flight:
                 break
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
-            if ready:
-                # take everything else that is ready too, without waiting
-                more, _ = ray.wait([r for r in in_flight if r not in ready], num_returns=len(in_flight) - len(ready), timeout=0)
-                ready = ready + more
-            for ref in ready:
+            if not ready:
+                continue
+            # take everything else that is ready too, without waiting
+            more, _ = ray.wait([r for r in in_flight if r not in ready], num_returns=len(in_flight) - len(ready), timeout=0)
+            arrived: list[tuple[CaseResult, Job]] = []
+            for ref in ready + more:
                 job = in_flight.pop(ref)
                 try:
                     result = ray.get(ref)
@@ -157,6 +172,16 @@ def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop
                 except RayTaskError as exc:  # a bug in the farm, not in the case
                     result = error_result(job.payload, settings, f"internal error while running the case: {exc.cause!r}")
                     result.run_index, result.attempt = job.key[1], job.attempt
+                dispatcher.release(job)
+                if result is not None:  # None: it was queued when the run stopped, and never began
+                    arrived.append((result, job))
+            # refill the freed slots before the slower work of writing and printing
+            # the results, so that the actors never wait for the driver's console
+            failed_seen = failed_seen or any(not r.status.ok for r, _ in arrived)
+            if not stopping():
+                for worker, job in dispatcher.assign(time.monotonic()):
+                    in_flight[actors[worker].run.remote(job.payload, job.key[1], job.attempt)] = job
+            for result, job in arrived:
                 report(result, job)
     finally:
         for handle in actors.values():

@@ -70,6 +70,7 @@ def execute(
         "agent": plan.settings.agent_id,
         "cases": len(plan.cases),
         "runs": plan.runs,
+        "parallel": plan.parallel,
         "results": str(outputs.jsonl),
         "config": plan.config.safe_dump(),
         "versions": {
@@ -84,12 +85,18 @@ def execute(
     summary = Summary()
     total = len(plan.cases) * plan.runs - len(plan.skip_keys)
 
+    timings: dict[str, float] = {}
+    """Seconds from the start of the run: Ray ready, first and last result, outputs closed."""
+
     def record(result: CaseResult) -> None:
         writers.write(result)
         summary.add(result)
         on_result(result)
+        timings["last_result_s"] = round(time.time() - started, 3)
+        timings.setdefault("first_result_s", timings["last_result_s"])
 
     cluster = connect(address)
+    timings["ray_ready_s"] = round(time.time() - started, 3)
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     interrupted = False
     try:
@@ -102,10 +109,12 @@ def execute(
         signal.signal(signal.SIGTERM, previous)
         writers.close()
         summary.wall_seconds = time.time() - started
+        timings["closed_s"] = round(summary.wall_seconds, 3)
         run_info.update(
             status="interrupted" if interrupted else "finished",
             ended_at=time.time(),
             counts=summary.count_dict(),
+            timings=timings,
         )
         write_run_json(outputs.run_dir, run_info)
         cluster.shutdown()

@@ -7,6 +7,7 @@ connection pool sized to them.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -49,6 +50,9 @@ class SessionActor:
         self.connector_override = connector_override
         self.limiter_for = limiter_factory(config, limits)
         self.http = HTTPClient(concurrency)
+        self.slots = asyncio.Semaphore(concurrency)
+        """Conversations run at once; calls beyond them wait here, ready to start."""
+        self.stopping = False
         self.client: AgentClient | None = None
         self.by_connector: dict[str, AgentClient] = {}
         self.human = ray.get_actor(human) if human else None
@@ -76,10 +80,18 @@ class SessionActor:
     async def _ask_human(self, request: Any) -> str | None:
         return await self.human.ask.remote(request)
 
-    async def run(self, loaded: LoadedCase, run_index: int, attempt: int) -> CaseResult:
-        result = await run_case(loaded, self._client(), self.services, self.settings)
+    async def run(self, loaded: LoadedCase, run_index: int, attempt: int) -> CaseResult | None:
+        """Run one conversation; None when the run stopped before it began (see :meth:`stop`)."""
+        async with self.slots:
+            if self.stopping:
+                return None
+            result = await run_case(loaded, self._client(), self.services, self.settings)
         result.run_index, result.attempt = run_index, attempt
         return result
+
+    async def stop(self) -> None:
+        """Start no more conversations (``--fail-fast``): calls still queued return None."""
+        self.stopping = True
 
     async def pid(self) -> int:
         return os.getpid()

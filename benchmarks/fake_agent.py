@@ -1,7 +1,10 @@
 """A fake OpenAI-compatible agent with a fixed latency, served from its own process.
 
-The benchmarks run it in a separate process so that its threads (the stdlib
-server spawns one per connection) never compete with the driver for the GIL.
+The benchmarks run it in a separate process so that it never competes with the
+driver for the GIL, and on a lean asyncio HTTP/1.1 server (keep-alive,
+``Content-Length`` bodies, one fixed answer) so that the server costs as
+little CPU per request as it can: on two cores every millisecond the agent
+spends is one the farm cannot, and the figures are about the farm.
 Every reply is ``chat_completion(REPLY)`` after ``latency`` seconds;
 ``requests`` and ``cpu_s`` say what it served and what that cost it.
 """
@@ -9,6 +12,8 @@ Every reply is ``chat_completion(REPLY)`` after ``latency`` seconds;
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import subprocess
 import sys
 import time
@@ -24,20 +29,61 @@ __all__ = ["FakeAgent", "REPLY", "config_toml"]
 REPLY = "Hello from the fake agent. Your expense is noted."
 
 
+class _AgentProtocol(asyncio.Protocol):
+    """One connection: read each request whole (headers, then Content-Length bytes), answer it after the latency."""
+
+    served = 0
+
+    def __init__(self, latency: float, answer: bytes):
+        self.latency = latency
+        self.answer = answer
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buffer[:end].lower()
+            at = head.find(b"content-length:")
+            length = int(head[at + 15 : head.find(b"\r\n", at) if head.find(b"\r\n", at) > 0 else None]) if at >= 0 else 0
+            if len(self.buffer) < end + 4 + length:
+                return
+            self.buffer = self.buffer[end + 4 + length :]
+            _AgentProtocol.served += 1
+            asyncio.get_running_loop().call_later(self.latency, self._answer)
+
+    def _answer(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(self.answer)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+
+
 def _serve(latency: float) -> None:
     """The child process: serve until stdin closes, then print how many requests were served."""
-    from farm.demo.server import JSONServer, Response, chat_completion
+    from farm.demo.server import chat_completion
 
-    body = chat_completion(REPLY)
+    body = json.dumps(chat_completion(REPLY)).encode()
+    answer = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    )
 
-    def handler(path: str, payload: Any, headers: dict[str, str]) -> Response:
-        return Response(body, delay=latency)
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _AgentProtocol(latency, answer), "127.0.0.1", 0, backlog=4096)
+        print(server.sockets[0].getsockname()[1], flush=True)
+        await loop.run_in_executor(None, sys.stdin.read)  # until the parent closes it (or dies)
+        server.close()
 
-    with JSONServer(handler) as server:
-        print(server.port, flush=True)
-        sys.stdin.read()  # until the parent closes it (or dies)
-        served = server.requests
-    print(served, round(time.process_time(), 3), flush=True)
+    asyncio.run(main())
+    print(_AgentProtocol.served, round(time.process_time(), 3), flush=True)
 
 
 class FakeAgent:

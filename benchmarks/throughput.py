@@ -15,10 +15,10 @@ For each latency, in the same run:
 ``--agent`` picks the agent both of them talk to:
 
 - ``http`` (default): a fake OpenAI-compatible server in its own process
-  (``fake_agent.py``), reached over real HTTP with httpx; the connector has a
+  (``fake_agent.py``), reached over real HTTP; the connector has a
   generous ``max_concurrency``, so the farm's cluster-wide limiter hands out a
-  permit for every request without ever making one wait. The baseline uses a
-  few small httpx clients (one big pool burns CPU, RAY_NOTES).
+  permit for every request without ever making one wait. The baseline sends
+  through the farm's own HTTP client (one aiohttp pool), without Ray.
 - ``python``: an ``async`` Python agent that sleeps ``latency`` (the baseline
   sleeps the same in-process): no HTTP and no limiter, so what is left is the
   farm's own cost — Ray calls, the conversation runner, results.
@@ -95,35 +95,32 @@ class CPUMeter:
 # -- the plain-asyncio baseline --------------------------------------------------
 
 
-async def _baseline_http(url: str, n: int, turns: int, parallel: int, per_client: int) -> int:
-    import httpx
+async def _baseline_http(url: str, n: int, turns: int, parallel: int) -> int:
+    """The same conversations through the farm's HTTP client (one aiohttp pool), no Ray, no runner."""
+    from farm.agents.transport import HTTPClient
 
-    n_clients = max(1, -(-parallel // per_client))
-    clients = [
-        httpx.AsyncClient(timeout=httpx.Timeout(60.0), limits=httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client))
-        for _ in range(n_clients)
-    ]
+    client = HTTPClient(parallel)
     endpoint = f"{url}/v1/chat/completions"
+    headers = {"Content-Type": "application/json"}
     gate = asyncio.Semaphore(parallel)
     failures = 0
 
     async def conversation(i: int) -> None:
         nonlocal failures
-        client = clients[i % n_clients]
         messages: list[dict[str, Any]] = []
         async with gate:
             for t in range(turns):
                 messages.append({"role": "user", "content": f"Turn {t} of case {i}"})
-                response = await client.post(endpoint, json={"model": "fake", "messages": messages})
-                content = response.json()["choices"][0]["message"]["content"] or ""
+                body = json.dumps({"model": "fake", "messages": messages}).encode()
+                reply = await client.request("POST", endpoint, body=body, headers=headers, timeout=60.0, connect_timeout=10.0)
+                content = reply.json()["choices"][0]["message"]["content"] or ""
                 messages.append({"role": "assistant", "content": content})
                 failures += CHECK not in content
 
     try:
         await asyncio.gather(*(conversation(i) for i in range(n)))
     finally:
-        for client in clients:
-            await client.aclose()
+        await client.aclose()
     return failures
 
 
@@ -142,11 +139,11 @@ async def _baseline_python(latency: float, n: int, turns: int, parallel: int) ->
     return 0
 
 
-def baseline(agent: str, url: str, latency: float, n: int, turns: int, parallel: int, per_client: int) -> dict[str, Any]:
+def baseline(agent: str, url: str, latency: float, n: int, turns: int, parallel: int) -> dict[str, Any]:
     started, cpu = time.perf_counter(), time.process_time()
     with CPUMeter() as meter:
         if agent == "http":
-            failures = asyncio.run(_baseline_http(url, n, turns, parallel, per_client))
+            failures = asyncio.run(_baseline_http(url, n, turns, parallel))
         else:
             failures = asyncio.run(_baseline_python(latency, n, turns, parallel))
     return {"wall_s": time.perf_counter() - started, "cpu_s": time.process_time() - cpu, "busy": meter.busy, "failures": failures}
@@ -208,7 +205,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=400, help="conversations in flight (the farm's --parallel)")
     parser.add_argument("--agent", choices=("http", "python"), default="http")
     parser.add_argument("--max-concurrency", type=int, default=1000, help="the connector's max_concurrency: generous, so the limiter is exercised but never binds")
-    parser.add_argument("--per-client", type=int, default=8, help="connections per httpx client in the baseline")
     parser.add_argument("--repeat", type=int, default=1, help="runs per latency (the machines are noisy)")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--no-farm", action="store_true")
@@ -234,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                 for attempt in range(args.repeat):
                     row: dict[str, Any] = {"agent": args.agent, "latency_s": latency, "calls": calls, "parallel": args.parallel, "ideal_s": round(ideal, 3), "repeat": attempt}
                     if not args.no_baseline:
-                        b = baseline(args.agent, url, latency, args.conversations, args.turns, args.parallel, args.per_client)
+                        b = baseline(args.agent, url, latency, args.conversations, args.turns, args.parallel)
                         row.update(asyncio_s=round(b["wall_s"], 3), asyncio_x=round(b["wall_s"] / ideal, 2), asyncio_cpu_s=round(b["cpu_s"], 2), asyncio_busy=b["busy"], asyncio_failures=b["failures"])
                     if not args.no_farm:
                         folder = Path(tempfile.mkdtemp(prefix="run-", dir=base))

@@ -94,3 +94,14 @@ def test_when_every_worker_is_benched_all_are_used():
     d.bench("b", 10.0)
     d.add(jobs(2))
     assert len(d.assign(now=1.0)) == 2
+
+
+def test_a_released_job_frees_its_slot_before_it_is_reported_once():
+    d = Dispatcher(["a"], window=1)
+    d.add(jobs(2))
+    (worker, first), = d.assign()
+    assert d.release(first) == worker and d.release(first) is None
+    (_, second), = d.assign()  # the slot is free before the result is reported
+    assert second.key != first.key
+    assert d.finished(first) is True and d.finished(first) is False
+    assert d.load["a"] == 1  # the second job still holds its slot

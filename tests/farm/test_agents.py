@@ -673,3 +673,30 @@ def test_factory_errors_name_the_agent():
         build_agent(config, "ghost")
     with pytest.raises(UsageError, match="connector 'nope' is not configured"):
         build_agent(config, "bare", connector_override="nope")
+
+
+# -- the transport -----------------------------------------------------------------
+
+
+def test_requests_go_through_the_proxy_the_environment_names(monkeypatch):
+    """HTTP_PROXY with credentials is used (absolute-form request, Proxy-Authorization); NO_PROXY wins."""
+    seen: list[tuple[str, dict[str, str]]] = []
+
+    def proxy(path, body, headers):
+        seen.append((path, headers))
+        return Response(chat_completion("via proxy"))
+
+    with JSONServer(proxy) as server, JSONServer(lambda p, b, h: Response(chat_completion("direct"))) as agent_server:
+        for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", server.url.replace("http://", "http://ana:s3cret@"))
+        monkeypatch.setenv("http_proxy", server.url.replace("http://", "http://ana:s3cret@"))
+        reply = run(send_once(OpenAIAgent(connector("http://agent.example/v1"), agent())))
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        monkeypatch.setenv("no_proxy", "127.0.0.1")
+        direct = run(send_once(OpenAIAgent(connector(agent_server.url), agent())))
+
+    assert reply.content == "via proxy" and direct.content == "direct"
+    [(path, headers)] = seen
+    assert path == "http://agent.example/v1/chat/completions"
+    assert {k.lower(): v for k, v in headers.items()}["proxy-authorization"] == "Basic YW5hOnMzY3JldA=="

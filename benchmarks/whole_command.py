@@ -1,0 +1,155 @@
+"""The whole command: ``farm test`` on N single-turn cases, timed as a user times it.
+
+    python benchmarks/whole_command.py                   # 1000 cases, 200 ms agent, default --parallel
+    python benchmarks/whole_command.py --parallel 100 --repeat 3 --json
+
+Each run is a fresh ``farm test -i suite.jsonl`` process on the embedded local
+Ray (in a private temp folder), against the fake agent of ``fake_agent.py``
+in its own process. Reported, in the same run:
+
+- **ideal**: cases x latency / parallel (1000 x 0.2 s / 128 = 1.56 s);
+- **asyncio**: the same requests from a plain-asyncio client in one fresh
+  Python process (its start-up included), the floor for any Python tool;
+- **farm**: the whole ``farm test`` process, from exec to exit; and its parts:
+  ``start_s`` (Python, imports, loading the suite), then from ``run.json``'s
+  ``timings`` (seconds from the run's start) Ray ready, first and last result,
+  and ``exit_s``: from the outputs closed to the process gone (stopping Ray).
+
+``--address`` runs the farm against an existing cluster instead (no Ray to start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from fake_agent import FakeAgent, config_toml  # noqa: E402  (beside this script)
+
+CHECK = "fake agent"
+
+BASELINE = r'''
+import asyncio, json, sys, time
+sys.path.insert(0, {root!r})
+from farm.agents.transport import HTTPClient
+
+async def main(url, n, parallel):
+    client = HTTPClient(parallel)
+    cases = iter(range(n))
+    failures = 0
+
+    async def worker():
+        nonlocal failures
+        for i in cases:
+            body = json.dumps({{"model": "fake", "messages": [{{"role": "user", "content": f"Hello {{i}}"}}]}}).encode()
+            reply = await client.request("POST", url, body=body, headers={{"Content-Type": "application/json"}}, timeout=60.0, connect_timeout=10.0)
+            failures += {check!r} not in reply.json()["choices"][0]["message"]["content"]
+
+    await asyncio.gather(*(worker() for _ in range(parallel)))
+    await client.aclose()
+    print(failures)
+
+asyncio.run(main({url!r}, {n}, {parallel}))
+'''
+
+
+def _farm_env(base: Path) -> dict[str, str]:
+    """A private Ray for the child: its own temp folder and home, no inherited address or auth mode."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(RAY_TMPDIR=str(base), HOME=str(base), RAY_AUTH_MODE="disabled")
+    return env
+
+
+def run_farm(folder: Path, parallel: int | None, address: str | None) -> dict[str, Any]:
+    command = [sys.executable, "-m", "cli", "test", "-i", "suite.jsonl"]
+    command += ["--parallel", str(parallel)] if parallel else []
+    command += ["--address", address] if address else []
+    started, started_at = time.perf_counter(), time.time()
+    done = subprocess.run(command, cwd=folder, env=_farm_env(folder), capture_output=True, text=True, timeout=600)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"farm test exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    [run_json] = (folder / "results").glob("*/run.json")
+    info = json.loads(run_json.read_text())
+    return {
+        "wall_s": wall,
+        "before_run_s": info["started_at"] - started_at,
+        "timings": info.get("timings", {}),
+        "counts": info.get("counts", {}),
+        "parallel": info.get("parallel"),
+    }
+
+
+def run_baseline(url: str, n: int, parallel: int) -> dict[str, Any]:
+    code = BASELINE.format(root=str(ROOT), url=f"{url}/v1/chat/completions", n=n, parallel=parallel, check=CHECK)
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"the baseline failed:\n{done.stderr[-2000:]}")
+    return {"wall_s": wall, "failures": int(done.stdout.strip() or -1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=1000)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--parallel", type=int, default=None, help="the farm's --parallel (default: the farm's own default)")
+    parser.add_argument("--address", default=None, help="an existing Ray cluster to run on")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    args = parser.parse_args(argv)
+
+    rows = []
+    with FakeAgent(args.latency) as agent:
+        for attempt in range(args.repeat):
+            folder = Path(tempfile.mkdtemp(prefix="farm-wc-", dir="/tmp"))
+            try:
+                cases = (json.dumps({"id": f"c{i:05d}", "input": f"Hello {i}", "assertions": [{"type": "contains", "value": CHECK}]}) for i in range(args.cases))
+                (folder / "suite.jsonl").write_text("\n".join(cases) + "\n")
+                (folder / "farm.toml").write_text(config_toml(agent.url))
+                farm = run_farm(folder, args.parallel, args.address)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+            parallel = farm["parallel"] or args.parallel
+            ideal = args.cases * args.latency / parallel
+            base = run_baseline(agent.url, args.cases, parallel)
+            t = farm["timings"]
+            row = {
+                "cases": args.cases,
+                "latency_s": args.latency,
+                "parallel": parallel,
+                "ideal_s": round(ideal, 2),
+                "asyncio_s": round(base["wall_s"], 2),
+                "asyncio_x": round(base["wall_s"] / ideal, 2),
+                "farm_s": round(farm["wall_s"], 2),
+                "farm_x": round(farm["wall_s"] / ideal, 2),
+                "farm_vs_asyncio": round(farm["wall_s"] / base["wall_s"], 2),
+                "start_s": round(farm["before_run_s"], 2),
+                "ray_ready_s": t.get("ray_ready_s"),
+                "first_result_s": t.get("first_result_s"),
+                "last_result_s": t.get("last_result_s"),
+                "exit_s": round(farm["wall_s"] - farm["before_run_s"] - t["closed_s"], 2) if t.get("closed_s") else None,
+                "passed": farm["counts"].get("passed"),
+                "asyncio_failures": base["failures"],
+            }
+            rows.append(row)
+            if not args.json:
+                print(json.dumps(row), flush=True)
+    if args.json:
+        print(json.dumps({"benchmark": "whole_command", "rows": rows, "fake_agent": {"requests": agent.requests, "cpu_s": agent.cpu_s}}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""``farm test`` on its own embedded Ray, as on a laptop: it starts Ray, runs, and leaves nothing behind.
+
+These start a Ray of their own in a child process (the session's Ray is not
+joined), so each costs a few seconds. Every process the child starts inherits
+a marker in its environment; after the child exits none may be left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from farm.demo.server import JSONServer
+from tests.scripted import ScriptedAgent, farm_toml
+
+MARKER = "FARM_TEST_EMBEDDED_MARKER"
+
+
+@pytest.fixture(scope="module")
+def scripted():
+    with JSONServer(ScriptedAgent()) as server:
+        yield server
+
+
+def embedded_env(tmp_path: Path) -> tuple[dict[str, str], str]:
+    """A child environment for a private embedded Ray, marked so that its processes can be found."""
+    marker = uuid.uuid4().hex
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    ray_tmp = Path("/tmp") / f"farm-emb-{marker[:8]}"  # short: Ray's socket paths must fit in 107 bytes
+    env.update({MARKER: marker, "RAY_TMPDIR": str(ray_tmp), "HOME": str(tmp_path), "RAY_AUTH_MODE": "disabled"})
+    return env, marker
+
+
+def marked_processes(marker: str) -> list[str]:
+    """Processes whose environment carries ``marker``: what the child started and left running."""
+    found = []
+    needle = f"{MARKER}={marker}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found.append(f"{entry.name}: {command[:120]}")
+        except OSError:  # gone, or not ours to read
+            continue
+    return found
+
+
+def wait_until_gone(marker: str, seconds: float = 5.0) -> list[str]:
+    deadline = time.monotonic() + seconds
+    left = marked_processes(marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = marked_processes(marker)
+    return left
+
+
+def write_project(tmp_path: Path, url: str, cases: list[dict]) -> Path:
+    (tmp_path / "farm.toml").write_text(farm_toml(url))
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    return suite
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds leftover processes through /proc (Linux)")
+def test_a_run_on_the_embedded_ray_stops_every_process_it_started(tmp_path, scripted):
+    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "Hello", "assertions": [{"type": "contains", "value": "assistant"}]} for i in range(20)])
+    env, marker = embedded_env(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "test", "-i", str(suite), "--config", str(tmp_path / "farm.toml")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    [run_json] = (tmp_path / "results").glob("*/run.json")
+    info = json.loads(run_json.read_text())
+    assert info["counts"]["passed"] == 20 and info["ray"]["address"] == "local"
+    timings = info["timings"]
+    assert 0 < timings["ray_ready_s"] <= timings["first_result_s"] <= timings["last_result_s"] <= timings["closed_s"]
+    assert "Traceback" not in done.stderr and "Raylet" not in done.stderr + done.stdout
+    assert wait_until_gone(marker) == [], "processes of the embedded Ray outlived the run"
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds leftover processes through /proc (Linux)")
+def test_sigint_stops_an_embedded_run_quickly_and_leaves_nothing_behind(tmp_path, scripted):
+    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 1"} for i in range(12)])
+    env, marker = embedded_env(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "2", "--config", str(tmp_path / "farm.toml")],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        lines = 0
+        while time.monotonic() < deadline and lines < 2:
+            time.sleep(0.1)
+            files = list((tmp_path / "results").glob("*/results.jsonl"))
+            lines = len(files[0].read_text().splitlines()) if files else 0
+        assert lines >= 2, "the run never wrote two results"
+        proc.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        output, _ = proc.communicate(timeout=30)
+        took = time.monotonic() - interrupted
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    assert took < 10, f"took {took:.1f} s to stop"
+    assert re.search(r"Resume with: farm test --resume \S+", output), output
+    assert wait_until_gone(marker) == [], "processes of the embedded Ray outlived the interrupted run"
