@@ -37,7 +37,9 @@ __all__ = ["RunPlan", "roles_needed", "run_plan"]
 MAX_PER_ACTOR = 512
 
 #: Calls queued on the actors beyond the conversations they run, as a share of
-#: ``--parallel``: enough to cover the driver's round trip at hundreds of results/s.
+#: ``--parallel`` (rounded down: none below 4): enough to cover the driver's round
+#: trip at hundreds of results/s. A queued call lost with its actor counts as an
+#: attempt of its case, like a running one.
 QUEUED_SHARE = 0.25
 
 #: How long an actor that just lost a conversation gets no new one: long enough for a
@@ -98,7 +100,7 @@ def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop
     cpus = float(ray.cluster_resources().get("CPU", 1))
     n_actors = min(_actor_count(plan, cpus), plan.parallel)
     shares = [min(MAX_PER_ACTOR, plan.parallel // n_actors + (i < plan.parallel % n_actors)) for i in range(n_actors)]
-    queued = max(1, math.ceil(plan.parallel * QUEUED_SHARE))
+    queued = int(plan.parallel * QUEUED_SHARE)
     scope = settings.run_id or uuid.uuid4().hex[:8]
 
     limiter_handles, limits = start_limiters(plan.config, list(plan.config.connectors), scope)

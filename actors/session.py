@@ -81,16 +81,18 @@ class SessionActor:
         return await self.human.ask.remote(request)
 
     async def run(self, loaded: LoadedCase, run_index: int, attempt: int) -> CaseResult | None:
-        """Run one conversation; None when the run stopped before it began (see :meth:`stop`)."""
+        """Run one conversation; None when it waited for a slot and the run stopped meanwhile
+        (see :meth:`stop`)."""
+        waited = self.slots.locked()  # beyond this actor's share: queued, not yet dispatched
         async with self.slots:
-            if self.stopping:
+            if waited and self.stopping:
                 return None
             result = await run_case(loaded, self._client(), self.services, self.settings)
         result.run_index, result.attempt = run_index, attempt
         return result
 
     async def stop(self) -> None:
-        """Start no more conversations (``--fail-fast``): calls still queued return None."""
+        """Start none of the calls queued beyond this actor's share (``--fail-fast``): they return None."""
         self.stopping = True
 
     async def pid(self) -> int:
