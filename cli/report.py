@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -15,7 +15,9 @@ from rich.text import Text
 
 from farm.durations import format_duration
 from farm.errors import FarmError
-from farm.reports.analysis import CaseChange, CaseRate, Latency, Report, analyse
+
+if TYPE_CHECKING:
+    from farm.reports.analysis import CaseChange, CaseRate, Latency, Report
 
 __all__ = ["render", "report"]
 
@@ -41,6 +43,8 @@ def report(
     from cli.app import fail
 
     try:
+        from farm.reports.analysis import analyse  # pyarrow: only for this command
+
         result = analyse(paths, top=top)
     except FarmError as exc:
         fail(exc)

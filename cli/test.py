@@ -7,17 +7,17 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
 
-from farm.config import FarmConfig, find_config, load_config
 from farm.durations import parse_duration
 from farm.errors import FarmError, UsageError
-from farm.inputs import input_path, resolve_input
-from farm.loader import Suite
-from farm.runner import RunSettings
+
+if TYPE_CHECKING:
+    from farm.config import FarmConfig
+    from farm.loader import Suite
 
 __all__ = ["test", "prepare", "new_run_id"]
 
@@ -82,6 +82,9 @@ def _override(cfg: FarmConfig, dotted: str, value: object) -> None:
 
 def prepare(input: str, name: str | None, config: str | None, run: str | None, tag: list[str] | None, dry_run: bool, overrides: dict | None = None) -> tuple[FarmConfig, str | None, Suite]:
     """Config, target agent id and the selected cases, as ``farm test`` resolves them."""
+    from farm.config import find_config, load_config
+    from farm.inputs import input_path, resolve_input
+
     cfg = load_config(find_config(config, input_path(input)))
     for dotted, value in (overrides or {}).items():
         _override(cfg, dotted, value)
@@ -95,10 +98,6 @@ def prepare(input: str, name: str | None, config: str | None, run: str | None, t
 
 
 def _test(**o) -> int:
-    from actors.driver import RunPlan
-    from actors.limiter import default_parallel
-    from actors.run import RunInterrupted, RunOutputs, execute
-    from farm.console import ConsoleReporter
     from farm.writers import finished_keys, read_run_json
 
     if o["on_missing_input"] not in ("skip", "fail"):
@@ -119,6 +118,12 @@ def _test(**o) -> int:
     console = Console(stderr=quiet, highlight=False)
     if o["dry_run"]:
         return _dry_run(suite, o["output"], console)
+
+    from actors.driver import RunPlan
+    from actors.limiter import default_parallel
+    from actors.run import RunInterrupted, RunOutputs, execute
+    from farm.console import ConsoleReporter
+    from farm.runner import RunSettings
 
     if not suite.cases:
         raise UsageError(f"{suite.description}: no test cases to run")

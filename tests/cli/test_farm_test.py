@@ -213,13 +213,17 @@ def test_fail_fast_stops_dispatch_and_keeps_what_finished(project: Path):
 
 
 def test_fail_fast_starts_none_of_the_calls_queued_on_the_actors(project: Path):
-    """With --parallel 8 each actor holds calls queued beyond its share; after the failure none of them starts."""
-    cases = [{"id": "bad", "input": "Hello", "assertions": [{"type": "contains", "value": "nope"}]}]
-    cases += [{"id": f"later-{i}", "input": "slow 0.5"} for i in range(40)]
+    """With --parallel 8 each of the 2 actors runs 4 conversations and holds 4 more calls
+    queued. Two cases fail at 0.5 s while the others take 2 s: after the first failure none
+    of the queued calls may start."""
+    bad = {"input": "slow 0.5", "assertions": [{"type": "contains", "value": "nope"}]}
+    cases = [{"id": "bad-a", **bad}, {"id": "bad-b", **bad}]
+    cases += [{"id": f"later-{i}", "input": "slow 2"} for i in range(40)]
     out = project / "out.jsonl"
     result = farm("test", "-i", str(write_suite(project, cases)), "-o", str(out), "--parallel", "8", "--fail-fast", "--config", str(project / "farm.toml"))
     assert result.exit_code == 1
     got = results(out)
-    assert got["bad"]["status"] == "failed"
-    # bad and the 7 beside it, and at most one queued call that took bad's slot before the stop reached its actor
-    assert 1 < len(got) <= 9, f"{len(got)} results: queued calls ran after the failure"
+    assert "failed" in {got[k]["status"] for k in ("bad-a", "bad-b") if k in got}
+    # the 8 that ran at once, and on each actor at most one queued call that took a
+    # failed case's slot before the stop reached it (without the stop: 24 or more)
+    assert 1 < len(got) <= 10, f"{len(got)} results: queued calls ran after the failure"
