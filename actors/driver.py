@@ -154,11 +154,14 @@ def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop
                 handle.stop.remote()  # the calls queued on the actors never start
         return dispatcher.stopped
 
+    def submit() -> None:
+        for worker, job in dispatcher.assign(time.monotonic()):
+            in_flight[actors[worker].run.remote(job.payload, job.key[1], job.attempt)] = job
+
     try:
         while True:
-            stopping()
-            for worker, job in dispatcher.assign(time.monotonic()):
-                in_flight[actors[worker].run.remote(job.payload, job.key[1], job.attempt)] = job
+            if not stopping():
+                submit()
             if not in_flight:
                 break
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
@@ -187,8 +190,7 @@ def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop
             # the results, so that the actors never wait for the driver's console
             failed_seen = failed_seen or any(not r.status.ok for r, _ in arrived)
             if not stopping():
-                for worker, job in dispatcher.assign(time.monotonic()):
-                    in_flight[actors[worker].run.remote(job.payload, job.key[1], job.attempt)] = job
+                submit()
             for result, job in arrived:
                 report(result, job)
     finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import platform
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +47,7 @@ class RunOutputs:
     resume: bool = False
 
 
-def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
+def _as_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt()
 
 
@@ -97,7 +98,11 @@ def execute(
 
     cluster = connect(address)
     timings["ray_ready_s"] = round(time.time() - started, 3)
-    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    # SIGTERM is what `ray job stop` sends; SIGINT is set too, because a process started in
+    # the background by a shell script inherits SIGINT ignored, and `kill -INT` must still stop it
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # only the main thread may set handlers
+        previous = {sig: signal.signal(sig, _as_interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     interrupted = False
     try:
         run_info["ray"] = {"address": cluster.address, "nodes": cluster.nodes, "cpus": cluster.cpus}
@@ -106,7 +111,8 @@ def execute(
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         writers.close()
         summary.wall_seconds = time.time() - started
         timings["closed_s"] = round(summary.wall_seconds, 3)

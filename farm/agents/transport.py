@@ -146,6 +146,7 @@ class HTTPClient:
                 timeout=self._timeout(timeout, connect_timeout),
                 proxy=proxy,
                 proxy_headers=proxy_headers,
+                allow_redirects=False,  # a redirected POST would turn into a GET without its body
             ) as response:
                 return HTTPReply(response.status, response.headers, await response.read())
         except aiohttp.ConnectionTimeoutError:

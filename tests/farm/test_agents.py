@@ -700,3 +700,18 @@ def test_requests_go_through_the_proxy_the_environment_names(monkeypatch):
     [(path, headers)] = seen
     assert path == "http://agent.example/v1/chat/completions"
     assert {k.lower(): v for k, v in headers.items()}["proxy-authorization"] == "Basic YW5hOnMzY3JldA=="
+
+
+def test_a_redirect_is_reported_not_followed():
+    """A POST that a server redirects is not silently turned into a GET without its body."""
+    paths: list[str] = []
+
+    def handler(path, body, headers):
+        paths.append(path)
+        return Response({"error": {"message": "moved"}}, status=302, headers={"Location": "/elsewhere"})
+
+    with JSONServer(handler) as server:
+        with pytest.raises(AgentHTTPError) as info:
+            run(send_once(OpenAIAgent(connector(server.url), agent())))
+    assert info.value.status_code == 302 and "302 Found" in str(info.value)
+    assert paths == ["/chat/completions"]
