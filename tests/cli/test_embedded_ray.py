@@ -91,7 +91,7 @@ def test_a_run_on_the_embedded_ray_stops_every_process_it_started(tmp_path, scri
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds leftover processes through /proc (Linux)")
-def test_sigint_stops_an_embedded_run_quickly_and_leaves_nothing_behind(tmp_path, scripted):
+def test_sigint_stops_an_embedded_run_quickly_then_resume_finishes_it(tmp_path, scripted):
     suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 1"} for i in range(12)])
     env, marker = embedded_env(tmp_path)
     proc = subprocess.Popen(
@@ -115,5 +115,16 @@ def test_sigint_stops_an_embedded_run_quickly_and_leaves_nothing_behind(tmp_path
             proc.kill()
     assert proc.returncode == 130, output
     assert took < 10, f"took {took:.1f} s to stop"
-    assert re.search(r"Resume with: farm test --resume \S+", output), output
+    match = re.search(r"Resume with: farm test --resume (\S+)", output)
+    assert match, output
     assert wait_until_gone(marker) == [], "processes of the embedded Ray outlived the interrupted run"
+
+    run_dir = Path(match.group(1))
+    resumed = subprocess.run(
+        [sys.executable, "-m", "cli", "test", "--resume", str(run_dir), "--parallel", "6", "--config", str(tmp_path / "farm.toml")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    ids = [json.loads(line)["id"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert sorted(ids) == sorted(f"c{i}" for i in range(12)), "exactly one result per case"
+    assert wait_until_gone(marker) == [], "processes of the embedded Ray outlived the resumed run"
