@@ -138,8 +138,9 @@ class _Conversation:
             raise _Stop(Status.ERROR, f"turn {turn.turn}: {exc}") from None
         started = time.perf_counter()
         try:
-            await asyncio.wait_for(self._steps(turn, options), timeout or self.settings.turn_timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout or self.settings.turn_timeout):  # no task of its own, unlike wait_for
+                await self._steps(turn, options)
+        except TimeoutError:
             limit = format_duration(timeout or self.settings.turn_timeout)
             turn.error = f"the agent did not answer within the turn timeout ({limit})"
             raise _Stop(Status.TIMEOUT, f"turn {turn.turn}: {turn.error}") from None
@@ -441,10 +442,11 @@ async def run_case(loaded: LoadedCase, target: AgentClient, services: Services |
     started = time.perf_counter()
     timeout = loaded.case.timeout or settings.case_timeout
     try:
-        await asyncio.wait_for(_run_with_hooks(conversation), timeout)
+        async with asyncio.timeout(timeout):
+            await _run_with_hooks(conversation)
     except _Stop as stop:
         result.status, result.error = stop.status, stop.error
-    except asyncio.TimeoutError:
+    except TimeoutError:
         result.status = Status.TIMEOUT
         result.error = f"the case did not finish within its timeout ({format_duration(timeout)})"
     finally:

@@ -8,6 +8,8 @@ connections it holds (benchmarks/README.md, "HTTP clients").
 
 An :class:`HTTPClient` opens its pool on first use, inside the event loop that
 uses it, and must be closed with :meth:`HTTPClient.aclose` in that loop.
+aiohttp is imported then too: importing it loads the CA bundle (0.1-0.4 s on
+a busy machine), which a run of Python agents never needs.
 What went wrong before an answer came is a :class:`TransportError` saying so
 in words and whether trying again may help.
 """
@@ -17,10 +19,11 @@ from __future__ import annotations
 import base64
 import json
 import urllib.request
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 from urllib.parse import unquote, urlsplit
 
-import aiohttp
+if TYPE_CHECKING:
+    import aiohttp
 
 __all__ = ["DEFAULT_CONNECTIONS", "HTTPClient", "HTTPReply", "TransportError", "USER_AGENT"]
 
@@ -84,6 +87,8 @@ class HTTPClient:
         self.closed = False
 
     def _open(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         if self.closed:
             raise RuntimeError("this HTTP client is closed")
         self._session = aiohttp.ClientSession(
@@ -117,6 +122,8 @@ class HTTPClient:
         key = (read, connect)
         timeout = self._timeouts.get(key)
         if timeout is None:
+            import aiohttp
+
             # sock_read bounds the wait for the answer, as an LLM call needs; no total, so a
             # request waiting for a free connection is bounded by the turn's timeout instead.
             timeout = self._timeouts[key] = aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read)
@@ -133,6 +140,8 @@ class HTTPClient:
         connect_timeout: float,
     ) -> HTTPReply:
         """Send one request and read the whole answer; :class:`TransportError` if none came."""
+        import aiohttp
+
         session = self._session or self._open()
         proxy, proxy_headers = self._proxy(url)
         if proxy_headers and url.startswith("http:"):  # sent to the proxy with the request itself
