@@ -30,8 +30,10 @@ class RoleActor:
 
     def __init__(self, config: FarmConfig, limits: dict[str, Any] | None = None):
         from actors.limiter import limiter_factory
+        from farm.agents.transport import preload
 
         self.roles = LocalRoles(config, limiter_for=limiter_factory(config, limits))
+        preload()  # roles are LLMs behind HTTP
 
     async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
         try:

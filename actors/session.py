@@ -16,7 +16,7 @@ import ray
 from farm.agents.base import AgentClient, AgentError
 from farm.errors import FarmError
 from farm.agents.factory import build_agent
-from farm.agents.transport import HTTPClient
+from farm.agents.transport import HTTPClient, preload
 from farm.config import FarmConfig
 from farm.loader import LoadedCase
 from farm.results import CaseResult
@@ -50,6 +50,9 @@ class SessionActor:
         self.connector_override = connector_override
         self.limiter_for = limiter_factory(config, limits)
         self.http = HTTPClient(concurrency)
+        target = config.agents.get(settings.agent_id or "")
+        if target is None or target.kind != "python":
+            preload()  # an HTTP agent: import aiohttp before the first conversation, not in it
         self.slots = asyncio.Semaphore(concurrency)
         """Conversations run at once; calls beyond them wait here, ready to start."""
         self.stopping = False

@@ -25,12 +25,17 @@ from urllib.parse import unquote, urlsplit
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["DEFAULT_CONNECTIONS", "HTTPClient", "HTTPReply", "TransportError", "USER_AGENT"]
+__all__ = ["DEFAULT_CONNECTIONS", "HTTPClient", "HTTPReply", "TransportError", "USER_AGENT", "preload"]
 
 DEFAULT_CONNECTIONS = 100
 """Connections of a pool when the caller does not size it: as many requests in flight to one host."""
 
 USER_AGENT = "agent-test-farm"
+
+
+def preload() -> None:
+    """Import aiohttp now, in a process that will send requests: not in its first request."""
+    import aiohttp  # noqa: F401
 
 
 class HTTPReply:
