@@ -12,7 +12,7 @@ stops lean (figures in benchmarks/README.md, "The whole command"):
   agents with it) and Ray's other processes are killed at once, instead of
   each getting a second to exit (~1.3 s).
 
-The last two points reach into ``ray._private``; where a Ray version lacks
+The first and the last reach into ``ray._private``; where a Ray version lacks
 what they touch, Ray's own start and stop are used unchanged.
 """
 
@@ -52,8 +52,8 @@ class Cluster:
 
     def shutdown(self) -> None:
         if self.started and ray.is_initialized():
-            with _quick_stop():
-                ray.shutdown()
+            _stop_quickly()
+            ray.shutdown()
 
 
 def connect(address: str | None = None, num_cpus: int | None = None, namespace: str = "farm") -> Cluster:
@@ -89,13 +89,12 @@ def _no_api_server() -> Iterator[None]:
         services.start_api_server = original
 
 
-@contextlib.contextmanager
-def _quick_stop() -> Iterator[None]:
-    """While Ray shuts down: the raylet stops gracefully, every other process is killed at once."""
+def _stop_quickly() -> None:
+    """Make the coming ``ray.shutdown`` stop the raylet gracefully and kill every other process
+    at once (the node it changes is dropped by that shutdown)."""
     node: Any = getattr(getattr(getattr(ray, "_private", None), "worker", None), "_global_node", None)
     kill = getattr(node, "_kill_process_impl", None)
     if kill is None:
-        yield
         return
 
     def stop(process_type: str, allow_graceful: bool = False, check_alive: bool = True, wait: bool = False) -> None:
@@ -103,4 +102,3 @@ def _quick_stop() -> Iterator[None]:
         kill(process_type, allow_graceful=graceful, check_alive=check_alive, wait=wait)
 
     node._kill_process_impl = stop
-    yield

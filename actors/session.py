@@ -102,8 +102,9 @@ class SessionActor:
         return os.getpid()
 
     async def close(self) -> None:
-        for client in [*([self.client] if self.client else []), *self.by_connector.values()]:
-            await client.aclose()
+        for client in (self.client, *self.by_connector.values()):
+            if client is not None:
+                await client.aclose()
         await self.http.aclose()
 
 

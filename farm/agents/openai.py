@@ -32,7 +32,6 @@ from farm.results import Usage
 __all__ = [
     "OpenAIAgent",
     "as_bool",
-    "chat_completions_url",
     "content_text",
     "declared_awaiting",
     "excerpt",
@@ -59,7 +58,7 @@ class OpenAIAgent:
     ):
         self.connector = connector
         self.config = agent_config
-        self.url = chat_completions_url(connector.base_url)
+        self.url = _chat_completions_url(connector.base_url)
         self.limiter: Limiter = limiter or NoLimit()
         self._owns_http = http is None
         self._http = http if http is not None else HTTPClient()
@@ -117,7 +116,7 @@ class OpenAIAgent:
         return f"OpenAIAgent({self.config.id!r}, connector={self.connector.name!r})"
 
 
-def chat_completions_url(base_url: str) -> str:
+def _chat_completions_url(base_url: str) -> str:
     """``{base_url}/chat/completions``, keeping the base's query (some gateways put a version there)."""
     parts = urlsplit(base_url)
     return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/chat/completions"))
