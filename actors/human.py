@@ -17,7 +17,7 @@ from typing import Any, Callable, TextIO
 
 import ray
 
-from farm.runner import HumanRequest
+from farm.roletypes import HumanRequest
 
 __all__ = ["HumanDesk", "TerminalDesk"]
 

@@ -14,7 +14,7 @@ import ray
 
 from farm.agents.base import Message
 from farm.config import FarmConfig
-from farm.runner import RoleError, SimulatorTurn
+from farm.roletypes import RoleError, SimulatorTurn
 from farm.services import LocalRoles
 
 __all__ = ["RoleActor", "PoolRoles", "start_pool"]

@@ -5,7 +5,7 @@
 
 Many concurrent callers in ``--actors`` Ray actors (``--callers`` each) send
 chat completions through :class:`farm.agents.openai.OpenAIAgent`, whose
-limiter is the connector's cluster-wide :class:`actors.limiter.ClusterLimiter`
+limiter is the connector's cluster-wide :class:`farm.ratelimit.PermitClient`
 (exactly as a session actor builds it), to a real local HTTP server
 (:class:`farm.demo.server.JSONServer`) that answers after ``--latency``
 seconds and notes when each request arrived. From those arrival times:
@@ -115,7 +115,7 @@ def run(seconds: float, rpm: int, actors: int, callers: int, latency: float) -> 
 
     @ray.remote(num_cpus=0)
     class Hammer:
-        """Plays a session actor: ``callers`` conversations on one connector, through its ClusterLimiter."""
+        """Plays a session actor: ``callers`` conversations on one connector, through its PermitClient."""
 
         async def ready(self) -> bool:
             return True

@@ -120,7 +120,7 @@ def _test(**o) -> int:
         return _dry_run(suite, o["output"], console)
 
     from actors.driver import RunPlan
-    from actors.limiter import default_parallel
+    from farm.ratelimit import default_parallel
     from actors.run import RunInterrupted, RunOutputs, execute
     from farm.console import ConsoleReporter
     from farm.runner import RunSettings

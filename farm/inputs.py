@@ -22,7 +22,7 @@ from farm.config import FarmConfig
 from farm.errors import UsageError
 from farm.loader import Suite, load_file, load_message, load_stdin, looks_like_file, parse_cases
 from farm.roles import RolePlayer
-from farm.runner import RoleError
+from farm.roletypes import RoleError
 from farm.scripts import ScriptResolver, call_maybe_async
 
 __all__ = ["resolve_input", "typed_query", "generator_metadata", "input_path"]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
 from farm.agents.base import AgentClient, AgentError, Message
 from farm.jsontext import NO_JSON, extract_json
-from farm.runner import RoleError, SimulatorTurn
+from farm.roletypes import RoleError, SimulatorTurn
 
 if TYPE_CHECKING:
     from farm.config import FarmConfig

@@ -24,39 +24,14 @@ from farm.durations import format_duration
 from farm.loader import LoadedCase
 from farm.messages import user_messages
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
+from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
 from farm.session import Session
 
-__all__ = ["RunSettings", "Services", "SimulatorTurn", "HumanRequest", "run_case", "RoleError"]
+__all__ = ["RunSettings", "Services", "error_result", "run_case"]
 
 MAX_TOOL_STEPS = 8
 DEFAULT_CASE_TIMEOUT = 300.0
 AWAITING_HINT = "Add more turns, use --interactive, or configure a simulator"
-
-
-class RoleError(Exception):
-    """A role agent (simulator, validator, ...) failed or answered nothing usable."""
-
-
-@dataclass
-class SimulatorTurn:
-    """The simulator's answer: the next user input, or that the goal is achieved."""
-
-    input: Any = None
-    goal_achieved: bool = False
-    reasoning: str | None = None
-
-
-@dataclass
-class HumanRequest:
-    """What a person at the terminal is asked to answer."""
-
-    case_id: str
-    turn: int
-    question: str
-    hint: str | None
-    proposed: Any = None
-    """The input the turn or the simulator would send; the person may keep or replace it."""
-    timeout: float = 300.0
 
 
 class Services(Protocol):

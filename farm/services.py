@@ -15,7 +15,7 @@ from farm.cases import AssertionSpec
 from farm.config import FarmConfig
 from farm.errors import FarmError
 from farm.roles import RolePlayer
-from farm.runner import HumanRequest, RoleError, SimulatorTurn
+from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
 from farm.scripts import ScriptResolver, call_maybe_async
 
 __all__ = ["FarmServices", "LocalRoles", "RoleCaller", "strip_agent_prefix"]

@@ -1,8 +1,8 @@
 """The cluster-wide connector limiter: rpm, tpm, concurrency, Retry-After pauses and leases.
 
-The first tests run the bookkeeping in one event loop (no Ray); the rest run
-the real actors on the session's local Ray, with callers in two actors and in
-this process, and count what was granted when.
+These run the real actors on the session's local Ray, with callers in two
+actors and in this process, and count what was granted when (the bookkeeping
+alone is tested in tests/farm/test_ratelimit.py).
 """
 
 from __future__ import annotations
@@ -18,100 +18,13 @@ from typing import Any
 import pytest
 import ray
 
-from actors.limiter import (
-    ClusterLimiter,
-    CoreRemote,
-    LimiterCore,
-    default_parallel,
-    limiter_factory,
-    limiter_name,
-    start_limiters,
-)
+from actors.limiter import limiter_factory, limiter_name, start_limiters
 from farm.agents.limiter import Limiter, NoLimit
 from farm.agents.openai import OpenAIAgent
 from farm.config import AgentConfig, Connector, FarmConfig
 from farm.demo.server import JSONServer, Response, chat_completion
-
-
-async def hammer(limiter: Limiter, callers: int, start_at: float, stop_at: float, hold: float, tokens: int = 0, used: int = 0) -> list[float]:
-    """``callers`` loops of acquire, hold, release between two wall-clock times; the grant times."""
-    await asyncio.sleep(max(0.0, start_at - time.time()))
-    stamps: list[float] = []
-
-    async def one() -> None:
-        while time.time() < stop_at:
-            try:
-                await asyncio.wait_for(limiter.acquire(tokens), timeout=max(0.001, stop_at - time.time()))
-            except asyncio.TimeoutError:
-                return
-            stamps.append(time.time())
-            await asyncio.sleep(hold)
-            limiter.release(used)
-
-    await asyncio.gather(*(one() for _ in range(callers)))
-    return stamps
-
-
-def busiest(stamps: list[float], width: float) -> int:
-    """The most grants in any window of ``width`` seconds (windows start at a grant)."""
-    stamps = sorted(stamps)
-    most, j = 0, 0
-    for i, start in enumerate(stamps):
-        while j < len(stamps) and stamps[j] < start + width:
-            j += 1
-        most = max(most, j - i)
-    return most
-
-
-# -- the bookkeeping alone, in one event loop -------------------------------
-
-
-def test_slots_are_shared_fairly_between_a_busy_and_a_quiet_process():
-    async def scenario() -> dict[str, int]:
-        core = LimiterCore(max_concurrency=4, lease_ttl=2)
-        busy = ClusterLimiter("c", CoreRemote(core), max_concurrency=4, lease_ttl=2)
-        quiet = ClusterLimiter("c", CoreRemote(core), max_concurrency=4, lease_ttl=2)
-        start, stop = time.time(), time.time() + 1.5
-        a, b = await asyncio.gather(hammer(busy, 40, start, stop, 0.01), hammer(quiet, 2, start, stop, 0.01))
-        return {"busy": len(a), "quiet": len(b)}
-
-    counts = asyncio.run(scenario())
-    # two slots each once both ask: the quiet process is not starved by the busy one
-    assert counts["quiet"] > 0.6 * counts["busy"]
-
-
-def test_rate_concurrency_and_tokens_together():
-    async def scenario() -> tuple[list[float], int]:
-        limits = dict(rpm=1200, tpm=600_000, max_concurrency=3)
-        core = LimiterCore(**limits, lease_ttl=2)
-        clients = [ClusterLimiter("c", CoreRemote(core), **limits, lease_ttl=2) for _ in range(3)]
-        peak = current = 0
-
-        class Counting:
-            def __init__(self, inner: ClusterLimiter):
-                self.inner = inner
-
-            async def acquire(self, tokens: int) -> None:
-                nonlocal peak, current
-                await self.inner.acquire(tokens)
-                current += 1
-                peak = max(peak, current)
-
-            def release(self, tokens_used: int) -> None:
-                nonlocal current
-                current -= 1
-                self.inner.release(tokens_used)
-
-            def backoff(self, seconds: float) -> None:
-                self.inner.backoff(seconds)
-
-        start, stop = time.time(), time.time() + 1.5
-        runs = await asyncio.gather(*(hammer(Counting(c), 10, start, stop, 0.2, tokens=100, used=50) for c in clients))
-        return [s for run in runs for s in run], peak
-
-    stamps, peak = asyncio.run(scenario())
-    assert peak <= 3
-    assert 12 <= len(stamps) <= 23  # 3 slots × 0.2 s ≈ 15/s, under the 20/s of the rpm
+from farm.ratelimit import PermitClient
+from tests.farm.test_ratelimit import busiest, hammer
 
 
 # -- the real actors ----------------------------------------------------------
@@ -319,17 +232,6 @@ def test_only_limited_connectors_get_a_limiter(limiters):
 
     limiter_for = limiter_factory(FarmConfig(), limits)
     assert isinstance(limiter_for("open"), NoLimit)
-    assert isinstance(limiter_for("llm"), ClusterLimiter)
+    assert isinstance(limiter_for("llm"), PermitClient)
     assert limiter_for("llm") is limiter_for("llm")  # one per connector per process
     assert limiter_factory(FarmConfig(), None) is None
-
-
-def test_default_parallel_follows_the_connector_limits():
-    def conn(**limits: Any) -> Connector:
-        return Connector(base_url="http://x", **limits)
-
-    assert default_parallel(conn(max_concurrency=16, rpm=6000)) == 16
-    assert default_parallel(conn(rpm=600)) == 40  # 10/s for 4 s calls
-    assert default_parallel(conn(rpm=10_000_000)) == 512
-    assert default_parallel(conn(tpm=1000)) == 128
-    assert default_parallel(conn()) == 128

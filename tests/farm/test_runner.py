@@ -9,7 +9,8 @@ import pytest
 
 from farm.agents.base import Reply, ToolCall
 from farm.loader import parse_cases
-from farm.runner import RoleError, RunSettings, SimulatorTurn, run_case
+from farm.roletypes import RoleError, SimulatorTurn
+from farm.runner import RunSettings, run_case
 
 
 class Agent:

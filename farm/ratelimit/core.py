@@ -1,0 +1,334 @@
+"""The limits of one connector, kept in one place: token buckets for requests and tokens
+per minute, leased concurrency slots, and pauses after a 429.
+
+Plain asyncio with an injectable clock: the local engine uses :class:`LimiterCore`
+in its own event loop, and the Ray engine runs the same class as one named
+actor per connector for the whole cluster (``actors/limiter.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+__all__ = ["LEASE_TTL", "LimiterCore"]
+
+LEASE_TTL = 30.0
+"""Seconds after its last word before a process's concurrency slots are taken back."""
+
+RPM_HEADROOM = 0.02
+"""Requests are paced this much under the rpm: on their way to the endpoint they jitter by a few
+milliseconds, and at exactly the limit that would put one request too many in some 1-second windows."""
+
+REQUEST_BURST = 0.2
+"""Seconds of rate the request bucket holds (at least one request). Small on purpose: a process
+that was not scheduled for a moment gets back at most this much at once; with a bucket of a whole
+second, such bursts met the 1-second cap and came back every second, bunched, on a busy machine."""
+
+TOKEN_BURST = 1.0
+"""Seconds of rate the token bucket holds: token budgets are coarse, and one request may need many."""
+
+COALESCE = 0.005
+"""At high rates, a waiting process is answered once this many seconds of permits have built up,
+so the actor answers in batches instead of one permit per call."""
+
+
+
+
+class _Bucket:
+    """A token bucket that may go into debt (a request bigger than the bucket goes when it is full)."""
+
+    def __init__(self, per_minute: float, burst: float, level: float | None = None):
+        """``burst``: seconds of rate it holds (at least 1). ``level``: what it holds at first use
+        (None: full). Nothing accrues before that first use."""
+        self.rate = per_minute / 60.0
+        self.capacity = max(1.0, self.rate * burst)
+        self.level = self.capacity if level is None else min(level, self.capacity)
+        self.stamp: float | None = None
+
+    def refill(self, now: float) -> None:
+        if self.stamp is None:
+            self.stamp = now
+        elif now > self.stamp:
+            if self.level < self.capacity:  # a refund may have left it above: accrual never does
+                self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+            self.stamp = now
+
+    def wait(self, amount: float) -> float:
+        """Seconds until ``amount`` is available (capped at the capacity); 0 when it is now."""
+        need = min(amount, self.capacity)
+        return 0.0 if self.level >= need - 1e-9 else (need - self.level) / self.rate
+
+    def hold(self, until: float) -> None:
+        """Nothing accrues before ``until`` (a pause), so a pause does not end in a burst."""
+        self.stamp = until if self.stamp is None else max(self.stamp, until)
+
+
+@dataclass
+class _Lease:
+    slots: int
+    expires: float
+
+
+@dataclass
+class _Ask:
+    holder: str
+    want: int
+    tokens_each: int
+    idle_slots: int
+    future: asyncio.Future
+
+
+class LimiterCore:
+    """The limits of one connector: permits for requests (``rpm``), tokens (``tpm``) and slots (``max_concurrency``).
+
+    All methods are coroutines so that, as a Ray async actor, they run on its
+    event loop. ``clock`` tells the time (seconds, monotonic): a test passes a
+    fake one and calls :meth:`wake` after moving it, instead of sleeping. ``holder`` names one caller (a :class:`ClusterLimiter`); any
+    call renews that holder's lease. Grants are first come, first served.
+    """
+
+    def __init__(
+        self,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        max_concurrency: int | None = None,
+        lease_ttl: float = LEASE_TTL,
+        name: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.name = name
+        self._clock = clock
+        self.limits = {"rpm": rpm, "tpm": tpm, "max_concurrency": max_concurrency}
+        # A fresh limiter starts as if it had just been busy, from its first request on: no opening
+        # burst of requests however late the first caller comes (and none after a restart).
+        # A bucket of tokens may start full: it is coarse anyway.
+        self._requests = _Bucket(rpm * (1.0 - RPM_HEADROOM), REQUEST_BURST, 1.0) if rpm else None
+        # and, whatever the bucket holds (after a stall of this process, say), never more than the
+        # limit's share of requests in any 1-second window
+        self._per_second = math.ceil(rpm / 60.0 - 1e-9) if rpm else 0
+        self._recent: deque[tuple[float, int]] = deque()  # (when, how many) granted in the last second
+        self._recent_count = 0
+        self._tokens = _Bucket(tpm, TOKEN_BURST) if tpm else None
+        self._max_slots = max_concurrency
+        self._ttl = float(lease_ttl)
+        self._in_flight = 0
+        self._leases: dict[str, _Lease] = {}
+        self._queue: deque[_Ask] = deque()
+        self._paused_until = 0.0
+        self._granted = 0
+        self._reclaimed = 0
+        self._changed: asyncio.Event | None = None
+        self._dispatcher: asyncio.Task | None = None
+
+    # -- the calls -------------------------------------------------------
+
+    async def acquire(
+        self, holder: str, want: int = 1, tokens_each: int = 0, idle_slots: int = 0, token_correction: int = 0
+    ) -> dict[str, Any]:
+        """Wait until at least one request may start; grant up to ``want`` of them.
+
+        ``tokens_each``: the estimate reserved per request. ``idle_slots``: slots
+        the holder already has and will use for the first of these requests.
+        ``token_correction``: as in :meth:`release`, for requests already over.
+        Returns ``{"granted": n, "slots": new_slots, "pause": 0.0, "contended": bool, "share": int | None}``;
+        ``contended`` says other holders are waiting, ``share`` is a fair number
+        of slots per holder.
+        """
+        now = self._clock()
+        self._touch(holder, now)
+        self._correct(token_correction, now)
+        future = asyncio.get_running_loop().create_future()
+        self._queue.append(_Ask(holder, max(1, int(want)), max(0, int(tokens_each)), max(0, int(idle_slots)), future))
+        self._kick()
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():  # granted as the caller went away: take the slots back
+                await self.release(holder, future.result()["slots"], 0)
+            self._kick()  # the dispatcher may be waiting for this ask
+            raise
+
+    async def release(self, holder: str, slots: int = 0, token_correction: int = 0) -> None:
+        """Give back ``slots`` and correct the token count by ``token_correction``
+        (reported usage minus estimate: more debit when positive, a refund when negative)."""
+        now = self._clock()
+        lease = self._leases.get(holder)
+        if lease is not None:
+            lease.expires = now + self._ttl
+            back = min(max(0, int(slots)), lease.slots)  # slots already taken back stay taken
+            lease.slots -= back
+            self._in_flight -= back
+        self._correct(token_correction, now)
+        self._kick()
+
+    def _correct(self, token_correction: int, now: float) -> None:
+        if self._tokens is not None and token_correction:
+            self._tokens.refill(now)
+            # a refund gives back what was reserved, even above the capacity: it was taken from there
+            self._tokens.level -= token_correction
+
+    async def backoff(self, holder: str, seconds: float) -> None:
+        """The endpoint said "too many requests": grant nothing on this connector for ``seconds``."""
+        now = self._clock()
+        self._touch(holder, now)
+        until = now + max(0.0, float(seconds))
+        if until > self._paused_until:
+            self._paused_until = until
+            for bucket in (self._requests, self._tokens):
+                if bucket is not None:
+                    bucket.refill(now)
+                    bucket.hold(until)
+        self._kick()
+
+    async def sync(self, holder: str, held: int = 0) -> dict[str, Any]:
+        """Renew ``holder``'s lease; it says it holds ``held`` slots.
+
+        The limiter's count of a holder's slots is never below the holder's own
+        (grants are counted here first, returns there first), unless the limiter
+        lost count: it was restarted, or the lease ran out while the holder was
+        merely slow. Then what the holder says it holds is counted again.
+        """
+        now = self._clock()
+        lease = self._touch(holder, now)
+        if self._max_slots and held > lease.slots:
+            self._in_flight += int(held) - lease.slots
+            lease.slots = int(held)
+        return {"pause": max(0.0, self._paused_until - now), "contended": self._contended(holder), "share": self._share()}
+
+    async def stats(self) -> dict[str, Any]:
+        """Counters for tests and benchmarks."""
+        now = self._clock()
+        self._reap(now)
+        paused = max(0.0, self._paused_until - now)
+        return {
+            "limits": dict(self.limits),
+            "granted": self._granted,
+            "in_flight": self._in_flight,
+            "paused_until": time.time() + paused if paused else 0.0,
+            "paused_for": paused,
+            "waiting": sum(1 for ask in self._queue if not ask.future.done()),
+            "holders": len(self._leases),
+            "reclaimed": self._reclaimed,
+            "pid": os.getpid(),
+        }
+
+    def wake(self) -> None:
+        """Look at the queue again now (after a fake clock moved)."""
+        self._kick()
+
+    # -- the dispatcher --------------------------------------------------
+
+    def _kick(self) -> None:
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        self._changed.set()
+        if self._queue and (self._dispatcher is None or self._dispatcher.done()):
+            self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch())
+
+    async def _dispatch(self) -> None:
+        """Serve the queue head by head, sleeping exactly until the head's next permit is due."""
+        assert self._changed is not None
+        while self._queue:
+            head = self._queue[0]
+            if head.future.done():  # its caller went away
+                self._queue.popleft()
+                continue
+            now = self._clock()
+            self._reap(now)
+            n, wait = self._plan(head, now)
+            if n:
+                self._queue.popleft()
+                head.future.set_result(self._grant(head, n, now))
+                continue
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout=wait)
+            except asyncio.TimeoutError:
+                pass
+
+    def _plan(self, ask: _Ask, now: float) -> tuple[int, float | None]:
+        """Permits ``ask`` may have now, or ``(0, seconds to wait)`` (None: until something changes)."""
+        if now < self._paused_until:
+            return 0, self._paused_until - now
+        n = ask.want
+        wait = 0.0
+        if self._requests is not None:
+            bucket = self._requests
+            bucket.refill(now)
+            target = min(n, max(1, int(bucket.rate * COALESCE)))
+            wait = max(wait, bucket.wait(target))
+            n = min(n, max(1, int(bucket.level + 1e-9)))
+            while self._recent and self._recent[0][0] <= now - 1.0:
+                self._recent_count -= self._recent.popleft()[1]
+            room = self._per_second - self._recent_count
+            if room < 1:
+                wait = max(wait, self._recent[0][0] + 1.0 - now)
+            n = min(n, max(1, room))
+        if self._tokens is not None:
+            bucket = self._tokens
+            bucket.refill(now)
+            each = max(1, ask.tokens_each)
+            wait = max(wait, bucket.wait(each))
+            n = min(n, max(1, int(bucket.level // each)))
+        if self._max_slots is not None:
+            lease = self._leases.get(ask.holder)
+            idle = min(ask.idle_slots, lease.slots if lease else 0)
+            free = idle + max(0, self._max_slots - self._in_flight)
+            if free < 1:
+                return 0, self._next_expiry(now)
+            n = min(n, free)
+        if wait > 0:
+            return 0, wait
+        return n, None
+
+    def _grant(self, ask: _Ask, n: int, now: float) -> dict[str, Any]:
+        if self._requests is not None:
+            self._requests.level -= n
+            self._recent.append((now, n))
+            self._recent_count += n
+        if self._tokens is not None:
+            self._tokens.level -= n * ask.tokens_each
+        lease = self._touch(ask.holder, now)
+        new = 0
+        if self._max_slots is not None:
+            new = max(0, n - min(ask.idle_slots, lease.slots))
+            lease.slots += new
+            self._in_flight += new
+        self._granted += n
+        return {"granted": n, "slots": new, "pause": 0.0, "contended": self._contended(ask.holder), "share": self._share()}
+
+    # -- leases ----------------------------------------------------------
+
+    def _touch(self, holder: str, now: float) -> _Lease:
+        lease = self._leases.get(holder)
+        if lease is None:
+            lease = self._leases[holder] = _Lease(0, now + self._ttl)
+        else:
+            lease.expires = now + self._ttl
+        return lease
+
+    def _reap(self, now: float) -> None:
+        """Take back the slots of holders that stopped renewing their lease."""
+        for holder in [h for h, lease in self._leases.items() if lease.expires <= now]:
+            lease = self._leases.pop(holder)
+            self._in_flight -= lease.slots
+            self._reclaimed += lease.slots
+
+    def _next_expiry(self, now: float) -> float | None:
+        expiries = [lease.expires for lease in self._leases.values() if lease.slots]
+        return max(0.0, min(expiries) - now) + 0.001 if expiries else None
+
+    def _contended(self, holder: str) -> bool:
+        return any(ask.holder != holder and not ask.future.done() for ask in self._queue)
+
+    def _share(self) -> int | None:
+        if self._max_slots is None:
+            return None
+        active = {h for h, lease in self._leases.items() if lease.slots} | {a.holder for a in self._queue if not a.future.done()}
+        return max(1, self._max_slots // max(1, len(active)))

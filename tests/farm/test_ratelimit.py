@@ -1,0 +1,178 @@
+"""Connector limits without Ray: the core's bookkeeping on a fake clock, and a core with its
+per-process clients in one event loop (as the local engine runs them)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from farm.config import Connector, FarmConfig
+from farm.ratelimit import LimiterCore, PermitClient, default_parallel, local_limiters
+from farm.ratelimit.client import CoreRemote
+from farm.agents.limiter import NoLimit
+from farm.agents.limiter import Limiter
+
+
+async def hammer(limiter: Limiter, callers: int, start_at: float, stop_at: float, hold: float, tokens: int = 0, used: int = 0) -> list[float]:
+    """``callers`` loops of acquire, hold, release between two wall-clock times; the grant times."""
+    await asyncio.sleep(max(0.0, start_at - time.time()))
+    stamps: list[float] = []
+
+    async def one() -> None:
+        while time.time() < stop_at:
+            try:
+                await asyncio.wait_for(limiter.acquire(tokens), timeout=max(0.001, stop_at - time.time()))
+            except asyncio.TimeoutError:
+                return
+            stamps.append(time.time())
+            await asyncio.sleep(hold)
+            limiter.release(used)
+
+    await asyncio.gather(*(one() for _ in range(callers)))
+    return stamps
+
+
+def busiest(stamps: list[float], width: float) -> int:
+    """The most grants in any window of ``width`` seconds (windows start at a grant)."""
+    stamps = sorted(stamps)
+    most, j = 0, 0
+    for i, start in enumerate(stamps):
+        while j < len(stamps) and stamps[j] < start + width:
+            j += 1
+        most = max(most, j - i)
+    return most
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_the_request_bucket_paces_requests_on_the_fake_clock():
+    async def scenario() -> list[int]:
+        clock = FakeClock()
+        core = LimiterCore(rpm=60, clock=clock)  # one a second
+        seen: list[int] = []
+        first = await core.acquire("a", want=5)
+        seen.append(first["granted"])
+        waiting = asyncio.ensure_future(core.acquire("a", want=5))
+        await settle()
+        seen.append(int(waiting.done()))
+        clock.now += 1.1  # a second later (paced 2 % under the rpm), one more request is due
+        core.wake()
+        await settle()
+        seen.append(waiting.result()["granted"])
+        return seen
+
+    # a fresh limiter opens with a single permit (no burst), then paces at the rate
+    assert asyncio.run(scenario()) == [1, 0, 1]
+
+
+def test_a_pause_grants_nothing_until_it_ends():
+    async def scenario() -> tuple[bool, bool]:
+        clock = FakeClock()
+        core = LimiterCore(max_concurrency=4, clock=clock)
+        await core.backoff("a", 30.0)
+        waiting = asyncio.ensure_future(core.acquire("a"))
+        await settle()
+        during = waiting.done()
+        clock.now += 30.0
+        core.wake()
+        await settle()
+        return during, waiting.done()
+
+    assert asyncio.run(scenario()) == (False, True)
+
+
+def test_a_silent_holders_slots_come_back_after_its_lease():
+    async def scenario() -> dict[str, Any]:
+        clock = FakeClock()
+        core = LimiterCore(max_concurrency=2, lease_ttl=5, clock=clock)
+        assert (await core.acquire("dead", want=2))["slots"] == 2
+        waiting = asyncio.ensure_future(core.acquire("alive"))
+        await settle()
+        before = waiting.done()
+        clock.now += 5.0
+        core.wake()
+        await settle()
+        return {"before": before, "after": waiting.done(), "stats": await core.stats()}
+
+    got = asyncio.run(scenario())
+    assert not got["before"] and got["after"]
+    assert got["stats"]["reclaimed"] == 2
+
+
+def test_local_limiters_give_one_client_per_limited_connector():
+    config = FarmConfig(connectors={"open": Connector(base_url="http://x"), "llm": Connector(base_url="http://x", rpm=60)})
+    limiter_for = local_limiters(config)
+    assert isinstance(limiter_for("open"), NoLimit)
+    assert isinstance(limiter_for("llm"), PermitClient)
+    assert limiter_for("llm") is limiter_for("llm")
+
+
+def test_slots_are_shared_fairly_between_a_busy_and_a_quiet_process():
+    async def scenario() -> dict[str, int]:
+        core = LimiterCore(max_concurrency=4, lease_ttl=2)
+        busy = PermitClient("c", CoreRemote(core), max_concurrency=4, lease_ttl=2)
+        quiet = PermitClient("c", CoreRemote(core), max_concurrency=4, lease_ttl=2)
+        start, stop = time.time(), time.time() + 1.5
+        a, b = await asyncio.gather(hammer(busy, 40, start, stop, 0.01), hammer(quiet, 2, start, stop, 0.01))
+        return {"busy": len(a), "quiet": len(b)}
+
+    counts = asyncio.run(scenario())
+    # two slots each once both ask: the quiet process is not starved by the busy one
+    assert counts["quiet"] > 0.6 * counts["busy"]
+
+
+def test_rate_concurrency_and_tokens_together():
+    async def scenario() -> tuple[list[float], int]:
+        limits = dict(rpm=1200, tpm=600_000, max_concurrency=3)
+        core = LimiterCore(**limits, lease_ttl=2)
+        clients = [PermitClient("c", CoreRemote(core), **limits, lease_ttl=2) for _ in range(3)]
+        peak = current = 0
+
+        class Counting:
+            def __init__(self, inner: PermitClient):
+                self.inner = inner
+
+            async def acquire(self, tokens: int) -> None:
+                nonlocal peak, current
+                await self.inner.acquire(tokens)
+                current += 1
+                peak = max(peak, current)
+
+            def release(self, tokens_used: int) -> None:
+                nonlocal current
+                current -= 1
+                self.inner.release(tokens_used)
+
+            def backoff(self, seconds: float) -> None:
+                self.inner.backoff(seconds)
+
+        start, stop = time.time(), time.time() + 1.5
+        runs = await asyncio.gather(*(hammer(Counting(c), 10, start, stop, 0.2, tokens=100, used=50) for c in clients))
+        return [s for run in runs for s in run], peak
+
+    stamps, peak = asyncio.run(scenario())
+    assert peak <= 3
+    assert 12 <= len(stamps) <= 23  # 3 slots × 0.2 s ≈ 15/s, under the 20/s of the rpm
+
+
+def test_default_parallel_follows_the_connector_limits():
+    def conn(**limits: Any) -> Connector:
+        return Connector(base_url="http://x", **limits)
+
+    assert default_parallel(conn(max_concurrency=16, rpm=6000)) == 16
+    assert default_parallel(conn(rpm=600)) == 40  # 10/s for 4 s calls
+    assert default_parallel(conn(rpm=10_000_000)) == 512
+    assert default_parallel(conn(tpm=1000)) == 128
+    assert default_parallel(conn()) == 128
