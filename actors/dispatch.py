@@ -19,16 +19,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable
 
+from farm.engines import Job
+
 __all__ = ["Dispatcher", "Job"]
-
-
-@dataclass
-class Job:
-    """One case run: ``key`` is ``(case id, run index)``, unique in a run."""
-
-    key: Hashable
-    payload: Any = None
-    attempt: int = 1
 
 
 @dataclass

@@ -16,22 +16,21 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
-from actors.dispatch import Dispatcher, Job
+from actors.dispatch import Dispatcher
 from actors.limiter import start_limiters
 from actors.roles import start_pool
 from actors.session import SessionActor
-from farm.config import FarmConfig
+from farm.engines import Job, RunPlan
 from farm.loader import LoadedCase
 from farm.results import CaseResult
 from farm.runner import RunSettings, error_result
 
-__all__ = ["RunPlan", "roles_needed", "run_plan"]
+__all__ = ["actor_count", "run_plan"]
 
 #: Conversations one session actor runs at once, at most.
 MAX_PER_ACTOR = 512
@@ -53,64 +52,38 @@ QUEUE_FROM = 4
 BENCH_SECONDS = 5.0
 
 
-@dataclass
-class RunPlan:
-    """Everything one ``farm test`` run needs; the CLI builds it, a notebook can too."""
-
-    config: FarmConfig
-    cases: list[LoadedCase]
-    settings: RunSettings
-    parallel: int = 64
-    runs: int = 1
-    fail_fast: bool = False
-    connector_override: str | None = None
-    actors: int | None = None
-    max_attempts: int = 3
-    skip_keys: set[tuple[str, int]] = field(default_factory=set)
-    """``(case id, run index)`` already finished (``--resume``)."""
-    human: str | None = None
-    """The name of the actor that answers interactive questions, or None."""
-
-
-def _actor_count(plan: RunPlan, cpus: float) -> int:
+def actor_count(plan: RunPlan, cpus: float) -> int:
+    """Session actors for the plan: at least two where there are two CPUs, so a dying actor
+    never stalls the run; more only for high parallelism (each actor is a process of ~110 MiB)."""
     if plan.actors:
         return plan.actors
-    # at least two where there are two CPUs, so a dying actor never stalls the run;
-    # more only for high parallelism (each actor is a process of ~110 MiB)
     cores = max(1, int(cpus))
     return max(min(2, cores), min(cores, math.ceil(plan.parallel / 64), 16))
 
 
-def _jobs(plan: RunPlan) -> Iterator[Job]:
-    for run_index in range(plan.runs):
-        for loaded in plan.cases:
-            key = (loaded.id, run_index)
-            if key not in plan.skip_keys:
-                yield Job(key, loaded)
-
-
-def roles_needed(cases: list[LoadedCase]) -> tuple[bool, bool]:
-    """Whether any case needs a simulator, and any an ``agent`` assertion (a validator)."""
-    return any(c.needs[0] for c in cases), any(c.needs[1] for c in cases)
-
-
-def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> None:
+def run_plan(
+    plan: RunPlan,
+    on_result: Callable[[CaseResult], None],
+    should_stop: Callable[[], bool] = lambda: False,
+    human: str | None = None,
+) -> None:
     """Run every case of ``plan`` (``runs`` times) on the connected Ray cluster.
 
     ``on_result`` gets each result once, as it arrives. ``should_stop`` is polled
     between arrivals: once it is true (or, with ``fail_fast``, once a case has
     failed) nothing more is dispatched and what is in flight finishes. An
     interrupt (``KeyboardInterrupt``) kills the actors, cancelling what is in flight.
+    ``human``: the name of the actor that answers interactive questions.
     """
     settings = plan.settings
     cpus = float(ray.cluster_resources().get("CPU", 1))
-    n_actors = min(_actor_count(plan, cpus), plan.parallel)
+    n_actors = min(actor_count(plan, cpus), plan.parallel)
     shares = [min(MAX_PER_ACTOR, plan.parallel // n_actors + (i < plan.parallel % n_actors)) for i in range(n_actors)]
     queued = int(plan.parallel * QUEUED_SHARE) if plan.parallel >= QUEUE_FROM else 0
     scope = settings.run_id or uuid.uuid4().hex[:8]
 
     limiter_handles, limits = start_limiters(plan.config, list(plan.config.connectors), scope)
-    need_sim, need_val = roles_needed(plan.cases)
+    need_sim, need_val = plan.needs_roles()
     pool_size = max(1, min(2, n_actors))
     pools = {
         "simulator": start_pool(f"farm-sim-{scope}", pool_size, plan.config, limits) if need_sim else {},
@@ -122,7 +95,7 @@ def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop
         name = f"session-{i}"
         actors[name] = SessionActor.options(
             max_concurrency=share + queued + 4, scheduling_strategy="SPREAD"
-        ).remote(name, plan.config, settings, plan.connector_override, share, pool_names, limits, plan.human)
+        ).remote(name, plan.config, settings, plan.connector_override, share, pool_names, limits, human)
 
     dispatcher = Dispatcher(list(actors), window=sum(shares) + queued, max_attempts=plan.max_attempts)
     in_flight: dict[Any, Job] = {}
@@ -137,7 +110,7 @@ def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop
 
     # cases that did not load are reported at once; they never reach an actor
     runnable: list[Job] = []
-    for job in _jobs(plan):
+    for job in plan.jobs():
         loaded: LoadedCase = job.payload
         if loaded.ok:
             runnable.append(job)

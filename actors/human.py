@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import select
 import threading
 from typing import Any, Callable, TextIO
 
 import ray
 
 from farm.roletypes import HumanRequest
+from farm.terminal import ask_on_terminal
 
 __all__ = ["HumanDesk", "TerminalDesk"]
 
@@ -79,13 +79,6 @@ class TerminalDesk:
         self._stop.set()
         self._thread.join(timeout=2)
 
-    def _readline(self, timeout: float) -> str | None:
-        ready, _, _ = select.select([self.stdin], [], [], timeout)
-        if not ready:
-            return None
-        line = self.stdin.readline()
-        return None if line == "" else line.rstrip("\n")
-
     def _serve(self) -> None:
         while not self._stop.is_set():
             try:
@@ -95,17 +88,4 @@ class TerminalDesk:
             if item is None:
                 continue
             qid, request = item
-            self.write(f"\n[{request.case_id}] turn {request.turn}: the agent asks: {request.question}")
-            if request.hint:
-                self.write(f"  hint: {request.hint}")
-            if request.proposed not in (None, ""):
-                self.write(f"  next input: {request.proposed!r} (Enter keeps it, or type a replacement)")
-            self.write(f"  your answer ({int(request.timeout)}s): ")
-            line = self._readline(request.timeout)
-            if line is None:
-                answer = None
-            elif line.strip() == "":
-                answer = request.proposed if isinstance(request.proposed, str) else None
-            else:
-                answer = line
-            self.desk.answer.remote(qid, answer)
+            self.desk.answer.remote(qid, ask_on_terminal(request, self.stdin, self.write))

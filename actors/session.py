@@ -13,9 +13,7 @@ from typing import Any
 
 import ray
 
-from farm.agents.base import AgentClient, AgentError
-from farm.errors import FarmError
-from farm.agents.factory import build_agent
+from farm.agents.factory import TargetClients
 from farm.agents.transport import HTTPClient, preload
 from farm.config import FarmConfig
 from farm.loader import LoadedCase
@@ -47,7 +45,6 @@ class SessionActor:
         self.config = config
         self.settings = settings
         self.settings.worker = f"{name}@{ray.util.get_node_ip_address()}:{os.getpid()}"
-        self.connector_override = connector_override
         self.limiter_for = limiter_factory(config, limits)
         self.http = HTTPClient(concurrency)
         target = config.agents.get(settings.agent_id or "")
@@ -56,8 +53,7 @@ class SessionActor:
         self.slots = asyncio.Semaphore(concurrency)
         """Conversations run at once; calls beyond them wait here, ready to start."""
         self.stopping = False
-        self.client: AgentClient | None = None
-        self.by_connector: dict[str, AgentClient] = {}
+        self.target = TargetClients(config, settings.agent_id, connector_override=connector_override, limiter_for=self.limiter_for, http=self.http)
         self.human = ray.get_actor(human) if human else None
         self.services = FarmServices(
             config,
@@ -65,20 +61,6 @@ class SessionActor:
             ScriptResolver(config.scripts_dir),
             human=self._ask_human if human is not None else None,
         )
-
-    def _client(self) -> AgentClient:
-        if self.client is None:
-            self.client = build_agent(self.config, self.settings.agent_id, connector_override=self.connector_override, limiter_for=self.limiter_for, http=self.http)
-        return _ConnectorRouter(self, self.client)
-
-    def client_on(self, connector: str) -> AgentClient:
-        """The target agent on another connector (a case's ``options.connector``), built once."""
-        if connector not in self.by_connector:
-            try:
-                self.by_connector[connector] = build_agent(self.config, self.settings.agent_id, connector_override=connector, limiter_for=self.limiter_for, http=self.http)
-            except FarmError as exc:
-                raise AgentError(f"options.connector: {exc}") from None
-        return self.by_connector[connector]
 
     async def _ask_human(self, request: Any) -> str | None:
         return await self.human.ask.remote(request)
@@ -90,7 +72,7 @@ class SessionActor:
         async with self.slots:
             if waited and self.stopping:
                 return None
-            result = await run_case(loaded, self._client(), self.services, self.settings)
+            result = await run_case(loaded, self.target, self.services, self.settings)
         result.run_index, result.attempt = run_index, attempt
         return result
 
@@ -102,26 +84,6 @@ class SessionActor:
         return os.getpid()
 
     async def close(self) -> None:
-        for client in (self.client, *self.by_connector.values()):
-            if client is not None:
-                await client.aclose()
+        await self.target.aclose()
         await self.http.aclose()
 
-
-class _ConnectorRouter:
-    """Sends on the actor's usual client, or on the connector a case's options name.
-
-    A case's ``options.connector`` (or a turn's) is more specific than ``-c``, so it wins.
-    """
-
-    def __init__(self, actor: SessionActor, default: AgentClient):
-        self.actor = actor
-        self.default = default
-
-    async def send(self, messages: list[Any], options: dict[str, Any]) -> Any:
-        connector = options.get("connector")
-        client = self.default if not connector else self.actor.client_on(connector)
-        return await client.send(messages, options)
-
-    async def aclose(self) -> None:
-        pass

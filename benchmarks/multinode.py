@@ -117,7 +117,8 @@ def run_once(args: argparse.Namespace, nodes: int, remove_after: int | None) -> 
     """One cluster, one run; returns what happened as a dict."""
     import ray
 
-    from actors.driver import RunPlan, run_plan
+    from actors.driver import run_plan
+    from farm.engines import RunPlan
     from farm.config import load_config
     from farm.runner import RunSettings
     from fake_agent import FakeAgent, config_toml

@@ -3,7 +3,7 @@
     python benchmarks/scale.py                       # 20k cases
     python benchmarks/scale.py --cases 100000 --json # the README's figure
 
-What runs is :func:`actors.run.execute` — what ``farm test`` runs: the cases
+What runs is :func:`farm.execution.execute` — what ``farm test`` runs: the cases
 are loaded into the driver, dispatched to session actors on the embedded
 local Ray, and every result is written to JSONL and Parquet as it arrives.
 The agent is fast, so the farm is what is measured: by default an ``async``
@@ -83,21 +83,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=256)
     parser.add_argument("--agent", choices=("python", "http"), default="python")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per reply of the http agent")
+    parser.add_argument("--engine", choices=("local", "ray"), default="ray")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
 
     base = Path(private_ray_env("farm-scale-"))
 
     from actors.cluster import connect
-    from actors.driver import RunPlan
-    from actors.run import RunOutputs, execute
+    from farm.engines import RunPlan, make_engine
+    from farm.execution import RunOutputs, execute
+    from farm.writers import RunInfo
     from farm.config import load_config
     from farm.loader import parse_cases
     from farm.runner import RunSettings
 
     server = FakeAgent(args.latency).start() if args.agent == "http" else None
-    cluster = connect(None)
-    report: dict[str, Any] = {"benchmark": "scale", "cases": args.cases, "parallel": args.parallel, "agent": args.agent}
+    cluster = connect(None) if args.engine == "ray" else None
+    report: dict[str, Any] = {"benchmark": "scale", "engine": args.engine, "cases": args.cases, "parallel": args.parallel, "agent": args.agent}
     try:
         if server:
             (base / "farm.toml").write_text(config_toml(server.url))
@@ -117,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         del cases
         started, cpu = time.perf_counter(), time.process_time()
         with RSSSampler(every=0.25) as sampler:
-            summary = execute(plan, RunOutputs(run_dir=run_dir, jsonl=run_dir / "results.jsonl"), command_line=["benchmark"])
+            summary = execute(plan, RunOutputs(run_dir=run_dir, jsonl=run_dir / "results.jsonl"), make_engine(args.engine), info=RunInfo(run_id="scale", command=["benchmark"]))
         wall = time.perf_counter() - started
         report["rss_after_run_mib"] = round(rss_mib(), 1)
         lines = sum(1 for _ in open(run_dir / "results.jsonl", "rb"))
@@ -135,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             driver_peak_rss_mib=round(peak_rss_mib(), 1),
         )
     finally:
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
         if server:
             server.stop()
         shutil.rmtree(base, ignore_errors=True)

@@ -8,7 +8,7 @@ For each latency, in the same run:
 - **ideal**: calls x latency / concurrency (6000 x 0.05 s / 400 = 0.75 s);
 - **asyncio**: a plain-asyncio baseline in this one process, no Ray, the same
   conversations, ``--parallel`` at once;
-- **farm**: :func:`actors.run.execute` — what ``farm test --parallel N`` runs:
+- **farm**: :func:`farm.execution.execute` — what ``farm test --parallel N`` runs:
   session actors on the embedded local Ray, results written to JSONL and
   Parquet. The wall time includes starting the actors, not starting Ray.
 
@@ -152,9 +152,10 @@ def baseline(agent: str, url: str, latency: float, n: int, turns: int, parallel:
 # -- the farm ----------------------------------------------------------------------
 
 
-def farm(agent: str, url: str, latency: float, n: int, turns: int, parallel: int, max_concurrency: int, folder: Path) -> dict[str, Any]:
-    from actors.driver import RunPlan
-    from actors.run import RunOutputs, execute
+def farm(agent: str, url: str, latency: float, n: int, turns: int, parallel: int, max_concurrency: int, folder: Path, engine: str = "ray") -> dict[str, Any]:
+    from farm.engines import RunPlan, make_engine
+    from farm.execution import RunOutputs, execute
+    from farm.writers import RunInfo
     from farm.config import load_config
     from farm.loader import parse_cases
     from farm.runner import RunSettings
@@ -185,7 +186,7 @@ def farm(agent: str, url: str, latency: float, n: int, turns: int, parallel: int
             span[1] = max(span[1], result.started_at + result.duration_ms / 1000)
 
     with CPUMeter() as meter:
-        summary = execute(plan, RunOutputs(run_dir=run_dir, jsonl=run_dir / "results.jsonl"), on_result=on_result, command_line=["benchmark"])
+        summary = execute(plan, RunOutputs(run_dir=run_dir, jsonl=run_dir / "results.jsonl"), make_engine(engine), info=RunInfo(run_id=run_id, command=["benchmark"]), on_result=on_result)
     return {
         "wall_s": time.perf_counter() - started,
         "driver_cpu_s": time.process_time() - cpu,
@@ -208,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per latency (the machines are noisy)")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--no-farm", action="store_true")
+    parser.add_argument("--engine", choices=("local", "ray"), default="ray", help="the farm's engine")
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
     args = parser.parse_args(argv)
 
@@ -217,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     agents: list[dict[str, Any]] = []
     cluster = None
     try:
-        if not args.no_farm:
+        if not args.no_farm and args.engine == "ray":
             from actors.cluster import connect
 
             cluster = connect(None)
@@ -234,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                         row.update(asyncio_s=round(b["wall_s"], 3), asyncio_x=round(b["wall_s"] / ideal, 2), asyncio_cpu_s=round(b["cpu_s"], 2), asyncio_busy=b["busy"], asyncio_failures=b["failures"])
                     if not args.no_farm:
                         folder = Path(tempfile.mkdtemp(prefix="run-", dir=base))
-                        f = farm(args.agent, url, latency, args.conversations, args.turns, args.parallel, args.max_concurrency, folder)
+                        f = farm(args.agent, url, latency, args.conversations, args.turns, args.parallel, args.max_concurrency, folder, args.engine)
                         row.update(
                             farm_s=round(f["wall_s"], 3),
                             farm_x=round(f["wall_s"] / ideal, 2),

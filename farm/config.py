@@ -124,6 +124,8 @@ class FarmSettings(BaseModel):
     scripts_dir: str = "scripts"
     actors: int | None = Field(default=None, ge=1)
     """Session actors to start (default: sized from the cluster)."""
+    engine: Literal["auto", "local", "ray"] | None = None
+    """Where conversations run when ``--engine`` is not given (default: ``auto``)."""
 
 
 class FarmConfig(BaseModel):

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -333,16 +334,23 @@ class ConsoleReporter:
             return
         self._progress = Progress(
             SpinnerColumn(),
-            TextColumn("Running"),
+            TextColumn("{task.fields[phase]}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} failed[/]"),
             TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
             console=self.console,
             transient=True,
         )
-        self._task = self._progress.add_task("cases", total=total, passed=0, failed=0)
+        self._task = self._progress.add_task("cases", total=total, passed=0, failed=0, phase="Running")
         self._progress.start()
+
+    def phase(self, text: str) -> None:
+        """Say on the progress line what the run is doing ("starting Ray…", "running")."""
+        if self._progress is not None:
+            self._progress.update(self._task, phase=escape(text[:1].upper() + text[1:]))
 
     def advance(self, result: CaseResult) -> None:
         """Count one finished case on the progress line."""

@@ -12,12 +12,12 @@ anything else            a direct message: one single-turn case
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import parse_qsl
 
+from farm.aio import run_sync
 from farm.config import FarmConfig
 from farm.errors import UsageError
 from farm.loader import Suite, load_file, load_message, load_stdin, looks_like_file, parse_cases
@@ -119,7 +119,7 @@ def _generated_by_script(value: str, config: FarmConfig, agent_id: str | None) -
     fn = ScriptResolver(config.scripts_dir).resolve(ref)
     metadata = generator_metadata(config, agent_id, params)
     try:
-        data = asyncio.run(call_maybe_async(fn, metadata))
+        data = run_sync(call_maybe_async(fn, metadata))
     except Exception as exc:
         raise UsageError(f"-i {value}: the generator script failed: {type(exc).__name__}: {exc}") from None
     if isinstance(data, dict) and isinstance(data.get("cases"), list):

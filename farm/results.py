@@ -25,7 +25,7 @@ __all__ = [
     "stability_class",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Longest ``actual`` value kept in an assertion result.
 ACTUAL_LIMIT = 500
@@ -124,7 +124,10 @@ class TurnResult(BaseModel):
     assertions: list[AssertionResult] = Field(default_factory=list)
     """This turn's assertion results."""
     duration_ms: float = 0.0
-    """Wall time of the turn, all agent steps included."""
+    """The agent's time in the turn, all its steps included: from sending each request to its
+    reply, without the time spent waiting for a rate-limit permit (that is ``queued_ms``)."""
+    queued_ms: float = 0.0
+    """Time the turn waited for rate-limit permits of the agent's connector (not agent time)."""
     usage: Usage = Field(default_factory=Usage)
     """Tokens the agent reported for this turn."""
     steps: int = 1

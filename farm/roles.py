@@ -8,11 +8,11 @@ answer is retried once, then raised as :class:`RoleError`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
+from farm.aio import run_sync
 from farm.agents.base import AgentClient, AgentError, Message
 from farm.jsontext import NO_JSON, extract_json
 from farm.roletypes import RoleError, SimulatorTurn
@@ -125,7 +125,7 @@ class RolePlayer:
         return cls(role, client, cls.prompt_from(agent.prompt, config.base_dir), builtin_prompt=builtin)
 
     def run_once(self, call: Callable[["RolePlayer"], Awaitable[T]]) -> T:
-        """``asyncio.run`` one role call from synchronous code (a generator before the
+        """Run one role call from synchronous code (a generator before the
         run, the reporter after it), closing the agent client afterwards."""
 
         async def once() -> T:
@@ -134,7 +134,7 @@ class RolePlayer:
             finally:
                 await self.client.aclose()
 
-        return asyncio.run(once())
+        return run_sync(once())
 
     @classmethod
     def prompt_from(cls, path: str | None, base_dir: Path) -> str | None:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from farm.agents.base import AgentClient, AgentError, Message
+from farm.agents.base import AgentClient, AgentError, AgentTimeoutError, Message
+from farm.agents.limiter import waiting_for_permits
 from farm.assertions import AssertionEnv, Subject, evaluate
 from farm.awaiting import detect_awaiting, last_sentence
 from farm.cases import AssertionSpec, Mode, Options, TestCase
@@ -97,6 +98,8 @@ class _Conversation:
         )
         self.base_dir = Path(loaded.base_dir) if loaded.base_dir else None
         self.mocks = {**settings.agent_tool_mocks, **self.case.tool_mocks}
+        self.timeouts: list[asyncio.Timeout] = []
+        """The case's timeout, paused with the turn's while a request waits for a permit."""
 
     # -- one exchange --------------------------------------------------------
 
@@ -112,18 +115,27 @@ class _Conversation:
             turn.error = str(exc)
             raise _Stop(Status.ERROR, f"turn {turn.turn}: {exc}") from None
         started = time.perf_counter()
+        wait = None
         try:
-            async with asyncio.timeout(timeout or self.settings.turn_timeout):  # no task of its own, unlike wait_for
-                await self._steps(turn, options)
+            # the turn's timeout measures the agent: it (and the case's) pauses while a request
+            # waits for a rate-limit permit; asyncio.timeout makes no task of its own, unlike wait_for
+            async with asyncio.timeout(timeout or self.settings.turn_timeout) as turn_timeout:
+                with waiting_for_permits([turn_timeout, *self.timeouts]) as wait:
+                    await self._steps(turn, options)
         except TimeoutError:
             limit = format_duration(timeout or self.settings.turn_timeout)
             turn.error = f"the agent did not answer within the turn timeout ({limit})"
+            raise _Stop(Status.TIMEOUT, f"turn {turn.turn}: {turn.error}") from None
+        except AgentTimeoutError as exc:
+            turn.error = f"agent error: {exc}"
             raise _Stop(Status.TIMEOUT, f"turn {turn.turn}: {turn.error}") from None
         except AgentError as exc:
             turn.error = f"agent error: {exc}"
             raise _Stop(Status.ERROR, f"turn {turn.turn}: {turn.error}") from None
         finally:
-            turn.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+            queued = wait.seconds if wait is not None else 0.0
+            turn.queued_ms = round(queued * 1000, 3)
+            turn.duration_ms = round(max(0.0, time.perf_counter() - started - queued) * 1000, 3)
             self.result.usage = self.result.usage + turn.usage
         return turn
 
@@ -417,7 +429,8 @@ async def run_case(loaded: LoadedCase, target: AgentClient, services: Services |
     started = time.perf_counter()
     timeout = loaded.case.timeout or settings.case_timeout
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(timeout) as case_timeout:
+            conversation.timeouts.append(case_timeout)
             await _run_with_hooks(conversation)
     except _Stop as stop:
         result.status, result.error = stop.status, stop.error

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Awaitable, Callable, Protocol
 
 from farm.agents.base import Message
@@ -18,7 +19,7 @@ from farm.roles import RolePlayer
 from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
 from farm.scripts import ScriptResolver, call_maybe_async
 
-__all__ = ["FarmServices", "LocalRoles", "RoleCaller", "strip_agent_prefix"]
+__all__ = ["ROLE_CONCURRENCY", "FarmServices", "LocalRoles", "RoleCaller", "strip_agent_prefix"]
 
 
 def strip_agent_prefix(use: str) -> str:
@@ -31,13 +32,23 @@ class RoleCaller(Protocol):
     async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]: ...
 
 
-class LocalRoles:
-    """Role players built from the config in this process, one per agent id."""
+#: Role calls of one kind (simulator, validator) in flight at once in one process.
+ROLE_CONCURRENCY = 256
 
-    def __init__(self, config: FarmConfig, limiter_for: Callable[[str], Any] | None = None):
+
+class LocalRoles:
+    """Role players built from the config in this process, one per agent id.
+
+    Simulator and validator calls each have a budget of their own (``concurrency``
+    calls in flight) and HTTP clients of their own, so a slow judge never takes a
+    place or a connection from the agent under test.
+    """
+
+    def __init__(self, config: FarmConfig, limiter_for: Callable[[str], Any] | None = None, concurrency: int = ROLE_CONCURRENCY):
         self.config = config
         self.limiter_for = limiter_for
         self._players: dict[tuple[str, str], RolePlayer] = {}
+        self._budget = {"simulator": asyncio.Semaphore(concurrency), "validator": asyncio.Semaphore(concurrency)}
 
     def player(self, role: str, agent_id: str) -> RolePlayer:
         key = (role, agent_id)
@@ -49,10 +60,12 @@ class LocalRoles:
         return self._players[key]
 
     async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
-        return await self.player("simulator", agent_id).simulate(messages, metadata)
+        async with self._budget["simulator"]:
+            return await self.player("simulator", agent_id).simulate(messages, metadata)
 
     async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
-        return await self.player("validator", agent_id).validate(messages, metadata)
+        async with self._budget["validator"]:
+            return await self.player("validator", agent_id).validate(messages, metadata)
 
     async def aclose(self) -> None:
         for player in self._players.values():

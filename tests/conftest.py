@@ -35,8 +35,23 @@ def ray_session(tmp_path_factory):
     ray.shutdown()
 
 
+@pytest.fixture(params=["local", pytest.param("ray", marks=pytest.mark.ray)])
+def engine(request) -> str:
+    """Each integration test runs on both engines; the ray one on the session's Ray."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def demo_server():
     """The demo expense agent behind a real HTTP server on 127.0.0.1."""
     with JSONServer(demo_handle) as server:
         yield server
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the session's Ray carries the ``ray`` marker (``-m "not ray"`` skips them)."""
+    for item in items:
+        if "ray_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)

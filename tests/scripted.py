@@ -43,14 +43,15 @@ class ScriptedAgent:
         return demo_handle(path, body, headers)
 
 
-def farm_toml(url: str, **connector: Any) -> str:
-    """A farm.toml with agent ``target`` on the server at ``url``."""
+def farm_toml(url: str, engine: str | None = None, **connector: Any) -> str:
+    """A farm.toml with agent ``target`` on the server at ``url`` (and ``[farm].engine``, if given)."""
     extra = "".join(f"{k} = {v!r}\n" if not isinstance(v, str) else f'{k} = "{v}"\n' for k, v in connector.items())
+    engine_line = f'engine = "{engine}"\n' if engine else ""
     return f"""
 [farm]
 default_agent = "target"
 results_dir = "results"
-
+{engine_line}
 [connectors.local]
 base_url = "{url}/v1"
 model = "scripted"

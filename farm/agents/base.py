@@ -5,6 +5,7 @@ Errors::
     AgentError                 the call did not give a usable reply
     ├── AgentHTTPError         the endpoint answered with an error status
     ├── AgentConnectionError   the endpoint could not be reached
+    │   └── AgentTimeoutError  no answer came within the connector's timeout, retries spent
     └── AgentResponseError     the answer could not be read as a reply
 """
 
@@ -22,6 +23,7 @@ __all__ = [
     "AgentError",
     "AgentHTTPError",
     "AgentResponseError",
+    "AgentTimeoutError",
     "Message",
     "Reply",
     "ToolCall",
@@ -47,6 +49,10 @@ class AgentHTTPError(AgentError):
 
 class AgentConnectionError(AgentError):
     pass
+
+
+class AgentTimeoutError(AgentConnectionError):
+    """The connector's timeout ran out on every attempt: the turn ends as ``timeout``."""
 
 
 class AgentResponseError(AgentError):

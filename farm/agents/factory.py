@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from typing import Any, Callable
 
-from farm.agents.base import AgentClient
+from farm.agents.base import AgentClient, AgentError
 from farm.agents.http import HTTPAgent
 from farm.agents.limiter import Limiter, NoLimit
 from farm.agents.openai import OpenAIAgent
 from farm.agents.python import PythonAgent
 from farm.agents.transport import HTTPClient
 from farm.config import Connector, FarmConfig
-from farm.errors import UsageError
+from farm.errors import FarmError, UsageError
 
-__all__ = ["build_agent"]
+__all__ = ["TargetClients", "build_agent"]
 
 
 def build_agent(
@@ -89,3 +89,47 @@ def _build(
         return PythonAgent(agent)
 
     raise UsageError(f'{where}: unknown kind "{agent.kind}"')  # pragma: no cover - the config model forbids it
+
+
+class TargetClients:
+    """The agent under test, as the runner sends to it: on its usual connector (after ``-c``),
+    or on the connector a case's or a turn's ``options.connector`` names (more specific than
+    ``-c``, so it wins). Each variant is built once and shared by every conversation."""
+
+    def __init__(
+        self,
+        config: FarmConfig,
+        agent_id: str,
+        *,
+        connector_override: str | None = None,
+        limiter_for: Callable[[str], Limiter] | None = None,
+        http: HTTPClient | None = None,
+    ):
+        self.config = config
+        self.agent_id = agent_id
+        self.connector_override = connector_override
+        self.limiter_for = limiter_for
+        self.http = http
+        self._default: AgentClient | None = None
+        self._by_connector: dict[str, AgentClient] = {}
+
+    def _build(self, connector: str | None) -> AgentClient:
+        return build_agent(self.config, self.agent_id, connector_override=connector, limiter_for=self.limiter_for, http=self.http)
+
+    async def send(self, messages: list[Any], options: dict[str, Any]) -> Any:
+        connector = options.get("connector")
+        if not connector:
+            if self._default is None:
+                self._default = self._build(self.connector_override)
+            return await self._default.send(messages, options)
+        if connector not in self._by_connector:
+            try:
+                self._by_connector[connector] = self._build(connector)
+            except FarmError as exc:
+                raise AgentError(f"options.connector: {exc}") from None
+        return await self._by_connector[connector].send(messages, options)
+
+    async def aclose(self) -> None:
+        for client in (self._default, *self._by_connector.values()):
+            if client is not None:
+                await client.aclose()

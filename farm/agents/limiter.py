@@ -7,6 +7,8 @@ A client calls, around every request it makes (every retry included)::
     limiter.release(tokens_used)        # what it really cost; never blocks
     limiter.backoff(seconds)            # on 429 / Retry-After: pause the connector
 
+(through :func:`acquire_permit`, so that the wait is not counted as the agent's time).
+
 :class:`NoLimit` lets everything through. The cluster-wide limiter (one per
 connector, enforcing rpm, tpm and concurrency) lives with the Ray actors and
 plugs in here without the clients knowing about Ray.
@@ -14,9 +16,13 @@ plugs in here without the clients knowing about Ray.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol, runtime_checkable
+import asyncio
+import contextlib
+import contextvars
+import time
+from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
 
-__all__ = ["Limiter", "NoLimit", "estimate_tokens"]
+__all__ = ["Limiter", "NoLimit", "PermitWait", "acquire_permit", "estimate_tokens", "waiting_for_permits"]
 
 
 @runtime_checkable
@@ -87,3 +93,55 @@ def estimate_tokens(messages: Iterable[dict[str, Any]], max_tokens: int | None =
             if isinstance(function, dict):
                 chars += len(str(function.get("name") or "")) + len(str(function.get("arguments") or ""))
     return chars // 4 + parts * PART_TOKENS + count * MESSAGE_TOKENS + (max_tokens or 0)
+
+
+# -- time spent waiting for permits is not the agent's time ---------------------
+
+
+class PermitWait:
+    """What one turn waited for rate-limit permits, and the timeouts that must not count it.
+
+    The runner opens one around the agent calls of a turn (:func:`waiting_for_permits`);
+    while a request waits for its permit the turn's and the case's timeouts are
+    paused, and the wait is added to :attr:`seconds` (the turn's ``queued_ms``).
+    """
+
+    def __init__(self, timeouts: list[asyncio.Timeout]):
+        self.timeouts = timeouts
+        self.seconds = 0.0
+
+    async def acquire(self, limiter: Limiter, tokens: int) -> None:
+        paused = [(t, t.when()) for t in self.timeouts if not t.expired() and t.when() is not None]
+        for timeout, _ in paused:
+            timeout.reschedule(None)
+        started = time.perf_counter()
+        try:
+            await limiter.acquire(tokens)
+        finally:
+            waited = time.perf_counter() - started
+            self.seconds += waited
+            for timeout, when in paused:
+                timeout.reschedule(when + waited)
+
+
+_permit_wait: contextvars.ContextVar[PermitWait | None] = contextvars.ContextVar("farm_permit_wait", default=None)
+
+
+@contextlib.contextmanager
+def waiting_for_permits(timeouts: list[asyncio.Timeout]) -> Iterator[PermitWait]:
+    """Within this block, :func:`acquire_permit` in this task pauses ``timeouts`` while it waits."""
+    wait = PermitWait(timeouts)
+    token = _permit_wait.set(wait)
+    try:
+        yield wait
+    finally:
+        _permit_wait.reset(token)
+
+
+async def acquire_permit(limiter: Limiter, tokens: int) -> None:
+    """``limiter.acquire(tokens)``, with the wait kept out of the current turn's time and timeouts."""
+    wait = _permit_wait.get()
+    if wait is None or isinstance(limiter, NoLimit):
+        await limiter.acquire(tokens)
+    else:
+        await wait.acquire(limiter, tokens)

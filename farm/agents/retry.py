@@ -29,8 +29,8 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from farm.agents.base import AgentConnectionError, AgentHTTPError, AgentResponseError
-from farm.agents.limiter import Limiter
+from farm.agents.base import AgentConnectionError, AgentHTTPError, AgentResponseError, AgentTimeoutError
+from farm.agents.limiter import Limiter, acquire_permit
 from farm.agents.transport import HTTPClient, HTTPReply, TransportError
 from farm.config import Connector
 
@@ -209,13 +209,14 @@ async def request_json(
 
     status: int | None = None
     reason = ""
+    timed_out = False
     retry_after: float | None = None
     attempt = 0
     while attempt < attempts:
         attempt += 1
         retryable = False
         retry_after = None
-        await limiter.acquire(tokens)
+        await acquire_permit(limiter, tokens)
         used = tokens  # until we know better (a cancellation keeps the estimate)
         try:
             try:
@@ -224,7 +225,7 @@ async def request_json(
                 )
             except TransportError as exc:
                 used = tokens if exc.maybe_served else 0
-                status, reason, retryable = None, exc.reason, exc.retryable
+                status, reason, retryable, timed_out = None, exc.reason, exc.retryable, exc.timed_out
             else:
                 if response.ok:
                     try:
@@ -241,6 +242,7 @@ async def request_json(
                     used = tokens if reported is None else reported
                     return response, data
                 used = 0
+                timed_out = False
                 status = response.status
                 retryable = status in RETRY_STATUSES
                 retry_after = _retry_after(response)
@@ -258,5 +260,5 @@ async def request_json(
     retried = "" if attempt > 1 or status is None or status in RETRY_STATUSES else " (not retried)"
     message = _scrub(f"Cannot get a reply from {what}: {reason}, after {_attempts(attempt)}{retried}.", secrets)
     if status is None:
-        raise AgentConnectionError(message)
+        raise (AgentTimeoutError if timed_out else AgentConnectionError)(message)
     raise AgentHTTPError(message, status, retry_after)

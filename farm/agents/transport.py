@@ -66,13 +66,15 @@ class HTTPReply:
 
 class TransportError(Exception):
     """No answer came. ``reason`` says why in words; ``retryable``: another attempt may work;
-    ``maybe_served``: the endpoint may have done the work (it timed out while answering)."""
+    ``maybe_served``: the endpoint may have done the work (it timed out while answering);
+    ``timed_out``: the connector's timeout ran out while waiting for the answer."""
 
-    def __init__(self, reason: str, *, retryable: bool, maybe_served: bool = False):
+    def __init__(self, reason: str, *, retryable: bool, maybe_served: bool = False, timed_out: bool = False):
         super().__init__(reason)
         self.reason = reason
         self.retryable = retryable
         self.maybe_served = maybe_served
+        self.timed_out = timed_out
 
 
 class HTTPClient:
@@ -167,7 +169,7 @@ class HTTPClient:
             raise TransportError("the connection could not be made in time", retryable=True) from None
         except (aiohttp.ServerTimeoutError, TimeoutError):
             raise TransportError(
-                f"no answer came within the {timeout:g} s timeout", retryable=True, maybe_served=True
+                f"no answer came within the {timeout:g} s timeout", retryable=True, maybe_served=True, timed_out=True
             ) from None
         except aiohttp.ClientConnectorError as exc:
             raise TransportError(f"the endpoint could not be reached ({_first_line(exc)})", retryable=True) from None

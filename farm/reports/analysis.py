@@ -304,7 +304,7 @@ def _run_source(folder: Path) -> RunSource:
     info: dict[str, Any] = {}
     if (folder / RUN_JSON).is_file():
         try:
-            info = read_run_json(folder)
+            info = read_run_json(folder).model_dump()
         except UsageError:
             info = {}
     turns, assertions = folder / "turns.parquet", folder / "assertions.parquet"

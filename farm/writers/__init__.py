@@ -14,7 +14,7 @@ from farm.writers.parquet import (
     consolidate,
     rows_from_result,
 )
-from farm.writers.runinfo import RUN_JSON, read_run_json, write_run_json
+from farm.writers.runinfo import RUN_JSON, RunInfo, read_run_json, write_run_json
 
 __all__ = [
     "ASSERTIONS_SCHEMA",
@@ -25,6 +25,7 @@ __all__ = [
     "MultiWriter",
     "ParquetWriter",
     "ResultWriter",
+    "RunInfo",
     "consolidate",
     "finished_keys",
     "read_jsonl_results",

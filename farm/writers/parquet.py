@@ -65,7 +65,9 @@ awaiting_input             bool                  Whether the agent awaits user i
 awaiting_reason            string                ``agent_declared``, ``tool_requires_confirmation``,
                                                  ``content_is_question``, ``tool_calls`` or ``completed``.
 input_hint                 string                The hint the agent gave for the input it awaits.
-duration_ms                float64               Wall time of the turn, all agent steps included.
+duration_ms                float64               The agent's time in the turn, all its steps included,
+                                                 without waits for rate-limit permits.
+queued_ms                  float64               Time the turn waited for rate-limit permits.
 prompt_tokens              int64                 Prompt tokens the agent reported for the turn.
 completion_tokens          int64                 Completion tokens, likewise.
 total_tokens               int64                 Total tokens, likewise.
@@ -212,6 +214,7 @@ TURNS_SCHEMA = pa.schema(
         ("awaiting_reason", pa.string()),
         ("input_hint", pa.string()),
         ("duration_ms", pa.float64()),
+        ("queued_ms", pa.float64()),
         ("prompt_tokens", pa.int64()),
         ("completion_tokens", pa.int64()),
         ("total_tokens", pa.int64()),
@@ -288,6 +291,7 @@ def rows_from_result(result: CaseResult) -> tuple[Row, list[Row], list[Row]]:
                 "awaiting_reason": turn.awaiting_reason,
                 "input_hint": turn.input_hint,
                 "duration_ms": turn.duration_ms,
+                "queued_ms": turn.queued_ms,
                 "prompt_tokens": turn.usage.prompt_tokens,
                 "completion_tokens": turn.usage.completion_tokens,
                 "total_tokens": turn.usage.total_tokens,

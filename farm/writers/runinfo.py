@@ -1,7 +1,9 @@
 """``run.json``: what a run was — its resolved configuration (no secrets), versions, start, end, command line.
 
-The caller decides what goes in; this module only writes it so that a reader
-never sees half a file, and reads it back.
+:class:`RunInfo` is the record (typed and versioned, like the results);
+:func:`write_run_json` writes it so that a reader never sees half a file, and
+:func:`read_run_json` reads it back (``--resume`` takes the run's input, agent
+and results path from it).
 """
 
 from __future__ import annotations
@@ -9,27 +11,82 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from farm.errors import UsageError
 
-__all__ = ["RUN_JSON", "read_run_json", "write_run_json"]
+__all__ = ["RUN_JSON", "RUN_INFO_VERSION", "RunInfo", "read_run_json", "write_run_json"]
 
 RUN_JSON = "run.json"
 
+RUN_INFO_VERSION = 2
+"""Version 2: a typed record, with ``engine`` and ``options`` (version 1 was an untyped dict)."""
 
-def write_run_json(run_dir: str | os.PathLike[str], info: dict[str, Any]) -> Path:
+
+class RunInfo(BaseModel):
+    """What one run was, as ``run.json`` holds it. Every field but ``run_id`` may be missing
+    from a file an older farm or another tool wrote."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = RUN_INFO_VERSION
+    """The version of this record's shape (:data:`RUN_INFO_VERSION`)."""
+    run_id: str = ""
+    """The run's id: the folder's name unless ``-o`` put the results elsewhere."""
+    status: Literal["running", "finished", "interrupted", "stopped"] = "running"
+    """``running`` until the run ends; ``interrupted`` by Ctrl-C/SIGTERM, ``stopped`` when the engine
+    itself was lost (``--resume`` finishes both)."""
+    engine: str | None = None
+    """``local`` or ``ray``: the engine that ran the cases."""
+    started_at: float | None = None
+    """Unix time the run (its latest part, after a resume) started."""
+    ended_at: float | None = None
+    """Unix time it ended; None while running."""
+    command: list[str] = Field(default_factory=list)
+    """The command line (or ``farm.run(...)`` for the Python API)."""
+    input: str | None = None
+    """The ``-i`` input: a file, a message, ``agents:<id>``, ``scripts:<id>``."""
+    agent: str | None = None
+    """The agent under test."""
+    connector: str | None = None
+    """The target agent's connector (after ``-c``)."""
+    cases: int = 0
+    """Cases in the suite (before ``--runs``)."""
+    runs: int = 1
+    """``--runs``: times every case runs."""
+    parallel: int | None = None
+    """Conversations in flight at most."""
+    results: str | None = None
+    """Path of the results JSONL."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """The run options that shape the results (timeouts, on_missing_input, simulator, ...), for ``--resume``."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """The resolved configuration, with no secrets."""
+    versions: dict[str, str] = Field(default_factory=dict)
+    """Versions of the farm, Python and (on the ray engine) Ray."""
+    ray: dict[str, Any] | None = None
+    """The Ray cluster the ray engine ran on: address, nodes, CPUs."""
+    counts: dict[str, int] = Field(default_factory=dict)
+    """Statuses of the whole run (every part, after a resume): total, passed, failed, skipped, errors, timeouts."""
+    timings: dict[str, float] = Field(default_factory=dict)
+    """Seconds from the start: engine ready, cases started, first and last result, outputs closed."""
+
+
+def write_run_json(run_dir: str | os.PathLike[str], info: RunInfo | dict[str, Any]) -> Path:
     """Write ``info`` to ``run_dir/run.json`` atomically (tmp file, fsync, rename); return its path.
 
-    ``run_dir`` is created if needed. Values JSON cannot hold (paths, dates)
-    are written as their ``str()``. Call it again to update the file (e.g.
+    ``run_dir`` is created if needed. Call it again to update the file (e.g.
     with the end time): a reader sees the old or the new file, never a mix.
     """
+    if isinstance(info, dict):
+        info = RunInfo.model_validate(info)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / RUN_JSON
     tmp = run_dir / f".{RUN_JSON}.tmp"
-    text = json.dumps(info, indent=2, ensure_ascii=False, default=str) + "\n"
+    text = json.dumps(info.model_dump(mode="json"), indent=2, ensure_ascii=False, default=str) + "\n"
     with open(tmp, "w", encoding="utf-8") as file:
         file.write(text)
         file.flush()
@@ -38,7 +95,7 @@ def write_run_json(run_dir: str | os.PathLike[str], info: dict[str, Any]) -> Pat
     return path
 
 
-def read_run_json(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+def read_run_json(run_dir: str | os.PathLike[str]) -> RunInfo:
     """The info in ``run_dir/run.json``; :class:`~farm.errors.UsageError` when missing or unreadable."""
     path = Path(run_dir) / RUN_JSON
     try:
@@ -51,4 +108,9 @@ def read_run_json(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
         raise UsageError(f"Cannot read the run's info, as {path} is not valid JSON ({exc}).") from None
     if not isinstance(info, dict):
         raise UsageError(f"Cannot read the run's info, as {path} holds a JSON {type(info).__name__}, not an object.")
-    return info
+    try:
+        return RunInfo.model_validate(info)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the record"
+        raise UsageError(f"Cannot read the run's info, as {path}: {where}: {first['msg']}.") from None

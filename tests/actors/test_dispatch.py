@@ -6,7 +6,7 @@ from actors.dispatch import Dispatcher, Job
 
 
 def jobs(n):
-    return [Job(("case", i)) for i in range(n)]
+    return [Job(("case", i), None) for i in range(n)]  # the bookkeeping never looks at the payload
 
 
 def test_window_bounds_what_is_in_flight():
@@ -27,7 +27,7 @@ def test_least_loaded_worker_gets_the_next_job():
     on_a = [job for w, job in d.running.values() if w == "a"]
     for job in on_a:
         d.finished(job)
-    d.add([Job(("new", 0))])
+    d.add([Job(("new", 0), None)])
     assert d.assign()[0][0] == "a"
 
 
@@ -84,7 +84,7 @@ def test_a_benched_worker_gets_no_new_job_until_its_time_is_up():
     placed = d.assign(now=1.0)
     assert {w for w, _ in placed} == {"b" if worker == "a" else "a"}
     assert retry.key in {j.key for _, j in placed}
-    d.add([Job(("late", 0))])
+    d.add([Job(("late", 0), None)])
     assert d.assign(now=6.0)[0][0] == worker  # back in rotation, and the least loaded
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.driver import RunPlan, run_plan
+from actors.driver import run_plan
+from farm.engines import RunPlan
 from farm.config import FarmConfig, load_config
 from farm.loader import parse_cases
 from farm.runner import RunSettings
@@ -91,7 +92,7 @@ def test_sigint_then_resume_gives_exactly_one_result_per_case(tmp_path, ray_sess
     from tests.scripted import ScriptedAgent  # answers "slow <seconds>" after that long
 
     with JSONServer(ScriptedAgent()) as server:
-        (tmp_path / "farm.toml").write_text(farm_toml(server.url))
+        (tmp_path / "farm.toml").write_text(farm_toml(server.url, engine="ray"))
         suite = tmp_path / "suite.jsonl"
         suite.write_text("".join(json.dumps({"id": f"c{i}", "input": "slow 1"}) + "\n" for i in range(12)))
         address = ray_session.get_runtime_context().gcs_address
@@ -134,7 +135,7 @@ def test_sigterm_stops_like_ctrl_c(tmp_path, ray_session, signum):
     from tests.scripted import ScriptedAgent
 
     with JSONServer(ScriptedAgent()) as server:
-        (tmp_path / "farm.toml").write_text(farm_toml(server.url))
+        (tmp_path / "farm.toml").write_text(farm_toml(server.url, engine="ray"))
         suite = tmp_path / "suite.jsonl"
         suite.write_text("".join(json.dumps({"id": f"c{i}", "input": "slow 2"}) + "\n" for i in range(6)))
         address = ray_session.get_runtime_context().gcs_address

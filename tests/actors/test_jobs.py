@@ -174,7 +174,7 @@ def _working_dir(folder: Path) -> Path:
 
 def test_a_suite_submitted_as_a_ray_job_writes_its_results_to_an_absolute_path(head: HeadNode, tmp_path: Path):
     with JSONServer(demo_handle) as agent:
-        (tmp_path / "farm.toml").write_text(farm_toml(agent.url))
+        (tmp_path / "farm.toml").write_text(farm_toml(agent.url, engine="ray"))
         suite = tmp_path / "suite.jsonl"
         suite.write_text("".join(json.dumps(case) + "\n" for case in CASES))
         results = tmp_path / "shared" / "results.jsonl"

@@ -18,8 +18,6 @@ from cli.app import app
 from farm.demo.server import JSONServer
 from tests.scripted import RoleModels, ScriptedAgent, farm_toml, roles_toml
 
-pytestmark = pytest.mark.usefixtures("ray_session")
-
 SIM = {"use": "sim", "options": {"metadata": {"goal": "file a $3500 travel expense"}}}
 CHECKPOINTS = [
     {"id": "ask_type", "assertion": {"type": "contains", "value": "type"}},
@@ -36,9 +34,18 @@ def servers():
 
 
 @pytest.fixture
-def project(tmp_path: Path, servers) -> Path:
+def project(tmp_path: Path, servers, engine: str) -> Path:
+    """A project on ``engine``: each test runs on both."""
     agent, roles, _ = servers
-    (tmp_path / "farm.toml").write_text(farm_toml(agent.url) + roles_toml(roles.url))
+    (tmp_path / "farm.toml").write_text(farm_toml(agent.url, engine=engine) + roles_toml(roles.url))
+    return tmp_path
+
+
+@pytest.fixture
+def ray_project(tmp_path: Path, servers, ray_session) -> Path:
+    """A project for what only the ray engine has (role pools on actors)."""
+    agent, roles, _ = servers
+    (tmp_path / "farm.toml").write_text(farm_toml(agent.url, engine="ray") + roles_toml(roles.url))
     return tmp_path
 
 
@@ -200,7 +207,7 @@ def test_reporter_writes_report_md(project: Path):
     assert (run_dir / "report.md").read_text() == "# Run report\n\n1 failed: bad"
 
 
-def test_a_validator_pool_actor_that_dies_is_restarted_and_the_run_goes_on(project: Path, ray_session):
+def test_a_validator_pool_actor_that_dies_is_restarted_and_the_run_goes_on(ray_project: Path):
     import threading
 
     import ray
@@ -221,7 +228,7 @@ def test_a_validator_pool_actor_that_dies_is_restarted_and_the_run_goes_on(proje
     killer = threading.Thread(target=kill_validator_soon)
     killer.start()
     cases = [{"id": f"j{i}", "input": "Hello", "assertions": [{"type": "agent", "use": "agents:val-slow", "options": {"metadata": {"criteria": "expense"}}}]} for i in range(4)]
-    result, got = run(project, cases, "--parallel", "4")
+    result, got = run(ray_project, cases, "--parallel", "4")
     killer.join()
     assert killed, "the validator pool actor was killed mid-run"
     assert result.exit_code == 0, result.output

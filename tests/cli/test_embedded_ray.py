@@ -66,7 +66,7 @@ def wait_until_gone(marker: str, seconds: float = 5.0) -> list[str]:
 
 
 def write_project(tmp_path: Path, url: str, cases: list[dict]) -> Path:
-    (tmp_path / "farm.toml").write_text(farm_toml(url))
+    (tmp_path / "farm.toml").write_text(farm_toml(url, engine="ray"))
     suite = tmp_path / "suite.jsonl"
     suite.write_text("".join(json.dumps(c) + "\n" for c in cases))
     return suite
@@ -85,7 +85,7 @@ def test_a_run_on_the_embedded_ray_stops_every_process_it_started(tmp_path, scri
     info = json.loads(run_json.read_text())
     assert info["counts"]["passed"] == 20 and info["ray"]["address"] == "local"
     timings = info["timings"]
-    assert 0 < timings["ray_ready_s"] <= timings["first_result_s"] <= timings["last_result_s"] <= timings["closed_s"]
+    assert 0 < timings["engine_ready_s"] <= timings["first_result_s"] <= timings["last_result_s"] <= timings["closed_s"]
     assert "Traceback" not in done.stderr and "Raylet" not in done.stderr + done.stdout
     assert wait_until_gone(marker) == [], "processes of the embedded Ray outlived the run"
 

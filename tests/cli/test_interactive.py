@@ -31,15 +31,19 @@ def read_until(fd: int, needle: bytes, timeout: float) -> bytes:
     return seen
 
 
-def test_a_person_answers_when_the_agent_awaits_input(tmp_path: Path, ray_session, demo_server):
-    (tmp_path / "farm.toml").write_text(farm_toml(demo_server.url))
+def test_a_person_answers_when_the_agent_awaits_input(tmp_path: Path, engine: str, demo_server):
+    (tmp_path / "farm.toml").write_text(farm_toml(demo_server.url, engine=engine))
     suite = tmp_path / "suite.jsonl"
     suite.write_text(json.dumps({"id": "po", "turns": [{"input": "Submit $100,000 equipment purchase"}], "interactive": {"timeout": "60s"}}) + "\n")
     out = tmp_path / "out.jsonl"
-    address = ray_session.get_runtime_context().gcs_address
+    joins = []
+    if engine == "ray":  # the session's Ray, not an embedded one of its own
+        import ray
+
+        joins = ["--address", ray.get_runtime_context().gcs_address]
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", "test", "-i", str(suite), "-o", str(out), "--interactive", "--address", address, "--config", str(tmp_path / "farm.toml")],
+        [sys.executable, "-m", "cli", "test", "-i", str(suite), "-o", str(out), "--interactive", *joins, "--config", str(tmp_path / "farm.toml")],
         stdin=slave, stdout=slave, stderr=slave, cwd=tmp_path, close_fds=True,
     )
     os.close(slave)

@@ -26,6 +26,7 @@ from farm.errors import UsageError
 from farm.events import EventWriter
 from farm.reports import HTMLWriter, JUnitWriter, analyse
 from farm.results import (
+    SCHEMA_VERSION,
     AssertionResult,
     CaseResult,
     CheckpointResult,
@@ -339,7 +340,7 @@ def test_events_are_ndjson_with_start_results_and_summary():
     events = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert [e["event"] for e in events] == ["run_start", *["case_result"] * 6, "summary"]
     assert all(e["run_id"] == "run-9" and isinstance(e["time"], float) for e in events)
-    assert events[0]["agent"] == "support-bot" and events[0]["cases"] == 5 and events[0]["schema_version"] == 1
+    assert events[0]["agent"] == "support-bot" and events[0]["cases"] == 5 and events[0]["schema_version"] == SCHEMA_VERSION
     assert events[2]["case"] == results[1].model_dump(mode="json")
     assert CaseResult.model_validate(events[1]["case"]).id == "refund-1"
     summary = events[-1]

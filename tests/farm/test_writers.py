@@ -25,6 +25,7 @@ from farm.results import (
     TurnResult,
     Usage,
 )
+from farm.writers.runinfo import RUN_INFO_VERSION, RunInfo
 from farm.writers import (
     ASSERTIONS_SCHEMA,
     CASES_SCHEMA,
@@ -168,7 +169,7 @@ def test_exports_are_what_is_meant():
     assert sorted(writers.__all__) == sorted(
         [
             "ASSERTIONS_SCHEMA", "CASES_SCHEMA", "RUN_JSON", "TURNS_SCHEMA", "JSONLWriter", "MultiWriter",
-            "ParquetWriter", "ResultWriter", "consolidate", "finished_keys", "read_jsonl_results",
+            "ParquetWriter", "ResultWriter", "RunInfo", "consolidate", "finished_keys", "read_jsonl_results",
             "read_run_json", "rows_from_result", "write_run_json",
         ]
     )
@@ -575,23 +576,34 @@ def test_multiwriter_reports_every_failure():
 
 def test_run_json_round_trips_atomically(tmp_path):
     run_dir = tmp_path / "runs" / "run-x"
-    info = {
-        "run_id": "run-x",
-        "command": ["farm", "run", "cases/"],
-        "config": {"concurrency": 8, "agent": {"url": "http://127.0.0.1:8000"}},
-        "versions": {"farm": "0.1.0"},
-        "started_at": datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
-        "output": Path("/tmp/out"),
-    }
+    info = RunInfo(
+        run_id="run-x",
+        command=["farm", "test", "-i", "cases/"],
+        engine="local",
+        config={"agents": {"target": {"connector": "local"}}},
+        versions={"farm": "0.1.0"},
+        started_at=1_750_000_000.5,
+        options={"timeout": 300.0, "on_missing_input": "fail"},
+    )
     path = write_run_json(run_dir, info)
     assert path == run_dir / "run.json"
     back = read_run_json(run_dir)
-    assert back["config"] == info["config"] and back["command"] == info["command"]
-    assert back["started_at"] == "2025-01-02 03:04:05+00:00" and back["output"] == "/tmp/out"
+    assert isinstance(back, RunInfo) and back == info
+    assert json.loads(path.read_text())["schema_version"] == RUN_INFO_VERSION
 
-    write_run_json(run_dir, back | {"ended_at": "later"})
-    assert read_run_json(run_dir)["ended_at"] == "later"
+    back.status, back.ended_at = "finished", 1_750_000_100.0
+    write_run_json(run_dir, back)
+    assert read_run_json(run_dir).status == "finished"
     assert sorted(p.name for p in run_dir.iterdir()) == ["run.json"]
+
+
+def test_run_json_from_another_tool_keeps_what_it_does_not_know(tmp_path):
+    write_run_json(tmp_path, {"run_id": "old", "started_at": 1.0, "notes": "kept"})
+    back = read_run_json(tmp_path)
+    assert back.run_id == "old" and back.model_dump()["notes"] == "kept"
+    (tmp_path / "run.json").write_text('{"run_id": "x", "status": "exploded"}')
+    with pytest.raises(UsageError, match="status"):
+        read_run_json(tmp_path)
 
 
 def test_run_json_missing_or_broken_is_a_usage_error(tmp_path):

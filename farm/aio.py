@@ -1,0 +1,39 @@
+"""Running a coroutine to its end from synchronous code, whether or not an event loop runs here.
+
+``asyncio.run`` refuses to start inside a running loop (a notebook cell, an async
+application calling :func:`farm.run`). :func:`run_sync` then runs the coroutine
+on a loop of its own in a helper thread and waits for it, so the same call works
+everywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Coroutine, TypeVar
+
+__all__ = ["run_sync"]
+
+T = TypeVar("T")
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(coro)``; in a thread of its own when this thread already runs a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = asyncio.run(coro)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="farm-run-sync", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

@@ -1,0 +1,185 @@
+"""One run, start to end, on either engine: ``run.json``, every result written as it arrives,
+interrupts, and ``--resume``.
+
+:func:`execute` writes ``run.json`` at the start and again at the end, starts the
+engine, hands it the plan, and writes each result to the JSONL file, the Parquet
+parts and the extra writers as it arrives. The results JSONL is the source of
+truth: on ``--resume`` the Parquet tables are rebuilt from it (so a crash that
+lost Parquet parts loses nothing), and the summary, ``run.json``'s counts and
+the exit code cover the whole run, earlier parts included. An interrupt (Ctrl-C,
+or SIGTERM as ``ray job stop`` sends it) at any moment, start-up included, keeps
+every finished result and raises :class:`RunInterrupted` naming the folder to resume.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from farm import __version__
+from farm.console import Summary
+from farm.engines import Engine, RunPlan
+from farm.results import CaseResult
+from farm.writers import JSONLWriter, MultiWriter, ParquetWriter, ResultWriter, RunInfo, read_jsonl_results, write_run_json
+from farm.writers.parquet import PARTS_DIR
+
+__all__ = ["RunInterrupted", "RunOutputs", "execute"]
+
+
+class RunInterrupted(Exception):
+    def __init__(self, run_dir: Path, done: int, total: int, summary: Summary):
+        super().__init__(f"interrupted after {done} of {total} case runs")
+        self.run_dir = run_dir
+        self.done = done
+        self.total = total
+        self.summary = summary
+
+
+@dataclass
+class RunOutputs:
+    run_dir: Path
+    jsonl: Path
+    reports: list[ResultWriter] = field(default_factory=list)
+    """Report files (JUnit, HTML) fed with every result of the run, earlier parts included on resume."""
+    streams: list[ResultWriter] = field(default_factory=list)
+    """Live outputs (NDJSON events) fed with the results of this part only."""
+    resume: bool = False
+
+
+class _Interrupts:
+    """SIGINT and SIGTERM raise ``KeyboardInterrupt`` once; later ones, while the run is
+    cleaning up, are ignored, so a second Ctrl-C never cuts the clean-up short.
+
+    SIGINT is set too because a process started in the background by a shell script
+    inherits SIGINT ignored, and ``kill -INT`` must still stop it. Only the main thread
+    may set handlers; elsewhere (a notebook's helper thread) nothing changes.
+    """
+
+    def __init__(self) -> None:
+        self.fired = False
+        self.previous: dict[int, Any] = {}
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt()
+
+    def __enter__(self) -> "_Interrupts":
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+        return self
+
+    def rearm(self) -> None:
+        """Set the handlers again: ``ray.init`` replaces the SIGTERM handler with its own."""
+        for sig in self.previous:
+            signal.signal(sig, self._handler)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def _earlier_results(outputs: RunOutputs) -> list[CaseResult]:
+    """The results of the run's earlier parts, once each, from the JSONL (the source of truth)."""
+    if not (outputs.resume and outputs.jsonl.exists()):
+        return []
+    seen: set[tuple[str, int]] = set()
+    earlier: list[CaseResult] = []
+    for record in read_jsonl_results(outputs.jsonl):
+        result = CaseResult.model_validate(record)
+        key = (result.id, result.run_index)
+        if key not in seen:
+            seen.add(key)
+            earlier.append(result)
+    return earlier
+
+
+def _fresh_parquet(run_dir: Path) -> ParquetWriter:
+    """A Parquet writer on ``run_dir`` with no tables or parts left from before (they are rebuilt)."""
+    for table in ("cases", "turns", "assertions"):
+        (run_dir / f"{table}.parquet").unlink(missing_ok=True)
+        (run_dir / f".{table}.parquet.tmp").unlink(missing_ok=True)
+    shutil.rmtree(run_dir / PARTS_DIR, ignore_errors=True)
+    return ParquetWriter(run_dir)
+
+
+def execute(
+    plan: RunPlan,
+    outputs: RunOutputs,
+    engine: Engine,
+    *,
+    info: RunInfo,
+    on_result: Callable[[CaseResult], None] = lambda r: None,
+    on_phase: Callable[[str], None] = lambda phase: None,
+) -> Summary:
+    """Run ``plan`` on ``engine`` and write its results; returns the whole run's :class:`Summary`.
+
+    ``info`` is the run's record as far as the caller knows it; this fills in the
+    rest (status, engine, versions, counts, timings) and writes it to ``run.json``.
+    ``on_phase`` hears what the run is waiting for (``"starting Ray…"``).
+    """
+    started = time.time()
+    info.status, info.started_at, info.engine, info.ended_at = "running", started, engine.name, None
+    info.versions = {"farm": __version__, "python": platform.python_version()}
+    info.results, info.parallel, info.runs, info.cases = str(outputs.jsonl), plan.parallel, plan.runs, len(plan.cases)
+    info.timings = {}
+    write_run_json(outputs.run_dir, info)
+
+    earlier = _earlier_results(outputs)
+    summary = Summary()
+    parquet = _fresh_parquet(outputs.run_dir)
+    replayed = MultiWriter([parquet, *outputs.reports])
+    for result in earlier:
+        replayed.write(result)
+        summary.add(result)
+    writers = MultiWriter([JSONLWriter(outputs.jsonl, append=outputs.resume), parquet, *outputs.reports, *outputs.streams])
+    done_before = summary.total
+    timings = info.timings
+
+    def elapsed() -> float:
+        return round(time.time() - started, 3)
+
+    def record(result: CaseResult) -> None:
+        writers.write(result)
+        summary.add(result)
+        on_result(result)
+        timings["last_result_s"] = elapsed()
+        timings.setdefault("first_result_s", timings["last_result_s"])
+
+    interrupted = False
+    with _Interrupts() as interrupts:
+        try:
+            if engine.starting:
+                on_phase(engine.starting)
+            ready = engine.start()
+            interrupts.rearm()
+            timings["engine_ready_s"] = elapsed()
+            info.ray = ready.get("ray")
+            info.versions.update(ready.get("versions", {}))
+            write_run_json(outputs.run_dir, info)
+            on_phase("running")
+            timings["cases_started_s"] = elapsed()
+            engine.run(plan, record)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            try:
+                writers.close()
+                summary.wall_seconds = time.time() - started
+                timings["closed_s"] = round(summary.wall_seconds, 3)
+                info.status = "interrupted" if interrupted else "finished"
+                info.ended_at = time.time()
+                info.counts = summary.count_dict()
+                write_run_json(outputs.run_dir, info)
+            finally:
+                engine.close()
+    if interrupted:
+        raise RunInterrupted(outputs.run_dir, summary.total - done_before, plan.total, summary)
+    return summary
+
