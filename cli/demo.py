@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Optional
@@ -40,7 +41,7 @@ def demo(
             config.farm.results_dir = str((results_dir or Path("farm-results")).resolve())
             outcome = farm.run(
                 str(suite_path), config=config, engine=engine, address=address,  # type: ignore[arg-type]
-                timeout="1m", turn_timeout="30s", skip_interactive=True, json_events=json_events, verbose=verbose,
+                timeout="1m", turn_timeout="30s", skip_interactive=True, json_events=json_events, verbose=verbose, command=sys.argv,
             )
         except FarmError as exc:
             fail(exc)

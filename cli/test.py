@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -74,6 +75,7 @@ def test(
             after=after,
             reporter=reporter_agent,
             verbose=verbose,
+            command=sys.argv,
         )
     except FarmError as exc:
         fail(exc)

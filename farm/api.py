@@ -107,6 +107,7 @@ def run(
     verbose: bool = False,
     console: Console | None = None,
     quiet: bool = False,
+    command: list[str] | None = None,
 ) -> RunResult:
     """Run a suite against an agent; the options are ``farm test``'s (SPEC section 2).
 
@@ -120,6 +121,7 @@ def run(
     - ``match``: only cases whose id matches this regex (``--run``); ``tags``: only these tags.
     - ``console``: where the tree and the summary go (default: standard output,
       standard error with ``json_events``); ``quiet``: print nothing.
+    - ``command``: what ``run.json`` records as the command line (default: this call).
     """
     from farm.writers import RunInfo, finished_keys, read_run_json
 
@@ -197,7 +199,7 @@ def run(
     )
     info = RunInfo(
         run_id=run_id,
-        command=list(sys.argv) if _from_cli() else ["farm.run", input_value],
+        command=command or ["farm.run", input_value],
         input=input_value,
         agent=agent_id,
         connector=connector_name,
@@ -285,10 +287,6 @@ class _Say:
 
     def __call__(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True, end="" if text.endswith(": ") else "\n")
-
-
-def _from_cli() -> bool:
-    return Path(sys.argv[0]).name in ("farm", "__main__.py", "cli")
 
 
 def _prepare(

@@ -238,3 +238,31 @@ def test_fail_fast_starts_none_of_the_calls_queued_on_the_actors(project: Path):
     # the 8 that ran at once, and on each actor at most one queued call that took a
     # failed case's slot before the stop reached it (without the stop: 24 or more)
     assert 1 < len(got) <= 10, f"{len(got)} results: queued calls ran after the failure"
+
+
+def test_waits_for_rate_limit_permits_are_not_agent_time(tmp_path: Path, scripted: JSONServer, engine: str):
+    """At rpm 60 the third case waits ~2 s for its permit: longer than its turn and case
+    timeouts, but not agent time, so it passes its latency assertion and records the wait."""
+    (tmp_path / "farm.toml").write_text(farm_toml(scripted.url, engine=engine, rpm=60))
+    fast = {"input": "slow 0.05", "assertions": [{"type": "latency", "value": 400}]}
+    suite = write_suite(tmp_path, [{"id": f"c{i}", **fast} for i in range(3)])
+    out = tmp_path / "out.jsonl"
+    result = farm("test", "-i", str(suite), "-o", str(out), "--parallel", "3", "--turn-timeout", "1s", "--timeout", "1500ms", "--config", str(tmp_path / "farm.toml"))
+    assert result.exit_code == 0, result.output
+    turns = [r["turns"][0] for r in results(out).values()]
+    assert all(t["duration_ms"] < 400 for t in turns), turns
+    assert max(t["queued_ms"] for t in turns) >= 1500, "the last case waited for two permits"
+    [turns_parquet] = (tmp_path / "results").glob("*/turns.parquet")
+    table = pq.read_table(turns_parquet)
+    assert max(table.column("queued_ms").to_pylist()) >= 1500
+
+
+def test_a_connector_timeout_that_spends_its_retries_is_a_timeout(tmp_path: Path, scripted: JSONServer, engine: str):
+    (tmp_path / "farm.toml").write_text(farm_toml(scripted.url, engine=engine, timeout="200ms"))
+    suite = write_suite(tmp_path, [{"id": "stuck", "input": "slow 2"}])
+    out = tmp_path / "out.jsonl"
+    result = farm("test", "-i", str(suite), "-o", str(out), "--config", str(tmp_path / "farm.toml"))
+    assert result.exit_code == 1
+    got = results(out)["stuck"]
+    assert got["status"] == "timeout", got["error"]
+    assert "no answer came within the 0.2 s timeout" in got["error"] and "3 attempts" in got["error"]
