@@ -3,17 +3,19 @@
     python benchmarks/whole_command.py                   # 1000 cases, 200 ms agent, default --parallel
     python benchmarks/whole_command.py --parallel 100 --repeat 3 --json
 
-Each run is a fresh ``farm test -i suite.jsonl`` process on the embedded local
-Ray (in a private temp folder), against the fake agent of ``fake_agent.py``
-in its own process. Reported, in the same run:
+Each run is a fresh ``farm test -i suite.jsonl`` process per engine (``--engines``:
+the local engine, and the ray engine on an embedded local Ray in a private temp
+folder), against the fake agent of ``fake_agent.py`` in its own process.
+Reported, in the same run:
 
 - **ideal**: cases x latency / parallel (1000 x 0.2 s / 128 = 1.56 s);
 - **asyncio**: the same requests from a plain-asyncio client in one fresh
   Python process (its start-up included), the floor for any Python tool;
 - **farm**: the whole ``farm test`` process, from exec to exit; and its parts:
   ``start_s`` (Python, imports, loading the suite), then from ``run.json``'s
-  ``timings`` (seconds from the run's start) Ray ready, first and last result,
-  and ``exit_s``: from the outputs closed to the process gone (stopping Ray).
+  ``timings`` (seconds from the run's start) the engine ready, first and last
+  result, and ``exit_s``: from the outputs closed to the process gone (stopping Ray);
+  ``first_result_from_exec_s`` is the first result counted from the process's exec.
 
 ``--address`` runs the farm against an existing cluster instead (no Ray to start).
 """
@@ -70,8 +72,8 @@ def _farm_env(base: Path) -> dict[str, str]:
     return env
 
 
-def run_farm(folder: Path, parallel: int | None, address: str | None) -> dict[str, Any]:
-    command = [sys.executable, "-m", "cli", "test", "-i", "suite.jsonl"]
+def run_farm(folder: Path, parallel: int | None, address: str | None, engine: str) -> dict[str, Any]:
+    command = [sys.executable, "-m", "cli", "test", "-i", "suite.jsonl", "--engine", engine]
     command += ["--parallel", str(parallel)] if parallel else []
     command += ["--address", address] if address else []
     started, started_at = time.perf_counter(), time.time()
@@ -106,46 +108,53 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--parallel", type=int, default=None, help="the farm's --parallel (default: the farm's own default)")
     parser.add_argument("--address", default=None, help="an existing Ray cluster to run on")
+    parser.add_argument("--engines", default="local,ray", help="comma-separated engines to time, each in its own process")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
     args = parser.parse_args(argv)
 
     rows = []
+    engines = [e for e in args.engines.split(",") if e]
     with FakeAgent(args.latency) as agent:
         for attempt in range(args.repeat):
-            folder = Path(tempfile.mkdtemp(prefix="farm-wc-", dir="/tmp"))
-            try:
-                cases = (json.dumps({"id": f"c{i:05d}", "input": f"Hello {i}", "assertions": [{"type": "contains", "value": CHECK}]}) for i in range(args.cases))
-                (folder / "suite.jsonl").write_text("\n".join(cases) + "\n")
-                (folder / "farm.toml").write_text(config_toml(agent.url))
-                farm = run_farm(folder, args.parallel, args.address)
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
-            parallel = farm["parallel"] or args.parallel
+            farms = {}
+            for engine in engines:
+                folder = Path(tempfile.mkdtemp(prefix="farm-wc-", dir="/tmp"))
+                try:
+                    cases = (json.dumps({"id": f"c{i:05d}", "input": f"Hello {i}", "assertions": [{"type": "contains", "value": CHECK}]}) for i in range(args.cases))
+                    (folder / "suite.jsonl").write_text("\n".join(cases) + "\n")
+                    (folder / "farm.toml").write_text(config_toml(agent.url))
+                    farms[engine] = run_farm(folder, args.parallel, args.address, engine)
+                finally:
+                    shutil.rmtree(folder, ignore_errors=True)
+            parallel = next(iter(farms.values()))["parallel"] or args.parallel
             ideal = args.cases * args.latency / parallel
             base = run_baseline(agent.url, args.cases, parallel)
-            t = farm["timings"]
-            row = {
-                "cases": args.cases,
-                "latency_s": args.latency,
-                "parallel": parallel,
-                "ideal_s": round(ideal, 2),
-                "asyncio_s": round(base["wall_s"], 2),
-                "asyncio_x": round(base["wall_s"] / ideal, 2),
-                "farm_s": round(farm["wall_s"], 2),
-                "farm_x": round(farm["wall_s"] / ideal, 2),
-                "farm_vs_asyncio": round(farm["wall_s"] / base["wall_s"], 2),
-                "start_s": round(farm["before_run_s"], 2),
-                "ray_ready_s": t.get("ray_ready_s"),
-                "first_result_s": t.get("first_result_s"),
-                "last_result_s": t.get("last_result_s"),
-                "exit_s": round(farm["wall_s"] - farm["before_run_s"] - t["closed_s"], 2) if t.get("closed_s") else None,
-                "passed": farm["counts"].get("passed"),
-                "asyncio_failures": base["failures"],
-            }
-            rows.append(row)
-            if not args.json:
-                print(json.dumps(row), flush=True)
+            for engine, farm in farms.items():
+                t = farm["timings"]
+                row = {
+                    "engine": engine,
+                    "cases": args.cases,
+                    "latency_s": args.latency,
+                    "parallel": parallel,
+                    "ideal_s": round(ideal, 2),
+                    "asyncio_s": round(base["wall_s"], 2),
+                    "asyncio_x": round(base["wall_s"] / ideal, 2),
+                    "farm_s": round(farm["wall_s"], 2),
+                    "farm_x": round(farm["wall_s"] / ideal, 2),
+                    "farm_vs_asyncio": round(farm["wall_s"] / base["wall_s"], 2),
+                    "start_s": round(farm["before_run_s"], 2),
+                    "engine_ready_s": t.get("engine_ready_s"),
+                    "first_result_s": t.get("first_result_s"),
+                    "first_result_from_exec_s": round(farm["before_run_s"] + t["first_result_s"], 2) if t.get("first_result_s") else None,
+                    "last_result_s": t.get("last_result_s"),
+                    "exit_s": round(farm["wall_s"] - farm["before_run_s"] - t["closed_s"], 2) if t.get("closed_s") else None,
+                    "passed": farm["counts"].get("passed"),
+                    "asyncio_failures": base["failures"],
+                }
+                rows.append(row)
+                if not args.json:
+                    print(json.dumps(row), flush=True)
     if args.json:
         print(json.dumps({"benchmark": "whole_command", "rows": rows, "fake_agent": {"requests": agent.requests, "cpu_s": agent.cpu_s}}))
     return 0

@@ -14,6 +14,8 @@ results themselves, so memory stays flat however many cases run.
 
 from __future__ import annotations
 
+import time
+
 import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -168,6 +170,13 @@ class Summary:
 # ---------------------------------------------------------------- reporter
 
 
+LINES_AT_ONCE = 200
+"""Passed cases' lines printed in one go at most."""
+
+LINES_EVERY = 0.1
+"""Seconds a passed case's line may wait to be printed with the next ones."""
+
+
 class ConsoleReporter:
     """Prints a run to ``console``: :meth:`header`, :meth:`case` per result, :meth:`summary`.
 
@@ -184,6 +193,8 @@ class ConsoleReporter:
         self._done = 0
         self._counts: dict[str, int] = {}
         self._gap_needed = False  # compact lines were printed since the last blank line
+        self._lines: list[Text] = []  # passed cases' lines not printed yet
+        self._printed_at = 0.0  # the first line is printed at once
 
     # -- banner
 
@@ -211,11 +222,22 @@ class ConsoleReporter:
                 line.append(f" {result.name}")
             line.append(f" ({_turns_label(result)}, {format_duration(result.duration_ms / 1000)})")
             line.append(_run_label(result), style="dim")
-            self.console.print(line)
+            self._lines.append(line)
             self._gap_needed = True
+            if len(self._lines) >= LINES_AT_ONCE or time.monotonic() - self._printed_at >= LINES_EVERY:
+                self.flush()
             return
+        self.flush()
         self._gap()
         self._tree(result)
+
+    def flush(self) -> None:
+        """Print the passed cases' lines held back: one print for many lines costs a fraction
+        of one print per line (Rich renders per call), which counted at thousands of cases."""
+        if self._lines:
+            self.console.print(Text("\n").join(self._lines), soft_wrap=True)
+            self._lines.clear()
+        self._printed_at = time.monotonic()
 
     def _tree(self, result: CaseResult) -> None:
         head = Text()
@@ -369,7 +391,8 @@ class ConsoleReporter:
         )
 
     def stop_progress(self) -> None:
-        """Remove the progress line."""
+        """Remove the progress line (printing the lines held back first)."""
+        self.flush()
         if self._progress is not None:
             self._progress.stop()
             self._progress = None

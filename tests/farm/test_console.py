@@ -171,6 +171,15 @@ def test_passed_case_is_one_compact_line(console: Console) -> None:
     assert lines == ["✓ [T001] Expense Reimbursement Flow (3 turns, 7.1s)"]
 
 
+def test_passed_lines_held_back_come_out_in_order(console: Console) -> None:
+    reporter = ConsoleReporter(console)
+    for case_id in ("A1", "A2", "A3"):
+        reporter.case(passed_case().model_copy(update={"id": case_id}))
+    reporter.case(failed_case())  # a tree prints what was held back before it
+    ids = [line.split("]")[0] for line in lines_of(text_of(console)) if line.startswith(("✓", "►"))]
+    assert ids == ["✓ [A1", "✓ [A2", "✓ [A3", "► [T004"]
+
+
 def test_verbose_prints_the_passed_tree(console: Console) -> None:
     ConsoleReporter(console, verbose=True).case(passed_case())
     lines = lines_of(text_of(console))
