@@ -14,18 +14,27 @@ stops lean (figures in benchmarks/README.md, "The whole command"):
 
 The first and the last reach into ``ray._private``; where a Ray version lacks
 what they touch, Ray's own start and stop are used unchanged.
+
+No process of the embedded Ray outlives the run, however the run ends: Ray's
+node agents (``ray::DashboardAgent``, ``ray::RuntimeEnvAgent``) survive a
+``kill -9`` of the process that started them. So every process of the embedded
+Ray carries a token in its environment, and a small reaper process waits for
+the farm to exit, then kills whatever still carries the token.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import ray
 
-__all__ = ["Cluster", "connect", "QUIET_ENV"]
+__all__ = ["OWNER_ENV", "Cluster", "connect", "QUIET_ENV"]
 
 #: Settings that make the embedded Ray slim and quiet (see RAY_NOTES: ~7 processes, ~0.5 GiB).
 QUIET_ENV = {
@@ -36,11 +45,47 @@ QUIET_ENV = {
 }
 
 
+#: The environment variable that marks the processes of an embedded Ray (its value: one run's token).
+OWNER_ENV = "FARM_EMBEDDED_RAY"
+
+REAPER = r"""
+import os, signal, sys, time
+parent, needle = int(sys.argv[1]), ("%s=" % sys.argv[2]).encode() + sys.argv[3].encode()
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])  # told to go (SIGTERM): reap now
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+while os.getppid() == parent and signal.sigtimedwait([signal.SIGTERM], 0.5) is None:
+    pass
+time.sleep(0.2)  # let a graceful stop finish first
+for entry in os.listdir("/proc"):
+    if not entry.isdigit() or int(entry) in (os.getpid(), parent):
+        continue
+    try:
+        with open(f"/proc/{entry}/environ", "rb") as file:
+            if needle in file.read().split(b"\0"):
+                os.kill(int(entry), signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+def _start_reaper(token: str) -> subprocess.Popen[bytes] | None:
+    """The process that kills what is left of the embedded Ray once this process is gone."""
+    if not os.path.isdir("/proc"):  # pragma: no cover - Linux only; elsewhere Ray's own stop is all
+        return None
+    env = {k: v for k, v in os.environ.items() if k != OWNER_ENV}
+    return subprocess.Popen(
+        [sys.executable, "-c", REAPER, str(os.getpid()), OWNER_ENV, token],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a Ctrl-C to the farm's terminal does not reach it
+    )
+
+
 @dataclass
 class Cluster:
     address: str
     started: bool
     """True when this process started an embedded Ray (and so stops it)."""
+    reaper: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
     def cpus(self) -> float:
@@ -54,6 +99,9 @@ class Cluster:
         if self.started and ray.is_initialized():
             _stop_quickly()
             ray.shutdown()
+        if self.reaper is not None:
+            self.reaper.terminate()  # it reaps what the stop left, then exits
+            self.reaper = None
 
 
 def connect(address: str | None = None, num_cpus: int | None = None, namespace: str = "farm") -> Cluster:
@@ -68,9 +116,15 @@ def connect(address: str | None = None, num_cpus: int | None = None, namespace: 
     if address:
         ray.init(address=address, **common)
         return Cluster(address=address, started=False)
-    with _no_api_server():
-        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, **common)
-    return Cluster(address="local", started=True)
+    token = uuid.uuid4().hex
+    os.environ[OWNER_ENV] = token  # inherited by every process of the embedded Ray
+    reaper = _start_reaper(token)
+    try:
+        with _no_api_server():
+            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, **common)
+    finally:
+        os.environ.pop(OWNER_ENV, None)  # Ray's processes have it; what this process starts later does not
+    return Cluster(address="local", started=True, reaper=reaper)
 
 
 @contextlib.contextmanager

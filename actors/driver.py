@@ -19,13 +19,13 @@ import uuid
 from typing import Any, Callable
 
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import RayActorError, RaySystemError, RayTaskError
 
 from actors.dispatch import Dispatcher
 from actors.limiter import start_limiters
 from actors.roles import start_pool
 from actors.session import SessionActor
-from farm.engines import Job, RunPlan
+from farm.engines import EngineLost, Job, RunPlan
 from farm.loader import LoadedCase
 from farm.results import CaseResult
 from farm.runner import RunSettings, error_result
@@ -137,7 +137,10 @@ def run_plan(
                 submit()
             if not in_flight:
                 break
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
+            try:
+                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
+            except (RaySystemError, ConnectionError) as exc:  # the local raylet or the GCS is gone
+                raise EngineLost(f"the Ray cluster stopped answering ({type(exc).__name__})") from None
             if not ready:
                 continue
             # take everything else that is ready too, without waiting
@@ -148,6 +151,8 @@ def run_plan(
                 try:
                     result = ray.get(ref)
                 except RayActorError as exc:
+                    if not _cluster_alive():
+                        raise EngineLost("the Ray node running this farm stopped") from None
                     worker = dispatcher.running.get(job.key, (None,))[0]
                     if worker is not None:
                         dispatcher.bench(worker, time.monotonic() + BENCH_SECONDS)
@@ -174,6 +179,14 @@ def run_plan(
                 ray.kill(handle, no_restart=True)
         for handle in limiter_handles.values():
             ray.kill(handle, no_restart=True)
+
+
+def _cluster_alive() -> bool:
+    """Whether a node that can run session actors is still alive (asked only after a loss)."""
+    try:
+        return any(node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0 for node in ray.nodes())
+    except Exception:  # noqa: BLE001 - no answer from the GCS is no cluster
+        return False
 
 
 def _lost(dispatcher: Dispatcher, job: Job, exc: Exception, report: Callable[[CaseResult, Job], None], settings: RunSettings) -> None:

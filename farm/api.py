@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
+from rich.markup import escape
 
 from farm.durations import parse_duration
 from farm.errors import UsageError
@@ -158,7 +159,7 @@ def run(
         cfg.connector(connector_name)  # fail early, naming the configured connectors
 
     from farm.engines import RunPlan, Terminal, choose_engine, make_engine
-    from farm.execution import RunInterrupted, RunOutputs, execute
+    from farm.execution import RunInterrupted, RunOutputs, RunStopped, execute
     from farm.ratelimit import DEFAULT_PARALLEL, default_parallel
     from farm.runner import RunSettings
 
@@ -246,10 +247,16 @@ def run(
         summary = execute(plan, outputs, engine_impl, info=info, on_result=on_result, on_phase=view.phase if show else lambda p: None)
     except RunInterrupted as stop:
         view.stop_progress()
+        again = f"farm test --resume {stop.run_dir}" + (f" --config {config}" if isinstance(config, (str, Path)) else "")
+        if isinstance(stop, RunStopped):  # the engine went away: no case's fault
+            console.print(
+                f"\n[red]error:[/red] {stop.reason}: {stop.done} of {stop.total} case runs finished, results kept; resume with: {escape(again)}",
+                soft_wrap=True,
+            )
+            return RunResult(1, run_dir, jsonl, stop.summary, engine_name, run_id, interrupted=True)
         if not quiet:
             console.print(f"\n[yellow]Interrupted[/yellow]: {stop.done} of {stop.total} case runs finished; their results are kept.", soft_wrap=True)
-            again = f" --config {config}" if isinstance(config, (str, Path)) else ""
-            console.print(f"Resume with: farm test --resume {stop.run_dir}{again}", soft_wrap=True, markup=False)
+            console.print(f"Resume with: {again}", soft_wrap=True, markup=False)
         return RunResult(130, run_dir, jsonl, stop.summary, engine_name, run_id, interrupted=True)
     view.stop_progress()
     if show:

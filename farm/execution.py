@@ -24,21 +24,31 @@ from typing import Any, Callable
 
 from farm import __version__
 from farm.console import Summary
-from farm.engines import Engine, RunPlan
+from farm.engines import Engine, EngineLost, RunPlan
 from farm.results import CaseResult
 from farm.writers import JSONLWriter, MultiWriter, ParquetWriter, ResultWriter, RunInfo, read_jsonl_results, write_run_json
 from farm.writers.parquet import PARTS_DIR
 
-__all__ = ["RunInterrupted", "RunOutputs", "execute"]
+__all__ = ["RunInterrupted", "RunOutputs", "RunStopped", "execute"]
 
 
 class RunInterrupted(Exception):
+    """Ctrl-C or SIGTERM stopped the run; what finished is kept."""
+
     def __init__(self, run_dir: Path, done: int, total: int, summary: Summary):
         super().__init__(f"interrupted after {done} of {total} case runs")
         self.run_dir = run_dir
         self.done = done
         self.total = total
         self.summary = summary
+
+
+class RunStopped(RunInterrupted):
+    """The engine went away (:class:`~farm.engines.EngineLost`); what finished is kept."""
+
+    def __init__(self, run_dir: Path, done: int, total: int, summary: Summary, reason: str):
+        super().__init__(run_dir, done, total, summary)
+        self.reason = reason
 
 
 @dataclass
@@ -153,6 +163,7 @@ def execute(
         timings.setdefault("first_result_s", timings["last_result_s"])
 
     interrupted = False
+    lost: str | None = None
     with _Interrupts() as interrupts:
         try:
             if engine.starting:
@@ -168,17 +179,21 @@ def execute(
             engine.run(plan, record)
         except KeyboardInterrupt:
             interrupted = True
+        except EngineLost as exc:
+            lost = str(exc)
         finally:
             try:
                 writers.close()
                 summary.wall_seconds = time.time() - started
                 timings["closed_s"] = round(summary.wall_seconds, 3)
-                info.status = "interrupted" if interrupted else "finished"
+                info.status = "interrupted" if interrupted else "stopped" if lost else "finished"
                 info.ended_at = time.time()
                 info.counts = summary.count_dict()
                 write_run_json(outputs.run_dir, info)
             finally:
                 engine.close()
+    if lost is not None:
+        raise RunStopped(outputs.run_dir, summary.total, done_before + plan.total, summary, lost)
     if interrupted:
         raise RunInterrupted(outputs.run_dir, summary.total - done_before, plan.total, summary)
     return summary

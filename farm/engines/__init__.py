@@ -25,7 +25,7 @@ from farm.loader import LoadedCase
 from farm.results import CaseResult
 from farm.runner import RunSettings
 
-__all__ = ["AUTO_RAY_FROM", "ENGINES", "Engine", "Job", "RunPlan", "Terminal", "choose_engine", "make_engine"]
+__all__ = ["AUTO_RAY_FROM", "ENGINES", "Engine", "EngineLost", "Job", "RunPlan", "Terminal", "choose_engine", "make_engine"]
 
 ENGINES = {
     "local": "farm.engines.local:LocalEngine",
@@ -39,6 +39,11 @@ than :data:`AUTO_RAY_MIN_CPUS` CPUs (benchmarks/README.md, "Choosing the engine"
 
 AUTO_RAY_MIN_CPUS = 4
 """Below this many CPUs one process is as fast as Ray for any run measured here."""
+
+
+class EngineLost(Exception):
+    """The engine itself went away mid-run (the Ray node running the farm stopped): no case's
+    fault. The results so far are kept; the cases in flight are left for ``--resume``."""
 
 
 @dataclass
@@ -110,7 +115,7 @@ class Engine(Protocol):
 
         Once ``should_stop()`` is true (or, with ``fail_fast``, a case failed) nothing
         more starts and what is in flight finishes. ``KeyboardInterrupt`` cancels
-        what is in flight and propagates.
+        what is in flight and propagates; :class:`EngineLost` says the engine is gone.
         """
         ...
 

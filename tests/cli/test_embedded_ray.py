@@ -17,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from farm.demo.server import JSONServer
@@ -128,3 +129,77 @@ def test_sigint_stops_an_embedded_run_quickly_then_resume_finishes_it(tmp_path, 
     ids = [json.loads(line)["id"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert sorted(ids) == sorted(f"c{i}" for i in range(12)), "exactly one result per case"
     assert wait_until_gone(marker) == [], "processes of the embedded Ray outlived the resumed run"
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds leftover processes through /proc (Linux)")
+def test_kill_9_of_the_farm_leaves_no_ray_process_and_resume_completes_both_tables(tmp_path, scripted):
+    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.5"} for i in range(12)])
+    env, marker = embedded_env(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "2", "--config", str(tmp_path / "farm.toml")],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        lines = 0
+        while time.monotonic() < deadline and lines < 2:
+            time.sleep(0.1)
+            files = list((tmp_path / "results").glob("*/results.jsonl"))
+            lines = len(files[0].read_text().splitlines()) if files else 0
+        assert lines >= 2, "the run never wrote two results"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert wait_until_gone(marker, 10.0) == [], "processes of the embedded Ray outlived a kill -9 of the farm"
+
+    [run_dir] = (tmp_path / "results").iterdir()
+    resumed = subprocess.run(
+        [sys.executable, "-m", "cli", "test", "--resume", str(run_dir), "--engine", "local", "--config", str(tmp_path / "farm.toml")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    ids = sorted(json.loads(line)["id"] for line in (run_dir / "results.jsonl").read_text().splitlines())
+    assert ids == sorted(f"c{i}" for i in range(12)), "exactly one result per case"
+    assert sorted(pq.read_table(run_dir / "cases.parquet").column("case_id").to_pylist()) == ids
+    assert json.loads((run_dir / "run.json").read_text())["counts"]["passed"] == 12
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds leftover processes through /proc (Linux)")
+def test_a_dead_embedded_ray_stops_the_run_with_one_sentence_and_resume_runs_the_rest(tmp_path, scripted):
+    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.5"} for i in range(16)])
+    env, marker = embedded_env(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "2", "--config", str(tmp_path / "farm.toml")],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        lines = 0
+        while time.monotonic() < deadline and lines < 2:
+            time.sleep(0.1)
+            files = list((tmp_path / "results").glob("*/results.jsonl"))
+            lines = len(files[0].read_text().splitlines()) if files else 0
+        assert lines >= 2, "the run never wrote two results"
+        agents = [line.split(":")[0] for line in marked_processes(marker) if "DashboardAgent" in line or "RuntimeEnvAgent" in line]
+        assert agents, marked_processes(marker)
+        os.kill(int(agents[0]), signal.SIGKILL)  # a vital agent of the node: the node dies
+        output, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, output
+    assert "the Ray node running this farm stopped" in output and "resume with: farm test --resume" in output, output
+    assert "Traceback" not in output
+    [run_dir] = (tmp_path / "results").iterdir()
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert all(r["status"] == "passed" for r in records), "no case is blamed for the lost node"
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "stopped"
+    assert wait_until_gone(marker, 10.0) == []
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "cli", "test", "--resume", str(run_dir), "--engine", "local", "--config", str(tmp_path / "farm.toml")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    ids = sorted(json.loads(line)["id"] for line in (run_dir / "results.jsonl").read_text().splitlines())
+    assert ids == sorted(f"c{i}" for i in range(16))
