@@ -6,6 +6,7 @@ Errors::
     ├── AgentHTTPError         the endpoint answered with an error status
     ├── AgentConnectionError   the endpoint could not be reached
     └── AgentResponseError     the answer could not be read as a reply
+        └── AgentReplyTooLargeError  the answer is larger than the connector's max_reply_bytes
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = [
     "AgentConnectionError",
     "AgentError",
     "AgentHTTPError",
+    "AgentReplyTooLargeError",
     "AgentResponseError",
     "Message",
     "Reply",
@@ -51,6 +53,10 @@ class AgentConnectionError(AgentError):
 
 class AgentResponseError(AgentError):
     pass
+
+
+class AgentReplyTooLargeError(AgentResponseError):
+    """The reply grew past ``max_reply_bytes`` (decompressed) and was not read further."""
 
 
 class ToolCall(BaseModel):
