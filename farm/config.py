@@ -39,6 +39,8 @@ class Connector(BaseModel):
     max_concurrency: int | None = Field(default=None, ge=1)
     timeout: float = 60.0
     max_retries: int = Field(default=5, ge=0)
+    max_reply_bytes: int = Field(default=10_000_000, ge=1)
+    """Largest reply body read, counted after decompression; a larger one is an error of that turn."""
 
     @field_validator("timeout", mode="before")
     @classmethod

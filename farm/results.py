@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -19,9 +19,11 @@ __all__ = [
     "CheckpointResult",
     "Status",
     "ACTUAL_LIMIT",
+    "OUTPUT_LIMIT",
     "ToolCallRecord",
     "TurnResult",
     "Usage",
+    "clip_output",
     "stability_class",
 ]
 
@@ -29,6 +31,17 @@ SCHEMA_VERSION = 2
 
 #: Longest ``actual`` value kept in an assertion result.
 ACTUAL_LIMIT = 500
+
+#: Longest turn ``output`` a written row keeps, in characters (64 Ki): one reply cannot swell the results.
+OUTPUT_LIMIT = 65_536
+
+
+def clip_output(text: str) -> tuple[str, int | None]:
+    """``text`` as a row keeps it: cut to :data:`OUTPUT_LIMIT` characters, with its whole
+    length when it was cut (None when it was kept whole)."""
+    if len(text) <= OUTPUT_LIMIT:
+        return text, None
+    return text[:OUTPUT_LIMIT], len(text)
 
 
 class Status(StrEnum):
@@ -111,7 +124,9 @@ class TurnResult(BaseModel):
     input_source: str = "static"
     """``static``, ``simulated`` or ``human``."""
     output: str = ""
-    """The agent's reply content."""
+    """The agent's reply content; a written row keeps its first ``OUTPUT_LIMIT`` (65536) characters."""
+    output_chars: int | None = None
+    """The reply's whole length in characters when the row's ``output`` was cut; null when kept whole."""
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     """Tool calls made during the turn, in order."""
     awaiting_input: bool = False
@@ -136,6 +151,14 @@ class TurnResult(BaseModel):
     """The simulator's reasoning for a simulated input."""
     error: str | None = None
     """What went wrong in this turn, if anything."""
+
+    @model_serializer(mode="wrap")
+    def _clip_output(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Cut when written, not when set: the turn's assertions judge the whole reply.
+        data = handler(self)
+        if len(self.output) > OUTPUT_LIMIT and "output" in data:
+            data["output"], data["output_chars"] = clip_output(self.output)
+        return data
 
 
 class CheckpointResult(BaseModel):

@@ -7,6 +7,7 @@ Errors::
     ├── AgentConnectionError   the endpoint could not be reached
     │   └── AgentTimeoutError  no answer came within the connector's timeout, retries spent
     └── AgentResponseError     the answer could not be read as a reply
+        └── AgentReplyTooLargeError  the answer is larger than the connector's max_reply_bytes
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "AgentConnectionError",
     "AgentError",
     "AgentHTTPError",
+    "AgentReplyTooLargeError",
     "AgentResponseError",
     "AgentTimeoutError",
     "Message",
@@ -57,6 +59,10 @@ class AgentTimeoutError(AgentConnectionError):
 
 class AgentResponseError(AgentError):
     pass
+
+
+class AgentReplyTooLargeError(AgentResponseError):
+    """The reply grew past ``max_reply_bytes`` (decompressed) and was not read further."""
 
 
 class ToolCall(BaseModel):

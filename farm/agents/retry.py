@@ -6,6 +6,9 @@ Retried, up to ``connector.max_retries`` times after the first attempt:
 - the endpoint could not be reached (connect errors and timeouts), a read
   timed out, or the connection broke before an answer came.
 
+A 2xx reply larger than ``connector.max_reply_bytes`` (decompressed) is an
+:class:`AgentReplyTooLargeError` at once, not retried: reading stops there.
+
 The wait before a retry is the endpoint's ``Retry-After`` (seconds or an HTTP
 date; ``retry-after-ms`` too), capped at :data:`RETRY_AFTER_CAP`, else
 exponential backoff with jitter (:data:`BACKOFF_BASE` doubling up to
@@ -29,9 +32,9 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from farm.agents.base import AgentConnectionError, AgentHTTPError, AgentResponseError, AgentTimeoutError
+from farm.agents.base import AgentConnectionError, AgentHTTPError, AgentReplyTooLargeError, AgentResponseError, AgentTimeoutError
 from farm.agents.limiter import Limiter, acquire_permit
-from farm.agents.transport import HTTPClient, HTTPReply, TransportError
+from farm.agents.transport import HTTPClient, HTTPReply, ReplyTooLarge, TransportError
 from farm.config import Connector
 
 __all__ = [
@@ -169,6 +172,11 @@ def _reported_tokens(data: Any) -> int | None:
     return sum(numbers) if numbers else None
 
 
+def _size(n: int) -> str:
+    """Bytes as a person reads them: ``10 MB``, ``1.5 MB``, ``64000 bytes``."""
+    return f"{n / 1e6:g} MB" if n >= 1_000_000 else f"{n} bytes"
+
+
 def _attempts(n: int) -> str:
     return f"{n} attempt" if n == 1 else f"{n} attempts"
 
@@ -192,7 +200,9 @@ async def request_json(
     not JSON comes back as its text; otherwise it is an
     :class:`AgentResponseError`. Raises :class:`AgentHTTPError` for an error
     status and :class:`AgentConnectionError` when no answer came, once retries
-    are spent or the failure is not worth retrying.
+    are spent or the failure is not worth retrying;
+    :class:`AgentReplyTooLargeError` when a 2xx body is larger than
+    ``connector.max_reply_bytes``.
 
     The limiter is asked before every attempt and told after it what it cost:
     the tokens the endpoint reported, or ``tokens`` when it may have worked
@@ -221,8 +231,18 @@ async def request_json(
         try:
             try:
                 response = await client.request(
-                    method, url, body=payload, headers=headers, timeout=connector.timeout, connect_timeout=connect_timeout
+                    method,
+                    url,
+                    body=payload,
+                    headers=headers,
+                    timeout=connector.timeout,
+                    connect_timeout=connect_timeout,
+                    max_reply_bytes=connector.max_reply_bytes,
                 )
+            except ReplyTooLarge as exc:  # the endpoint did the work: the estimate stays
+                raise AgentReplyTooLargeError(
+                    f"The reply of {what} is larger than max_reply_bytes ({_size(exc.limit)}); stopped reading."
+                ) from None
             except TransportError as exc:
                 used = tokens if exc.maybe_served else 0
                 status, reason, retryable, timed_out = None, exc.reason, exc.retryable, exc.timed_out

@@ -55,7 +55,9 @@ case_id                    string                The case id.
 turn                       int32                 1-based turn number.
 input                      string                What the user sent: the text itself, or JSON text when structured.
 input_source               string                ``static``, ``simulated`` or ``human``.
-output                     string                The agent's reply content.
+output                     string                The agent's reply content, cut at 65536 characters.
+output_chars               int64                 The reply's whole length in characters when ``output``
+                                                 was cut; null when it was kept whole.
 tool_calls                 list<struct<…>>       The turn's tool calls in order, each a struct of
                                                  ``id`` string (the agent's call id), ``name`` string,
                                                  ``args`` string (JSON text), ``result`` string (JSON
@@ -129,7 +131,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from farm.errors import UsageError
-from farm.results import AssertionResult, CaseResult, CheckpointResult, Status
+from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, clip_output
 from farm.writers.base import ClosingWriter
 
 __all__ = [
@@ -209,6 +211,7 @@ TURNS_SCHEMA = pa.schema(
         ("input", pa.string()),
         ("input_source", pa.string()),
         ("output", pa.string()),
+        ("output_chars", pa.int64()),
         ("tool_calls", _list_of(TOOL_CALL_TYPE)),
         ("awaiting_input", pa.bool_()),
         ("awaiting_reason", pa.string()),
@@ -270,13 +273,17 @@ def rows_from_result(result: CaseResult) -> tuple[Row, list[Row], list[Row]]:
     turn_rows: list[Row] = []
     assertion_rows: list[Row] = []
     for turn in result.turns:
+        output, output_chars = clip_output(turn.output)
+        if turn.output_chars is not None:  # read back from a row that was cut already
+            output_chars = turn.output_chars
         turn_rows.append(
             {
                 **key,
                 "turn": turn.turn,
                 "input": _input_text(turn.input),
                 "input_source": turn.input_source,
-                "output": turn.output,
+                "output": output,
+                "output_chars": output_chars,
                 "tool_calls": [
                     {
                         "id": call.id,

@@ -1,8 +1,8 @@
 """Agent clients: OpenAI-compatible, custom HTTP and Python agents, retries and the factory.
 
 Integration tests talk to a real :class:`JSONServer` on 127.0.0.1; pure
-parsing and request building use :class:`CannedHTTP`, a stand-in for the
-:class:`HTTPClient` seam that records what it was asked to send.
+parsing and request building use :class:`CannedHTTP`, an :class:`HTTPClient`
+on ``httpx.MockTransport`` that records what it was asked to send.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from farm.agents import AgentClient, build_agent
@@ -63,26 +64,24 @@ class RecordingLimiter:
         self.backoffs.append(seconds)
 
 
-class CannedHTTP:
-    """Answers every request with ``reply(request)``; ``requests`` holds what was sent."""
+class CannedHTTP(HTTPClient):
+    """An :class:`HTTPClient` on ``httpx.MockTransport``: every request is answered with
+    ``reply(request)`` (an ``httpx.Response``); ``requests`` holds what was sent."""
 
     def __init__(self, reply):
-        self.reply = reply
         self.requests: list[dict[str, Any]] = []
-        self.closed = False
 
-    async def request(self, method, url, *, body, headers, timeout, connect_timeout) -> HTTPReply:
-        request = {"method": method, "url": url, "headers": {k.lower(): v for k, v in headers.items()},
-                   "body": json.loads(body)}
-        self.requests.append(request)
-        return self.reply(request)
+        def handler(sent: httpx.Request) -> httpx.Response:
+            request = {"method": sent.method, "url": str(sent.url), "headers": dict(sent.headers),
+                       "body": json.loads(sent.content)}
+            self.requests.append(request)
+            return reply(request)
 
-    async def aclose(self) -> None:
-        self.closed = True
+        super().__init__(transport=httpx.MockTransport(handler))
 
 
-def json_reply(data: Any, status: int = 200) -> HTTPReply:
-    return HTTPReply(status, {"content-type": "application/json"}, json.dumps(data).encode())
+def json_reply(data: Any, status: int = 200) -> httpx.Response:
+    return httpx.Response(status, json=data)
 
 
 def connector(url: str, **kw: Any) -> Connector:
@@ -407,7 +406,7 @@ def test_a_connection_closed_before_the_answer_is_retried_then_reported():
 
 
 def test_a_2xx_body_that_is_not_json_is_a_response_error():
-    http = CannedHTTP(lambda request: HTTPReply(200, {"content-type": "text/html"}, b"<html>gateway</html>"))
+    http = CannedHTTP(lambda request: httpx.Response(200, headers={"content-type": "text/html"}, content=b"<html>gateway</html>"))
     with pytest.raises(AgentResponseError, match="not JSON"):
         run(OpenAIAgent(connector("http://a.test"), agent(), http=http).send(USER, {}))
 
@@ -517,7 +516,7 @@ def test_http_agent_defaults_openai_shape_text_body_and_own_session_id():
 
 
 def test_http_agent_reads_a_text_body_as_the_reply():
-    http = CannedHTTP(lambda request: HTTPReply(200, {"content-type": "text/plain"}, b"Sure, what amount?"))
+    http = CannedHTTP(lambda request: httpx.Response(200, headers={"content-type": "text/plain"}, content=b"Sure, what amount?"))
     client = HTTPAgent(None, agent(id="h", kind="http", url="http://h.test", method="PUT"), http=http)
     assert run(client.send(USER, {})).content == "Sure, what amount?"
     assert [r["method"] for r in http.requests] == ["PUT"]

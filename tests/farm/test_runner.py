@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -237,3 +238,14 @@ def test_explicit_mode_must_agree(declared):
     case = {"id": "m", "mode": declared, "input": "hello"} if declared == "dynamic" else {"id": "m", "mode": "static", **{k: v for k, v in DYNAMIC.items() if k != "id"}}
     r = run(case, Agent(AGENT), Services([]))
     assert r.status == "error" and "'mode'" in r.error
+
+
+def test_a_reply_longer_than_a_row_keeps_is_judged_whole_and_cut_when_written():
+    from farm.results import OUTPUT_LIMIT
+
+    reply = "x" * (OUTPUT_LIMIT + 10) + " needle"
+    result = run({"id": "long", "input": "go", "assertions": [{"type": "contains", "value": "needle"}]},
+                 Agent({"go": reply}))
+    assert result.status == "passed"  # the assertion saw the end of the reply
+    turn = json.loads(result.to_json_line())["turns"][0]
+    assert len(turn["output"]) == OUTPUT_LIMIT and turn["output_chars"] == len(reply)

@@ -17,6 +17,7 @@ import pytest
 import farm.writers as writers
 from farm.errors import UsageError
 from farm.results import (
+    OUTPUT_LIMIT,
     AssertionResult,
     CaseResult,
     CheckpointResult,
@@ -615,3 +616,33 @@ def test_run_json_missing_or_broken_is_a_usage_error(tmp_path):
     (tmp_path / "run.json").write_text("[1, 2]")
     with pytest.raises(UsageError, match="not an object"):
         read_run_json(tmp_path)
+
+
+# --- long outputs are cut in the rows -------------------------------------------
+
+
+def test_a_very_long_output_is_cut_in_jsonl_and_parquet_with_its_length_kept(tmp_path):
+    long_reply = "é" * (OUTPUT_LIMIT + 34_464)  # 100k characters, twice as many bytes
+    result = CaseResult(id="long", status=Status.PASSED, run_id="r1",
+                        turns=[TurnResult(turn=1, output=long_reply), TurnResult(turn=2, output="short")])
+    with MultiWriter([JSONLWriter(tmp_path / "results.jsonl"), ParquetWriter(tmp_path)]) as writer:
+        writer.write(result)
+
+    assert result.turns[0].output == long_reply  # the record in memory stays whole (assertions judged it)
+    line = (tmp_path / "results.jsonl").read_text(encoding="utf-8")
+    assert len(line) < 2 * OUTPUT_LIMIT
+    row = json.loads(line)["turns"]
+    assert list(row[0])[list(row[0]).index("output") + 1] == "output_chars"  # right after output
+    assert (len(row[0]["output"]), row[0]["output_chars"]) == (OUTPUT_LIMIT, 100_000)
+    assert row[0]["output"] == long_reply[:OUTPUT_LIMIT]
+    assert (row[1]["output"], row[1]["output_chars"]) == ("short", None)
+
+    [data] = read_jsonl_results(tmp_path / "results.jsonl")
+    back = CaseResult.model_validate(data)
+    assert back.turns[0].output_chars == 100_000 and len(back.turns[0].output) == OUTPUT_LIMIT
+    _, turn_rows, _ = rows_from_result(back)  # rebuilt from the JSONL (a resume): the length survives
+    assert turn_rows[0]["output_chars"] == 100_000
+
+    turns = pq.read_table(tmp_path / "turns.parquet").sort_by("turn").to_pylist()
+    assert [len(t["output"]) for t in turns] == [OUTPUT_LIMIT, 5]
+    assert [t["output_chars"] for t in turns] == [100_000, None]
