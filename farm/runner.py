@@ -191,6 +191,7 @@ class _Conversation:
             tool_texts=[_text(c.result) for c in turn.tool_calls] if include_tool_texts else [],
             conversation=list(self.session.messages),
             metadata=self._metadata(),
+            time_limit=self.settings.turn_timeout,
         )
 
     def _metadata(self) -> dict[str, Any]:
