@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from farm.durations import parse_duration
 from farm.errors import UsageError
+from farm.secrets import MASK, redact_url, register
 
 __all__ = ["AgentConfig", "Connector", "FarmConfig", "FarmSettings", "find_config", "load_config"]
 
@@ -59,13 +60,9 @@ class Connector(BaseModel):
             if self.api_key_env
             else None
         )
-        data["headers"] = {k: ("***" if _is_secret_header(k) else v) for k, v in self.headers.items()}
+        data["base_url"] = redact_url(self.base_url)
+        data["headers"] = {k: MASK for k in self.headers}  # a header is where keys go
         return data
-
-
-def _is_secret_header(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in ("auth", "key", "token", "secret", "cookie"))
 
 
 AgentKind = Literal["openai", "http", "python", "simulator", "validator", "generator", "reporter"]
@@ -141,6 +138,7 @@ class FarmConfig(BaseModel):
             conn.name = name
         for agent_id, agent in self.agents.items():
             agent.id = agent_id
+        register(self)  # so results are scrubbed of this config's secrets (farm.secrets)
 
     @property
     def base_dir(self) -> Path:
@@ -181,8 +179,15 @@ class FarmConfig(BaseModel):
             "path": str(self.path) if self.path else None,
             "farm": self.farm.model_dump(),
             "connectors": {n: c.redacted() for n, c in self.connectors.items()},
-            "agents": {n: a.model_dump(exclude={"tool_mocks"}) for n, a in self.agents.items()},
+            "agents": {n: _safe_agent(a) for n, a in self.agents.items()},
         }
+
+
+def _safe_agent(agent: AgentConfig) -> dict[str, Any]:
+    data = agent.model_dump(exclude={"tool_mocks"})
+    if data.get("url"):
+        data["url"] = redact_url(data["url"])
+    return data
 
 
 def find_config(explicit: str | None, input_path: Path | None = None) -> Path | None:

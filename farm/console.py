@@ -25,6 +25,7 @@ from rich.text import Text
 
 from farm.durations import format_duration
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult, stability_class
+from farm.secrets import scrub_result
 
 __all__ = ["CaseStability", "ConsoleReporter", "Summary"]
 
@@ -202,6 +203,7 @@ class ConsoleReporter:
 
     def case(self, result: CaseResult) -> None:
         """Print one finished case: a line when it passed (unless verbose), else its tree."""
+        scrub_result(result)  # already done by the writers' fan-out when it came first; cheap then
         if result.status == Status.PASSED and not self.verbose:
             line = Text()
             line.append("✓ ", style="green")

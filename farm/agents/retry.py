@@ -33,6 +33,7 @@ from farm.agents.base import AgentConnectionError, AgentHTTPError, AgentResponse
 from farm.agents.limiter import Limiter
 from farm.agents.transport import HTTPClient, HTTPReply, TransportError
 from farm.config import Connector
+from farm.secrets import Scrubber, looks_secret, url_secrets
 
 __all__ = [
     "BACKOFF_BASE",
@@ -106,36 +107,32 @@ def safe_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
-def _looks_secret(header: str) -> bool:
-    lowered = header.lower()
-    return any(word in lowered for word in ("auth", "key", "token", "secret", "cookie"))
-
-
-def _secrets(connector: Connector, headers: dict[str, str], url: str) -> list[str]:
+def _secrets(connector: Connector, headers: dict[str, str], url: str) -> Scrubber:
+    """What an error message about this request must not hold: the key, secret headers, the query's values."""
     found = {connector.api_key() or ""}
     for name, value in headers.items():
-        if _looks_secret(name):
+        if looks_secret(name):
             found.add(value)
             found.add(value.split(" ", 1)[-1])  # "Bearer <token>"
     query = urlsplit(url).query
     found.update(pair.partition("=")[2] for pair in query.split("&"))  # as sent
     found.update(value for _, value in parse_qsl(query, keep_blank_values=True))  # as decoded
-    return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
+    found.update(url_secrets(url))
+    return Scrubber(found, min_length=4)
 
 
-def _scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _error_detail(response: HTTPReply) -> str:
-    """The endpoint's own explanation, if it gave a short one."""
+def _error_detail(response: HTTPReply, scrubber: Scrubber) -> str:
+    """The endpoint's own explanation, if it gave a short one; scrubbed *before* it is cut,
+    so a key the endpoint echoes near the cut cannot leave a piece behind."""
     try:
         data = response.json()
     except ValueError:
         text = response.text.strip()
-        return text[:_DETAIL_LIMIT] if text and not text.startswith("<") else ""
+        return _cut(scrubber.scrub(text), _DETAIL_LIMIT) if text and not text.startswith("<") else ""
     candidates: list[Any] = []
     if isinstance(data, dict):
         error = data.get("error")
@@ -146,7 +143,7 @@ def _error_detail(response: HTTPReply) -> str:
         candidates.append(data)
     for candidate in candidates:
         if isinstance(candidate, str) and candidate.strip():
-            return candidate.strip()[:_DETAIL_LIMIT]
+            return _cut(scrubber.scrub(candidate.strip()), _DETAIL_LIMIT)
     return ""
 
 
@@ -232,7 +229,7 @@ async def request_json(
                     except ValueError:
                         if not text_ok:
                             used = 0
-                            start = _scrub(response.text[:80], secrets)
+                            start = _cut(secrets.scrub(response.text), 80)
                             raise AgentResponseError(
                                 f"Cannot read the reply of {what}: the body is not JSON (it starts {start!r})."
                             ) from None
@@ -244,7 +241,7 @@ async def request_json(
                 status = response.status
                 retryable = status in RETRY_STATUSES
                 retry_after = _retry_after(response)
-                detail = _error_detail(response)
+                detail = _error_detail(response, secrets)
                 reason = f"the endpoint answered {_status_text(status)}" + (f" ({detail})" if detail else "")
         finally:
             limiter.release(used)
@@ -256,7 +253,7 @@ async def request_json(
         await asyncio.sleep(delay)
 
     retried = "" if attempt > 1 or status is None or status in RETRY_STATUSES else " (not retried)"
-    message = _scrub(f"Cannot get a reply from {what}: {reason}, after {_attempts(attempt)}{retried}.", secrets)
+    message = secrets.scrub(f"Cannot get a reply from {what}: {reason}, after {_attempts(attempt)}{retried}.")
     if status is None:
         raise AgentConnectionError(message)
     raise AgentHTTPError(message, status, retry_after)
