@@ -152,6 +152,7 @@ def _test(**o) -> int:
         default_simulator=o["simulator"] or cfg.farm.simulator,
         input_tools=tuple(agent.input_tools),
         agent_tool_mocks=dict(agent.tool_mocks),
+        max_tool_steps=agent.max_tool_steps,
     )
     cases = suite.cases
     plan = RunPlan(

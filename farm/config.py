@@ -98,6 +98,8 @@ class AgentConfig(BaseModel):
     tools: list[Any] = Field(default_factory=list)
     """OpenAI tool definitions passed with every call."""
     tool_mocks: dict[str, Any] = Field(default_factory=dict)
+    max_tool_steps: int | None = Field(default=None, ge=1)
+    """Agent calls within one turn while tool mocks are answered (a case's own wins; default 8)."""
     input_tools: list[str] = Field(default_factory=lambda: list(DEFAULT_INPUT_TOOLS))
     """Tool names that mean the agent awaits user input."""
     system_prompt: str | None = None

@@ -212,6 +212,9 @@ class ConsoleReporter:
                 line.append(f" {result.name}")
             line.append(f" ({_turns_label(result)}, {format_duration(result.duration_ms / 1000)})")
             line.append(_run_label(result), style="dim")
+            for turn in result.turns:  # a pass with something to know, e.g. the tool loop stopped
+                if turn.note:
+                    line.append(f" — turn {turn.turn}: {turn.note}", style="yellow")
             self.console.print(line)
             self._gap_needed = True
             return
@@ -270,6 +273,8 @@ class ConsoleReporter:
         details = list(_agent_lines(turn))
         if self.verbose and turn.simulator_reasoning:
             details.append(Text(f"Simulator: {_clip(turn.simulator_reasoning, REPLY_LIMIT)}", style="dim"))
+        if turn.note:
+            details.append(Text(f"Note: {turn.note}", style="yellow"))
         if turn.error:
             details.append(Text(f"Error: {_clip(turn.error, MESSAGE_LIMIT)}", style="red"))
         details.extend(_assertion_line(a) for a in turn.assertions)

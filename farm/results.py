@@ -129,6 +129,10 @@ class TurnResult(BaseModel):
     """Tokens the agent reported for this turn."""
     steps: int = 1
     """Agent calls in this turn (more than one when tool mocks were answered)."""
+    retries: int = 0
+    """Requests to the agent repeated in this turn (429, 5xx, connection errors), all steps together."""
+    note: str | None = None
+    """What is worth knowing about a turn that is no error, e.g. "stopped after 8 tool steps"."""
     simulator_reasoning: str | None = None
     """The simulator's reasoning for a simulated input."""
     error: str | None = None

@@ -88,6 +88,8 @@ class RunSettings:
     default_simulator: str | None = None
     input_tools: tuple[str, ...] = DEFAULT_INPUT_TOOLS
     agent_tool_mocks: dict[str, Any] = field(default_factory=dict)
+    max_tool_steps: int | None = None
+    """The agent's ``max_tool_steps`` (a case's own wins; default :data:`MAX_TOOL_STEPS`)."""
     worker: str | None = None
 
 
@@ -155,9 +157,11 @@ class _Conversation:
     async def _steps(self, turn: TurnResult, options: Options) -> None:
         opts = options.model_dump(exclude_none=True)
         opts["session_id"] = self.session.id
-        for step in range(1, MAX_TOOL_STEPS + 1):
+        limit = self.case.max_tool_steps or self.settings.max_tool_steps or MAX_TOOL_STEPS
+        for step in range(1, limit + 1):
             reply = await self.target.send(list(self.session.messages), opts)
             turn.steps = step
+            turn.retries += reply.retries
             turn.usage = turn.usage + reply.usage
             awaiting, reason = detect_awaiting(reply, self.settings.input_tools)
             mocked = [self.mocks.get(call.name) for call in reply.tool_calls]
@@ -172,6 +176,7 @@ class _Conversation:
             keep_going = reply.tool_calls and any(m is not None for m in mocked) and not awaiting
             if not keep_going:
                 return
+        turn.note = f"stopped after {limit} tool steps (max_tool_steps): the agent was still calling mocked tools"
 
     async def _mock_result(self, mock: Any, arguments: Any) -> Any:
         if isinstance(mock, str) and mock.startswith("scripts:"):

@@ -210,7 +210,7 @@ class HTTPAgent:
 
     async def send(self, messages: list[Message], options: dict[str, Any]) -> Reply:
         options = options or {}
-        response, data = await request_json(
+        response, data, retries = await request_json(
             self._http,
             self.config.method,
             self.url,
@@ -224,9 +224,11 @@ class HTTPAgent:
         )
         self._adopt(options, response)
         try:
-            return self.parse(data)
+            reply = self.parse(data)
         except AgentResponseError as exc:
             raise AgentResponseError(f"Cannot read the reply of agent '{self.config.id}': {exc}") from None
+        reply.retries = retries
+        return reply
 
     def parse(self, data: Any) -> Reply:
         """The decoded body as a :class:`Reply`, through the configured JSONPaths."""

@@ -92,7 +92,7 @@ class OpenAIAgent:
 
     async def send(self, messages: list[Message], options: dict[str, Any]) -> Reply:
         body = self.request_body(messages, options or {})
-        _, data = await request_json(
+        _, data, retries = await request_json(
             self._http,
             "POST",
             self.url,
@@ -104,9 +104,11 @@ class OpenAIAgent:
             agent=self.config.id or self.connector.name,
         )
         try:
-            return parse_completion(data)
+            reply = parse_completion(data)
         except AgentResponseError as exc:
             raise AgentResponseError(f"Cannot read the reply of agent '{self.config.id}': {exc}") from None
+        reply.retries = retries
+        return reply
 
     async def aclose(self) -> None:
         if self._owns_http:

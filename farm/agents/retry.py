@@ -9,8 +9,10 @@ Retried, up to ``connector.max_retries`` times after the first attempt:
 The wait before a retry is the endpoint's ``Retry-After`` (seconds or an HTTP
 date; ``retry-after-ms`` too), capped at :data:`RETRY_AFTER_CAP`, else
 exponential backoff with jitter (:data:`BACKOFF_BASE` doubling up to
-:data:`BACKOFF_CAP`). A 429 also pauses the whole connector through
-:meth:`Limiter.backoff`. Any other status is final at once.
+:data:`BACKOFF_CAP`; for a 429, :data:`RATE_LIMIT_BASE` doubling up to
+:data:`RATE_LIMIT_CAP`, so the retries span a per-minute window). Every 429
+also pauses the whole connector through :meth:`Limiter.backoff`. Any other
+status is final at once.
 
 Error messages say what was attempted, what blocked it and after how many
 attempts. They never carry request headers, and the API key, the connector's
@@ -38,6 +40,8 @@ from farm.secrets import Scrubber, looks_secret, url_secrets
 __all__ = [
     "BACKOFF_BASE",
     "BACKOFF_CAP",
+    "RATE_LIMIT_BASE",
+    "RATE_LIMIT_CAP",
     "RETRY_AFTER_CAP",
     "RETRY_STATUSES",
     "backoff_delay",
@@ -49,10 +53,20 @@ __all__ = [
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 BACKOFF_BASE = 0.5
-"""Seconds before the first retry when the endpoint gives no Retry-After (then doubling)."""
+"""Seconds before the first retry of a 5xx or a connection error (then doubling)."""
 
-BACKOFF_CAP = 20.0
+BACKOFF_CAP = 30.0
 """Longest wait between two attempts without a Retry-After."""
+
+RATE_LIMIT_BASE = 4.0
+"""Seconds before the first retry of a 429 that names no Retry-After (then doubling).
+
+Rate limits are per minute: with the default 5 retries the waits (half fixed,
+half jitter) add up to 60-120 s, so the retries outlast the window instead of
+spending themselves within a few seconds of it, as they did at 0.5 s."""
+
+RATE_LIMIT_CAP = 60.0
+"""Longest wait between two attempts after a 429 without a Retry-After."""
 
 RETRY_AFTER_CAP = 60.0
 """Longest wait honoured from a Retry-After header."""
@@ -182,8 +196,8 @@ async def request_json(
     tokens: int,
     agent: str,
     text_ok: bool = False,
-) -> tuple[HTTPReply, Any]:
-    """Send ``body`` as JSON and return the response with its decoded JSON body.
+) -> tuple[HTTPReply, Any, int]:
+    """Send ``body`` as JSON and return the response, its decoded JSON body and how many retries it took.
 
     ``agent`` names the agent in messages. With ``text_ok`` a 2xx body that is
     not JSON comes back as its text; otherwise it is an
@@ -236,7 +250,7 @@ async def request_json(
                         data = response.text
                     reported = _reported_tokens(data)
                     used = tokens if reported is None else reported
-                    return response, data
+                    return response, data, attempt - 1
                 used = 0
                 status = response.status
                 retryable = status in RETRY_STATUSES
@@ -247,7 +261,12 @@ async def request_json(
             limiter.release(used)
         if not retryable or attempt >= attempts:
             break
-        delay = retry_after if retry_after is not None else backoff_delay(attempt)
+        if retry_after is not None:
+            delay = retry_after
+        elif status == 429:
+            delay = backoff_delay(attempt, base=RATE_LIMIT_BASE, cap=RATE_LIMIT_CAP)
+        else:
+            delay = backoff_delay(attempt)
         if status == 429:
             limiter.backoff(delay)
         await asyncio.sleep(delay)
