@@ -71,7 +71,7 @@ class CaseStability:
     pass_rate: float
     """``passes / runs``, from 0.0 to 1.0."""
     stability_class: str
-    """``stable`` (100%), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%) or ``highly_unstable``."""
+    """``stable`` (100%), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%), ``highly_unstable`` or ``consistently_failing`` (0%)."""
     pass_at_k: float
     """pass@k with k = ``runs``: 1.0 if any run passed, else 0.0."""
 
@@ -417,7 +417,7 @@ class ConsoleReporter:
         by_class: dict[str, int] = {}
         for stat in stats.values():
             by_class[stat.stability_class] = by_class.get(stat.stability_class, 0) + 1
-        order = ("stable", "mostly_stable", "unstable", "highly_unstable")
+        order = ("stable", "mostly_stable", "unstable", "highly_unstable", "consistently_failing")
         self.console.print(
             Text("  Stability: " + ", ".join(f"{by_class[c]} {c}" for c in order if c in by_class))
         )
@@ -475,7 +475,7 @@ class ConsoleReporter:
         self.console.print(line)
 
 
-_CLASS_STYLE = {"stable": "green", "mostly_stable": "green", "unstable": "yellow", "highly_unstable": "red"}
+_CLASS_STYLE = {"stable": "green", "mostly_stable": "green", "unstable": "yellow", "highly_unstable": "red", "consistently_failing": "red"}
 
 
 def _word(status: Status | str) -> str:

@@ -202,9 +202,12 @@ class CaseResult(BaseModel):
 
 def stability_class(rate: float) -> str:
     """A case's stability over repeated runs: ``stable`` (100% passed), ``mostly_stable``
-    (>= 80%), ``unstable`` (>= 50%) or ``highly_unstable``."""
+    (>= 80%), ``unstable`` (>= 50%), ``highly_unstable`` (passed sometimes, < 50%) or
+    ``consistently_failing`` (never passed: not flaky, just failing)."""
     if rate >= 1.0:
         return "stable"
+    if rate <= 0.0:
+        return "consistently_failing"
     if rate >= 0.8:
         return "mostly_stable"
     if rate >= 0.5:

@@ -179,7 +179,8 @@ class CaseRate(BaseModel):
     skips: int
     pass_rate: float | None
     stability_class: str | None
-    """``stable`` (100%), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%), ``highly_unstable``; as the console."""
+    """``stable`` (100%), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%), ``highly_unstable`` (> 0%)
+    or ``consistently_failing`` (0%); as the console."""
     statuses: dict[str, int] = Field(default_factory=dict)
 
 
@@ -609,7 +610,8 @@ def _stability(cases: pa.Table, cut: int | None) -> Stability:
         "stable": pc.sum(pc.greater_equal(rate, 1.0)).as_py() or 0,
         "mostly_stable": pc.sum(pc.and_(pc.greater_equal(rate, 0.8), pc.less(rate, 1.0))).as_py() or 0,
         "unstable": pc.sum(pc.and_(pc.greater_equal(rate, 0.5), pc.less(rate, 0.8))).as_py() or 0,
-        "highly_unstable": pc.sum(pc.less(rate, 0.5)).as_py() or 0,
+        "highly_unstable": pc.sum(pc.and_(pc.greater(rate, 0.0), pc.less(rate, 0.5))).as_py() or 0,
+        "consistently_failing": pc.sum(pc.less_equal(rate, 0.0)).as_py() or 0,
     }
     worst_first = [("pass_rate", "ascending"), ("case_id", "ascending")]
     flaky = ran.filter(pc.and_(pc.greater(ran["is_pass_sum"], 0), pc.greater(ran["is_fail_sum"], 0))).sort_by(

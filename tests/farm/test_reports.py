@@ -513,8 +513,9 @@ def test_analysis_of_a_results_folder(results_dir: Path):
     flaky = {c.case_id: c for c in stability.flaky}["flaky"]
     assert (flaky.runs, flaky.passes, flaky.failures, flaky.pass_rate) == (3, 2, 1, pytest.approx(2 / 3))
     assert flaky.statuses == {"failed": 1, "passed": 2} and flaky.stability_class == "unstable"
-    assert stability.classes == {"stable": 1, "mostly_stable": 0, "unstable": 2, "highly_unstable": 2}
+    assert stability.classes == {"stable": 1, "mostly_stable": 0, "unstable": 2, "highly_unstable": 1, "consistently_failing": 1}
     assert stability.least_stable[0].case_id == "broken" and stability.least_stable[0].pass_rate == 0.0
+    assert stability.least_stable[0].stability_class == "consistently_failing"  # never passed: failing, not flaky
 
     comparison = report.comparison
     assert (comparison.base_run, comparison.head_run) == ("run-a", "run-b")
