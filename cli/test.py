@@ -135,6 +135,7 @@ def _test(**o) -> int:
     connector_name = o["connector"] or agent.connector
     if connector_name:
         cfg.connector(connector_name)
+    cfg.check_keys()  # a key with a stray newline is a usage error before anything runs
     parallel = o["parallel"] or (default_parallel(cfg.connectors[connector_name]) if connector_name else 64)
 
     run_id = previous.get("run_id") or new_run_id()

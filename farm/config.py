@@ -47,19 +47,33 @@ class Connector(BaseModel):
         return parse_duration(v)
 
     def api_key(self) -> str | None:
-        """The key from the environment, or None. Never logged or stored."""
+        """The key from the environment, or None. Never logged or stored.
+
+        A key with a newline or spaces around it (``echo key > file`` then
+        ``export KEY=$(cat file)`` on some shells, a copied line) would make
+        an invalid header deep in a request: it is a :class:`UsageError` here.
+        """
         if not self.api_key_env:
             return None
-        return os.environ.get(self.api_key_env) or None
+        key = os.environ.get(self.api_key_env) or None
+        if key is not None and key != key.strip():
+            where = "ends" if key[-1:].isspace() else "starts"
+            raise UsageError(
+                f"${self.api_key_env}, the API key of connector '{self.name}', {where} with a newline or space;"
+                f" set it without (export {self.api_key_env}=\"$(printf %s \"${self.api_key_env}\" | tr -d '[:space:]')\")"
+            )
+        return key
+
+    def _key_state(self) -> str:
+        try:
+            return "set" if self.api_key() else "not set"
+        except UsageError:
+            return "set, with a stray newline or space"
 
     def redacted(self) -> dict[str, Any]:
         """A description safe to print or write: the key's variable, never its value."""
         data = self.model_dump()
-        data["api_key"] = (
-            f"${self.api_key_env} ({'set' if self.api_key() else 'not set'})"
-            if self.api_key_env
-            else None
-        )
+        data["api_key"] = f"${self.api_key_env} ({self._key_state()})" if self.api_key_env else None
         data["base_url"] = redact_url(self.base_url)
         data["headers"] = {k: MASK for k in self.headers}  # a header is where keys go
         return data
@@ -174,6 +188,11 @@ class FarmConfig(BaseModel):
             known = ", ".join(sorted(self.connectors)) or "none"
             where = f" in {self.path}" if self.path else ""
             raise UsageError(f"connector '{name}' is not configured{where} (configured: {known})") from None
+
+    def check_keys(self) -> None:
+        """Raise :class:`UsageError` for a connector whose key in the environment cannot be sent (before a run)."""
+        for connector in self.connectors.values():
+            connector.api_key()
 
     def safe_dump(self) -> dict[str, Any]:
         """The resolved configuration without secrets, for ``run.json``."""

@@ -21,6 +21,7 @@ from farm.awaiting import detect_awaiting, last_sentence
 from farm.cases import AssertionSpec, Mode, Options, TestCase
 from farm.config import DEFAULT_INPUT_TOOLS
 from farm.durations import format_duration
+from farm.errors import FarmError
 from farm.loader import LoadedCase
 from farm.messages import user_messages
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
@@ -182,7 +183,13 @@ class _Conversation:
         if isinstance(mock, str) and mock.startswith("scripts:"):
             if self.services is None:
                 raise AgentError(f"tool mock '{mock}' needs scripts, which this run does not offer")
-            return await self.services.mock_tool(mock, arguments)
+            try:
+                return await self.services.mock_tool(mock, arguments)
+            except FarmError as exc:  # a reference that escapes scripts_dir, a missing module: the user's to fix
+                raise _Stop(Status.ERROR, f"turn {self.session.turn_count}: tool mock {mock}: {exc}") from None
+            except Exception as exc:  # the user's mock function raised
+                message = f"turn {self.session.turn_count}: tool mock {mock} failed: {type(exc).__name__}: {exc}"
+                raise _Stop(Status.ERROR, message) from None
         return mock
 
     # -- assertions ----------------------------------------------------------
