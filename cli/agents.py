@@ -36,5 +36,5 @@ def agents(config: Annotated[Optional[str], typer.Option("--config", help="Path 
         table.add_column(column)
     for name, conn in sorted(cfg.connectors.items()):
         safe = conn.redacted()
-        table.add_row(name, conn.base_url, conn.model or "", safe["api_key"] or "-", str(conn.rpm or "-"), str(conn.tpm or "-"), str(conn.max_concurrency or "-"), f"{conn.timeout:g}s")
+        table.add_row(name, safe["base_url"], conn.model or "", safe["api_key"] or "-", str(conn.rpm or "-"), str(conn.tpm or "-"), str(conn.max_concurrency or "-"), f"{conn.timeout:g}s")
     console.print(table)

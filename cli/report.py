@@ -205,10 +205,11 @@ def _rates_table(title: str, rows: list[CaseRate]) -> Table:
         ("Class", "left"),
         ("Statuses", "left"),
     )
+    twins = _ids_in_several_suites(rows)
     for row in rows:
         statuses = ", ".join(f"{count} {status}" for status, count in row.statuses.items())
         table.add_row(
-            Text(_case_label(row.case_id, row.name)),
+            Text(_case_label(row.case_id, row.name, row.suite if row.case_id in twins else None)),
             str(row.runs),
             str(row.passes),
             _rate(row.pass_rate),
@@ -241,9 +242,10 @@ def _comparison(report: Report, console: Console) -> None:
 
 def _changes_table(title: str, rows: list[CaseChange], style: str) -> Table:
     table = _table(title, ("Case", "left"), ("Before", "left"), ("After", "left"), ("Error", "left"))
+    twins = _ids_in_several_suites(rows)
     for row in rows:
         table.add_row(
-            Text(_case_label(row.case_id, row.name), style=style),
+            Text(_case_label(row.case_id, row.name, row.suite if row.case_id in twins else None), style=style),
             row.base_status,
             row.head_status,
             Text(row.error or ""),
@@ -268,8 +270,17 @@ def _table(title: str, *columns: tuple[str, str] | tuple[str, str, bool]) -> Tab
     return table
 
 
-def _case_label(case_id: str, name: str | None) -> str:
-    return f"{case_id} — {name}" if name else case_id
+def _case_label(case_id: str, name: str | None, suite: str | None = None) -> str:
+    label = f"{case_id} — {name}" if name else case_id
+    return f"{label} ({suite})" if suite else label
+
+
+def _ids_in_several_suites(rows: list) -> set[str]:
+    """Case ids that more than one suite uses: their rows name the suite too."""
+    suites: dict[str, set[str]] = {}
+    for row in rows:
+        suites.setdefault(row.case_id, set()).add(row.suite)
+    return {case_id for case_id, found in suites.items() if len(found) > 1}
 
 
 def _plural(count: int, noun: str) -> str:

@@ -157,6 +157,7 @@ def run(
     connector_name = connector or target.connector
     if connector_name:
         cfg.connector(connector_name)  # fail early, naming the configured connectors
+    cfg.check_keys()  # a key with a stray newline is a usage error before anything runs
 
     from farm.engines import RunPlan, Terminal, choose_engine, make_engine
     from farm.execution import RunInterrupted, RunOutputs, RunStopped, execute
@@ -184,6 +185,7 @@ def run(
         default_simulator=simulator or earlier.get("simulator") or cfg.farm.simulator,
         input_tools=tuple(target.input_tools),
         agent_tool_mocks=dict(target.tool_mocks),
+        max_tool_steps=target.max_tool_steps,
     )
     say = _Say(console)
     plan = RunPlan(

@@ -225,6 +225,8 @@ class TestCase(BaseModel):
     skip: bool | str = False
     timeout: float | None = None
     max_turns: int = Field(default=20, ge=1)
+    max_tool_steps: int | None = Field(default=None, ge=1)
+    """Agent calls within one turn while tool mocks are answered (default: the agent's, else 8)."""
     attachments: list[Any] = Field(default_factory=list)
     interactive: Interactive | None = None
     before: str | None = None

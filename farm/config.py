@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from farm.durations import parse_duration
 from farm.errors import UsageError
+from farm.secrets import MASK, redact_url, register
 
 __all__ = ["AgentConfig", "Connector", "FarmConfig", "FarmSettings", "find_config", "load_config"]
 
@@ -48,26 +49,36 @@ class Connector(BaseModel):
         return parse_duration(v)
 
     def api_key(self) -> str | None:
-        """The key from the environment, or None. Never logged or stored."""
+        """The key from the environment, or None. Never logged or stored.
+
+        A key with a newline or spaces around it (``echo key > file`` then
+        ``export KEY=$(cat file)`` on some shells, a copied line) would make
+        an invalid header deep in a request: it is a :class:`UsageError` here.
+        """
         if not self.api_key_env:
             return None
-        return os.environ.get(self.api_key_env) or None
+        key = os.environ.get(self.api_key_env) or None
+        if key is not None and key != key.strip():
+            where = "ends" if key[-1:].isspace() else "starts"
+            raise UsageError(
+                f"${self.api_key_env}, the API key of connector '{self.name}', {where} with a newline or space;"
+                f" set it without (export {self.api_key_env}=\"$(printf %s \"${self.api_key_env}\" | tr -d '[:space:]')\")"
+            )
+        return key
+
+    def _key_state(self) -> str:
+        try:
+            return "set" if self.api_key() else "not set"
+        except UsageError:
+            return "set, with a stray newline or space"
 
     def redacted(self) -> dict[str, Any]:
         """A description safe to print or write: the key's variable, never its value."""
         data = self.model_dump()
-        data["api_key"] = (
-            f"${self.api_key_env} ({'set' if self.api_key() else 'not set'})"
-            if self.api_key_env
-            else None
-        )
-        data["headers"] = {k: ("***" if _is_secret_header(k) else v) for k, v in self.headers.items()}
+        data["api_key"] = f"${self.api_key_env} ({self._key_state()})" if self.api_key_env else None
+        data["base_url"] = redact_url(self.base_url)
+        data["headers"] = {k: MASK for k in self.headers}  # a header is where keys go
         return data
-
-
-def _is_secret_header(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in ("auth", "key", "token", "secret", "cookie"))
 
 
 AgentKind = Literal["openai", "http", "python", "simulator", "validator", "generator", "reporter"]
@@ -103,6 +114,8 @@ class AgentConfig(BaseModel):
     tools: list[Any] = Field(default_factory=list)
     """OpenAI tool definitions passed with every call."""
     tool_mocks: dict[str, Any] = Field(default_factory=dict)
+    max_tool_steps: int | None = Field(default=None, ge=1)
+    """Agent calls within one turn while tool mocks are answered (a case's own wins; default 8)."""
     input_tools: list[str] = Field(default_factory=lambda: list(DEFAULT_INPUT_TOOLS))
     """Tool names that mean the agent awaits user input."""
     system_prompt: str | None = None
@@ -145,6 +158,7 @@ class FarmConfig(BaseModel):
             conn.name = name
         for agent_id, agent in self.agents.items():
             agent.id = agent_id
+        register(self)  # so results are scrubbed of this config's secrets (farm.secrets)
 
     @property
     def base_dir(self) -> Path:
@@ -179,14 +193,26 @@ class FarmConfig(BaseModel):
             where = f" in {self.path}" if self.path else ""
             raise UsageError(f"connector '{name}' is not configured{where} (configured: {known})") from None
 
+    def check_keys(self) -> None:
+        """Raise :class:`UsageError` for a connector whose key in the environment cannot be sent (before a run)."""
+        for connector in self.connectors.values():
+            connector.api_key()
+
     def safe_dump(self) -> dict[str, Any]:
         """The resolved configuration without secrets, for ``run.json``."""
         return {
             "path": str(self.path) if self.path else None,
             "farm": self.farm.model_dump(),
             "connectors": {n: c.redacted() for n, c in self.connectors.items()},
-            "agents": {n: a.model_dump(exclude={"tool_mocks"}) for n, a in self.agents.items()},
+            "agents": {n: _safe_agent(a) for n, a in self.agents.items()},
         }
+
+
+def _safe_agent(agent: AgentConfig) -> dict[str, Any]:
+    data = agent.model_dump(exclude={"tool_mocks"})
+    if data.get("url"):
+        data["url"] = redact_url(data["url"])
+    return data
 
 
 def find_config(explicit: str | None, input_path: Path | None = None) -> Path | None:

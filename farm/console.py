@@ -28,6 +28,7 @@ from rich.text import Text
 
 from farm.durations import format_duration
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult, stability_class
+from farm.secrets import scrub_result
 
 __all__ = ["CaseStability", "ConsoleReporter", "Summary"]
 
@@ -73,7 +74,7 @@ class CaseStability:
     pass_rate: float
     """``passes / runs``, from 0.0 to 1.0."""
     stability_class: str
-    """``stable`` (100%), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%) or ``highly_unstable``."""
+    """``stable`` (100%), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%), ``highly_unstable`` or ``consistently_failing`` (0%)."""
     pass_at_k: float
     """pass@k with k = ``runs``: 1.0 if any run passed, else 0.0."""
 
@@ -214,6 +215,7 @@ class ConsoleReporter:
 
     def case(self, result: CaseResult) -> None:
         """Print one finished case: a line when it passed (unless verbose), else its tree."""
+        scrub_result(result)  # already done by the writers' fan-out when it came first; cheap then
         if result.status == Status.PASSED and not self.verbose:
             line = Text()
             line.append("✓ ", style="green")
@@ -222,6 +224,9 @@ class ConsoleReporter:
                 line.append(f" {result.name}")
             line.append(f" ({_turns_label(result)}, {format_duration(result.duration_ms / 1000)})")
             line.append(_run_label(result), style="dim")
+            for turn in result.turns:  # a pass with something to know, e.g. the tool loop stopped
+                if turn.note:
+                    line.append(f" — turn {turn.turn}: {turn.note}", style="yellow")
             self._lines.append(line)
             self._gap_needed = True
             if len(self._lines) >= LINES_AT_ONCE or time.monotonic() - self._printed_at >= LINES_EVERY:
@@ -291,6 +296,8 @@ class ConsoleReporter:
         details = list(_agent_lines(turn))
         if self.verbose and turn.simulator_reasoning:
             details.append(Text(f"Simulator: {_clip(turn.simulator_reasoning, REPLY_LIMIT)}", style="dim"))
+        if turn.note:
+            details.append(Text(f"Note: {turn.note}", style="yellow"))
         if turn.error:
             details.append(Text(f"Error: {_clip(turn.error, MESSAGE_LIMIT)}", style="red"))
         details.extend(_assertion_line(a) for a in turn.assertions)
@@ -441,7 +448,7 @@ class ConsoleReporter:
         by_class: dict[str, int] = {}
         for stat in stats.values():
             by_class[stat.stability_class] = by_class.get(stat.stability_class, 0) + 1
-        order = ("stable", "mostly_stable", "unstable", "highly_unstable")
+        order = ("stable", "mostly_stable", "unstable", "highly_unstable", "consistently_failing")
         self.console.print(
             Text("  Stability: " + ", ".join(f"{by_class[c]} {c}" for c in order if c in by_class))
         )
@@ -499,7 +506,7 @@ class ConsoleReporter:
         self.console.print(line)
 
 
-_CLASS_STYLE = {"stable": "green", "mostly_stable": "green", "unstable": "yellow", "highly_unstable": "red"}
+_CLASS_STYLE = {"stable": "green", "mostly_stable": "green", "unstable": "yellow", "highly_unstable": "red", "consistently_failing": "red"}
 
 
 def _word(status: Status | str) -> str:

@@ -26,6 +26,7 @@ from farm import __version__
 from farm.console import Summary
 from farm.engines import Engine, EngineLost, RunPlan
 from farm.results import CaseResult
+from farm.secrets import Scrubber
 from farm.writers import JSONLWriter, MultiWriter, ParquetWriter, ResultWriter, RunInfo, read_jsonl_results, write_run_json
 from farm.writers.parquet import PARTS_DIR
 
@@ -144,11 +145,12 @@ def execute(
     earlier = _earlier_results(outputs)
     summary = Summary()
     parquet = _fresh_parquet(outputs.run_dir)
-    replayed = MultiWriter([parquet, *outputs.reports])
+    scrubber = Scrubber.from_config(plan.config)  # no secret of the run's config reaches an output
+    replayed = MultiWriter([parquet, *outputs.reports], scrubber)
     for result in earlier:
         replayed.write(result)
         summary.add(result)
-    writers = MultiWriter([JSONLWriter(outputs.jsonl, append=outputs.resume), parquet, *outputs.reports, *outputs.streams])
+    writers = MultiWriter([JSONLWriter(outputs.jsonl, append=outputs.resume), parquet, *outputs.reports, *outputs.streams], scrubber)
     done_before = summary.total
     timings = info.timings
 

@@ -147,6 +147,10 @@ class TurnResult(BaseModel):
     """Tokens the agent reported for this turn."""
     steps: int = 1
     """Agent calls in this turn (more than one when tool mocks were answered)."""
+    retries: int = 0
+    """Requests to the agent repeated in this turn (429, 5xx, connection errors), all steps together."""
+    note: str | None = None
+    """What is worth knowing about a turn that is no error, e.g. "stopped after 8 tool steps"."""
     simulator_reasoning: str | None = None
     """The simulator's reasoning for a simulated input."""
     error: str | None = None
@@ -224,9 +228,12 @@ class CaseResult(BaseModel):
 
 def stability_class(rate: float) -> str:
     """A case's stability over repeated runs: ``stable`` (100% passed), ``mostly_stable``
-    (>= 80%), ``unstable`` (>= 50%) or ``highly_unstable``."""
+    (>= 80%), ``unstable`` (>= 50%), ``highly_unstable`` (passed sometimes, < 50%) or
+    ``consistently_failing`` (never passed: not flaky, just failing)."""
     if rate >= 1.0:
         return "stable"
+    if rate <= 0.0:
+        return "consistently_failing"
     if rate >= 0.8:
         return "mostly_stable"
     if rate >= 0.5:

@@ -22,6 +22,7 @@ from farm.awaiting import detect_awaiting, last_sentence
 from farm.cases import AssertionSpec, Mode, Options, TestCase
 from farm.config import DEFAULT_INPUT_TOOLS
 from farm.durations import format_duration
+from farm.errors import FarmError
 from farm.loader import LoadedCase
 from farm.messages import user_messages
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
@@ -64,6 +65,8 @@ class RunSettings:
     default_simulator: str | None = None
     input_tools: tuple[str, ...] = DEFAULT_INPUT_TOOLS
     agent_tool_mocks: dict[str, Any] = field(default_factory=dict)
+    max_tool_steps: int | None = None
+    """The agent's ``max_tool_steps`` (a case's own wins; default :data:`MAX_TOOL_STEPS`)."""
     worker: str | None = None
 
 
@@ -142,9 +145,11 @@ class _Conversation:
     async def _steps(self, turn: TurnResult, options: Options) -> None:
         opts = options.model_dump(exclude_none=True)
         opts["session_id"] = self.session.id
-        for step in range(1, MAX_TOOL_STEPS + 1):
+        limit = self.case.max_tool_steps or self.settings.max_tool_steps or MAX_TOOL_STEPS
+        for step in range(1, limit + 1):
             reply = await self.target.send(list(self.session.messages), opts)
             turn.steps = step
+            turn.retries += reply.retries
             turn.usage = turn.usage + reply.usage
             awaiting, reason = detect_awaiting(reply, self.settings.input_tools)
             mocked = [self.mocks.get(call.name) for call in reply.tool_calls]
@@ -159,12 +164,19 @@ class _Conversation:
             keep_going = reply.tool_calls and any(m is not None for m in mocked) and not awaiting
             if not keep_going:
                 return
+        turn.note = f"stopped after {limit} tool steps (max_tool_steps): the agent was still calling mocked tools"
 
     async def _mock_result(self, mock: Any, arguments: Any) -> Any:
         if isinstance(mock, str) and mock.startswith("scripts:"):
             if self.services is None:
                 raise AgentError(f"tool mock '{mock}' needs scripts, which this run does not offer")
-            return await self.services.mock_tool(mock, arguments)
+            try:
+                return await self.services.mock_tool(mock, arguments)
+            except FarmError as exc:  # a reference that escapes scripts_dir, a missing module: the user's to fix
+                raise _Stop(Status.ERROR, f"turn {self.session.turn_count}: tool mock {mock}: {exc}") from None
+            except Exception as exc:  # the user's mock function raised
+                message = f"turn {self.session.turn_count}: tool mock {mock} failed: {type(exc).__name__}: {exc}"
+                raise _Stop(Status.ERROR, message) from None
         return mock
 
     # -- assertions ----------------------------------------------------------
@@ -178,6 +190,7 @@ class _Conversation:
             tool_texts=[_text(c.result) for c in turn.tool_calls] if include_tool_texts else [],
             conversation=list(self.session.messages),
             metadata=self._metadata(),
+            time_limit=self.settings.turn_timeout,
         )
 
     def _metadata(self) -> dict[str, Any]:

@@ -82,6 +82,8 @@ class Reply(BaseModel):
     input_hint: str | None = None
     finish_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    retries: int = 0
+    """Requests repeated to get this reply (after a 429, a 5xx or a broken connection)."""
     raw: Any = None
     """The decoded response body, for debugging; never written to results."""
 

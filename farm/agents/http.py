@@ -210,7 +210,7 @@ class HTTPAgent:
 
     async def send(self, messages: list[Message], options: dict[str, Any]) -> Reply:
         options = options or {}
-        response, data = await request_json(
+        response, data, retries = await request_json(
             self._http,
             self.config.method,
             self.url,
@@ -224,9 +224,11 @@ class HTTPAgent:
         )
         self._adopt(options, response)
         try:
-            return self.parse(data)
+            reply = self.parse(data)
         except AgentResponseError as exc:
             raise AgentResponseError(f"Cannot read the reply of agent '{self.config.id}': {exc}") from None
+        reply.retries = retries
+        return reply
 
     def parse(self, data: Any) -> Reply:
         """The decoded body as a :class:`Reply`, through the configured JSONPaths."""
@@ -237,7 +239,7 @@ class HTTPAgent:
             reply = parse_completion(data)
         else:
             content = self._find("content_path", data)
-            calls = parse_tool_calls(self._calls(data))
+            calls = parse_tool_calls(self._calls(data), self._calls_where())
             if content is _MISSING and not calls:
                 path = config.content_path or _DEFAULT_PATHS["content_path"]
                 raise AgentResponseError(f"nothing at {path} in the body: {excerpt(data)}")
@@ -245,7 +247,7 @@ class HTTPAgent:
             usage = data.get("usage") if isinstance(data, dict) else None
             reply = Reply(content=text, tool_calls=calls, usage=parse_usage(usage), raw=data)
         if config.tool_calls_path is not None:
-            reply.tool_calls = parse_tool_calls(self._calls(data))
+            reply.tool_calls = parse_tool_calls(self._calls(data), self._calls_where())
         awaiting = self._find("awaiting_input_path", data)
         if awaiting is not _MISSING and as_bool(awaiting) is not None:
             reply.awaiting_input = as_bool(awaiting)
@@ -258,11 +260,18 @@ class HTTPAgent:
         matches = self.paths[field].find(data)
         return matches[0].value if matches else _MISSING
 
+    def _calls_where(self) -> str:
+        return f"the tool calls at {self.config.tool_calls_path or _DEFAULT_PATHS['tool_calls_path']}"
+
     def _calls(self, data: Any) -> Any:
+        """What the tool-calls path found: None (nothing), the one list it found, or the matches
+        as a list; :func:`parse_tool_calls` then refuses anything that is not a list of calls."""
         matches = [m.value for m in self.paths["tool_calls_path"].find(data)]
-        if len(matches) == 1 and isinstance(matches[0], list):
+        if not matches:
+            return None
+        if len(matches) == 1 and (matches[0] is None or not isinstance(matches[0], dict)):
             return matches[0]
-        return [m for m in matches if isinstance(m, dict)]
+        return matches
 
     async def aclose(self) -> None:
         if self._owns_http:

@@ -92,7 +92,7 @@ class OpenAIAgent:
 
     async def send(self, messages: list[Message], options: dict[str, Any]) -> Reply:
         body = self.request_body(messages, options or {})
-        _, data = await request_json(
+        _, data, retries = await request_json(
             self._http,
             "POST",
             self.url,
@@ -104,9 +104,11 @@ class OpenAIAgent:
             agent=self.config.id or self.connector.name,
         )
         try:
-            return parse_completion(data)
+            reply = parse_completion(data)
         except AgentResponseError as exc:
             raise AgentResponseError(f"Cannot read the reply of agent '{self.config.id}': {exc}") from None
+        reply.retries = retries
+        return reply
 
     async def aclose(self) -> None:
         if self._owns_http:
@@ -152,13 +154,13 @@ def parse_completion(data: Any) -> Reply:
     choice = choices[0]
     message = choice.get("message")
     if not isinstance(message, dict):
-        message = {}
-    content = content_text(message.get("content"))
+        raise AgentResponseError(f"choices[0].message is {_kind(message)}, not an object: {excerpt(choice)}")
+    content = content_text(message.get("content"), "choices[0].message.content")
     if not content and isinstance(message.get("refusal"), str):
         content = message["refusal"]
-    calls = parse_tool_calls(message.get("tool_calls"))
-    if not calls and isinstance(message.get("function_call"), dict):  # the pre-tools API
-        calls = parse_tool_calls([message["function_call"]])
+    calls = parse_tool_calls(message.get("tool_calls"), "choices[0].message.tool_calls")
+    if not calls and message.get("function_call") is not None:  # the pre-tools API
+        calls = parse_tool_calls([message["function_call"]], "choices[0].message.function_call")
     awaiting, hint = declared_awaiting(message, data)
     return Reply(
         content=content,
@@ -171,21 +173,48 @@ def parse_completion(data: Any) -> Reply:
     )
 
 
-def content_text(content: Any) -> str:
-    """Message content as text: a string as is, a list of parts as their texts joined by newlines."""
+def content_text(content: Any, where: str | None = None) -> str:
+    """Message content as text: a string as is, a list of parts as their texts joined by newlines.
+
+    With ``where`` (the field's name, for the message) the content must be
+    what the protocol allows: null, a string, or a list of strings and part
+    objects; anything else is an :class:`AgentResponseError`. Without it,
+    other JSON is rendered as JSON text.
+    """
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         texts = []
-        for part in content:
+        for index, part in enumerate(content):
             if isinstance(part, str):
                 texts.append(part)
             elif isinstance(part, dict) and isinstance(part.get("text"), str):
                 texts.append(part["text"])
+            elif where is not None and not isinstance(part, dict):
+                raise AgentResponseError(f"{where}[{index}] is {_kind(part)}, not a content part: {excerpt(content)}")
         return "\n".join(texts)
+    if where is not None:
+        raise AgentResponseError(f"{where} is {_kind(content)}, not a string or a list of parts: {excerpt(content)}")
     return json.dumps(content, ensure_ascii=False)
+
+
+def _kind(value: Any) -> str:
+    """``value``'s JSON type with an article, for a message: "null", "a number", "an object"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
 
 
 def parse_arguments(arguments: Any) -> Any:
@@ -200,18 +229,25 @@ def parse_arguments(arguments: Any) -> Any:
     return arguments
 
 
-def parse_tool_calls(value: Any) -> list[ToolCall]:
-    """Tool calls in the OpenAI shape (``{id, function: {name, arguments}}``) or flat (``{name, arguments}``)."""
-    if not isinstance(value, list):
+def parse_tool_calls(value: Any, where: str = "tool_calls") -> list[ToolCall]:
+    """Tool calls in the OpenAI shape (``{id, function: {name, arguments}}``) or flat (``{name, arguments}``).
+
+    Null is no calls. Anything but a list of call objects with names breaks
+    the protocol: an :class:`AgentResponseError` saying what was wrong
+    (``where`` names the field).
+    """
+    if value is None:
         return []
+    if not isinstance(value, list):
+        raise AgentResponseError(f"{where} is {_kind(value)}, not a list of tool calls: {excerpt(value)}")
     calls = []
-    for item in value:
+    for index, item in enumerate(value):
         if not isinstance(item, dict):
-            continue
+            raise AgentResponseError(f"{where}[{index}] is {_kind(item)}, not a tool call object: {excerpt(value)}")
         function = item.get("function") if isinstance(item.get("function"), dict) else item
         name = function.get("name")
         if not isinstance(name, str) or not name:
-            raise AgentResponseError(f"a tool call has no name: {excerpt(item)}")
+            raise AgentResponseError(f"{where}[{index}] has no name: {excerpt(item)}")
         arguments = function.get("arguments", function.get("args"))
         calls.append(ToolCall(id=item.get("id"), name=name, arguments=parse_arguments(arguments)))
     return calls

@@ -12,8 +12,10 @@ A 2xx reply larger than ``connector.max_reply_bytes`` (decompressed) is an
 The wait before a retry is the endpoint's ``Retry-After`` (seconds or an HTTP
 date; ``retry-after-ms`` too), capped at :data:`RETRY_AFTER_CAP`, else
 exponential backoff with jitter (:data:`BACKOFF_BASE` doubling up to
-:data:`BACKOFF_CAP`). A 429 also pauses the whole connector through
-:meth:`Limiter.backoff`. Any other status is final at once.
+:data:`BACKOFF_CAP`; for a 429, :data:`RATE_LIMIT_BASE` doubling up to
+:data:`RATE_LIMIT_CAP`, so the retries span a per-minute window). Every 429
+also pauses the whole connector through :meth:`Limiter.backoff`. Any other
+status is final at once.
 
 Error messages say what was attempted, what blocked it and after how many
 attempts. They never carry request headers, and the API key, the connector's
@@ -36,10 +38,13 @@ from farm.agents.base import AgentConnectionError, AgentHTTPError, AgentReplyToo
 from farm.agents.limiter import Limiter, acquire_permit
 from farm.agents.transport import HTTPClient, HTTPReply, ReplyTooLarge, TransportError
 from farm.config import Connector
+from farm.secrets import Scrubber, looks_secret, url_secrets
 
 __all__ = [
     "BACKOFF_BASE",
     "BACKOFF_CAP",
+    "RATE_LIMIT_BASE",
+    "RATE_LIMIT_CAP",
     "RETRY_AFTER_CAP",
     "RETRY_STATUSES",
     "backoff_delay",
@@ -51,10 +56,20 @@ __all__ = [
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 BACKOFF_BASE = 0.5
-"""Seconds before the first retry when the endpoint gives no Retry-After (then doubling)."""
+"""Seconds before the first retry of a 5xx or a connection error (then doubling)."""
 
-BACKOFF_CAP = 20.0
+BACKOFF_CAP = 30.0
 """Longest wait between two attempts without a Retry-After."""
+
+RATE_LIMIT_BASE = 4.0
+"""Seconds before the first retry of a 429 that names no Retry-After (then doubling).
+
+Rate limits are per minute: with the default 5 retries the waits (half fixed,
+half jitter) add up to 60-120 s, so the retries outlast the window instead of
+spending themselves within a few seconds of it, as they did at 0.5 s."""
+
+RATE_LIMIT_CAP = 60.0
+"""Longest wait between two attempts after a 429 without a Retry-After."""
 
 RETRY_AFTER_CAP = 60.0
 """Longest wait honoured from a Retry-After header."""
@@ -109,36 +124,32 @@ def safe_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
-def _looks_secret(header: str) -> bool:
-    lowered = header.lower()
-    return any(word in lowered for word in ("auth", "key", "token", "secret", "cookie"))
-
-
-def _secrets(connector: Connector, headers: dict[str, str], url: str) -> list[str]:
+def _secrets(connector: Connector, headers: dict[str, str], url: str) -> Scrubber:
+    """What an error message about this request must not hold: the key, secret headers, the query's values."""
     found = {connector.api_key() or ""}
     for name, value in headers.items():
-        if _looks_secret(name):
+        if looks_secret(name):
             found.add(value)
             found.add(value.split(" ", 1)[-1])  # "Bearer <token>"
     query = urlsplit(url).query
     found.update(pair.partition("=")[2] for pair in query.split("&"))  # as sent
     found.update(value for _, value in parse_qsl(query, keep_blank_values=True))  # as decoded
-    return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
+    found.update(url_secrets(url))
+    return Scrubber(found, min_length=4)
 
 
-def _scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _error_detail(response: HTTPReply) -> str:
-    """The endpoint's own explanation, if it gave a short one."""
+def _error_detail(response: HTTPReply, scrubber: Scrubber) -> str:
+    """The endpoint's own explanation, if it gave a short one; scrubbed *before* it is cut,
+    so a key the endpoint echoes near the cut cannot leave a piece behind."""
     try:
         data = response.json()
     except ValueError:
         text = response.text.strip()
-        return text[:_DETAIL_LIMIT] if text and not text.startswith("<") else ""
+        return _cut(scrubber.scrub(text), _DETAIL_LIMIT) if text and not text.startswith("<") else ""
     candidates: list[Any] = []
     if isinstance(data, dict):
         error = data.get("error")
@@ -149,7 +160,7 @@ def _error_detail(response: HTTPReply) -> str:
         candidates.append(data)
     for candidate in candidates:
         if isinstance(candidate, str) and candidate.strip():
-            return candidate.strip()[:_DETAIL_LIMIT]
+            return _cut(scrubber.scrub(candidate.strip()), _DETAIL_LIMIT)
     return ""
 
 
@@ -193,8 +204,8 @@ async def request_json(
     tokens: int,
     agent: str,
     text_ok: bool = False,
-) -> tuple[HTTPReply, Any]:
-    """Send ``body`` as JSON and return the response with its decoded JSON body.
+) -> tuple[HTTPReply, Any, int]:
+    """Send ``body`` as JSON and return the response, its decoded JSON body and how many retries it took.
 
     ``agent`` names the agent in messages. With ``text_ok`` a 2xx body that is
     not JSON comes back as its text; otherwise it is an
@@ -253,32 +264,37 @@ async def request_json(
                     except ValueError:
                         if not text_ok:
                             used = 0
-                            start = _scrub(response.text[:80], secrets)
+                            start = _cut(secrets.scrub(response.text), 80)
                             raise AgentResponseError(
                                 f"Cannot read the reply of {what}: the body is not JSON (it starts {start!r})."
                             ) from None
                         data = response.text
                     reported = _reported_tokens(data)
                     used = tokens if reported is None else reported
-                    return response, data
+                    return response, data, attempt - 1
                 used = 0
                 timed_out = False
                 status = response.status
                 retryable = status in RETRY_STATUSES
                 retry_after = _retry_after(response)
-                detail = _error_detail(response)
+                detail = _error_detail(response, secrets)
                 reason = f"the endpoint answered {_status_text(status)}" + (f" ({detail})" if detail else "")
         finally:
             limiter.release(used)
         if not retryable or attempt >= attempts:
             break
-        delay = retry_after if retry_after is not None else backoff_delay(attempt)
+        if retry_after is not None:
+            delay = retry_after
+        elif status == 429:
+            delay = backoff_delay(attempt, base=RATE_LIMIT_BASE, cap=RATE_LIMIT_CAP)
+        else:
+            delay = backoff_delay(attempt)
         if status == 429:
             limiter.backoff(delay)
         await asyncio.sleep(delay)
 
     retried = "" if attempt > 1 or status is None or status in RETRY_STATUSES else " (not retried)"
-    message = _scrub(f"Cannot get a reply from {what}: {reason}, after {_attempts(attempt)}{retried}.", secrets)
+    message = secrets.scrub(f"Cannot get a reply from {what}: {reason}, after {_attempts(attempt)}{retried}.")
     if status is None:
         raise (AgentTimeoutError if timed_out else AgentConnectionError)(message)
     raise AgentHTTPError(message, status, retry_after)

@@ -393,7 +393,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         import aiohttp
 
         session = self._session or self._open()
-        url = str(request.url)
+        # httpx has made any credentials in the URL into the Authorization header, as httpcore
+        # sends them; aiohttp would refuse a URL with credentials beside that header
+        url = str(request.url.copy_with(username=None, password=None) if request.url.userinfo else request.url)
         # as given, in their own case (httpx's mapping view lowercases the names)
         headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in request.headers.raw]
         proxy, proxy_headers = self._proxy(url)

@@ -12,11 +12,12 @@ so). Each checker says only whether its condition holds and what it saw;
 from __future__ import annotations
 
 import json
-import re
+import time
 from typing import Any
 
 from jsonpath_ng.ext import parse as parse_jsonpath
 
+from farm.assertions import patterns as _patterns
 from farm.assertions.registry import AssertionEnv, Outcome, Subject, assertion
 from farm.cases import AssertionSpec
 from farm.jsontext import NO_JSON, extract_json
@@ -40,26 +41,46 @@ def json_equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-def partial_match(expected: Any, actual: Any, patterns: bool = False) -> bool:
+def partial_match(expected: Any, actual: Any, patterns: bool = False, deadline: float | None = None) -> bool:
     """Whether ``actual`` holds everything ``expected`` states.
 
     Objects match when every expected key is present and matches (extra keys
     are fine), recursively; anything else must be JSON-equal. With
     ``patterns``, a string ``"regex:<pattern>"`` is searched in the actual
-    value's text, and arrays match element by element so patterns work there too.
+    value's text, and arrays match element by element so patterns work there too;
+    the searches block, and stop with :class:`~farm.assertions.patterns.PatternTimeout`
+    at ``deadline`` (``time.monotonic()``; default: each its own default limit).
     """
     if isinstance(expected, dict):
         if isinstance(actual, str) and patterns:
             actual = _loads_or(actual, actual)  # a tool may return its JSON as text
         return isinstance(actual, dict) and all(
-            key in actual and partial_match(value, actual[key], patterns) for key, value in expected.items()
+            key in actual and partial_match(value, actual[key], patterns, deadline) for key, value in expected.items()
         )
     if patterns and isinstance(expected, str) and expected.startswith("regex:"):
-        return re.search(expected[len("regex:"):], _text(actual)) is not None
+        limit = _seconds_left(deadline)
+        return _patterns.search_blocking(expected[len("regex:"):], _text(actual), limit=limit)
     if patterns and isinstance(expected, list) and isinstance(actual, list):
         pairs = zip(expected, actual)
-        return len(expected) == len(actual) and all(partial_match(e, a, patterns) for e, a in pairs)
+        return len(expected) == len(actual) and all(partial_match(e, a, patterns, deadline) for e, a in pairs)
     return json_equal(expected, actual)
+
+
+def _seconds_left(deadline: float | None) -> float:
+    """Seconds left until ``deadline`` for one search (the default limit without one)."""
+    if deadline is None:
+        return _patterns.DEFAULT_LIMIT
+    return max(deadline - time.monotonic(), 0.001)
+
+
+def _has_patterns(expected: Any) -> bool:
+    if isinstance(expected, str):
+        return expected.startswith("regex:")
+    if isinstance(expected, dict):
+        return any(_has_patterns(v) for v in expected.values())
+    if isinstance(expected, list):
+        return any(_has_patterns(v) for v in expected)
+    return False
 
 
 def _loads_or(text: str, default: Any) -> Any:
@@ -153,15 +174,22 @@ def equals(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> O
 
 
 @assertion("regex")
-def regex(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
-    """``re.search(pattern, reply)`` finds a match; ``ignore_case`` adds ``re.IGNORECASE``."""
+async def regex(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """A Python-syntax search of ``pattern`` in the reply finds a match; ``ignore_case`` ignores case.
+
+    The search is bounded by the turn timeout (at most
+    :data:`~farm.assertions.patterns.DEFAULT_LIMIT`) and does not block the
+    event loop: a pattern that runs away fails this assertion and nothing else.
+    """
     if not spec.pattern:
         return _needs(spec, "a 'pattern' (or a string 'value')")
+    limit = _patterns.limit_for(subject.time_limit)
     try:
-        compiled = re.compile(spec.pattern, re.IGNORECASE if spec.ignore_case else 0)
-    except re.error as exc:
+        found = await _patterns.search(spec.pattern, subject.content, ignore_case=bool(spec.ignore_case), limit=limit)
+    except _patterns.regex.error as exc:
         return Outcome(False, message=f"invalid regex {spec.pattern!r}: {exc}", error=True)
-    found = compiled.search(subject.content) is not None
+    except _patterns.PatternTimeout as exc:
+        return Outcome(False, subject.content, str(exc), inconclusive=True)
     return Outcome(found, subject.content, f"expected the reply to match /{spec.pattern}/")
 
 
@@ -296,7 +324,7 @@ def tool_called(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None)
 
 
 @assertion("tool_result")
-def tool_result(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+async def tool_result(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """A call of ``tool`` returned a result that matches ``result``.
 
     The match is partial: expected object keys must be present and match,
@@ -311,7 +339,21 @@ def tool_result(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None)
     if not results:
         called = [call.name for call in subject.tool_calls]
         return Outcome(False, called, f"tool {tool!r} was not called (called: {', '.join(called) or 'none'})")
-    passed = any(partial_match(expected, result, patterns=True) for result in results)
+    if _has_patterns(expected):  # user regexes: off the event loop, within the turn's time
+        limit = _patterns.limit_for(subject.time_limit)
+        deadline = time.monotonic() + limit
+
+        def any_match() -> bool:
+            return any(partial_match(expected, result, patterns=True, deadline=deadline) for result in results)
+
+        try:
+            passed = await _patterns.off_loop(any_match, limit)
+        except (_patterns.PatternTimeout, TimeoutError) as exc:
+            pattern = exc.pattern if isinstance(exc, _patterns.PatternTimeout) else _show(expected)
+            message = str(_patterns.PatternTimeout(pattern, limit))
+            return Outcome(False, results[0] if len(results) == 1 else results, message, inconclusive=True)
+    else:
+        passed = any(partial_match(expected, result, patterns=True) for result in results)
     actual = results[0] if len(results) == 1 else results
     return Outcome(passed, actual, f"the result of tool {tool!r} does not match {_show(expected)}")
 

@@ -55,6 +55,8 @@ class Subject:
     """The whole conversation so far, for validators."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Case context (id, tags, ...), passed on to validators and scripts."""
+    time_limit: float | None = None
+    """Seconds a check may spend on this subject (the turn timeout); None: each type's default."""
 
     def json(self) -> Any:
         """The JSON document assertions over structure look at, or NO_JSON."""
@@ -79,6 +81,8 @@ class Outcome:
     suggestions: list[str] | None = None
     error: bool = False
     """The check could not be made at all; negate does not turn this into a pass."""
+    inconclusive: bool = False
+    """The check ran out of time (a runaway regex): a failure that neither negate nor ``message`` rewrites."""
 
 
 class AssertionEnv(Protocol):
@@ -145,10 +149,11 @@ async def evaluate(spec: AssertionSpec, subject: Subject, env: AssertionEnv | No
             outcome = Outcome(False, message=f"{spec.type}: {type(exc).__name__}: {exc}", error=True)
     passed = outcome.passed
     message = outcome.message
-    if spec.negate and not outcome.error:
+    final = outcome.error or outcome.inconclusive
+    if spec.negate and not final:
         passed = not passed
         message = None if passed else f"expected NOT {spec.type} {_short(spec.expected)}, but it held"
-    if not passed and spec.message and not outcome.error:
+    if not passed and spec.message and not final:
         message = spec.message
     return AssertionResult(
         type=spec.type,

@@ -78,8 +78,10 @@ QUANTILES = (0.5, 0.95, 0.99)
 _KEY = ["run_id", "run_index", "attempt", "case_id"]
 _CASE_COLUMNS = [
     *_KEY, "name", "status", "agent", "total_turns", "duration_ms",
-    "prompt_tokens", "completion_tokens", "total_tokens", "started_at", "error",
+    "prompt_tokens", "completion_tokens", "total_tokens", "started_at", "error", "source",
 ]  # fmt: skip
+_CASE = ["suite", "case_id"]
+"""What names one case across runs: the suite file it came from and its id (ids repeat across suites)."""
 _TURN_COLUMNS = [*_KEY, "turn", "duration_ms"]
 _ASSERTION_COLUMNS = ["run_id", "case_id", "scope", "checkpoint_id", "type", "passed", "message", "required"]
 _FAILING = [Status.FAILED.value, Status.ERROR.value, Status.TIMEOUT.value]
@@ -170,6 +172,8 @@ class CaseRate(BaseModel):
     """One case over every run and repetition read."""
 
     case_id: str
+    suite: str = ""
+    """The file the case came from (its ``source`` without the line); cases are told apart by suite and id."""
     name: str | None = None
     runs: int
     """Case runs that were not skipped."""
@@ -179,7 +183,8 @@ class CaseRate(BaseModel):
     skips: int
     pass_rate: float | None
     stability_class: str | None
-    """``stable`` (100%), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%), ``highly_unstable``; as the console."""
+    """``stable`` (100%), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%), ``highly_unstable`` (> 0%)
+    or ``consistently_failing`` (0%); as the console."""
     statuses: dict[str, int] = Field(default_factory=dict)
 
 
@@ -187,7 +192,7 @@ class Stability(BaseModel):
     """Pass rates per case across runs and repetitions."""
 
     cases: int
-    """Distinct case ids that ran (not only skipped)."""
+    """Distinct cases (suite and id) that ran, not only skipped."""
     repeated: bool
     """Whether any case ran more than once; without that there is nothing to call flaky."""
     classes: dict[str, int]
@@ -202,6 +207,8 @@ class CaseChange(BaseModel):
     """A case whose outcome changed between two runs."""
 
     case_id: str
+    suite: str = ""
+    """As in :class:`CaseRate`."""
     name: str | None = None
     base_status: str
     """The statuses the case had in the base run, comma-separated."""
@@ -409,9 +416,12 @@ def _load(sources: list[RunSource]) -> tuple[_Tables, dict[str, RunSource]]:
         cases.append(case_table)
         turns.append(turn_table)
         failed.append(failed_table)
+    all_cases = pa.concat_tables(cases).combine_chunks()
+    source = pc.fill_null(all_cases["source"], "")
+    all_cases = all_cases.append_column("suite", pc.replace_substring_regex(source, pattern=r":\d+$", replacement=""))
     return (
         _Tables(
-            cases=pa.concat_tables(cases).combine_chunks(),
+            cases=all_cases,
             turns=pa.concat_tables(turns).combine_chunks(),
             failed=pa.concat_tables(failed).combine_chunks(),
         ),
@@ -595,7 +605,7 @@ def _flags(cases: pa.Table) -> pa.Table:
 def _stability(cases: pa.Table, cut: int | None) -> Stability:
     per_case = (
         _flags(cases)
-        .group_by("case_id")
+        .group_by(_CASE)
         .aggregate([([], "count_all"), ("is_pass", "sum"), ("is_fail", "sum"), ("name", "max")])
     )
     passes, failures = per_case["is_pass_sum"], per_case["is_fail_sum"]
@@ -609,16 +619,17 @@ def _stability(cases: pa.Table, cut: int | None) -> Stability:
         "stable": pc.sum(pc.greater_equal(rate, 1.0)).as_py() or 0,
         "mostly_stable": pc.sum(pc.and_(pc.greater_equal(rate, 0.8), pc.less(rate, 1.0))).as_py() or 0,
         "unstable": pc.sum(pc.and_(pc.greater_equal(rate, 0.5), pc.less(rate, 0.8))).as_py() or 0,
-        "highly_unstable": pc.sum(pc.less(rate, 0.5)).as_py() or 0,
+        "highly_unstable": pc.sum(pc.and_(pc.greater(rate, 0.0), pc.less(rate, 0.5))).as_py() or 0,
+        "consistently_failing": pc.sum(pc.less_equal(rate, 0.0)).as_py() or 0,
     }
-    worst_first = [("pass_rate", "ascending"), ("case_id", "ascending")]
+    worst_first = [("pass_rate", "ascending"), ("case_id", "ascending"), ("suite", "ascending")]
     flaky = ran.filter(pc.and_(pc.greater(ran["is_pass_sum"], 0), pc.greater(ran["is_fail_sum"], 0))).sort_by(
         worst_first
     )
     unstable = ran.filter(pc.less(rate, 1.0)).sort_by(worst_first)
     flaky_rows = (flaky.slice(0, cut) if cut else flaky).to_pylist()
     unstable_rows = (unstable.slice(0, cut) if cut else unstable).to_pylist()
-    statuses = _statuses_of(cases, {row["case_id"] for row in flaky_rows + unstable_rows})
+    statuses = _statuses_of(cases, {(row["suite"], row["case_id"]) for row in flaky_rows + unstable_rows})
     max_runs = pc.max(per_case["count_all"]).as_py() or 0
     return Stability(
         cases=ran.num_rows,
@@ -630,21 +641,25 @@ def _stability(cases: pa.Table, cut: int | None) -> Stability:
     )
 
 
-def _statuses_of(cases: pa.Table, case_ids: set[str]) -> dict[str, dict[str, int]]:
-    if not case_ids:
+def _statuses_of(cases: pa.Table, keys: set[tuple[str, str]]) -> dict[tuple[str, str], dict[str, int]]:
+    if not keys:
         return {}
-    chosen = cases.filter(pc.is_in(cases["case_id"], value_set=pa.array(sorted(case_ids), pa.string())))
-    out: dict[str, dict[str, int]] = {}
-    for row in chosen.group_by(["case_id", "status"]).aggregate([([], "count_all")]).to_pylist():
-        out.setdefault(row["case_id"], {})[row["status"]] = row["count_all"]
+    ids = sorted({case_id for _, case_id in keys})
+    chosen = cases.filter(pc.is_in(cases["case_id"], value_set=pa.array(ids, pa.string())))
+    out: dict[tuple[str, str], dict[str, int]] = {}
+    for row in chosen.group_by([*_CASE, "status"]).aggregate([([], "count_all")]).to_pylist():
+        key = (row["suite"], row["case_id"])
+        if key in keys:
+            out.setdefault(key, {})[row["status"]] = row["count_all"]
     return out
 
 
-def _case_rate(row: dict[str, Any], statuses: dict[str, dict[str, int]]) -> CaseRate:
+def _case_rate(row: dict[str, Any], statuses: dict[tuple[str, str], dict[str, int]]) -> CaseRate:
     rate = row["pass_rate"]
-    counts = statuses.get(row["case_id"], {})
+    counts = statuses.get((row["suite"], row["case_id"]), {})
     return CaseRate(
         case_id=row["case_id"],
+        suite=row["suite"],
         name=row["name_max"],
         runs=row["runs"],
         passes=row["is_pass_sum"],
@@ -663,11 +678,12 @@ def _stability_class(rate: float | None) -> str | None:
 def _outcomes(cases: pa.Table, run_id: str, prefix: str) -> pa.Table:
     """Per case of one run: passes, failures, its statuses and an error, columns prefixed."""
     run = _flags(cases.filter(pc.equal(cases["run_id"], run_id)))
-    grouped = run.group_by("case_id").aggregate(
+    grouped = run.group_by(_CASE).aggregate(
         [("is_pass", "sum"), ("is_fail", "sum"), ("status", "distinct"), ("error", "max"), ("name", "max")]
     )
     return pa.table(
         {
+            "suite": grouped["suite"],
             "case_id": grouped["case_id"],
             f"{prefix}_pass": grouped["is_pass_sum"],
             f"{prefix}_fail": grouped["is_fail_sum"],
@@ -679,18 +695,19 @@ def _outcomes(cases: pa.Table, run_id: str, prefix: str) -> pa.Table:
 
 
 def _compare(cases: pa.Table, base: str, head: str, cut: int | None) -> Comparison:
-    both = _outcomes(cases, base, "base").join(_outcomes(cases, head, "head"), keys="case_id", join_type="inner")
+    both = _outcomes(cases, base, "base").join(_outcomes(cases, head, "head"), keys=_CASE, join_type="inner")
     base_ok = pc.and_(pc.equal(both["base_fail"], 0), pc.greater(both["base_pass"], 0))
     head_ok = pc.and_(pc.equal(both["head_fail"], 0), pc.greater(both["head_pass"], 0))
     base_bad, head_bad = pc.greater(both["base_fail"], 0), pc.greater(both["head_fail"], 0)
-    regressions = both.filter(pc.and_(base_ok, head_bad)).sort_by("case_id")
-    fixes = both.filter(pc.and_(base_bad, head_ok)).sort_by("case_id")
+    regressions = both.filter(pc.and_(base_ok, head_bad)).sort_by([("case_id", "ascending"), ("suite", "ascending")])
+    fixes = both.filter(pc.and_(base_bad, head_ok)).sort_by([("case_id", "ascending"), ("suite", "ascending")])
 
     def changes(table: pa.Table) -> list[CaseChange]:
         rows = (table.slice(0, cut) if cut else table).to_pylist()
         return [
             CaseChange(
                 case_id=row["case_id"],
+                suite=row["suite"],
                 name=row["head_name"] or row["base_name"],
                 base_status=row["base_status"],
                 head_status=row["head_status"],

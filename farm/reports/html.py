@@ -248,6 +248,7 @@ details.case > summary { cursor: pointer; padding: .45rem .7rem; }
 .badge.skipped { background: var(--skipped); }
 .facts { display: flex; flex-wrap: wrap; gap: .2rem 1.2rem; margin: .3rem 0 .6rem; color: var(--muted); }
 .problem { color: var(--failed); font-weight: 600; }
+.note { color: var(--skipped, #a60); font-weight: 600; }
 .turn { border-top: 1px dashed var(--line); padding: .4rem 0; }
 .turn-head { font-weight: 600; }
 .who { font-size: 12px; color: var(--muted); }
@@ -409,6 +410,8 @@ def _turn(turn: TurnResult) -> str:
         head.append(f"{turn.usage.total_tokens} tokens")
     if turn.steps > 1:
         head.append(f"{turn.steps} agent calls")
+    if turn.retries:
+        head.append(f"{turn.retries} retried request(s)")
     out = [f'<div class="turn"><div class="turn-head">{escape(" · ".join(head))}</div>']
     out.append(f'<div class="who">User</div><pre class="input">{escape(_clip(_text(turn.input)))}</pre>')
     if turn.simulator_reasoning:
@@ -425,6 +428,8 @@ def _turn(turn: TurnResult) -> str:
     if turn.awaiting_input:
         hint = f": {turn.input_hint}" if turn.input_hint else ""
         out.append(f'<p class="muted">Awaiting input ({escape(turn.awaiting_reason)}){escape(hint)}</p>')
+    if turn.note:
+        out.append(f'<p class="note">{escape(turn.note)}</p>')
     if turn.error:
         out.append(f'<p class="problem">{escape(_clip(turn.error))}</p>')
     if turn.assertions:

@@ -199,6 +199,8 @@ def _turn_lines(turn: TurnResult) -> list[str]:
     head = f"turn {turn.turn} [{turn.input_source}] {turn.duration_ms:.0f} ms"
     if turn.usage.total_tokens:
         head += f", {turn.usage.total_tokens} tokens"
+    if turn.retries:
+        head += f", {turn.retries} retried request(s)"
     lines = ["", head, f"  user: {_input(turn.input)}"]
     for call in turn.tool_calls:
         mocked = " (mocked)" if call.mocked else ""
@@ -209,6 +211,8 @@ def _turn_lines(turn: TurnResult) -> list[str]:
     if turn.simulator_reasoning:
         lines.append(f"  simulator reasoning: {turn.simulator_reasoning}")
     lines += [f"  {_mark(a.passed)} {_assertion_text(a)}" for a in turn.assertions]
+    if turn.note:
+        lines.append(f"  note: {turn.note}")
     if turn.error:
         lines.append(f"  error: {turn.error}")
     return lines

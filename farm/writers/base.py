@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import Protocol, TypeVar, runtime_checkable
 
 from farm.results import CaseResult
+from farm.secrets import Scrubber, scrub_result
 
 _W = TypeVar("_W", bound="ClosingWriter")
 
@@ -57,12 +58,18 @@ class MultiWriter(ClosingWriter):
     Every writer gets every call even when an earlier one raised, so one
     broken output does not cost the others a result; the first error is then
     raised, with the others attached as notes.
+
+    Before any writer sees a result, its secrets are masked in place
+    (:func:`farm.secrets.scrub_result`; ``scrubber`` defaults to the process's,
+    which knows every config's keys), so what is printed after it is clean too.
     """
 
-    def __init__(self, writers: Iterable[ResultWriter]):
+    def __init__(self, writers: Iterable[ResultWriter], scrubber: Scrubber | None = None):
         self.writers: list[ResultWriter] = list(writers)
+        self.scrubber = scrubber
 
     def write(self, result: CaseResult) -> None:
+        scrub_result(result, self.scrubber)
         self._each(lambda writer: writer.write(result))
 
     def flush(self) -> None:

@@ -74,6 +74,8 @@ prompt_tokens              int64                 Prompt tokens the agent reporte
 completion_tokens          int64                 Completion tokens, likewise.
 total_tokens               int64                 Total tokens, likewise.
 steps                      int32                 Agent calls in the turn (more than one when tool mocks were answered).
+retries                    int32                 Requests repeated in the turn (429, 5xx, connection errors).
+note                       string                What is worth knowing that is no error ("stopped after 8 tool steps").
 simulator_reasoning        string                The simulator's reasoning for a simulated input.
 error                      string                What went wrong in this turn, if anything.
 =========================  ====================  ==============================================
@@ -222,6 +224,8 @@ TURNS_SCHEMA = pa.schema(
         ("completion_tokens", pa.int64()),
         ("total_tokens", pa.int64()),
         ("steps", pa.int32()),
+        ("retries", pa.int32()),
+        ("note", pa.string()),
         ("simulator_reasoning", pa.string()),
         ("error", pa.string()),
     ]
@@ -303,6 +307,8 @@ def rows_from_result(result: CaseResult) -> tuple[Row, list[Row], list[Row]]:
                 "completion_tokens": turn.usage.completion_tokens,
                 "total_tokens": turn.usage.total_tokens,
                 "steps": turn.steps,
+                "retries": turn.retries,
+                "note": turn.note,
                 "simulator_reasoning": turn.simulator_reasoning,
                 "error": turn.error,
             }

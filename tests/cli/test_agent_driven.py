@@ -197,7 +197,7 @@ def test_runs_n_records_run_index_and_stability(project: Path):
     assert result.exit_code == 1
     assert sorted(r["run_index"] for r in got.values() if r["id"] == "r") == [0, 1, 2]
     assert "Stability" in result.output
-    assert "highly_unstable" in result.output  # f never passes
+    assert "consistently_failing" in result.output and "highly_unstable" not in result.output  # f never passes: failing, not flaky
 
 
 def test_reporter_writes_report_md(project: Path):

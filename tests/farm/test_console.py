@@ -421,11 +421,11 @@ def test_stability_for_repeated_runs(console: Console) -> None:
 
 def test_stability_class_thresholds() -> None:
     summary = Summary()
-    for case_id, passes, runs in (("a", 1, 2), ("b", 4, 10), ("c", 8, 10), ("d", 10, 10)):
+    for case_id, passes, runs in (("a", 1, 2), ("b", 4, 10), ("c", 8, 10), ("d", 10, 10), ("e", 0, 3)):
         for index in range(runs):
             summary.add(CaseResult(id=case_id, status=Status.PASSED if index < passes else Status.FAILED))
     classes = {case_id: stat.stability_class for case_id, stat in summary.stability().items()}
-    assert classes == {"a": "unstable", "b": "highly_unstable", "c": "mostly_stable", "d": "stable"}
+    assert classes == {"a": "unstable", "b": "highly_unstable", "c": "mostly_stable", "d": "stable", "e": "consistently_failing"}
 
 
 def test_stability_table_is_capped(console: Console) -> None:

@@ -514,8 +514,9 @@ def test_analysis_of_a_results_folder(results_dir: Path):
     flaky = {c.case_id: c for c in stability.flaky}["flaky"]
     assert (flaky.runs, flaky.passes, flaky.failures, flaky.pass_rate) == (3, 2, 1, pytest.approx(2 / 3))
     assert flaky.statuses == {"failed": 1, "passed": 2} and flaky.stability_class == "unstable"
-    assert stability.classes == {"stable": 1, "mostly_stable": 0, "unstable": 2, "highly_unstable": 2}
+    assert stability.classes == {"stable": 1, "mostly_stable": 0, "unstable": 2, "highly_unstable": 1, "consistently_failing": 1}
     assert stability.least_stable[0].case_id == "broken" and stability.least_stable[0].pass_rate == 0.0
+    assert stability.least_stable[0].stability_class == "consistently_failing"  # never passed: failing, not flaky
 
     comparison = report.comparison
     assert (comparison.base_run, comparison.head_run) == ("run-a", "run-b")
@@ -721,3 +722,21 @@ def test_github_workflow_runs_the_suite_keeps_reports_and_writes_a_summary(resul
     assert "| 18 | 8 | 4 | 3 | 0 | 3 | 53.3% |" in markdown
     assert "### Regressions since run-a" in markdown and "`regress`" in markdown
     assert "### Flaky cases (3)" in markdown
+
+
+def test_cases_with_the_same_id_in_different_suites_are_kept_apart(tmp_path: Path):
+    root = tmp_path / "farm-results"
+    for position, run_id in enumerate(("run-1", "run-2")):
+        write_run_json(root / run_id, {"run_id": run_id, "started_at": START + position})
+        with ParquetWriter(root / run_id) as writer:
+            for suite, status in (("billing.jsonl", Status.PASSED), ("refunds.jsonl", Status.FAILED)):
+                one = result("greet", status, run_id, started_at=START + position)
+                one.source = f"suites/{suite}:{3 + position}"  # the line may move between runs
+                writer.write(one)
+    report = analyse([root])
+    stability = report.stability
+    assert stability.cases == 2 and stability.flaky_total == 0  # one always passes, the other always fails
+    (failing,) = stability.least_stable
+    assert (failing.case_id, failing.suite, failing.stability_class) == ("greet", "suites/refunds.jsonl", "consistently_failing")
+    assert report.comparison is not None and report.comparison.regressions_total == 0
+    assert "0 regressions" in invoke("report", str(root)).output  # one case regressing while another fixed itself, before

@@ -1,0 +1,127 @@
+"""The scrubber: secrets masked whole, encoded and in pieces; configs and error messages without them."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from urllib.parse import quote, quote_plus
+
+from farm.agents.base import AgentHTTPError
+from farm.agents.openai import OpenAIAgent
+from farm.config import AgentConfig, Connector, FarmConfig
+from farm.demo.server import JSONServer, Response
+from farm.results import CaseResult, TurnResult
+from farm.secrets import MIN_PIECE, Scrubber, process_scrubber, redact_url, scrub_result
+from farm.writers import MultiWriter
+
+KEY = "sk-proj-Zx81Yw72Vu63Ts54Rq45Po36"
+
+
+def pieces(secret: str) -> list[str]:
+    return [secret[i : i + MIN_PIECE] for i in range(len(secret) - MIN_PIECE + 1)]
+
+
+def clean(text: str, secret: str = KEY) -> bool:
+    return not any(p in text for p in pieces(secret))
+
+
+def test_whole_cut_and_encoded_forms_are_masked():
+    scrubber = Scrubber([KEY])
+    raw = KEY.encode()
+    echoes = [
+        KEY,
+        f"a{KEY[:13]}b and c{KEY[13:]}d",
+        base64.b64encode(raw).decode(),
+        base64.urlsafe_b64encode(b"\xfb" + raw).decode(),
+        base64.b64encode(b"user:" + raw).decode(),
+        base64.b64encode(b"Bearer " + raw).decode(),
+        quote(KEY + "/", safe=""),
+        quote_plus("k=" + KEY),
+    ]
+    for echo in echoes:
+        out = scrubber.scrub(f"before {echo} after")
+        assert out.startswith("before ") and out.endswith(" after")
+        assert "***" in out, echo
+        assert clean(out), (echo, out)
+        for form in (base64.b64encode(raw).decode().rstrip("="),):
+            assert clean(out, form)
+
+
+def test_text_without_secrets_is_left_alone_and_short_pieces_stay():
+    scrubber = Scrubber([KEY])
+    text = f"sk-proj- is a prefix, {KEY[:11]} is too short to matter"
+    assert scrubber.scrub(text) is text
+    assert not Scrubber([]).hits(KEY)
+
+
+def test_scrubbing_a_large_reply_is_fast():
+    scrubber = Scrubber([KEY, "another-secret-value-123456"])
+    text = "lorem ipsum dolor sit amet " * 40_000 + KEY
+    started = time.perf_counter()
+    out = scrubber.scrub(text)
+    assert time.perf_counter() - started < 0.5
+    assert out.endswith("***") and clean(out)
+
+
+def test_a_result_is_scrubbed_in_place_everywhere(monkeypatch):
+    monkeypatch.setenv("FARM_TEST_SCRUB_KEY", KEY)
+    config = FarmConfig(connectors={"c": Connector(base_url="http://x/v1", api_key_env="FARM_TEST_SCRUB_KEY")})  # noqa: F841 (alive: its secrets count)
+    result = CaseResult(id="c", status="failed", error=f"boom {KEY}", logs=[KEY[5:20]])
+    result.turns.append(TurnResult(turn=1, input={"k": KEY}, output=f"echo {KEY}"))
+    written = []
+
+    class Sink:
+        def write(self, r):
+            written.append(r.model_dump_json())
+
+        def flush(self):
+            pass
+
+        def close(self):
+            pass
+
+    MultiWriter([Sink()]).write(result)
+    assert clean(written[0]) and "***" in written[0]
+    assert result.turns[0].output == "echo ***"  # in place: what prints next is clean too
+    assert scrub_result(result) is result
+    assert KEY in process_scrubber().secrets
+
+
+def test_run_json_and_agents_redact_url_credentials_and_every_header():
+    config = FarmConfig(
+        connectors={
+            "c": Connector(
+                base_url="https://bob:pa55-word-long@api.example.com/v1?api_key=qk-1234567890abcdef&api-version=2024-01-01",
+                headers={"X-Api-Key": "hdr-1234567890abcdef", "X-Org": "acme"},
+            )
+        },
+        agents={"a": AgentConfig(kind="http", url="https://u:another-pass-word@h/x?token=tok-1234567890")},
+    )
+    dumped = json.dumps(config.safe_dump())
+    for secret in ("pa55-word-long", "qk-1234567890abcdef", "hdr-1234567890abcdef", "acme", "another-pass-word", "tok-1234567890"):
+        assert secret not in dumped
+    assert "api-version=2024-01-01" in dumped and "api.example.com" in dumped
+    assert redact_url("https://h/v1?key=abc&x=1") == "https://h/v1?key=***&x=1"
+
+
+def test_an_error_body_is_scrubbed_before_it_is_cut(monkeypatch):
+    monkeypatch.setenv("FARM_TEST_CUT_KEY", KEY)
+
+    def handler(path, body, headers):
+        return Response({"error": {"message": "x" * 176 + KEY + " and more"}}, status=400)
+
+    async def main(url):
+        agent = OpenAIAgent(Connector(name="c", base_url=url, api_key_env="FARM_TEST_CUT_KEY", max_retries=0), AgentConfig(id="t"))
+        try:
+            await agent.send([{"role": "user", "content": "hi"}], {})
+        except AgentHTTPError as exc:
+            return str(exc)
+        finally:
+            await agent.aclose()
+
+    with JSONServer(handler) as server:
+        message = asyncio.run(main(f"{server.url}/v1"))
+    assert message and "x" * 100 in message
+    assert clean(message) and KEY[:4] not in message.split("x" * 176)[-1][:4]
