@@ -80,7 +80,7 @@ def _override(cfg: FarmConfig, dotted: str, value: object) -> None:
     setattr(target, last, value)
 
 
-def prepare(input: str, name: str | None, config: str | None, run: str | None, tag: list[str] | None, dry_run: bool, overrides: dict | None = None) -> tuple[FarmConfig, str | None, Suite]:
+def prepare(input: str, name: str | None, config: str | None, run: str | None, tag: list[str] | None, dry_run: bool, overrides: dict | None = None, simulator: str | None = None, connector: str | None = None) -> tuple[FarmConfig, str | None, Suite]:
     """Config, target agent id and the selected cases, as ``farm test`` resolves them."""
     from farm.config import find_config, load_config
     from farm.inputs import input_path, resolve_input
@@ -94,6 +94,8 @@ def prepare(input: str, name: str | None, config: str | None, run: str | None, t
     if agent_id is not None and not dry_run:
         cfg.agent(agent_id)  # fail early, naming the configured agents
     suite = resolve_input(input, cfg, agent_id, compact=not dry_run).select(run, tag or [])
+    from farm.validation import check_for_run  # every check that needs no agent call (SPEC 2)
+    check_for_run(suite, cfg, agent_id, simulator=simulator, connector=connector, dry_run=dry_run)
     return cfg, agent_id, suite
 
 
@@ -112,7 +114,7 @@ def _test(**o) -> int:
     input_value = o["input"] or previous.get("input")
     if not input_value:
         raise UsageError("no input: give -i/--input (a .jsonl file, a message, agents:<id>, scripts:<id> or -)")
-    cfg, agent_id, suite = prepare(input_value, o["name"] or previous.get("agent"), o["config"], o["run"], o["tag"], o["dry_run"], o.get("_overrides"))
+    cfg, agent_id, suite = prepare(input_value, o["name"] or previous.get("agent"), o["config"], o["run"], o["tag"], o["dry_run"], o.get("_overrides"), o["simulator"], o["connector"])
 
     quiet = o["json_events"]
     console = Console(stderr=quiet, highlight=False)

@@ -79,6 +79,8 @@ class Outcome:
     suggestions: list[str] | None = None
     error: bool = False
     """The check could not be made at all; negate does not turn this into a pass."""
+    matched_by: str | None = None
+    """Which rule matched (``tool_called``: exact, suffix or substring)."""
 
 
 class AssertionEnv(Protocol):
@@ -161,6 +163,7 @@ async def evaluate(spec: AssertionSpec, subject: Subject, env: AssertionEnv | No
         reason=outcome.reason,
         suggestions=outcome.suggestions,
         error=outcome.error,
+        matched_by=outcome.matched_by,
     )
 
 
