@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from farm.durations import parse_duration
 from farm.errors import FarmError, UsageError
@@ -226,13 +227,13 @@ def _test(**o) -> int:
             path = _agent_report(cfg, o["reporter_agent"], run_dir, {**info, "counts": summary.count_dict(), "problems": problems})
             console.print(f"Report: {path}", soft_wrap=True, highlight=False)
         except UsageError as exc:
-            console.print(f"[red]error:[/red] {exc}", highlight=False)
+            console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
             code = 1
     if o.get("after"):
         try:
             _global_hook(cfg, o["after"], {"phase": "after", **info, "counts": summary.count_dict(), "run_dir": str(run_dir)})
         except UsageError as exc:
-            console.print(f"[red]error:[/red] {exc}", highlight=False)
+            console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
             code = 1
     return code
 
@@ -295,7 +296,9 @@ def _dry_run(suite: Suite, output: Path | None, console: Console) -> int:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     for problem in suite.problems:
-        console.print(f"[red]error:[/red] {problem}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(problem)}", highlight=False, emoji=False)
+    for warning in suite.warnings:
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False, emoji=False)
     valid = sum(1 for c in suite.cases if c.ok)
-    console.print(f"{valid} valid case(s), {len(suite.problems)} with problems" + (f"; written to {output}" if output else ""), highlight=False)
+    console.print(escape(f"{valid} valid case(s), {len(suite.problems)} with problems" + (f"; written to {output}" if output else "")), highlight=False, emoji=False)
     return 2 if suite.problems else 0
