@@ -6,6 +6,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from farm.errors import FarmError, InputError
 
@@ -17,14 +18,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def fail(exc: FarmError) -> None:
     """Print a user error as ``error: ...`` lines (one per problem) and exit 2."""
     problems = exc.problems if isinstance(exc, InputError) else [str(exc)]
     for problem in problems:
-        err_console.print(f"[red]error:[/red] {problem}", markup=True, highlight=False)
+        err_console.print(Text.assemble(("error:", "red"), " ", problem), highlight=False)
     raise typer.Exit(2)
 
 

@@ -3,25 +3,35 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 __all__ = ["validate"]
 
 
-def validate(files: Annotated[list[Path], typer.Argument(help="Test files (.jsonl, .json).")]) -> None:
-    """Check test files; exit 2 if any line or case has a problem."""
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Test files (.jsonl, .json).")],
+    config: Annotated[Optional[str], typer.Option("--config", help="Path to farm.toml (default: ./farm.toml, else beside the file).")] = None,
+    simulator: Annotated[Optional[str], typer.Option("--simulator", help="The default simulator the run would use.")] = None,
+) -> None:
+    """Check test files deeply (fields, regex, JSONPath, ids against farm.toml); exit 2 on any problem."""
+    from farm.config import find_config, load_config
     from farm.errors import FarmError, InputError
     from farm.loader import load_file
+    from farm.validation import check_suite
 
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(highlight=False, soft_wrap=True, emoji=False)
     problems: list[str] = []
+    warnings: list[str] = []
     valid = 0
     for path in files:
         try:
             suite = load_file(path)
+            cfg = load_config(find_config(config, path))
+            check_suite(suite, cfg, default_simulator=simulator)
         except InputError as exc:
             problems.extend(exc.problems)
             continue
@@ -29,8 +39,11 @@ def validate(files: Annotated[list[Path], typer.Argument(help="Test files (.json
             problems.append(str(exc))
             continue
         problems.extend(suite.problems)
+        warnings.extend(suite.warnings)
         valid += sum(1 for c in suite.cases if c.ok)
     for problem in problems:
-        console.print(f"[red]error:[/red] {problem}")
-    console.print(f"{valid} valid case(s) in {len(files)} file(s); {len(problems)} problem(s)")
+        console.print(Text.assemble(("error:", "red"), " ", problem))
+    for warning in warnings:
+        console.print(Text.assemble(("warning:", "yellow"), " ", warning))
+    console.print(Text(f"{valid} valid case(s) in {len(files)} file(s); {len(problems)} problem(s)"))
     raise typer.Exit(2 if problems else 0)

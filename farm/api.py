@@ -142,6 +142,9 @@ def run(
     connector = connector or earlier.get("connector")
 
     cfg, agent_id, suite = _prepare(input_value, agent or (previous.agent if previous else None), config, match, tags, dry_run)
+    from farm.validation import check_for_run  # every check that needs no agent call (SPEC 2)
+
+    check_for_run(suite, cfg, agent_id, simulator=simulator or earlier.get("simulator"), connector=connector, dry_run=dry_run)
     if console is None:
         console = Console(stderr=json_events, highlight=False)
     show = not (quiet or json_events)
@@ -257,7 +260,7 @@ def run(
             )
             return RunResult(1, run_dir, jsonl, stop.summary, engine_name, run_id, interrupted=True)
         if not quiet:
-            console.print(f"\n[yellow]Interrupted[/yellow]: {stop.done} of {stop.total} case runs finished; their results are kept.", soft_wrap=True)
+            console.print(f"\n[yellow]Interrupted[/yellow]: {stop.done} of {stop.total} case runs finished; their results are kept.", soft_wrap=True, emoji=False)
             console.print(f"Resume with: {again}", soft_wrap=True, markup=False)
         return RunResult(130, run_dir, jsonl, stop.summary, engine_name, run_id, interrupted=True)
     view.stop_progress()
@@ -272,13 +275,13 @@ def run(
             if not quiet:
                 console.print(f"Report: {path}", soft_wrap=True, highlight=False, markup=False)
         except UsageError as exc:
-            console.print(f"[red]error:[/red] {exc}", highlight=False)
+            console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
             code = 1
     if after:
         try:
             _global_hook(cfg, after, {"phase": "after", **hook_info, "counts": summary.count_dict(), "run_dir": str(run_dir)})
         except UsageError as exc:
-            console.print(f"[red]error:[/red] {exc}", highlight=False)
+            console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
             code = 1
     return RunResult(code, run_dir, jsonl, summary, engine_name, run_id)
 
@@ -378,7 +381,10 @@ def _dry_run(suite: Suite, output: Path | None, console: Console, quiet: bool) -
         output.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     if not quiet:
         for problem in suite.problems:
-            console.print(f"[red]error:[/red] {problem}", highlight=False)
+            console.print(f"[red]error:[/red] {escape(problem)}", highlight=False, emoji=False)
+        for warning in suite.warnings:
+            console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False, emoji=False)
         valid = sum(1 for c in suite.cases if c.ok)
-        console.print(f"{valid} valid case(s), {len(suite.problems)} with problems" + (f"; written to {output}" if output else ""), highlight=False)
+        line = f"{valid} valid case(s), {len(suite.problems)} with problems" + (f"; written to {output}" if output else "")
+        console.print(escape(line), highlight=False, emoji=False)
     return 2 if suite.problems else 0

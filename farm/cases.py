@@ -41,7 +41,7 @@ class Mode(StrEnum):
 class Options(BaseModel):
     """The seed's ``context.Options``: passed to the agent with every call."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     skip: dict[str, Any] | bool | None = None
     connector: str | None = None
@@ -107,8 +107,19 @@ class AssertionSpec(BaseModel):
             return data
         data = dict(data)
         if "type" not in data:
-            raise ValueError("an assertion needs a 'type'")
+            if "value" not in data:
+                raise ValueError("an assertion needs a 'type'")
+            data["type"] = "equals"  # as in Yao: a bare value is an equality
         kind = data.get("type")
+        # script: `use` or Yao's `script`
+        if kind == "script":
+            _pop_alias(data, "use", "script")
+        # tool_result: `tool`/`result`, or Yao's `value: {tool, result}`
+        if kind == "tool_result" and isinstance(data.get("value"), dict) and "tool" not in data:
+            value = data.pop("value")
+            data["tool"] = value.get("tool")
+            if "result" in value:
+                data["result"] = value["result"]
         # tool_called: `name` or `value`; regex: `pattern` or `value`
         if kind == "tool_called" and data.get("name") is None and "value" in data:
             data["name"] = data["value"]
@@ -156,10 +167,31 @@ class Checkpoint(BaseModel):
 
 
 class SimulatorSpec(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    """``simulator``: the agent that plays the user. Yao's shorthands ``goal`` and
+    ``persona`` are ``options.metadata.goal``/``.persona`` (``max_turns`` is the case's)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     use: str | None = None
     options: Options = Field(default_factory=Options)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthands(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ("goal" in data or "persona" in data):
+            data = dict(data)
+            options = data.get("options")
+            options = dict(options) if isinstance(options, dict) else ({} if options is None else options)
+            if isinstance(options, dict):
+                metadata = options.get("metadata")
+                metadata = dict(metadata) if isinstance(metadata, dict) else ({} if metadata is None else metadata)
+                if isinstance(metadata, dict):
+                    for key in ("goal", "persona"):
+                        if key in data:
+                            metadata.setdefault(key, data.pop(key))
+                options["metadata"] = metadata
+            data["options"] = options
+        return data
 
 
 class Interactive(BaseModel):
@@ -170,6 +202,16 @@ class Interactive(BaseModel):
     @classmethod
     def _duration(cls, v: Any) -> float:
         return parse_duration(v)
+
+
+def _has_assertions(data: dict[str, Any]) -> bool:
+    """Whether a raw case carries assertions of its own (case or turn level)."""
+    if data.get("assertions") or data.get("assert"):
+        return True
+    turns = data.get("turns")
+    return isinstance(turns, list) and any(
+        isinstance(t, dict) and (t.get("assertions") or t.get("assert")) for t in turns
+    )
 
 
 def _normalise_assertion_keys(data: dict[str, Any], key: str = "assertions") -> None:
@@ -249,6 +291,15 @@ class TestCase(BaseModel):
                 data["final_assertions"] = _normalise_assertions(data["final_assertions"])
             if isinstance(data.get("simulator"), str):
                 data["simulator"] = {"use": data["simulator"]}
+            if isinstance(data.get("simulator"), dict) and "max_turns" in data["simulator"]:
+                data["simulator"] = dict(data["simulator"])
+                sim_max = data["simulator"].pop("max_turns")
+                if data.get("max_turns") in (None, 0):
+                    data["max_turns"] = sim_max
+            if data.get("max_turns") == 0 and not isinstance(data.get("max_turns"), bool):
+                del data["max_turns"]  # as in Yao: 0 means the default
+            if data.get("expected") is not None and _has_assertions(data):
+                del data["expected"]  # the assertions win (as in Yao); the loader warns
             if isinstance(data.get("tags"), str):
                 data["tags"] = [data["tags"]]
         return data
@@ -269,18 +320,16 @@ class TestCase(BaseModel):
     def resolved_mode(self) -> Mode:
         """The mode the fields select (SPEC 3.1); raises :class:`CaseRuleError`."""
         has_turns = self.turns is not None
-        has_dynamic = self.simulator is not None and self.checkpoints is not None
+        has_dynamic = not has_turns and self.checkpoints is not None  # no simulator: the default one
         if has_turns and self.checkpoints is not None:
             raise CaseRuleError(
                 "a case cannot have both 'turns' and 'checkpoints': "
-                "choose static (turns) or dynamic (simulator + checkpoints)"
+                "choose static (turns) or dynamic (checkpoints, with a simulator)"
             )
         if has_turns:
             mode = Mode.STATIC
         elif has_dynamic:
             mode = Mode.DYNAMIC
-        elif self.checkpoints is not None:
-            raise CaseRuleError("'checkpoints' need a 'simulator' (dynamic mode)")
         else:
             mode = Mode.SINGLE
         if self.mode is not None:

@@ -30,7 +30,40 @@ from farm.durations import format_duration
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult, stability_class
 from farm.secrets import scrub_result
 
-__all__ = ["CaseStability", "ConsoleReporter", "Summary"]
+__all__ = ["CaseStability", "ConsoleReporter", "Summary", "neutralise"]
+
+_CONTROLS = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)}
+_CONTROLS[0x7F] = 0x2421
+_CONTROLS.update({c: 0xFFFD for c in range(0x80, 0xA0)})
+
+
+def neutralise(text: str) -> str:
+    """``text`` with terminal control characters (ESC, OSC, BEL, CR, C1...) shown as
+    harmless symbols (ESC as ␛), one for one, so an agent's reply cannot drive the terminal."""
+    return text.translate(_CONTROLS)
+
+
+class _SafeConsole:
+    """The reporter's console: everything it prints is neutralised (agent output and
+    case ids are user text); emoji codes such as ``:100:`` print as they are."""
+
+    def __init__(self, console: Console):
+        self._console = console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._console, name)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        safe = []
+        for item in objects:
+            if isinstance(item, Text):
+                item = item.copy()
+                item.plain = neutralise(item.plain)
+            elif isinstance(item, str):
+                item = neutralise(item)
+            safe.append(item)
+        kwargs.setdefault("emoji", False)
+        self._console.print(*safe, **kwargs)
 
 #: Longest agent reply shown on an ``Agent:`` line.
 REPLY_LIMIT = 100
@@ -186,7 +219,8 @@ class ConsoleReporter:
     """
 
     def __init__(self, console: Console, verbose: bool = False, stability_rows: int = 20) -> None:
-        self.console = console
+        self.console: Console = _SafeConsole(console)  # type: ignore[assignment]
+        self._raw_console = console
         self.verbose = verbose
         self.stability_rows = stability_rows
         self._progress: Progress | None = None
@@ -370,7 +404,7 @@ class ConsoleReporter:
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
-            console=self.console,
+            console=self._raw_console,
             transient=True,
         )
         self._task = self._progress.add_task("cases", total=total, passed=0, failed=0, phase="Running")
@@ -468,7 +502,7 @@ class ConsoleReporter:
         worst_first = sorted(stats.items(), key=lambda item: (item[1].pass_rate, item[0]))
         for case_id, stat in worst_first[: self.stability_rows]:
             table.add_row(
-                Text(case_id),
+                Text(neutralise(case_id)),
                 str(stat.runs),
                 str(stat.passes),
                 f"{stat.pass_rate:.0%}",
@@ -485,7 +519,7 @@ class ConsoleReporter:
     def _emit(self, first: str, rest: str, text: Text) -> None:
         """Print ``text`` after ``first``, wrapped so continuation lines keep the tree's ``rest`` prefix."""
         width = max(self.console.width - len(first), 20)
-        for number, line in enumerate(text.wrap(self.console, width)):
+        for number, line in enumerate(text.wrap(self._raw_console, width)):
             line.rstrip()
             self.console.print(Text(rest if number else first).append_text(line), no_wrap=True, overflow="crop")
 

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from farm.assertions import known_types
 from farm.cases import CaseRuleError, TestCase
 from farm.errors import InputError, UsageError
+from farm.validation import TooLargeInteger, case_problems, raw_problems
 
 __all__ = ["LoadedCase", "Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error"]
 
@@ -48,6 +49,8 @@ class LoadedCase:
     """A valid case as compact JSON, instead of ``case`` (see :meth:`compact`)."""
     needs: tuple[bool, bool] = (False, False)
     """Whether the case needs a simulator, and a validator (an ``agent`` assertion)."""
+    warnings: list[str] = field(default_factory=list)
+    """What loads but is not what the author may think (``expected`` beside assertions)."""
 
     @property
     def ok(self) -> bool:
@@ -59,14 +62,14 @@ class LoadedCase:
         if self.case is None:
             return self
         data = self.case.model_dump_json(exclude_defaults=True).encode()
-        return LoadedCase(self.id, self.source, None, self.error, self.raw, self.base_dir, self.script, data, self.needs)
+        return LoadedCase(self.id, self.source, None, self.error, self.raw, self.base_dir, self.script, data, self.needs, self.warnings)
 
     def materialized(self) -> "LoadedCase":
         """This case with its validated model (the case itself when it has it)."""
         if self.case is not None or self.data is None:
             return self
         case = TestCase.model_validate_json(self.data)
-        return LoadedCase(self.id, self.source, case, self.error, self.raw, self.base_dir, self.script, None, self.needs)
+        return LoadedCase(self.id, self.source, case, self.error, self.raw, self.base_dir, self.script, None, self.needs, self.warnings)
 
 
 @dataclass
@@ -77,6 +80,10 @@ class Suite:
     @property
     def problems(self) -> list[str]:
         return [f"{c.source}: {c.error}" for c in self.cases if c.error]
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{c.source}: {w}" for c in self.cases for w in c.warnings]
 
     def select(self, pattern: str | None = None, tags: Iterable[str] = ()) -> "Suite":
         """Only the cases whose id matches ``pattern`` (``re.search``) and that carry every tag."""
@@ -130,7 +137,7 @@ def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], bas
     if not isinstance(raw, dict):
         return LoadedCase(id=source, source=source, error="a case must be a JSON object", raw=raw, base_dir=base_dir)
     raw_id = raw.get("id")
-    case_id = str(raw_id) if raw_id not in (None, "") else source
+    case_id = _id_text(raw_id) if raw_id not in (None, "") else source
     loaded = LoadedCase(id=case_id, source=source, raw=raw, base_dir=base_dir)
     if raw_id in (None, ""):
         loaded.error = "field 'id': required field is missing"
@@ -140,6 +147,10 @@ def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], bas
         loaded.error = f"duplicate id '{case_id}' (first at {seen[case_id]})"
         return loaded
     seen[case_id] = source
+    problems = raw_problems(raw)
+    if problems:
+        loaded.error = "; ".join(problems)
+        return loaded
     try:
         case = TestCase.model_validate(raw)
         case.check_rules(known)
@@ -149,22 +160,73 @@ def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], bas
     except CaseRuleError as exc:
         loaded.error = str(exc)
         return loaded
+    except RecursionError:
+        loaded.error = "the case is nested too deeply to read"
+        return loaded
+    problems = case_problems(case)
+    if problems:
+        loaded.error = "; ".join(problems)
+        return loaded
+    if raw.get("expected") is not None and case.expected is None:
+        loaded.warnings.append("field 'expected': ignored, because the case has assertions (they win, as in Yao)")
     loaded.case = case
-    loaded.needs = (case.simulator is not None, any(spec.type == "agent" for spec in case.all_assertions()))
+    loaded.needs = (case.simulator is not None or case.checkpoints is not None, any(spec.type == "agent" for spec in case.all_assertions()))
     loaded.raw = None  # the model is enough once valid: a 100k-case suite stays small
     return loaded
 
 
+def _id_text(raw_id: Any) -> str:
+    text = raw_id if isinstance(raw_id, str) else json.dumps(raw_id, default=repr) if not isinstance(raw_id, TooLargeInteger) else repr(raw_id)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _big_int(digits: str) -> Any:
+    """JSON integers as Python ints, except those Python refuses (over 4,300 digits)."""
+    try:
+        return int(digits)
+    except ValueError:
+        return TooLargeInteger(len(digits.lstrip("-")))
+
+
+_DECODER = json.JSONDecoder(parse_int=_big_int)
+_WS = " \t\r\n"
+"""JSON's whitespace: U+2028, U+2029 and U+0085 are not, and may sit raw inside a string."""
+
+
+def _decode(text: str, pos: int = 0) -> tuple[Any, int]:
+    """``raw_decode`` whose every failure is a ``json.JSONDecodeError``."""
+    try:
+        return _DECODER.raw_decode(text, pos)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply to read", text, pos) from None
+
+
+def _loads(text: str) -> Any:
+    start = len(text) - len(text.lstrip(_WS))
+    value, end = _decode(text, start)
+    rest = len(text) - len(text[end:].lstrip(_WS))
+    if rest != len(text):
+        raise json.JSONDecodeError("Extra data", text, rest)
+    return value
+
+
 def load_text(text: str, name: str, base_dir: str | None = None, compact: bool = False) -> Suite:
-    """JSONL text: one case per line; blank lines and ``//`` comments are ignored."""
+    """JSONL text: one case per line; blank lines and ``//`` comments are ignored.
+
+    Lines end only at ``\n`` (``\r\n`` too): a raw U+2028 inside a string is valid JSON.
+    """
     items: list[tuple[str, Any]] = []
     problems: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
+    for number, line in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
+        stripped = line.strip(_WS)
         if not stripped or stripped.startswith("//"):
             continue
         try:
-            items.append((f"{name}:{number}", json.loads(stripped)))
+            items.append((f"{name}:{number}", _loads(stripped)))
         except json.JSONDecodeError as exc:
             problems.append(f"{name}:{number}: not valid JSON: {exc.msg} (column {exc.colno})")
     if problems:
@@ -174,30 +236,64 @@ def load_text(text: str, name: str, base_dir: str | None = None, compact: bool =
 
 def _json_items(text: str, name: str) -> list[tuple[str, Any]]:
     """Cases of a ``.json`` file with the line each starts on."""
+    text = text.removeprefix("\ufeff")
+
+    def line_of(pos: int) -> int:
+        return text.count("\n", 0, pos) + 1
+
     try:
-        data = json.loads(text)
+        _loads(text)
     except json.JSONDecodeError as exc:
         raise InputError([f"{name}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})"]) from None
-    if isinstance(data, dict) and "cases" in data:
-        if not isinstance(data["cases"], list):
-            raise InputError([f"{name}:1: field 'cases' must be an array of cases"])
-        array_start = text.index("[", text.index('"cases"'))
-        return _array_items(text, array_start, data["cases"], name)
-    if isinstance(data, list):
-        return _array_items(text, text.index("["), data, name)
-    return [(f"{name}:{text[: len(text) - len(text.lstrip())].count(chr(10)) + 1}", data)]
+    start = len(text) - len(text.lstrip(_WS))
+    if text.startswith("[", start):
+        return [(f"{name}:{line_of(pos)}", value) for pos, value in _array_members(text, start)]
+    if text.startswith("{", start):
+        members = _object_members(text, start)
+        cases = [(pos, value) for key, pos, value in members if key == "cases"]
+        if len(cases) > 1:
+            raise InputError([f"{name}:{line_of(cases[1][0])}: field 'cases' is given twice"])
+        if cases:
+            pos, value = cases[0]
+            if not isinstance(value, list):
+                raise InputError([f"{name}:{line_of(pos)}: field 'cases' must be an array of cases"])
+            return [(f"{name}:{line_of(p)}", v) for p, v in _array_members(text, pos)]
+        return [(f"{name}:{line_of(start)}", {key: value for key, _, value in members})]
+    return [(f"{name}:{line_of(start)}", _decode(text, start)[0])]
 
 
-def _array_items(text: str, start: int, values: list[Any], name: str) -> list[tuple[str, Any]]:
-    decoder = json.JSONDecoder()
-    pos = start + 1
+def _skip(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in _WS:
+        pos += 1
+    return pos
+
+
+def _array_members(text: str, start: int) -> list[tuple[int, Any]]:
+    """``(position, value)`` of each element of the (valid) array at ``start``."""
     out = []
-    for value in values:
-        while text[pos] in " \t\r\n,":
-            pos += 1
-        line = text.count("\n", 0, pos) + 1
-        _, pos = decoder.raw_decode(text, pos)
-        out.append((f"{name}:{line}", value))
+    pos = _skip(text, start + 1)
+    while text[pos] != "]":
+        value, end = _decode(text, pos)
+        out.append((pos, value))
+        pos = _skip(text, end)
+        if text[pos] == ",":
+            pos = _skip(text, pos + 1)
+    return out
+
+
+def _object_members(text: str, start: int) -> list[tuple[str, int, Any]]:
+    """``(key, value position, value)`` of each member of the (valid) object at ``start``,
+    keys decoded (``"\\u0063ases"`` is ``cases``) and duplicates kept."""
+    out = []
+    pos = _skip(text, start + 1)
+    while text[pos] != "}":
+        key, end = _decode(text, pos)
+        pos = _skip(text, _skip(text, end) + 1)  # past the colon
+        value, end = _decode(text, pos)
+        out.append((key, pos, value))
+        pos = _skip(text, end)
+        if text[pos] == ",":
+            pos = _skip(text, pos + 1)
     return out
 
 

@@ -112,6 +112,8 @@ class AssertionResult(BaseModel):
     """A validator's suggestions."""
     error: bool = False
     """True when the assertion could not be evaluated at all (not a plain failure)."""
+    matched_by: str | None = None
+    """For ``tool_called``: which rule matched the tool name (``exact``, ``suffix``, ``substring``)."""
 
 
 class TurnResult(BaseModel):

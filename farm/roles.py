@@ -109,19 +109,22 @@ class RolePlayer:
         self.builtin_prompt = builtin_prompt
 
     @classmethod
-    def from_config(cls, role: str, config: "FarmConfig", agent_id: str, limiter_for: Any = None) -> "RolePlayer":
+    def from_config(cls, role: str, config: "FarmConfig", agent_id: str, limiter_for: Any = None, connector: str | None = None) -> "RolePlayer":
         """The player of ``role`` for agent ``agent_id`` of ``config``.
 
         A plain LLM (an ``openai`` agent, or a role kind on a connector) gets the
         role's prompt; the user's own http/python service gets the conversation,
-        with the role's metadata in ``options``.
+        with the role's metadata in ``options``. ``connector``: the connector of
+        this role call (a case's ``options.connector``) instead of the agent's own.
         """
         from farm.agents.factory import build_agent
 
         agent = config.agent(agent_id)
         player_agent = config.agent(agent.uses) if agent.is_role and agent.uses else agent
         builtin = player_agent.kind == "openai" or player_agent.is_role
-        client = build_agent(config, agent_id, limiter_for=limiter_for)
+        if connector is not None:
+            config.connector(connector)  # a UsageError naming the configured connectors
+        client = build_agent(config, agent_id, connector_override=connector, limiter_for=limiter_for)
         return cls(role, client, cls.prompt_from(agent.prompt, config.base_dir), builtin_prompt=builtin)
 
     def run_once(self, call: Callable[["RolePlayer"], Awaitable[T]]) -> T:

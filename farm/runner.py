@@ -357,6 +357,8 @@ class _Conversation:
             "last_response": self.result.turns[-1].output if self.result.turns else "",
             "tool_results": [r.model_dump() for r in self.session.tool_results],
         }
+        if spec and spec.options.connector:
+            metadata["_farm_connector"] = spec.options.connector  # farm.services.ROLE_CONNECTOR: picks this call's connector
         try:
             sim = await self.services.simulate(agent_id, list(self.session.messages), metadata)
         except RoleError as exc:

@@ -1,6 +1,6 @@
 """``scripts:<dotted.path>`` references: Python functions under ``scripts_dir`` (SPEC section 6).
 
-``scripts:tests.gen`` is ``scripts/tests/gen.py``, function ``main``;
+``scripts:tests.gen`` (Yao: ``scripts.tests.gen``) is ``scripts/tests/gen.py``, function ``main``;
 ``scripts:tests.gen.generate`` is function ``generate`` in that module. A
 reference may not escape ``scripts_dir``.
 """
@@ -56,7 +56,10 @@ class ScriptResolver:
 
     def resolve(self, reference: str) -> Callable[..., Any]:
         """The function a ``scripts:`` reference (prefix optional) names."""
-        dotted = reference.removeprefix("scripts:").split("?", 1)[0].strip()
+        reference = reference.strip()
+        # ``scripts:tests.check``, or Yao's ``scripts.tests.check`` (its scripts live under scripts/)
+        dotted = reference.removeprefix("scripts:") if reference.startswith("scripts:") else reference.removeprefix("scripts.")
+        dotted = dotted.split("?", 1)[0].strip()
         path = self.module_path(dotted)
         if path.is_file():
             module, func = self.load_module(path), "main"

@@ -19,7 +19,11 @@ from farm.roles import RolePlayer
 from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
 from farm.scripts import ScriptResolver, call_maybe_async
 
-__all__ = ["ROLE_CONCURRENCY", "FarmServices", "LocalRoles", "RoleCaller", "strip_agent_prefix"]
+__all__ = ["ROLE_CONCURRENCY", "ROLE_CONNECTOR", "FarmServices", "LocalRoles", "RoleCaller", "strip_agent_prefix"]
+
+ROLE_CONNECTOR = "_farm_connector"
+"""Metadata key that carries a role call's ``options.connector`` to the role player
+(through the Ray pools unchanged); it is taken out before the role agent sees the metadata."""
 
 
 def strip_agent_prefix(use: str) -> str:
@@ -47,25 +51,30 @@ class LocalRoles:
     def __init__(self, config: FarmConfig, limiter_for: Callable[[str], Any] | None = None, concurrency: int = ROLE_CONCURRENCY):
         self.config = config
         self.limiter_for = limiter_for
-        self._players: dict[tuple[str, str], RolePlayer] = {}
+        self._players: dict[tuple[str, str, str | None], RolePlayer] = {}
         self._budget = {"simulator": asyncio.Semaphore(concurrency), "validator": asyncio.Semaphore(concurrency)}
 
-    def player(self, role: str, agent_id: str) -> RolePlayer:
-        key = (role, agent_id)
+    def player(self, role: str, agent_id: str, connector: str | None = None) -> RolePlayer:
+        """The player of ``role`` by ``agent_id``; ``connector`` replaces the agent's own."""
+        key = (role, agent_id, connector)
         if key not in self._players:
             try:
-                self._players[key] = RolePlayer.from_config(role, self.config, agent_id, self.limiter_for)
+                self._players[key] = RolePlayer.from_config(role, self.config, agent_id, self.limiter_for, connector=connector)
             except (FarmError, OSError) as exc:
                 raise RoleError(str(exc)) from None
         return self._players[key]
 
     async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
+        metadata = dict(metadata)
+        connector = metadata.pop(ROLE_CONNECTOR, None)
         async with self._budget["simulator"]:
-            return await self.player("simulator", agent_id).simulate(messages, metadata)
+            return await self.player("simulator", agent_id, connector).simulate(messages, metadata)
 
     async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
+        metadata = dict(metadata)
+        connector = metadata.pop(ROLE_CONNECTOR, None)
         async with self._budget["validator"]:
-            return await self.player("validator", agent_id).validate(messages, metadata)
+            return await self.player("validator", agent_id, connector).validate(messages, metadata)
 
     async def aclose(self) -> None:
         for player in self._players.values():
@@ -122,6 +131,8 @@ class FarmServices:
             return Outcome(False, message="an 'agent' assertion needs 'use' (e.g. agents:workers.test.validator) or [farm].validator", error=True)
         options = spec.options.model_dump(exclude_none=True) if spec.options else {}
         metadata = {**subject.metadata, **options.get("metadata", {})}
+        if spec.options and spec.options.connector:
+            metadata[ROLE_CONNECTOR] = spec.options.connector  # this validator call's connector
         for key in ("criteria", "value"):
             if key == "value" and spec.value is not None and "criteria" not in metadata:
                 metadata["criteria"] = spec.value
@@ -147,7 +158,7 @@ class FarmServices:
 
     async def run_script(self, spec: AssertionSpec, subject: Subject) -> Outcome:
         if not spec.use:
-            return Outcome(False, message="a 'script' assertion needs 'use' (e.g. scripts:tests.check)", error=True)
+            return Outcome(False, message="a 'script' assertion needs 'script' or 'use' (e.g. scripts.tests.check)", error=True)
         try:
             fn = self.scripts.resolve(spec.use)
         except FarmError as exc:
@@ -156,13 +167,16 @@ class FarmServices:
         value = await call_maybe_async(fn, subject.content, subject.input, options)
         if isinstance(value, bool):
             return Outcome(value, actual=subject.content, message=None if value else f"script {spec.use} returned false")
-        if isinstance(value, dict) and "passed" in value:
-            passed = bool(value["passed"])
+        if isinstance(value, dict) and ("passed" in value or "pass" in value):
+            # the farm's {passed, reason, score}, or Yao's {pass, message}
+            passed = bool(value["passed"] if "passed" in value else value["pass"])
+            reason = value.get("reason", value.get("message"))
+            score = value.get("score")
             return Outcome(
                 passed,
                 actual=subject.content,
-                message=None if passed else f"script {spec.use}: {value.get('reason') or 'failed'}",
-                score=value.get("score"),
-                reason=value.get("reason"),
+                message=None if passed else f"script {spec.use}: {reason or 'failed'}",
+                score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+                reason=None if reason is None else str(reason),
             )
-        return Outcome(False, message=f"script {spec.use} returned {type(value).__name__}, not a bool or {{passed, reason, score}}", error=True)
+        return Outcome(False, message=f"script {spec.use} returned {type(value).__name__}, not a bool, {{passed, reason, score}} or {{pass, message}}", error=True)

@@ -12,6 +12,7 @@ so). Each checker says only whether its condition holds and what it saw;
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -24,7 +25,8 @@ from farm.jsontext import NO_JSON, extract_json
 
 __all__ = ["json_equal", "json_type", "partial_match"]
 
-JSON_TYPES = ("string", "number", "integer", "boolean", "array", "object", "null")
+JSON_TYPES = ("string", "number", "boolean", "array", "object", "null")
+"""Yao's type names; ``integer`` is not one (a load error says to use ``number``)."""
 
 
 # --- shared helpers -------------------------------------------------------
@@ -242,25 +244,34 @@ def json_type(value: Any) -> str:
 
 
 def _has_type(value: Any, name: str) -> bool:
-    if name == "integer":
-        return json_type(value) == "number" and (isinstance(value, int) or value.is_integer())
     return json_type(value) == name
+
+
+def _whole_json(content: str) -> Any:
+    """The reply as JSON when the whole of it (optionally in one fence) is JSON, else NO_JSON."""
+    text = content.strip()
+    fenced = re.fullmatch(r"```[A-Za-z]*[ \t]*\n?(.*?)\n?```", text, re.DOTALL)
+    if fenced and "```" not in fenced.group(1):
+        text = fenced.group(1).strip()
+    return _loads_or(text, NO_JSON) if text else NO_JSON
 
 
 @assertion("type")
 def type_(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """Every value at ``path`` (or the whole reply) has the JSON type ``value``.
 
-    Type names: string, number, boolean, array, object, null, and integer (a
-    number with no fractional part). Without a ``path``, a reply that holds no
-    JSON is a string.
+    Type names: string, number, boolean, array, object, null. Without a
+    ``path``, it is the type of the whole reply: its JSON type when the whole
+    reply (optionally in one fence) is JSON, else ``string`` (as in Yao, prose
+    around an object does not make the reply an object).
     """
     name = str(spec.value).lower() if spec.value is not None else None
     if name not in JSON_TYPES:
         return _needs(spec, f"a 'value' naming a JSON type ({', '.join(JSON_TYPES)})")
-    document = subject.json()
+    document = subject.json() if spec.path is not None else None
     if spec.path is None:
-        values = [subject.content if document is NO_JSON else document]
+        whole = subject.document if subject.document is not None else _whole_json(subject.content)
+        values = [subject.content if whole is NO_JSON else whole]
     elif document is NO_JSON:
         return Outcome(False, subject.content, "the reply holds no JSON")
     else:
@@ -312,15 +323,28 @@ def tool_called(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None)
     except ValueError as exc:
         return Outcome(False, message=str(exc), error=True)
     called = [call.name for call in subject.tool_calls]
-    passed = any(
-        call.name == tool and (arguments is None or partial_match(arguments, call.args))
-        for tool, arguments in wanted
-        for call in subject.tool_calls
-    )
+    rule = None
+    for rule_name, same in _NAME_RULES:  # exact first; then, as Yao does, suffix, then substring
+        if any(
+            same(call.name, tool) and (arguments is None or partial_match(arguments, call.args))
+            for tool, arguments in wanted
+            for call in subject.tool_calls
+        ):
+            rule = rule_name
+            break
     shown = [repr(t) + (f" with arguments {_show(a)}" if a is not None else "") for t, a in wanted]
     what = f"tool {shown[0]} was" if len(shown) == 1 else f"none of the tools {', '.join(shown)} was"
     seen = f"called: {', '.join(called)}" if called else "no tool was called"
-    return Outcome(passed, called, f"{what} not called ({seen})")
+    return Outcome(rule is not None, called, f"{what} not called ({seen})", matched_by=rule)
+
+
+_NAME_RULES = (
+    ("exact", lambda called, wanted: called == wanted),
+    ("suffix", lambda called, wanted: bool(wanted) and called.endswith(wanted)),
+    ("substring", lambda called, wanted: bool(wanted) and wanted in called),
+)
+"""How a called tool's name matches the expected one: ``agents_expense_tools__setup``
+matches ``setup`` by suffix (MCP-style namespaces)."""
 
 
 @assertion("tool_result")
@@ -329,16 +353,25 @@ async def tool_result(spec: AssertionSpec, subject: Subject, env: AssertionEnv |
 
     The match is partial: expected object keys must be present and match,
     extra keys are fine, and strings starting ``regex:`` are patterns searched
-    in the actual value. Any one call of the tool matching is enough.
+    in the actual value. Any one call of the tool matching is enough. Without
+    ``result`` (as in Yao): the tool was called and a result carries no error.
     """
     tool = spec.extra("tool")
-    if not tool or "result" not in (spec.model_extra or {}):
-        return _needs(spec, "a 'tool' and a 'result'")
-    expected = spec.extra("result")
-    results = [call.result for call in subject.tool_calls if call.name == tool]
+    if not tool:
+        return _needs(spec, "a 'tool' (or 'value': {tool, result})")
+    results: list[Any] = []
+    for _rule, same in _NAME_RULES:  # the same name rules as tool_called
+        results = [call.result for call in subject.tool_calls if same(call.name, str(tool))]
+        if results:
+            break
     if not results:
         called = [call.name for call in subject.tool_calls]
         return Outcome(False, called, f"tool {tool!r} was not called (called: {', '.join(called) or 'none'})")
+    actual = results[0] if len(results) == 1 else results
+    if "result" not in (spec.model_extra or {}):
+        clean = [r for r in results if not _is_error(r)]
+        return Outcome(bool(clean), actual, f"the result of tool {tool!r} carries an error")
+    expected = spec.extra("result")
     if _has_patterns(expected):  # user regexes: off the event loop, within the turn's time
         limit = _patterns.limit_for(subject.time_limit)
         deadline = time.monotonic() + limit
@@ -356,6 +389,20 @@ async def tool_result(spec: AssertionSpec, subject: Subject, env: AssertionEnv |
         passed = any(partial_match(expected, result, patterns=True) for result in results)
     actual = results[0] if len(results) == 1 else results
     return Outcome(passed, actual, f"the result of tool {tool!r} does not match {_show(expected)}")
+
+
+def _is_error(result: Any) -> bool:
+    """Whether a tool result reports an error (Yao: an ``error`` key or an error status)."""
+    if isinstance(result, str):
+        result = _loads_or(result, result)
+    if isinstance(result, dict):
+        if result.get("error") not in (None, "", False):
+            return True
+        if result.get("is_error") is True or result.get("isError") is True:
+            return True
+        status = result.get("status")
+        return isinstance(status, str) and status.lower() in ("error", "failed", "failure")
+    return False
 
 
 # --- time, judges, scripts ------------------------------------------------

@@ -83,6 +83,8 @@ class Outcome:
     """The check could not be made at all; negate does not turn this into a pass."""
     inconclusive: bool = False
     """The check ran out of time (a runaway regex): a failure that neither negate nor ``message`` rewrites."""
+    matched_by: str | None = None
+    """Which rule matched (``tool_called``: exact, suffix or substring)."""
 
 
 class AssertionEnv(Protocol):
@@ -166,6 +168,7 @@ async def evaluate(spec: AssertionSpec, subject: Subject, env: AssertionEnv | No
         reason=outcome.reason,
         suggestions=outcome.suggestions,
         error=outcome.error,
+        matched_by=outcome.matched_by,
     )
 
 

@@ -58,7 +58,7 @@ def _jobs_api_missing() -> str | None:
 
 
 _MISSING = _jobs_api_missing()
-pytestmark = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
+pytestmark = [pytest.mark.ray, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
 
 
 def _free_ports(n: int) -> list[int]:

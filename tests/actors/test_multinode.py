@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.ray  # starts Ray of its own
+
 ROOT = Path(__file__).resolve().parents[2]
 CASES = 300
 

@@ -23,6 +23,8 @@ import pytest
 from farm.demo.server import JSONServer
 from tests.scripted import ScriptedAgent, farm_toml
 
+pytestmark = pytest.mark.ray  # starts Ray of its own
+
 MARKER = "FARM_TEST_EMBEDDED_MARKER"
 
 

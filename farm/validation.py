@@ -1,0 +1,459 @@
+"""Deep checks of a suite: everything that can be known wrong before any agent is called (SPEC 2).
+
+Three layers, each a plain function:
+
+- :func:`raw_problems` looks at a case as written (the parsed JSON): every field
+  at every depth must be known (an unknown one names the nearest known name),
+  strings must be valid Unicode, integers and nesting must stay in bounds;
+- :func:`case_problems` looks at a valid :class:`~farm.cases.TestCase`: regex
+  and JSONPath syntax, JSON type names, the values each assertion needs, and
+  checkpoint dependencies (no cycle, none on itself);
+- :func:`check_suite` checks a loaded suite against the config (when one is
+  found): simulator, validator and connector ids, ``file://`` attachments and
+  ``scripts:`` references. :func:`check_run` checks what ``farm test`` is about
+  to use: the target agent's ``python`` entry imports, connectors' keys are set.
+
+Problems read ``field: what is wrong``; the loader prefixes ``file:line``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from farm.cases import TestCase, Turn
+from farm.errors import FarmError, UsageError
+
+if TYPE_CHECKING:
+    from farm.cases import AssertionSpec, TestCase
+    from farm.config import FarmConfig
+    from farm.loader import Suite
+
+__all__ = [
+    "MAX_DEPTH",
+    "JSON_TYPE_NAMES",
+    "TooLargeInteger",
+    "raw_problems",
+    "case_problems",
+    "check_suite",
+    "check_run",
+    "nearest",
+]
+
+MAX_DEPTH = 64
+"""How deeply a case may nest (objects and arrays); far beyond any real suite."""
+
+JSON_TYPE_NAMES = ("string", "number", "boolean", "array", "object", "null")
+
+CASE_FIELDS = frozenset({*TestCase.model_fields, "assert"})
+TURN_FIELDS = frozenset({*Turn.model_fields, "assert"})
+SIMULATOR_FIELDS = frozenset({"use", "options", "goal", "persona", "max_turns"})
+CHECKPOINT_FIELDS = frozenset({"id", "description", "assertion", "assert", "after", "required"})
+OPTIONS_FIELDS = frozenset({"skip", "connector", "search", "mode", "metadata"})
+INTERACTIVE_FIELDS = frozenset({"enabled", "timeout"})
+ASSERTION_COMMON = frozenset({"type", "negate", "message", "options"})
+ASSERTION_FIELDS: dict[str, frozenset[str]] = {
+    "contains": frozenset({"value", "ignore_case"}),
+    "not_contains": frozenset({"value", "ignore_case"}),
+    "equals": frozenset({"value"}),
+    "regex": frozenset({"pattern", "value", "ignore_case"}),
+    "json_path": frozenset({"path", "value"}),
+    "type": frozenset({"path", "value"}),
+    "tool_called": frozenset({"name", "value"}),
+    "tool_result": frozenset({"tool", "result", "value"}),
+    "latency": frozenset({"value"}),
+    "agent": frozenset({"use", "value", "criteria"}),
+    "script": frozenset({"use", "script", "value"}),
+}
+
+
+class TooLargeInteger:
+    """Stands in for a JSON integer longer than Python converts (4,300 digits)."""
+
+    def __init__(self, digits: int):
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"<an integer of {self.digits} digits>"
+
+
+def nearest(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest known name, or nothing."""
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _unknown(where: str, key: str, known: Iterable[str]) -> str:
+    return f"field '{where}{key}': unknown field{nearest(key, known)}"
+
+
+# -- the case as written ---------------------------------------------------------------
+
+
+def raw_problems(raw: dict[str, Any]) -> list[str]:
+    """Problems of a case as written: bounds and Unicode at any depth, then unknown fields."""
+    problems = _bounds(raw)
+    if problems:
+        return problems  # nothing further can be read safely
+    out: list[str] = []
+    _fields(raw, CASE_FIELDS, "", out)
+    _options(raw.get("options"), "options", out)
+    if isinstance(raw.get("interactive"), dict):
+        _fields(raw["interactive"], INTERACTIVE_FIELDS, "interactive.", out)
+    for key in ("assertions", "assert", "final_assertions"):
+        _assertions(raw.get(key), key, out)
+    turns = raw.get("turns")
+    for i, turn in enumerate(turns if isinstance(turns, list) else []):
+        if isinstance(turn, dict):
+            where = f"turns[{i}]"
+            _fields(turn, TURN_FIELDS, where + ".", out)
+            _options(turn.get("options"), where + ".options", out)
+            for key in ("assertions", "assert"):
+                _assertions(turn.get(key), f"{where}.{key}", out)
+    sim = raw.get("simulator")
+    if isinstance(sim, dict):
+        _fields(sim, SIMULATOR_FIELDS, "simulator.", out)
+        _options(sim.get("options"), "simulator.options", out)
+    checkpoints = raw.get("checkpoints")
+    for i, cp in enumerate(checkpoints if isinstance(checkpoints, list) else []):
+        if isinstance(cp, dict):
+            where = f"checkpoints[{i}]"
+            _fields(cp, CHECKPOINT_FIELDS, where + ".", out)
+            for key in ("assertion", "assert"):
+                _assertions(cp.get(key), f"{where}.{key}", out)
+    return out
+
+
+def _bounds(raw: Any) -> list[str]:
+    """Depth, integer size and lone surrogates, checked without recursion."""
+    stack: list[tuple[Any, str, int]] = [(raw, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        label = f"field '{where}'" if where else "the case"
+        if depth > MAX_DEPTH:
+            return [f"{label}: nested more than {MAX_DEPTH} levels deep"]
+        if isinstance(value, TooLargeInteger):
+            return [f"{label}: an integer of {value.digits} digits is too large (at most 4300)"]
+        if isinstance(value, str):
+            if _has_surrogate(value):
+                return [f"{label}: holds a lone surrogate (such as \\ud800), which is not valid Unicode text"]
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if _has_surrogate(key):
+                    return [f"{label}: a key holds a lone surrogate (such as \\ud800), which is not valid Unicode text"]
+                stack.append((item, f"{where}.{key}" if where else key, depth + 1))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value))
+    return []
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _fields(data: dict[str, Any], known: frozenset[str], where: str, out: list[str]) -> None:
+    for key in data:
+        if key not in known:
+            out.append(_unknown(where, key, known))
+
+
+def _options(value: Any, where: str, out: list[str]) -> None:
+    if isinstance(value, dict):
+        _fields(value, OPTIONS_FIELDS, where + ".", out)
+        skip = value.get("skip")
+        if isinstance(skip, dict):
+            _fields(skip, frozenset({"history", "trace"}), where + ".skip.", out)
+
+
+def _assertions(value: Any, where: str, out: list[str]) -> None:
+    items = value if isinstance(value, list) else [value]
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        here = f"{where}[{i}]" if isinstance(value, list) else where
+        kind = item.get("type", "equals" if "value" in item else None)
+        specific = ASSERTION_FIELDS.get(kind) if isinstance(kind, str) else None
+        if specific is None:
+            continue  # an unknown or missing type is reported by the model, naming the known ones
+        _fields(item, ASSERTION_COMMON | specific, here + ".", out)
+        _options(item.get("options"), here + ".options", out)
+
+
+# -- the valid case ------------------------------------------------------------------------
+
+
+def _walk(case: "TestCase") -> list[tuple[str, "AssertionSpec"]]:
+    out = [(f"assertions[{i}]", s) for i, s in enumerate(case.assertions)]
+    out += [(f"final_assertions[{i}]", s) for i, s in enumerate(case.final_assertions)]
+    for t, turn in enumerate(case.turns or []):
+        out += [(f"turns[{t}].assertions[{i}]", s) for i, s in enumerate(turn.assertions)]
+    for c, cp in enumerate(case.checkpoints or []):
+        out.append((f"checkpoints[{c}].assertion", cp.assertion))
+    return out
+
+
+def case_problems(case: "TestCase") -> list[str]:
+    """Problems of a valid case that a schema cannot see (regex, JSONPath, values, checkpoints)."""
+    out: list[str] = []
+    for where, spec in _walk(case):
+        problem = assertion_problem(spec)
+        if problem:
+            out.append(f"field '{where}': {problem}")
+    out.extend(_checkpoint_cycles(case))
+    return out
+
+
+def assertion_problem(spec: "AssertionSpec") -> str | None:
+    """What is wrong with one assertion as written, or None."""
+    from jsonpath_ng.ext import parse as parse_jsonpath
+
+    kind, set_ = spec.type, spec.model_fields_set
+    if kind in ("contains", "not_contains") and spec.value is None:
+        return f"a '{kind}' assertion needs a 'value' (the text to look for)"
+    if kind == "equals" and "value" not in set_:
+        return "an 'equals' assertion needs a 'value'"
+    if kind == "regex" or (kind == "tool_result" and spec.extra("result") is not None):
+        patterns = [spec.pattern] if kind == "regex" else list(_regex_strings(spec.extra("result")))
+        if kind == "regex" and not spec.pattern:
+            return "a 'regex' assertion needs a 'pattern' (or a string 'value')"
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except (re.error, RecursionError, OverflowError) as exc:
+                return f"invalid regex {pattern!r}: {exc}"
+    if kind in ("json_path", "type") and spec.path is not None:
+        if not spec.path.strip():
+            return "'path' is empty"
+        try:
+            parse_jsonpath(spec.path)
+        except Exception as exc:  # jsonpath-ng's lexer and parser raise several kinds
+            return f"invalid JSONPath {spec.path!r}: {exc}"
+    if kind == "json_path" and not spec.path:
+        return "a 'json_path' assertion needs a 'path' (a JSONPath such as $.status)"
+    if kind == "type":
+        if not isinstance(spec.value, str):
+            return f"a 'type' assertion needs a 'value' naming a JSON type ({', '.join(JSON_TYPE_NAMES)})"
+        if spec.value.lower() not in JSON_TYPE_NAMES:
+            hint = " (use number)" if spec.value.lower() in ("integer", "int", "float") else nearest(spec.value.lower(), JSON_TYPE_NAMES)
+            return f"unknown type name '{spec.value}'{hint}; known: {', '.join(JSON_TYPE_NAMES)}"
+    if kind == "tool_called" and (spec.name is None or spec.name == [] or spec.name == ""):
+        return "a 'tool_called' assertion needs a 'name' (or 'value'): the tool expected"
+    if kind == "tool_called":
+        for item in spec.name if isinstance(spec.name, list) else [spec.name]:
+            if isinstance(item, dict) and not item.get("name"):
+                return "every tool_called object needs a 'name'"
+    if kind == "tool_result" and not spec.extra("tool"):
+        return "a 'tool_result' assertion needs a 'tool' (or 'value': {tool, result})"
+    if kind == "latency" and (isinstance(spec.value, bool) or not isinstance(spec.value, (int, float))):
+        return "a 'latency' assertion needs a numeric 'value' (the most milliseconds allowed)"
+    if kind == "script" and not spec.use:
+        return "a 'script' assertion needs 'script' (or 'use'): e.g. scripts.tests.check"
+    return None
+
+
+def _regex_strings(expected: Any) -> Iterable[str]:
+    stack = [expected]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str) and value.startswith("regex:"):
+            yield value[len("regex:"):]
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+
+
+def _checkpoint_cycles(case: "TestCase") -> list[str]:
+    after = {cp.id: list(cp.after) for cp in case.checkpoints or []}
+    out = []
+    for i, cp in enumerate(case.checkpoints or []):
+        if cp.id in cp.after:
+            out.append(f"field 'checkpoints[{i}].after': checkpoint '{cp.id}' depends on itself")
+    if out:
+        return out
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    for start in after:
+        if state.get(start):
+            continue
+        path = [start]
+        iters = [iter(after[start])]
+        state[start] = 1
+        while iters:
+            nxt = next(iters[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                iters.pop()
+                continue
+            if nxt not in after or state.get(nxt) == 2:
+                continue
+            if state.get(nxt) == 1:
+                loop = " -> ".join(path[path.index(nxt):] + [nxt])
+                return [f"field 'checkpoints': the checkpoints depend on each other in a cycle ({loop}), so none of them can be reached"]
+            state[nxt] = 1
+            path.append(nxt)
+            iters.append(iter(after[nxt]))
+    return out
+
+
+# -- the suite against the config ------------------------------------------------------------------
+
+
+def check_suite(suite: "Suite", config: "FarmConfig", default_simulator: str | None = None) -> None:
+    """Mark every case that names something the config lacks as an error (in place).
+
+    ``config.path`` None (no ``farm.toml`` found): agent and connector ids are not
+    checked, but attachments and ``scripts:`` references are.
+    """
+    from farm.scripts import ScriptResolver
+
+    resolver = ScriptResolver(config.scripts_dir)
+    simulator = default_simulator or config.farm.simulator
+    for loaded in suite.cases:
+        if not loaded.ok or loaded.script is not None:
+            continue
+        case = loaded.materialized().case
+        assert case is not None
+        problems = _config_problems(case, config, simulator, resolver, Path(loaded.base_dir) if loaded.base_dir else None)
+        if problems:
+            loaded.error = "; ".join(problems)
+            loaded.case, loaded.data = None, None
+
+
+def _config_problems(case: "TestCase", config: "FarmConfig", simulator: str | None, resolver: Any, base_dir: Path | None) -> list[str]:
+    from farm.messages import user_messages
+
+    out: list[str] = []
+    checked = config.path is not None
+
+    def agent(where: str, agent_id: str) -> None:
+        if checked and agent_id not in config.agents:
+            known = ", ".join(sorted(config.agents)) or "none"
+            out.append(f"field '{where}': agent '{agent_id}' is not configured in {config.path}{nearest(agent_id, config.agents)} (configured: {known})")
+
+    def connector(where: str, options: Any) -> None:
+        name = getattr(options, "connector", None)
+        if checked and name and name not in config.connectors:
+            known = ", ".join(sorted(config.connectors)) or "none"
+            out.append(f"field '{where}.connector': connector '{name}' is not configured in {config.path}{nearest(name, config.connectors)} (configured: {known})")
+
+    def script(where: str, reference: str) -> None:
+        try:
+            resolver.resolve(reference)
+        except FarmError as exc:
+            out.append(f"field '{where}': {exc}")
+
+    connector("options", case.options)
+    if case.checkpoints is not None or case.simulator is not None:
+        sim_id = case.simulator.use if case.simulator and case.simulator.use else None
+        if sim_id:
+            agent("simulator.use", sim_id.removeprefix("agents:"))
+        elif case.checkpoints is not None and not simulator:
+            out.append("field 'simulator': the case has checkpoints but no simulator; give 'simulator.use' in the case, or a default simulator with --simulator or [farm].simulator")
+        if case.simulator:
+            connector("simulator.options", case.simulator.options)
+    for t, turn in enumerate(case.turns or []):
+        if turn.options:
+            connector(f"turns[{t}].options", turn.options)
+    for where, spec in _walk(case):
+        if spec.options:
+            connector(f"{where}.options", spec.options)
+        if spec.type == "agent":
+            validator = spec.use.removeprefix("agents:").strip() if spec.use else config.farm.validator
+            if validator:
+                agent(f"{where}.use", validator)
+            elif checked:
+                out.append(f"field '{where}': an 'agent' assertion needs 'use' (e.g. agents:workers.test.validator) or [farm].validator")
+        if spec.type == "script" and spec.use:
+            script(f"{where}.script", spec.use)
+    for hook in ("before", "after"):
+        if getattr(case, hook):
+            script(hook, getattr(case, hook))
+    for tool, mock in case.tool_mocks.items():
+        if isinstance(mock, str) and mock.startswith("scripts:"):
+            script(f"tool_mocks.{tool}", mock)
+    inputs = [("input", case.input, case.attachments)] if case.turns is None else []
+    for t, turn in enumerate(case.turns or []):
+        inputs.append((f"turns[{t}]", turn.input, [*(case.attachments if t == 0 else []), *turn.attachments]))
+    for where, value, attachments in inputs:
+        if value is None and not attachments:
+            continue
+        try:
+            user_messages(value if value is not None else "", attachments, base_dir)
+        except (ValueError, OSError) as exc:
+            out.append(f"field '{where}': {exc}")
+    return out
+
+
+def check_run(config: "FarmConfig", agent_id: str, connector_override: str | None, role_agents: Iterable[str] = ()) -> None:
+    """What ``farm test`` is about to call must be usable; raises :class:`UsageError` (exit 2).
+
+    The target agent (and any role agents the suite names): a ``python`` entry
+    that imports, a connector that exists and whose ``api_key_env`` is set.
+    """
+    from farm.agents.python import load_entry
+
+    seen: set[str] = set()
+    todo = [(agent_id, connector_override)] + [(a, None) for a in role_agents]
+    while todo:
+        current, override = todo.pop(0)
+        if current in seen or current not in config.agents:
+            continue
+        seen.add(current)
+        agent = config.agent(current)
+        if agent.kind == "python":
+            import sys
+
+            folder = str(config.base_dir)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+            load_entry(agent.entry, current)
+        name = override or agent.connector
+        if name:
+            conn = config.connector(name)
+            if conn.api_key_env and not conn.api_key():
+                raise UsageError(
+                    f"connector '{name}' (used by agent '{current}') reads its key from ${conn.api_key_env}, which is not set"
+                )
+        if agent.is_role and agent.uses:
+            todo.append((agent.uses, override))
+
+
+def check_for_run(
+    suite: "Suite",
+    config: "FarmConfig",
+    agent_id: str | None,
+    *,
+    simulator: str | None = None,
+    connector: str | None = None,
+    dry_run: bool = False,
+) -> None:
+    """The load step's checks, as ``farm test`` makes them before any agent is called.
+
+    Cases that name what the config lacks become errors (:func:`check_suite`);
+    unless ``dry_run``, the agents the run will call must be usable
+    (:func:`check_run`, a :class:`UsageError`: exit 2, nothing started).
+    """
+    check_suite(suite, config, default_simulator=simulator)
+    if dry_run or agent_id is None:
+        return
+    roles: list[str] = []
+    default_sim = simulator or config.farm.simulator
+    for loaded in suite.cases:
+        sim, val = loaded.needs
+        if sim and default_sim:
+            roles.append(default_sim)
+        if (sim or val) and loaded.ok:
+            case = loaded.materialized().case
+            assert case is not None
+            if case.simulator and case.simulator.use:
+                roles.append(case.simulator.use.removeprefix("agents:"))
+            for _, spec in _walk(case):
+                if spec.type == "agent":
+                    roles.append(spec.use.removeprefix("agents:").strip() if spec.use else (config.farm.validator or ""))
+    check_run(config, agent_id, connector, dict.fromkeys(r for r in roles if r))
