@@ -76,26 +76,8 @@ def write_project(tmp_path: Path, url: str, cases: list[dict]) -> Path:
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds leftover processes through /proc (Linux)")
-def test_a_run_on_the_embedded_ray_stops_every_process_it_started(tmp_path, scripted):
-    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "Hello", "assertions": [{"type": "contains", "value": "assistant"}]} for i in range(20)])
-    env, marker = embedded_env(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "cli", "test", "-i", str(suite), "--config", str(tmp_path / "farm.toml")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    [run_json] = (tmp_path / "results").glob("*/run.json")
-    info = json.loads(run_json.read_text())
-    assert info["counts"]["passed"] == 20 and info["ray"]["address"] == "local"
-    timings = info["timings"]
-    assert 0 < timings["engine_ready_s"] <= timings["first_result_s"] <= timings["last_result_s"] <= timings["closed_s"]
-    assert "Traceback" not in done.stderr and "Raylet" not in done.stderr + done.stdout
-    assert wait_until_gone(marker) == [], "processes of the embedded Ray outlived the run"
-
-
-@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds leftover processes through /proc (Linux)")
-def test_sigint_stops_an_embedded_run_quickly_then_resume_finishes_it(tmp_path, scripted):
-    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 1"} for i in range(12)])
+def test_sigint_stops_an_embedded_run_quickly_then_resume_finishes_it_and_stops_every_process(tmp_path, scripted):
+    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.5"} for i in range(10)])
     env, marker = embedded_env(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "2", "--config", str(tmp_path / "farm.toml")],
@@ -129,13 +111,18 @@ def test_sigint_stops_an_embedded_run_quickly_then_resume_finishes_it(tmp_path, 
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     ids = [json.loads(line)["id"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
-    assert sorted(ids) == sorted(f"c{i}" for i in range(12)), "exactly one result per case"
+    assert sorted(ids) == sorted(f"c{i}" for i in range(10)), "exactly one result per case"
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "finished" and info["counts"]["passed"] == 10 and info["ray"]["address"] == "local"
+    timings = info["timings"]
+    assert 0 < timings["engine_ready_s"] <= timings["first_result_s"] <= timings["last_result_s"] <= timings["closed_s"]
+    assert "Traceback" not in resumed.stderr and "Raylet" not in resumed.stderr + resumed.stdout
     assert wait_until_gone(marker) == [], "processes of the embedded Ray outlived the resumed run"
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds leftover processes through /proc (Linux)")
 def test_kill_9_of_the_farm_leaves_no_ray_process_and_resume_completes_both_tables(tmp_path, scripted):
-    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.5"} for i in range(12)])
+    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.3"} for i in range(12)])
     env, marker = embedded_env(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "2", "--config", str(tmp_path / "farm.toml")],
@@ -168,7 +155,7 @@ def test_kill_9_of_the_farm_leaves_no_ray_process_and_resume_completes_both_tabl
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds leftover processes through /proc (Linux)")
 def test_a_dead_embedded_ray_stops_the_run_with_one_sentence_and_resume_runs_the_rest(tmp_path, scripted):
-    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.5"} for i in range(16)])
+    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.3"} for i in range(16)])
     env, marker = embedded_env(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "2", "--config", str(tmp_path / "farm.toml")],
@@ -182,7 +169,8 @@ def test_a_dead_embedded_ray_stops_the_run_with_one_sentence_and_resume_runs_the
             files = list((tmp_path / "results").glob("*/results.jsonl"))
             lines = len(files[0].read_text().splitlines()) if files else 0
         assert lines >= 2, "the run never wrote two results"
-        agents = [line.split(":")[0] for line in marked_processes(marker) if "DashboardAgent" in line or "RuntimeEnvAgent" in line]
+        vital = ("DashboardAgent", "RuntimeEnvAgent", "dashboard/agent.py", "runtime_env/agent/main.py")
+        agents = [line.split(":")[0] for line in marked_processes(marker) if any(name in line for name in vital)]
         assert agents, marked_processes(marker)
         os.kill(int(agents[0]), signal.SIGKILL)  # a vital agent of the node: the node dies
         output, _ = proc.communicate(timeout=90)
