@@ -9,8 +9,11 @@ folder), against the fake agent of ``fake_agent.py`` in its own process.
 Reported, in the same run:
 
 - **ideal**: cases x latency / parallel (1000 x 0.2 s / 128 = 1.56 s);
-- **asyncio**: the same requests from a plain-asyncio client in one fresh
-  Python process (its start-up included), the floor for any Python tool;
+- **asyncio**: the same requests from a bare aiohttp client (no farm code) in
+  one fresh Python process, its start-up included: the floor for any Python tool;
+- **httpx**: the same from a bare process sending through the farm's own HTTP
+  client (httpx on its aiohttp transport), so ``farm_vs_httpx`` is the farm's
+  overhead above its transport;
 - **farm**: the whole ``farm test`` process, from exec to exit; and its parts:
   ``start_s`` (Python, imports, loading the suite), then from ``run.json``'s
   ``timings`` (seconds from the run's start) the engine ready, first and last
@@ -42,23 +45,23 @@ CHECK = "fake agent"
 
 BASELINE = r'''
 import asyncio, json, sys, time
-sys.path.insert(0, {root!r})
-from farm.agents.transport import HTTPClient
+import aiohttp
 
 async def main(url, n, parallel):
-    client = HTTPClient(parallel)
     cases = iter(range(n))
     failures = 0
+    connector = aiohttp.TCPConnector(limit=parallel)
+    async with aiohttp.ClientSession(connector=connector) as session:
 
-    async def worker():
-        nonlocal failures
-        for i in cases:
-            body = json.dumps({{"model": "fake", "messages": [{{"role": "user", "content": f"Hello {{i}}"}}]}}).encode()
-            reply = await client.request("POST", url, body=body, headers={{"Content-Type": "application/json"}}, timeout=60.0, connect_timeout=10.0)
-            failures += {check!r} not in reply.json()["choices"][0]["message"]["content"]
+        async def worker():
+            nonlocal failures
+            for i in cases:
+                body = {{"model": "fake", "messages": [{{"role": "user", "content": f"Hello {{i}}"}}]}}
+                async with session.post(url, json=body) as reply:
+                    data = await reply.json()
+                failures += {check!r} not in data["choices"][0]["message"]["content"]
 
-    await asyncio.gather(*(worker() for _ in range(parallel)))
-    await client.aclose()
+        await asyncio.gather(*(worker() for _ in range(parallel)))
     print(failures)
 
 asyncio.run(main({url!r}, {n}, {parallel}))
@@ -92,8 +95,33 @@ def run_farm(folder: Path, parallel: int | None, address: str | None, engine: st
     }
 
 
-def run_baseline(url: str, n: int, parallel: int) -> dict[str, Any]:
-    code = BASELINE.format(root=str(ROOT), url=f"{url}/v1/chat/completions", n=n, parallel=parallel, check=CHECK)
+BASELINE_HTTPX = r'''
+import asyncio, json, sys
+sys.path.insert(0, {root!r})
+from farm.agents.transport import HTTPClient
+
+async def main(url, n, parallel):
+    client = HTTPClient(parallel)
+    cases = iter(range(n))
+    failures = 0
+
+    async def worker():
+        nonlocal failures
+        for i in cases:
+            body = json.dumps({{"model": "fake", "messages": [{{"role": "user", "content": f"Hello {{i}}"}}]}}).encode()
+            reply = await client.request("POST", url, body=body, headers={{"Content-Type": "application/json"}}, timeout=60.0, connect_timeout=10.0)
+            failures += {check!r} not in reply.json()["choices"][0]["message"]["content"]
+
+    await asyncio.gather(*(worker() for _ in range(parallel)))
+    await client.aclose()
+    print(failures)
+
+asyncio.run(main({url!r}, {n}, {parallel}))
+'''
+
+
+def run_baseline(url: str, n: int, parallel: int, template: str = BASELINE) -> dict[str, Any]:
+    code = template.format(root=str(ROOT), url=f"{url}/v1/chat/completions", n=n, parallel=parallel, check=CHECK)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     wall = time.perf_counter() - started
@@ -130,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             parallel = next(iter(farms.values()))["parallel"] or args.parallel
             ideal = args.cases * args.latency / parallel
             base = run_baseline(agent.url, args.cases, parallel)
+            httpx_base = run_baseline(agent.url, args.cases, parallel, BASELINE_HTTPX)
             for engine, farm in farms.items():
                 t = farm["timings"]
                 row = {
@@ -143,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
                     "farm_s": round(farm["wall_s"], 2),
                     "farm_x": round(farm["wall_s"] / ideal, 2),
                     "farm_vs_asyncio": round(farm["wall_s"] / base["wall_s"], 2),
+                    "httpx_s": round(httpx_base["wall_s"], 2),
+                    "farm_vs_httpx": round(farm["wall_s"] / httpx_base["wall_s"], 2),
                     "start_s": round(farm["before_run_s"], 2),
                     "engine_ready_s": t.get("engine_ready_s"),
                     "first_result_s": t.get("first_result_s"),
