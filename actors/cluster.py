@@ -17,9 +17,11 @@ what they touch, Ray's own start and stop are used unchanged.
 
 No process of the embedded Ray outlives the run, however the run ends: Ray's
 node agents (``ray::DashboardAgent``, ``ray::RuntimeEnvAgent``) survive a
-``kill -9`` of the process that started them. So every process of the embedded
-Ray carries a token in its environment, and a small reaper process waits for
-the farm to exit, then kills whatever still carries the token.
+``kill -9`` of the process that started them. So the processes the embedded
+Ray starts carry a token in their environment, and a small reaper process
+keeps a list of them and of every process below them (an agent that renames
+itself may overwrite its environment, so its parent is what tells); once the
+farm exits, or says it has stopped Ray, the reaper kills what is left.
 """
 
 from __future__ import annotations
@@ -49,20 +51,55 @@ QUIET_ENV = {
 OWNER_ENV = "FARM_EMBEDDED_RAY"
 
 REAPER = r"""
-import os, signal, sys, time
+import os, signal, sys
 parent, needle = int(sys.argv[1]), ("%s=" % sys.argv[2]).encode() + sys.argv[3].encode()
+
+
+def stat(pid):
+    with open(f"/proc/{pid}/stat", "rb") as file:
+        fields = file.read().rsplit(b")", 1)[1].split()
+    return int(fields[1]), fields[19]  # parent pid, start time
+
+
+def marked(pid):
+    with open(f"/proc/{pid}/environ", "rb") as file:
+        return needle in file.read().split(b"\0")
+
+
+def scan(known):
+    # Ray's processes: those that carry the token (the raylet, the GCS, ...), and every
+    # process below them: an agent that renamed itself may have overwritten its environment
+    parents, marks = {}, set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in (os.getpid(), parent):
+            pid = int(entry)
+            try:
+                parents[pid] = stat(pid)
+                if marked(pid):
+                    marks.add(pid)
+            except OSError:
+                pass
+    found, grew = set(marks), True
+    while grew:
+        grew = False
+        for pid, (ppid, _) in parents.items():
+            if ppid in found and pid not in found:
+                found.add(pid)
+                grew = True
+    known.update({pid: parents[pid][1] for pid in found})
+
+
 signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])  # told to go (SIGTERM): reap now
 signal.signal(signal.SIGINT, signal.SIG_IGN)
+known = {}
 while os.getppid() == parent and signal.sigtimedwait([signal.SIGTERM], 0.5) is None:
-    pass
-time.sleep(0.2)  # let a graceful stop finish first
-for entry in os.listdir("/proc"):
-    if not entry.isdigit() or int(entry) in (os.getpid(), parent):
-        continue
+    scan(known)
+signal.sigtimedwait([signal.SIGTERM], 0.2)  # let a graceful stop finish first
+scan(known)
+for pid, started in known.items():
     try:
-        with open(f"/proc/{entry}/environ", "rb") as file:
-            if needle in file.read().split(b"\0"):
-                os.kill(int(entry), signal.SIGKILL)
+        if stat(pid)[1] == started:  # the same process, not a new one with its pid
+            os.kill(pid, signal.SIGKILL)
     except OSError:
         pass
 """

@@ -59,6 +59,54 @@ def marked_processes(marker: str) -> list[str]:
     return found
 
 
+def _stat(pid: int) -> tuple[int, bytes]:
+    fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    return int(fields[1]), fields[19]  # parent pid, start time
+
+
+def descendants(root: int) -> dict[int, tuple[bytes, str]]:
+    """Every process below ``root`` now: pid -> (start time, command). An agent of Ray that renamed
+    itself may have overwritten its environment, so the marker alone can miss it; its parent tells."""
+    parents: dict[int, tuple[int, bytes]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = _stat(int(entry.name))
+            except OSError:
+                continue
+    found, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, (ppid, _) in parents.items():
+            if ppid in found and pid not in found:
+                found.add(pid)
+                grew = True
+    found.discard(root)
+    out = {}
+    for pid in found:
+        try:
+            out[pid] = (parents[pid][1], (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))[:120])
+        except OSError:
+            continue
+    return out
+
+
+def still_alive(seen: dict[int, tuple[bytes, str]], seconds: float = 10.0) -> list[str]:
+    """Those of ``seen`` still running after ``seconds`` at most (the same processes, by start time)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        alive = []
+        for pid, (started, command) in seen.items():
+            try:
+                if _stat(pid)[1] == started:
+                    alive.append(f"{pid}: {command}")
+            except OSError:
+                continue
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
+
+
 def wait_until_gone(marker: str, seconds: float = 5.0) -> list[str]:
     deadline = time.monotonic() + seconds
     left = marked_processes(marker)
@@ -66,6 +114,24 @@ def wait_until_gone(marker: str, seconds: float = 5.0) -> list[str]:
         time.sleep(0.2)
         left = marked_processes(marker)
     return left
+
+
+def start_farm(tmp_path: Path, suite: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``farm test`` on the embedded Ray, two conversations at a time, its output captured."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "2", "--config", str(tmp_path / "farm.toml")],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def wait_for_results(tmp_path: Path, count: int, seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + seconds
+    lines = 0
+    while time.monotonic() < deadline and lines < count:
+        time.sleep(0.1)
+        files = list((tmp_path / "results").glob("*/results.jsonl"))
+        lines = len(files[0].read_text().splitlines()) if files else 0
+    assert lines >= count, f"the run never wrote {count} results"
 
 
 def write_project(tmp_path: Path, url: str, cases: list[dict]) -> Path:
@@ -79,18 +145,10 @@ def write_project(tmp_path: Path, url: str, cases: list[dict]) -> Path:
 def test_sigint_stops_an_embedded_run_quickly_then_resume_finishes_it_and_stops_every_process(tmp_path, scripted):
     suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.5"} for i in range(10)])
     env, marker = embedded_env(tmp_path)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "2", "--config", str(tmp_path / "farm.toml")],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    proc = start_farm(tmp_path, suite, env)
     try:
-        deadline = time.monotonic() + 120
-        lines = 0
-        while time.monotonic() < deadline and lines < 2:
-            time.sleep(0.1)
-            files = list((tmp_path / "results").glob("*/results.jsonl"))
-            lines = len(files[0].read_text().splitlines()) if files else 0
-        assert lines >= 2, "the run never wrote two results"
+        wait_for_results(tmp_path, 2)
+        started = descendants(proc.pid)
         proc.send_signal(signal.SIGINT)
         interrupted = time.monotonic()
         output, _ = proc.communicate(timeout=30)
@@ -103,6 +161,7 @@ def test_sigint_stops_an_embedded_run_quickly_then_resume_finishes_it_and_stops_
     match = re.search(r"Resume with: farm test --resume (\S+)", output)
     assert match, output
     assert wait_until_gone(marker) == [], "processes of the embedded Ray outlived the interrupted run"
+    assert still_alive(started) == [], "processes of the embedded Ray outlived the interrupted run"
 
     run_dir = Path(match.group(1))
     resumed = subprocess.run(
@@ -124,22 +183,16 @@ def test_sigint_stops_an_embedded_run_quickly_then_resume_finishes_it_and_stops_
 def test_kill_9_of_the_farm_leaves_no_ray_process_and_resume_completes_both_tables(tmp_path, scripted):
     suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.3"} for i in range(12)])
     env, marker = embedded_env(tmp_path)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "2", "--config", str(tmp_path / "farm.toml")],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    proc = start_farm(tmp_path, suite, env)
     try:
-        deadline = time.monotonic() + 120
-        lines = 0
-        while time.monotonic() < deadline and lines < 2:
-            time.sleep(0.1)
-            files = list((tmp_path / "results").glob("*/results.jsonl"))
-            lines = len(files[0].read_text().splitlines()) if files else 0
-        assert lines >= 2, "the run never wrote two results"
+        wait_for_results(tmp_path, 2)
+        started = descendants(proc.pid)
+        assert any("DashboardAgent" in command or "dashboard/agent.py" in command for _, command in started.values()), started
     finally:
         proc.kill()
         proc.wait()
-    assert wait_until_gone(marker, 10.0) == [], "processes of the embedded Ray outlived a kill -9 of the farm"
+    assert still_alive(started) == [], "processes of the embedded Ray outlived a kill -9 of the farm"
+    assert wait_until_gone(marker, 1.0) == [], "processes of the embedded Ray outlived a kill -9 of the farm"
 
     [run_dir] = (tmp_path / "results").iterdir()
     resumed = subprocess.run(
@@ -157,22 +210,14 @@ def test_kill_9_of_the_farm_leaves_no_ray_process_and_resume_completes_both_tabl
 def test_a_dead_embedded_ray_stops_the_run_with_one_sentence_and_resume_runs_the_rest(tmp_path, scripted):
     suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.3"} for i in range(16)])
     env, marker = embedded_env(tmp_path)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "2", "--config", str(tmp_path / "farm.toml")],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    proc = start_farm(tmp_path, suite, env)
     try:
-        deadline = time.monotonic() + 120
-        lines = 0
-        while time.monotonic() < deadline and lines < 2:
-            time.sleep(0.1)
-            files = list((tmp_path / "results").glob("*/results.jsonl"))
-            lines = len(files[0].read_text().splitlines()) if files else 0
-        assert lines >= 2, "the run never wrote two results"
+        wait_for_results(tmp_path, 2)
+        started = descendants(proc.pid)
         vital = ("DashboardAgent", "RuntimeEnvAgent", "dashboard/agent.py", "runtime_env/agent/main.py")
-        agents = [line.split(":")[0] for line in marked_processes(marker) if any(name in line for name in vital)]
-        assert agents, marked_processes(marker)
-        os.kill(int(agents[0]), signal.SIGKILL)  # a vital agent of the node: the node dies
+        agents = [pid for pid, (_, command) in started.items() if any(name in command for name in vital)]
+        assert agents, started
+        os.kill(agents[0], signal.SIGKILL)  # a vital agent of the node: the node dies
         output, _ = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
@@ -184,7 +229,7 @@ def test_a_dead_embedded_ray_stops_the_run_with_one_sentence_and_resume_runs_the
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert all(r["status"] == "passed" for r in records), "no case is blamed for the lost node"
     assert json.loads((run_dir / "run.json").read_text())["status"] == "stopped"
-    assert wait_until_gone(marker, 10.0) == []
+    assert still_alive(started) == [] and wait_until_gone(marker, 1.0) == []
 
     resumed = subprocess.run(
         [sys.executable, "-m", "cli", "test", "--resume", str(run_dir), "--engine", "local", "--config", str(tmp_path / "farm.toml")],
