@@ -116,6 +116,9 @@ class LimiterCore:
         self._recent_count = 0
         self._tokens = _Bucket(tpm, TOKEN_BURST) if tpm else None
         self._max_slots = max_concurrency
+        self._cap = float(max_concurrency) if max_concurrency else 0.0
+        """Slots granted at most now: ``max_concurrency``, halved by each 429 and grown back by one
+        slot per ``cap`` requests that end without one (additive increase, multiplicative decrease)."""
         self._ttl = float(lease_ttl)
         self._in_flight = 0
         self._leases: dict[str, _Lease] = {}
@@ -164,6 +167,8 @@ class LimiterCore:
             back = min(max(0, int(slots)), lease.slots)  # slots already taken back stay taken
             lease.slots -= back
             self._in_flight -= back
+            if back and self._max_slots and self._cap < self._max_slots and now >= self._paused_until:
+                self._cap = min(float(self._max_slots), self._cap + back / self._cap)
         self._correct(token_correction, now)
         self._kick()
 
@@ -178,6 +183,8 @@ class LimiterCore:
         now = self._clock()
         self._touch(holder, now)
         until = now + max(0.0, float(seconds))
+        if self._max_slots and now >= self._paused_until:  # once per pause: its 429s are one signal
+            self._cap = max(1.0, self._cap / 2)
         if until > self._paused_until:
             self._paused_until = until
             for bucket in (self._requests, self._tokens):
@@ -210,6 +217,7 @@ class LimiterCore:
             "limits": dict(self.limits),
             "granted": self._granted,
             "in_flight": self._in_flight,
+            "cap": int(self._cap) if self._max_slots else None,
             "paused_until": time.time() + paused if paused else 0.0,
             "paused_for": paused,
             "waiting": sum(1 for ask in self._queue if not ask.future.done()),
@@ -279,7 +287,7 @@ class LimiterCore:
         if self._max_slots is not None:
             lease = self._leases.get(ask.holder)
             idle = min(ask.idle_slots, lease.slots if lease else 0)
-            free = idle + max(0, self._max_slots - self._in_flight)
+            free = idle + max(0, int(self._cap) - self._in_flight)
             if free < 1:
                 return 0, self._next_expiry(now)
             n = min(n, free)
@@ -331,4 +339,4 @@ class LimiterCore:
         if self._max_slots is None:
             return None
         active = {h for h, lease in self._leases.items() if lease.slots} | {a.holder for a in self._queue if not a.future.done()}
-        return max(1, self._max_slots // max(1, len(active)))
+        return max(1, int(self._cap) // max(1, len(active)))

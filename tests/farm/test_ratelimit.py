@@ -176,3 +176,27 @@ def test_default_parallel_follows_the_connector_limits():
     assert default_parallel(conn(rpm=10_000_000)) == 512
     assert default_parallel(conn(tpm=1000)) == 128
     assert default_parallel(conn()) == 128
+
+
+def test_429s_halve_the_concurrency_and_calm_grows_it_back():
+    async def scenario() -> list[int | None]:
+        clock = FakeClock()
+        core = LimiterCore(max_concurrency=8, clock=clock)
+        caps = []
+        await core.backoff("a", 1.0)
+        await core.backoff("a", 1.0)  # 429s of the same pause count once
+        caps.append((await core.stats())["cap"])
+        clock.now += 1.0
+        await core.backoff("a", 1.0)
+        caps.append((await core.stats())["cap"])
+        clock.now += 1.0
+        core.wake()
+        grant = await core.acquire("a", want=8)
+        caps.append(grant["slots"])  # no more than the lowered cap at once
+        for _ in range(40):  # requests that end without a 429 grow it back, one slot per cap of them
+            await core.release("a", 1)
+            await core.acquire("a")
+        caps.append((await core.stats())["cap"])
+        return caps
+
+    assert asyncio.run(scenario()) == [4, 2, 2, 8]
