@@ -9,6 +9,8 @@ person at this terminal; :meth:`RayEngine.close` stops what ``start`` started.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import ray
@@ -28,9 +30,12 @@ class RayEngine:
     def __init__(self, address: str | None = None):
         self.address = address
         self.cluster: Cluster | None = None
+        self._restore: Callable[[], None] | None = None
 
-    def start(self) -> dict[str, Any]:
+    def start(self, run_dir: Path | None = None) -> dict[str, Any]:
         self.cluster = connect(self.address)
+        if run_dir is not None:
+            self._restore = _ray_messages_to(run_dir / RAY_LOG)
         return {
             "ray": {"address": self.cluster.address, "nodes": self.cluster.nodes, "cpus": self.cluster.cpus},
             "versions": {"ray": ray.__version__},
@@ -55,3 +60,36 @@ class RayEngine:
         if self.cluster is not None:
             self.cluster.shutdown()
             self.cluster = None
+        if self._restore is not None:
+            self._restore()
+            self._restore = None
+
+
+RAY_LOG = "ray.log"
+"""Where Ray's own messages to the driver ("A worker died…", "Raylet is terminated…") go, in the run folder."""
+
+
+def _ray_messages_to(path: Path) -> Callable[[], None] | None:
+    """Send the messages Ray prints on the driver's console (multi-line dumps) to ``path`` instead,
+    saying so in one line the first time. Returns how to undo it (None where this Ray lacks the hook)."""
+    worker: Any = getattr(getattr(ray, "_private", None), "worker", None)
+    original = getattr(worker, "print_to_stdstream", None)
+    if original is None:
+        return None
+    told = False
+
+    def to_file(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+        nonlocal told
+        lines = [str(line) for line in data.get("lines") or []]
+        with open(path, "a", encoding="utf-8") as file:
+            file.writelines(f"({data.get('pid', 'ray')}) {line}\n" for line in lines)
+        if lines and not told:
+            told = True
+            sys.stderr.write(f"Ray reported problems while running; its messages are in {path}\n")
+
+    worker.print_to_stdstream = to_file
+
+    def restore() -> None:
+        worker.print_to_stdstream = original
+
+    return restore

@@ -170,7 +170,7 @@ def execute(
         try:
             if engine.starting:
                 on_phase(engine.starting)
-            ready = engine.start()
+            ready = engine.start(outputs.run_dir)
             interrupts.rearm()
             timings["engine_ready_s"] = elapsed()
             info.ray = ready.get("ray")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, TextIO
 
 from farm.config import FarmConfig
@@ -106,8 +107,9 @@ class Engine(Protocol):
     starting: str | None
     """What the live bar says while :meth:`start` runs ("starting Ray…"), or None when it is instant."""
 
-    def start(self) -> dict[str, Any]:
-        """Get ready (the ray engine starts or joins Ray); returns what ``run.json`` records of it."""
+    def start(self, run_dir: Path | None = None) -> dict[str, Any]:
+        """Get ready (the ray engine starts or joins Ray); returns what ``run.json`` records of it.
+        ``run_dir``: the run folder, for the engine's own log (the ray engine's ``ray.log``)."""
         ...
 
     def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import os
 import socket
+from pathlib import Path
 from typing import Any, Callable
 
 from farm.agents.factory import TargetClients
@@ -35,7 +36,7 @@ class LocalEngine:
     name = "local"
     starting = None
 
-    def start(self) -> dict[str, Any]:
+    def start(self, run_dir: Path | None = None) -> dict[str, Any]:
         return {}
 
     def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> None:

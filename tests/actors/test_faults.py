@@ -153,3 +153,20 @@ def test_sigterm_stops_like_ctrl_c(tmp_path, ray_session, signum):
         assert time.monotonic() - started < 10, "it exits within a few seconds"
         assert proc.returncode == 130, output
         assert "Resume with" in output
+
+
+def test_rays_messages_go_to_the_run_folder_not_the_console(tmp_path, ray_session):
+    from typer.testing import CliRunner
+
+    from cli.app import app
+
+    python_config(tmp_path)
+    with open(tmp_path / "farm.toml", "a") as toml:
+        toml.write('\n[farm]\ndefault_agent = "target"\nresults_dir = "results"\nengine = "ray"\n')
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text(json.dumps({"id": "poison", "input": "die always"}) + "\n" + json.dumps({"id": "fine", "input": "sleep 0.1"}) + "\n")
+    result = CliRunner().invoke(app, ["test", "-i", str(suite), "--config", str(tmp_path / "farm.toml")], catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    [log] = (tmp_path / "results").glob("*/ray.log")
+    assert "A worker died" in log.read_text()
+    assert "A worker died" not in result.output and "(raylet)" not in result.output
