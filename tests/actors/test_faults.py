@@ -94,7 +94,7 @@ def test_sigint_then_resume_gives_exactly_one_result_per_case(tmp_path, ray_sess
     with JSONServer(ScriptedAgent()) as server:
         (tmp_path / "farm.toml").write_text(farm_toml(server.url, engine="ray"))
         suite = tmp_path / "suite.jsonl"
-        suite.write_text("".join(json.dumps({"id": f"c{i}", "input": "slow 1"}) + "\n" for i in range(12)))
+        suite.write_text("".join(json.dumps({"id": f"c{i}", "input": "slow 0.4"}) + "\n" for i in range(12)))
         address = ray_session.get_runtime_context().gcs_address
         cmd = [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "2", "--address", address, "--config", str(tmp_path / "farm.toml")]
         proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
