@@ -23,7 +23,10 @@ import pytest
 from farm.demo.server import JSONServer
 from tests.scripted import ScriptedAgent, farm_toml
 
-pytestmark = pytest.mark.ray  # starts Ray of its own
+pytestmark = [
+    pytest.mark.ray,  # starts Ray of its own
+    pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds leftover processes through /proc (Linux)"),
+]
 
 MARKER = "FARM_TEST_EMBEDDED_MARKER"
 
@@ -141,7 +144,6 @@ def write_project(tmp_path: Path, url: str, cases: list[dict]) -> Path:
     return suite
 
 
-@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds leftover processes through /proc (Linux)")
 def test_sigint_stops_an_embedded_run_quickly_then_resume_finishes_it_and_stops_every_process(tmp_path, scripted):
     suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.5"} for i in range(10)])
     env, marker = embedded_env(tmp_path)
@@ -179,7 +181,6 @@ def test_sigint_stops_an_embedded_run_quickly_then_resume_finishes_it_and_stops_
     assert wait_until_gone(marker) == [], "processes of the embedded Ray outlived the resumed run"
 
 
-@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds leftover processes through /proc (Linux)")
 def test_kill_9_of_the_farm_leaves_no_ray_process_and_resume_completes_both_tables(tmp_path, scripted):
     suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.3"} for i in range(12)])
     env, marker = embedded_env(tmp_path)
@@ -206,7 +207,6 @@ def test_kill_9_of_the_farm_leaves_no_ray_process_and_resume_completes_both_tabl
     assert json.loads((run_dir / "run.json").read_text())["counts"]["passed"] == 12
 
 
-@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds leftover processes through /proc (Linux)")
 def test_a_dead_embedded_ray_stops_the_run_with_one_sentence_and_resume_runs_the_rest(tmp_path, scripted):
     suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.3"} for i in range(16)])
     env, marker = embedded_env(tmp_path)
