@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable
 
 from farm.engines import Job
 

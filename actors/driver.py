@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, RaySystemError, RayTaskError

@@ -10,8 +10,9 @@ person at this terminal; :meth:`RayEngine.close` stops what ``start`` started.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import ray
 

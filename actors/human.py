@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 import ray
 
@@ -36,7 +37,7 @@ class HumanDesk:
         await self._questions.put((qid, request))
         try:
             return await asyncio.wait_for(future, request.timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None
         finally:
             self._waiting.pop(qid, None)
@@ -50,7 +51,7 @@ class HumanDesk:
                 return None
             try:
                 qid, request = await asyncio.wait_for(self._questions.get(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return None
             if qid in self._waiting:  # not timed out meanwhile
                 return qid, request
@@ -71,7 +72,7 @@ class TerminalDesk:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="farm-human-desk", daemon=True)
 
-    def start(self) -> "TerminalDesk":
+    def start(self) -> TerminalDesk:
         self._thread.start()
         return self
 

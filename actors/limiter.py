@@ -15,14 +15,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import ray
 from ray.exceptions import ActorDiedError, RayActorError
 
 from farm.agents.limiter import Limiter, NoLimit
 from farm.config import FarmConfig
-from farm.ratelimit import limits_of
+from farm.ratelimit import Limits, limits_of
 from farm.ratelimit.client import LimiterRestarting, LimiterUnavailable, PermitClient
 from farm.ratelimit.core import LEASE_TTL, LimiterCore
 
@@ -115,69 +117,69 @@ def limiter_name(scope: str, connector: str) -> str:
     return f"farm-limiter:{scope}:{connector}"
 
 
+@dataclass(frozen=True)
+class LimiterPlan:
+    """Where a run's limiter actors are, for every actor that calls connectors (small and picklable)."""
+
+    scope: str
+    """The run's part of every limiter actor's name (:func:`limiter_name`)."""
+    namespace: str | None
+    lease_ttl: float
+    connectors: dict[str, Limits]
+    """Only the limited connectors, with the limits they have."""
+
+
 def start_limiters(
     config: FarmConfig,
     connector_names: list[str],
     scope: str,
     *,
     lease_ttl: float = LEASE_TTL,
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[dict[str, Any], LimiterPlan]:
     """Start (or find) the limiter actor of each named connector that has rpm, tpm or max_concurrency.
 
-    Returns ``(handles, limits)``. Keep ``handles`` for the whole run: a named
-    actor without a handle is garbage-collected. Pass ``limits`` (small and
-    picklable) to every actor that calls connectors; its shape::
-
-        {"scope": scope, "namespace": "<ray namespace>", "lease_ttl": 30.0,
-         "connectors": {"<name>": {"rpm": 600, "tpm": 150000, "max_concurrency": 64}}}
-
-    Only limited connectors are listed (with the limits they have).
+    Returns ``(handles, plan)``. Keep ``handles`` for the whole run: a named
+    actor without a handle is garbage-collected. Pass ``plan`` to every actor
+    that calls connectors.
     """
     handles: dict[str, Any] = {}
-    connectors: dict[str, dict[str, int]] = {}
+    connectors: dict[str, Limits] = {}
     for name in dict.fromkeys(connector_names):
         limits = limits_of(config.connector(name))
         if limits is None:
             continue
         actor_name = limiter_name(scope, name)
         handles[name] = ConnectorLimiter.options(name=actor_name, get_if_exists=True).remote(
-            limits.get("rpm"), limits.get("tpm"), limits.get("max_concurrency"), lease_ttl, actor_name
+            limits.rpm, limits.tpm, limits.max_concurrency, lease_ttl, actor_name
         )
         connectors[name] = limits
     namespace = ray.get_runtime_context().namespace if ray.is_initialized() else None
-    return handles, {"scope": scope, "namespace": namespace, "lease_ttl": lease_ttl, "connectors": connectors}
+    return handles, LimiterPlan(scope, namespace, lease_ttl, connectors)
 
 
-def limiter_factory(config: FarmConfig, limits: dict[str, Any] | None) -> Callable[[str], Limiter] | None:
-    """``limiter_for(connector_name)`` for an actor's clients, from the ``limits`` the driver passed down.
+def limiter_factory(plan: LimiterPlan | None) -> Callable[[str], Limiter] | None:
+    """``limiter_for(connector_name)`` for an actor's clients, from the plan the driver passed down.
 
     One :class:`PermitClient` per connector for the whole process (made on
     first use, its actor looked up on its first request); :class:`NoLimit` for
-    a connector without limits. None when ``limits`` is None (no limiters).
+    a connector without limits. None when ``plan`` is None (no limiters).
     """
-    if limits is None:
+    if plan is None:
         return None
-    scope = limits["scope"]
-    namespace = limits.get("namespace")
-    ttl = float(limits.get("lease_ttl") or LEASE_TTL)
-    listed = limits.get("connectors") or {}
-    if not isinstance(listed, dict):  # a plain list of names: their limits come from the config
-        listed = {name: limits_of(config.connector(name)) for name in listed}
-    limited: dict[str, dict[str, int]] = {name: spec for name, spec in listed.items() if spec}
     made: dict[str, Limiter] = {}
 
     def limiter_for(connector_name: str) -> Limiter:
-        if connector_name not in limited:
+        limits = plan.connectors.get(connector_name)
+        if limits is None:
             return NoLimit()
         if connector_name not in made:
-            spec = limited[connector_name]
             made[connector_name] = PermitClient(
                 connector_name,
-                ActorRemote(limiter_name(scope, connector_name), namespace),
-                rpm=spec.get("rpm"),
-                tpm=spec.get("tpm"),
-                max_concurrency=spec.get("max_concurrency"),
-                lease_ttl=ttl,
+                ActorRemote(limiter_name(plan.scope, connector_name), plan.namespace),
+                rpm=limits.rpm,
+                tpm=limits.tpm,
+                max_concurrency=limits.max_concurrency,
+                lease_ttl=plan.lease_ttl,
             )
         return made[connector_name]
 

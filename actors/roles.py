@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 
@@ -16,6 +16,9 @@ from farm.agents.base import Message
 from farm.config import FarmConfig
 from farm.roletypes import RoleError, SimulatorTurn
 from farm.services import LocalRoles
+
+if TYPE_CHECKING:
+    from actors.limiter import LimiterPlan
 
 __all__ = ["RoleActor", "PoolRoles", "start_pool"]
 
@@ -28,11 +31,11 @@ RESTART_WAIT = 1.0
 class RoleActor:
     """One actor of a role pool: answers simulate/validate calls concurrently."""
 
-    def __init__(self, config: FarmConfig, limits: dict[str, Any] | None = None):
+    def __init__(self, config: FarmConfig, limits: LimiterPlan | None = None):
         from actors.limiter import limiter_factory
         from farm.agents.transport import preload
 
-        self.roles = LocalRoles(config, limiter_for=limiter_factory(config, limits))
+        self.roles = LocalRoles(config, limiter_for=limiter_factory(limits))
         preload()  # roles are LLMs behind HTTP
 
     async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +55,7 @@ class RoleActor:
         return True
 
 
-def start_pool(name: str, size: int, config: FarmConfig, limits: dict[str, Any] | None, concurrency: int = 256) -> dict[str, Any]:
+def start_pool(name: str, size: int, config: FarmConfig, limits: LimiterPlan | None, concurrency: int = 256) -> dict[str, Any]:
     """Start a pool of ``size`` named role actors; returns their handles by name (keep them for the run)."""
     return {
         f"{name}-{i}": RoleActor.options(name=f"{name}-{i}", max_concurrency=concurrency, scheduling_strategy="SPREAD").remote(config, limits)

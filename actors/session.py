@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 
@@ -21,6 +21,9 @@ from farm.results import CaseResult
 from farm.runner import RunSettings, run_case
 from farm.scripts import ScriptResolver
 from farm.services import FarmServices
+
+if TYPE_CHECKING:
+    from actors.limiter import LimiterPlan
 
 __all__ = ["SessionActor"]
 
@@ -35,7 +38,7 @@ class SessionActor:
         connector_override: str | None,
         concurrency: int,
         pools: dict[str, list[str]],
-        limits: dict[str, Any] | None = None,
+        limits: LimiterPlan | None = None,
         human: str | None = None,
     ):
         from actors.limiter import limiter_factory
@@ -45,7 +48,7 @@ class SessionActor:
         self.config = config
         self.settings = settings
         self.settings.worker = f"{name}@{ray.util.get_node_ip_address()}:{os.getpid()}"
-        self.limiter_for = limiter_factory(config, limits)
+        self.limiter_for = limiter_factory(limits)
         self.http = HTTPClient(concurrency)
         target = config.agents.get(settings.agent_id or "")
         if target is None or target.kind != "python":

@@ -104,7 +104,7 @@ class FakeAgent:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "FakeAgent":
+    def start(self) -> FakeAgent:
         self._process = subprocess.Popen(
             [sys.executable, __file__, "--latency", str(self.latency)],
             stdin=subprocess.PIPE,
@@ -131,7 +131,7 @@ class FakeAgent:
             process.kill()
             process.wait()
 
-    def __enter__(self) -> "FakeAgent":
+    def __enter__(self) -> FakeAgent:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -30,8 +30,9 @@ import importlib.util
 import json
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         clients = {name: run for name, run in clients.items() if name in args.only}
 
     import aiohttp  # noqa: F401  (imported before the clock starts)
+
     import farm.agents.transport  # noqa: F401
 
     ideal = args.requests * args.latency / args.parallel

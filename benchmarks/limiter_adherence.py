@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import statistics
 import sys
@@ -72,7 +73,7 @@ def measure(arrivals: list[float], start: float, seconds: float, rpm: int) -> di
     bins = [0] * int(seconds)
     for t in inside:
         bins[min(len(bins) - 1, int(t - start))] += 1
-    gaps = [b - a for a, b in zip(inside, inside[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(inside)]
     busiest_1s = busiest(inside, 1.0)
     busiest_10s = busiest(inside, 10.0) if seconds >= 10 else None
     achieved = len(inside) / seconds * 60.0
@@ -120,12 +121,12 @@ def run(seconds: float, rpm: int, actors: int, callers: int, latency: float) -> 
         async def ready(self) -> bool:
             return True
 
-        async def run(self, limits: dict[str, Any], connector: Connector, callers: int, start_at: float, stop_at: float) -> dict[str, int]:
+        async def run(self, limits: Any, connector: Connector, callers: int, start_at: float, stop_at: float) -> dict[str, int]:
             from actors.limiter import limiter_factory
             from farm.agents.openai import OpenAIAgent
-            from farm.config import AgentConfig, FarmConfig
+            from farm.config import AgentConfig
 
-            limiter = limiter_factory(FarmConfig(connectors={connector.name: connector}), limits)(connector.name)
+            limiter = limiter_factory(limits)(connector.name)
             granted: list[float] = []
 
             class Noting:
@@ -171,7 +172,7 @@ def run(seconds: float, rpm: int, actors: int, callers: int, latency: float) -> 
         start = time.time() + 0.5
         stop = start + seconds
         counts = ray.get([h.run.remote(limits, connector, callers, start, stop) for h in hammers])
-        stats = ray.get(ray.get_actor(limiter_name(limits["scope"], "limited")).stats.remote())
+        stats = ray.get(ray.get_actor(limiter_name(limits.scope, "limited")).stats.remote())
         with lock:
             seen = list(arrivals)
     for handle in [*hammers, *handles.values()]:

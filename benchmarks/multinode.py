@@ -83,7 +83,7 @@ class PidMap:
             except Exception:  # the GCS is busy or shutting down: try again next round
                 pass
 
-    def start(self) -> "PidMap":
+    def start(self) -> PidMap:
         self._thread.start()
         return self
 
@@ -116,12 +116,12 @@ def _start_cluster(nodes: int, head_cpus: int, cpus_per_node: int, health_check_
 def run_once(args: argparse.Namespace, nodes: int, remove_after: int | None) -> dict[str, Any]:
     """One cluster, one run; returns what happened as a dict."""
     import ray
+    from fake_agent import FakeAgent, config_toml
 
     from actors.driver import run_plan
-    from farm.engines import RunPlan
     from farm.config import load_config
+    from farm.engines import RunPlan
     from farm.runner import RunSettings
-    from fake_agent import FakeAgent, config_toml
 
     started = time.monotonic()
     cluster = _start_cluster(nodes, args.head_cpus, args.cpus_per_node, args.health_check_ms)

@@ -32,9 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from private_ray import private_ray_env  # noqa: E402  (beside this script)
-
 from fake_agent import REPLY, FakeAgent, config_toml  # noqa: E402
+from private_ray import private_ray_env  # noqa: E402  (beside this script)
 
 PYTHON_AGENT = f'''
 async def agent(messages, options):
@@ -68,7 +67,7 @@ class RSSSampler:
         while not self._stop.wait(self._every):
             self.samples.append(round(rss_mib(), 1))
 
-    def __enter__(self) -> "RSSSampler":
+    def __enter__(self) -> RSSSampler:
         self._thread.start()
         return self
 
@@ -90,12 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(private_ray_env("farm-scale-"))
 
     from actors.cluster import connect
+    from farm.config import load_config
     from farm.engines import RunPlan, make_engine
     from farm.execution import RunOutputs, execute
-    from farm.writers import RunInfo
-    from farm.config import load_config
     from farm.loader import parse_cases
     from farm.runner import RunSettings
+    from farm.writers import RunInfo
 
     server = FakeAgent(args.latency).start() if args.agent == "http" else None
     cluster = connect(None) if args.engine == "ray" else None

@@ -44,9 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from private_ray import private_ray_env  # noqa: E402  (beside this script)
-
 from fake_agent import REPLY, FakeAgent, config_toml  # noqa: E402
+from private_ray import private_ray_env  # noqa: E402  (beside this script)
 
 CHECK = "fake agent"
 
@@ -81,7 +80,7 @@ class CPUMeter:
         idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
         return sum(fields) - idle, sum(fields)
 
-    def __enter__(self) -> "CPUMeter":
+    def __enter__(self) -> CPUMeter:
         self._start = self._read()
         self.busy: float | None = None
         return self
@@ -153,12 +152,12 @@ def baseline(agent: str, url: str, latency: float, n: int, turns: int, parallel:
 
 
 def farm(agent: str, url: str, latency: float, n: int, turns: int, parallel: int, max_concurrency: int, folder: Path, engine: str = "ray") -> dict[str, Any]:
+    from farm.config import load_config
     from farm.engines import RunPlan, make_engine
     from farm.execution import RunOutputs, execute
-    from farm.writers import RunInfo
-    from farm.config import load_config
     from farm.loader import parse_cases
     from farm.runner import RunSettings
+    from farm.writers import RunInfo
 
     if agent == "http":
         (folder / "farm.toml").write_text(config_toml(url, max_concurrency=max_concurrency))

@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     engines = [e for e in args.engines.split(",") if e]
     with FakeAgent(args.latency) as agent:
-        for attempt in range(args.repeat):
+        for _ in range(args.repeat):
             farms = {}
             for engine in engines:
                 folder = Path(tempfile.mkdtemp(prefix="farm-wc-", dir="/tmp"))

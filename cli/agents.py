@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -12,7 +12,7 @@ from rich.table import Table
 __all__ = ["agents"]
 
 
-def agents(config: Annotated[Optional[str], typer.Option("--config", help="Path to farm.toml.")] = None) -> None:
+def agents(config: Annotated[str | None, typer.Option("--config", help="Path to farm.toml.")] = None) -> None:
     """List configured agents and connectors (API keys are never shown)."""
     from cli.app import fail
     from farm.config import find_config, load_config

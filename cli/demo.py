@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,9 +20,9 @@ def demo_paths() -> tuple[Path, Path]:
 
 def demo(
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Show every turn of every case.")] = False,
-    results_dir: Annotated[Optional[Path], typer.Option("--results-dir", help="Where to write results (default: ./farm-results).")] = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="local (this process, the default for the demo's size), ray (the embedded Ray) or auto.")] = None,
-    address: Annotated[Optional[str], typer.Option("--address", help="Ray cluster address for the ray engine; default: embedded local Ray.")] = None,
+    results_dir: Annotated[Path | None, typer.Option("--results-dir", help="Where to write results (default: ./farm-results).")] = None,
+    engine: Annotated[str | None, typer.Option("--engine", help="local (this process, the default for the demo's size), ray (the embedded Ray) or auto.")] = None,
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address for the ray engine; default: embedded local Ray.")] = None,
     json_events: Annotated[bool, typer.Option("--json", help="NDJSON events on stdout instead of the console tree.")] = False,
 ) -> None:
     """Run the bundled demo suite on the bundled demo agent: offline, no keys."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -14,33 +14,33 @@ __all__ = ["test"]
 
 
 def test(
-    input: Annotated[Optional[str], typer.Option("-i", "--input", help="A .jsonl/.json file, a message, agents:<id>?k=v, scripts:<id>?k=v, scripts.<module>, or - for stdin.")] = None,
-    name: Annotated[Optional[str], typer.Option("-n", "--name", help="The agent under test (default: [farm].default_agent).")] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Results JSONL path (default: <results_dir>/<run_id>/results.jsonl).")] = None,
-    connector: Annotated[Optional[str], typer.Option("-c", "--connector", help="Override the target agent's connector.")] = None,
+    input: Annotated[str | None, typer.Option("-i", "--input", help="A .jsonl/.json file, a message, agents:<id>?k=v, scripts:<id>?k=v, scripts.<module>, or - for stdin.")] = None,
+    name: Annotated[str | None, typer.Option("-n", "--name", help="The agent under test (default: [farm].default_agent).")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Results JSONL path (default: <results_dir>/<run_id>/results.jsonl).")] = None,
+    connector: Annotated[str | None, typer.Option("-c", "--connector", help="Override the target agent's connector.")] = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Show every turn of every case.")] = False,
     interactive: Annotated[bool, typer.Option("--interactive", help="A person answers on this terminal when the agent awaits input.")] = False,
-    skip_interactive: Annotated[Optional[bool], typer.Option("--skip-interactive", help="Never wait for a person (default when stdin is not a terminal).")] = None,
-    on_missing_input: Annotated[Optional[str], typer.Option("--on-missing-input", help="skip or fail when the agent awaits input and nothing can answer (default skip).")] = None,
-    simulator: Annotated[Optional[str], typer.Option("--simulator", help="Default simulator agent id for dynamic cases.")] = None,
-    timeout: Annotated[Optional[str], typer.Option("--timeout", help="Per-case timeout (30s, 2m, 1h; default 5m).")] = None,
-    turn_timeout: Annotated[Optional[str], typer.Option("--turn-timeout", help="Per-turn timeout (default 2m).")] = None,
-    parallel: Annotated[Optional[int], typer.Option("--parallel", min=1, help="Max conversations in flight (default: from the connector's limits).")] = None,
+    skip_interactive: Annotated[bool | None, typer.Option("--skip-interactive", help="Never wait for a person (default when stdin is not a terminal).")] = None,
+    on_missing_input: Annotated[str | None, typer.Option("--on-missing-input", help="skip or fail when the agent awaits input and nothing can answer (default skip).")] = None,
+    simulator: Annotated[str | None, typer.Option("--simulator", help="Default simulator agent id for dynamic cases.")] = None,
+    timeout: Annotated[str | None, typer.Option("--timeout", help="Per-case timeout (30s, 2m, 1h; default 5m).")] = None,
+    turn_timeout: Annotated[str | None, typer.Option("--turn-timeout", help="Per-turn timeout (default 2m).")] = None,
+    parallel: Annotated[int | None, typer.Option("--parallel", min=1, help="Max conversations in flight (default: from the connector's limits).")] = None,
     fail_fast: Annotated[bool, typer.Option("--fail-fast", help="Stop dispatching after the first failed case.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Load and validate the cases, print them (and write them with -o); run nothing.")] = False,
-    runs: Annotated[Optional[int], typer.Option("--runs", min=1, help="Run every case N times (stability; default 1).")] = None,
-    run: Annotated[Optional[str], typer.Option("--run", help="Only cases whose id matches this regex.")] = None,
-    tag: Annotated[Optional[list[str]], typer.Option("--tag", help="Only cases carrying this tag (repeatable).")] = None,
-    config: Annotated[Optional[str], typer.Option("--config", help="Path to farm.toml.")] = None,
-    address: Annotated[Optional[str], typer.Option("--address", help="Ray cluster address (auto, ray://host:10001) for the ray engine; default: embedded local Ray.")] = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="local (this process), ray (Ray actors) or auto (default; [farm].engine).")] = None,
-    resume: Annotated[Optional[Path], typer.Option("--resume", help="Continue an interrupted run in this folder.")] = None,
-    junit: Annotated[Optional[Path], typer.Option("--junit", help="Also write JUnit XML here.")] = None,
-    html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report here.")] = None,
+    runs: Annotated[int | None, typer.Option("--runs", min=1, help="Run every case N times (stability; default 1).")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Only cases whose id matches this regex.")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Only cases carrying this tag (repeatable).")] = None,
+    config: Annotated[str | None, typer.Option("--config", help="Path to farm.toml.")] = None,
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (auto, ray://host:10001) for the ray engine; default: embedded local Ray.")] = None,
+    engine: Annotated[str | None, typer.Option("--engine", help="local (this process), ray (Ray actors) or auto (default; [farm].engine).")] = None,
+    resume: Annotated[Path | None, typer.Option("--resume", help="Continue an interrupted run in this folder.")] = None,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Also write JUnit XML here.")] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")] = None,
     json_events: Annotated[bool, typer.Option("--json", help="NDJSON events on stdout instead of the console tree.")] = False,
-    before: Annotated[Optional[str], typer.Option("--before", help="Global hook run once before any case (scripts:<id>); its failure stops the run.")] = None,
-    reporter_agent: Annotated[Optional[str], typer.Option("-r", "--reporter", help="A reporter agent that writes report.md from the run's summary.")] = None,
-    after: Annotated[Optional[str], typer.Option("--after", help="Global hook run once after every case (scripts:<id>); it gets the summary.")] = None,
+    before: Annotated[str | None, typer.Option("--before", help="Global hook run once before any case (scripts:<id>); its failure stops the run.")] = None,
+    reporter_agent: Annotated[str | None, typer.Option("-r", "--reporter", help="A reporter agent that writes report.md from the run's summary.")] = None,
+    after: Annotated[str | None, typer.Option("--after", help="Global hook run once after every case (scripts:<id>); it gets the summary.")] = None,
 ) -> None:
     """Run test cases against an agent: in this process, or in parallel on Ray."""
     import farm

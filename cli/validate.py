@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -14,8 +14,8 @@ __all__ = ["validate"]
 
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Test files (.jsonl, .json).")],
-    config: Annotated[Optional[str], typer.Option("--config", help="Path to farm.toml (default: ./farm.toml, else beside the file).")] = None,
-    simulator: Annotated[Optional[str], typer.Option("--simulator", help="The default simulator the run would use.")] = None,
+    config: Annotated[str | None, typer.Option("--config", help="Path to farm.toml (default: ./farm.toml, else beside the file).")] = None,
+    simulator: Annotated[str | None, typer.Option("--simulator", help="The default simulator the run would use.")] = None,
 ) -> None:
     """Check test files deeply (fields, regex, JSONPath, ids against farm.toml); exit 2 on any problem."""
     from farm.config import find_config, load_config

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from farm.agents.base import Reply
 

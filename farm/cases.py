@@ -49,7 +49,7 @@ class Options(BaseModel):
     mode: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    def merged(self, other: "Options | None") -> "Options":
+    def merged(self, other: Options | None) -> Options:
         """These options overridden field by field by ``other`` (metadata merged)."""
         if other is None:
             return self

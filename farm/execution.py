@@ -18,9 +18,10 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from farm import __version__
 from farm.console import Summary
@@ -81,7 +82,7 @@ class _Interrupts:
             self.fired = True
             raise KeyboardInterrupt()
 
-    def __enter__(self) -> "_Interrupts":
+    def __enter__(self) -> _Interrupts:
         if threading.current_thread() is threading.main_thread():
             self.previous = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGTERM, signal.SIGINT)}
         return self

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, TextIO
+from typing import Any, TextIO
 
 from pydantic import ValidationError
 
@@ -56,7 +57,7 @@ class LoadedCase:
     def ok(self) -> bool:
         return self.error is None and (self.case is not None or self.data is not None)
 
-    def compact(self) -> "LoadedCase":
+    def compact(self) -> LoadedCase:
         """This case holding its JSON (~10x smaller) instead of the validated model, for
         suites of 100k cases in the driver; :meth:`materialized` validates it again."""
         if self.case is None:
@@ -64,7 +65,7 @@ class LoadedCase:
         data = self.case.model_dump_json(exclude_defaults=True).encode()
         return LoadedCase(self.id, self.source, None, self.error, self.raw, self.base_dir, self.script, data, self.needs, self.warnings)
 
-    def materialized(self) -> "LoadedCase":
+    def materialized(self) -> LoadedCase:
         """This case with its validated model (the case itself when it has it)."""
         if self.case is not None or self.data is None:
             return self
@@ -85,7 +86,7 @@ class Suite:
     def warnings(self) -> list[str]:
         return [f"{c.source}: {w}" for c in self.cases for w in c.warnings]
 
-    def select(self, pattern: str | None = None, tags: Iterable[str] = ()) -> "Suite":
+    def select(self, pattern: str | None = None, tags: Iterable[str] = ()) -> Suite:
         """Only the cases whose id matches ``pattern`` (``re.search``) and that carry every tag."""
         wanted = set(tags)
         try:

@@ -9,11 +9,12 @@ answer is retried once, then raised as :class:`RoleError`.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from farm.aio import run_sync
 from farm.agents.base import AgentClient, AgentError, Message
+from farm.aio import run_sync
 from farm.jsontext import NO_JSON, extract_json
 from farm.roletypes import RoleError, SimulatorTurn
 
@@ -109,7 +110,7 @@ class RolePlayer:
         self.builtin_prompt = builtin_prompt
 
     @classmethod
-    def from_config(cls, role: str, config: "FarmConfig", agent_id: str, limiter_for: Any = None, connector: str | None = None) -> "RolePlayer":
+    def from_config(cls, role: str, config: FarmConfig, agent_id: str, limiter_for: Any = None, connector: str | None = None) -> RolePlayer:
         """The player of ``role`` for agent ``agent_id`` of ``config``.
 
         A plain LLM (an ``openai`` agent, or a role kind on a connector) gets the
@@ -127,7 +128,7 @@ class RolePlayer:
         client = build_agent(config, agent_id, connector_override=connector, limiter_for=limiter_for)
         return cls(role, client, cls.prompt_from(agent.prompt, config.base_dir), builtin_prompt=builtin)
 
-    def run_once(self, call: Callable[["RolePlayer"], Awaitable[T]]) -> T:
+    def run_once(self, call: Callable[[RolePlayer], Awaitable[T]]) -> T:
         """Run one role call from synchronous code (a generator before the
         run, the reporter after it), closing the agent client afterwards."""
 

@@ -39,7 +39,8 @@ AWAITING_HINT = "Add more turns, use --interactive, or configure a simulator"
 class Services(Protocol):
     """What the runner needs beyond the agent under test."""
 
-    assertion_env: AssertionEnv | None
+    @property
+    def assertion_env(self) -> AssertionEnv | None: ...
 
     async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn: ...
 
@@ -155,7 +156,7 @@ class _Conversation:
             mocked = [self.mocks.get(call.name) for call in reply.tool_calls]
             results = [
                 None if mock is None else await self._mock_result(mock, call.arguments)
-                for mock, call in zip(mocked, reply.tool_calls)
+                for mock, call in zip(mocked, reply.tool_calls, strict=True)
             ]
             turn.tool_calls.extend(self.session.add_reply(reply, results))
             turn.output = reply.content if reply.content or not turn.output else turn.output

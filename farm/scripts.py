@@ -12,9 +12,10 @@ import importlib.util
 import inspect
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from farm.errors import UsageError
 

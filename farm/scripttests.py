@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from farm.agents.base import AgentClient, Reply
 from farm.agents.factory import build_agent
@@ -71,7 +72,7 @@ class _Bridge:
 
 
 class AgentHandle:
-    def __init__(self, ctx: "Ctx", agent_id: str):
+    def __init__(self, ctx: Ctx, agent_id: str):
         self.ctx = ctx
         self.agent_id = agent_id
 
@@ -126,7 +127,7 @@ class Ctx:
 class Assert:
     """``t.assert_``: each method records an assertion result and returns whether it passed."""
 
-    def __init__(self, t: "T"):
+    def __init__(self, t: T):
         self.t = t
 
     def _record(self, result: AssertionResult) -> bool:

@@ -31,7 +31,8 @@ import base64
 import os
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, quote_plus, urlsplit, urlunsplit
 
 from pydantic import BaseModel
@@ -220,7 +221,7 @@ class Scrubber:
             return value
         if isinstance(value, list):
             new_items = [self.scrub_value(item) for item in value]
-            if any(a is not b for a, b in zip(new_items, value)):
+            if any(a is not b for a, b in zip(new_items, value, strict=True)):
                 value[:] = new_items
             return value
         if isinstance(value, tuple):
@@ -238,19 +239,19 @@ class Scrubber:
             return value
         return value
 
-    def scrub_result(self, result: "CaseResult") -> "CaseResult":
+    def scrub_result(self, result: CaseResult) -> CaseResult:
         """Scrub ``result`` in place (every string of it) and return it."""
         if self.secrets and (not self._json_safe or self.hits(result.model_dump_json())):
             self.scrub_value(result)
         return result
 
     @classmethod
-    def from_config(cls, config: "FarmConfig") -> "Scrubber":
+    def from_config(cls, config: FarmConfig) -> Scrubber:
         """The secrets of ``config`` as the environment holds them now."""
         return cls(config_secrets(config), min_length=MIN_SECRET)
 
 
-def config_secrets(config: "FarmConfig") -> set[str]:
+def config_secrets(config: FarmConfig) -> set[str]:
     """Every secret a config leads to: keys from the environment, secret header values, URL secrets."""
     found: set[str] = set()
     for connector in config.connectors.values():
@@ -270,12 +271,12 @@ def config_secrets(config: "FarmConfig") -> set[str]:
 
 # -- the process's scrubber ------------------------------------------------------
 
-_CONFIGS: "weakref.WeakValueDictionary[int, FarmConfig]" = weakref.WeakValueDictionary()  # models are unhashable
+_CONFIGS: weakref.WeakValueDictionary[int, FarmConfig] = weakref.WeakValueDictionary()  # models are unhashable
 _LOCK = threading.Lock()
 _CACHE: dict[frozenset[str], Scrubber] = {}
 
 
-def register(config: "FarmConfig") -> None:
+def register(config: FarmConfig) -> None:
     """Let :func:`process_scrubber` know ``config``'s secrets (every FarmConfig registers itself)."""
     with _LOCK:
         _CONFIGS[id(config)] = config
@@ -299,7 +300,7 @@ def process_scrubber() -> Scrubber:
     return scrubber
 
 
-def scrub_result(result: "CaseResult", scrubber: Scrubber | None = None) -> "CaseResult":
+def scrub_result(result: CaseResult, scrubber: Scrubber | None = None) -> CaseResult:
     """Mask every secret in ``result``, in place, before anything writes or prints it; returns it.
 
     ``scrubber`` defaults to :func:`process_scrubber`.

@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from farm.agents.base import Message
 from farm.assertions import Outcome, Subject
@@ -102,7 +103,7 @@ class FarmServices:
         self.human = human
 
     @property
-    def assertion_env(self) -> "FarmServices":
+    def assertion_env(self) -> FarmServices:
         return self
 
     async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:

@@ -8,7 +8,8 @@ blocks, so an engine calls it from a thread of its own, one question at a time.
 from __future__ import annotations
 
 import select
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 from farm.roletypes import HumanRequest
 

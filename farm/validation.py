@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from farm.cases import TestCase, Turn
 from farm.errors import FarmError, UsageError
@@ -188,7 +189,7 @@ def _assertions(value: Any, where: str, out: list[str]) -> None:
 # -- the valid case ------------------------------------------------------------------------
 
 
-def _walk(case: "TestCase") -> list[tuple[str, "AssertionSpec"]]:
+def _walk(case: TestCase) -> list[tuple[str, AssertionSpec]]:
     out = [(f"assertions[{i}]", s) for i, s in enumerate(case.assertions)]
     out += [(f"final_assertions[{i}]", s) for i, s in enumerate(case.final_assertions)]
     for t, turn in enumerate(case.turns or []):
@@ -198,7 +199,7 @@ def _walk(case: "TestCase") -> list[tuple[str, "AssertionSpec"]]:
     return out
 
 
-def case_problems(case: "TestCase") -> list[str]:
+def case_problems(case: TestCase) -> list[str]:
     """Problems of a valid case that a schema cannot see (regex, JSONPath, values, checkpoints)."""
     out: list[str] = []
     for where, spec in _walk(case):
@@ -209,7 +210,7 @@ def case_problems(case: "TestCase") -> list[str]:
     return out
 
 
-def assertion_problem(spec: "AssertionSpec") -> str | None:
+def assertion_problem(spec: AssertionSpec) -> str | None:
     """What is wrong with one assertion as written, or None."""
     from jsonpath_ng.ext import parse as parse_jsonpath
 
@@ -219,9 +220,9 @@ def assertion_problem(spec: "AssertionSpec") -> str | None:
     if kind == "equals" and "value" not in set_:
         return "an 'equals' assertion needs a 'value'"
     if kind == "regex" or (kind == "tool_result" and spec.extra("result") is not None):
-        patterns = [spec.pattern] if kind == "regex" else list(_regex_strings(spec.extra("result")))
         if kind == "regex" and not spec.pattern:
             return "a 'regex' assertion needs a 'pattern' (or a string 'value')"
+        patterns = [spec.pattern or ""] if kind == "regex" else list(_regex_strings(spec.extra("result")))
         for pattern in patterns:
             try:
                 re.compile(pattern)
@@ -269,7 +270,7 @@ def _regex_strings(expected: Any) -> Iterable[str]:
             stack.extend(value)
 
 
-def _checkpoint_cycles(case: "TestCase") -> list[str]:
+def _checkpoint_cycles(case: TestCase) -> list[str]:
     after = {cp.id: list(cp.after) for cp in case.checkpoints or []}
     out = []
     for i, cp in enumerate(case.checkpoints or []):
@@ -304,7 +305,7 @@ def _checkpoint_cycles(case: "TestCase") -> list[str]:
 # -- the suite against the config ------------------------------------------------------------------
 
 
-def check_suite(suite: "Suite", config: "FarmConfig", default_simulator: str | None = None) -> None:
+def check_suite(suite: Suite, config: FarmConfig, default_simulator: str | None = None) -> None:
     """Mark every case that names something the config lacks as an error (in place).
 
     ``config.path`` None (no ``farm.toml`` found): agent and connector ids are not
@@ -325,7 +326,7 @@ def check_suite(suite: "Suite", config: "FarmConfig", default_simulator: str | N
             loaded.case, loaded.data = None, None
 
 
-def _config_problems(case: "TestCase", config: "FarmConfig", simulator: str | None, resolver: Any, base_dir: Path | None) -> list[str]:
+def _config_problems(case: TestCase, config: FarmConfig, simulator: str | None, resolver: Any, base_dir: Path | None) -> list[str]:
     from farm.messages import user_messages
 
     out: list[str] = []
@@ -390,7 +391,7 @@ def _config_problems(case: "TestCase", config: "FarmConfig", simulator: str | No
     return out
 
 
-def check_run(config: "FarmConfig", agent_id: str, connector_override: str | None, role_agents: Iterable[str] = ()) -> None:
+def check_run(config: FarmConfig, agent_id: str, connector_override: str | None, role_agents: Iterable[str] = ()) -> None:
     """What ``farm test`` is about to call must be usable; raises :class:`UsageError` (exit 2).
 
     The target agent (and any role agents the suite names): a ``python`` entry
@@ -425,8 +426,8 @@ def check_run(config: "FarmConfig", agent_id: str, connector_override: str | Non
 
 
 def check_for_run(
-    suite: "Suite",
-    config: "FarmConfig",
+    suite: Suite,
+    config: FarmConfig,
     agent_id: str | None,
     *,
     simulator: str | None = None,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from farm.agents.base import AgentClient, AgentError
 from farm.agents.http import HTTPAgent

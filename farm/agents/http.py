@@ -147,7 +147,7 @@ class HTTPAgent:
         self.template = DEFAULT_TEMPLATE if agent_config.request is None else agent_config.request
         unknown = sorted(_placeholders(self.template) - set(PLACEHOLDERS))
         if unknown:
-            known = ", ".join("{{%s}}" % p for p in PLACEHOLDERS)
+            known = ", ".join("{{" + p + "}}" for p in PLACEHOLDERS)
             raise UsageError(f"{where}.request: unknown placeholder {{{{{unknown[0]}}}}} (known: {known})")
         self.paths = {}
         for field, default in _DEFAULT_PATHS.items():

@@ -20,7 +20,8 @@ import asyncio
 import contextlib
 import contextvars
 import time
-from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["Limiter", "NoLimit", "PermitWait", "acquire_permit", "estimate_tokens", "waiting_for_permits"]
 
@@ -111,7 +112,11 @@ class PermitWait:
         self.seconds = 0.0
 
     async def acquire(self, limiter: Limiter, tokens: int) -> None:
-        paused = [(t, t.when()) for t in self.timeouts if not t.expired() and t.when() is not None]
+        paused: list[tuple[asyncio.Timeout, float]] = []
+        for timeout in self.timeouts:
+            when = timeout.when()
+            if when is not None and not timeout.expired():
+                paused.append((timeout, when))
         for timeout, _ in paused:
             timeout.reschedule(None)
         started = time.perf_counter()

@@ -244,7 +244,7 @@ def parse_tool_calls(value: Any, where: str = "tool_calls") -> list[ToolCall]:
     for index, item in enumerate(value):
         if not isinstance(item, dict):
             raise AgentResponseError(f"{where}[{index}] is {_kind(item)}, not a tool call object: {excerpt(value)}")
-        function = item.get("function") if isinstance(item.get("function"), dict) else item
+        function: dict[str, Any] = item["function"] if isinstance(item.get("function"), dict) else item
         name = function.get("name")
         if not isinstance(name, str) or not name:
             raise AgentResponseError(f"{where}[{index}] has no name: {excerpt(item)}")

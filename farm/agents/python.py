@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from farm.agents.base import AgentError, AgentResponseError, Message, Reply
 from farm.agents.openai import (
@@ -64,7 +65,7 @@ def load_entry(entry: str | None, agent_id: str) -> Callable[..., Any]:
 
 
 def _is_async(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 (an object whose __call__ is async)
 
 
 class PythonAgent:

@@ -29,7 +29,8 @@ import base64
 import json
 import urllib.request
 import zlib
-from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 import httpx
@@ -309,7 +310,7 @@ class _Inflater:
         self._started = False
 
     @classmethod
-    def for_encoding(cls, header: str) -> "_Inflater | None":
+    def for_encoding(cls, header: str) -> _Inflater | None:
         encoding = header.strip().lower()
         return cls(encoding) if encoding in ("gzip", "x-gzip", "deflate") else None
 

@@ -39,7 +39,7 @@ def json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
     return a == b
 
 
@@ -63,7 +63,7 @@ def partial_match(expected: Any, actual: Any, patterns: bool = False, deadline: 
         limit = _seconds_left(deadline)
         return _patterns.search_blocking(expected[len("regex:"):], _text(actual), limit=limit)
     if patterns and isinstance(expected, list) and isinstance(actual, list):
-        pairs = zip(expected, actual)
+        pairs = zip(expected, actual, strict=False)  # lengths compared first
         return len(expected) == len(actual) and all(partial_match(e, a, patterns, deadline) for e, a in pairs)
     return json_equal(expected, actual)
 
@@ -125,7 +125,8 @@ def _split_present(spec: AssertionSpec, subject: Subject) -> tuple[list[str], li
     values = spec.value if isinstance(spec.value, list) else [spec.value]
     text = subject.searchable_text()
     fold = str.casefold if spec.ignore_case else str
-    present, absent = [], []
+    present: list[str] = []
+    absent: list[str] = []
     for value in values:
         wanted = value if isinstance(value, str) else _text(value)
         (present if fold(wanted) in fold(text) else absent).append(wanted)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["JSONServer", "Response", "chat_completion"]
 
@@ -95,7 +96,7 @@ class JSONServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "JSONServer":
+    def start(self) -> JSONServer:
         self._thread.start()
         return self
 
@@ -103,7 +104,7 @@ class JSONServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "JSONServer":
+    def __enter__(self) -> JSONServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from farm.config import FarmConfig
 from farm.errors import UsageError

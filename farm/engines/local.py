@@ -14,8 +14,9 @@ import asyncio
 import dataclasses
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from farm.agents.factory import TargetClients
 from farm.agents.transport import HTTPClient

@@ -12,14 +12,15 @@ The local engine keeps one core per connector in its own event loop
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from farm.agents.limiter import Limiter, NoLimit
 from farm.config import Connector, FarmConfig
 from farm.ratelimit.client import CoreRemote, LimiterUnavailable, PermitClient
 from farm.ratelimit.core import LimiterCore
 
-__all__ = ["LimiterCore", "LimiterUnavailable", "PermitClient", "default_parallel", "limits_of", "local_limiters"]
+__all__ = ["LimiterCore", "LimiterUnavailable", "Limits", "PermitClient", "default_parallel", "limits_of", "local_limiters"]
 
 DEFAULT_PARALLEL = 128
 """``--parallel`` for a connector without limits."""
@@ -30,9 +31,20 @@ ASSUMED_LATENCY = 4.0
 MAX_DERIVED_PARALLEL = 512
 
 
-def limits_of(connector: Connector) -> dict[str, int] | None:
-    limits = {k: v for k, v in (("rpm", connector.rpm), ("tpm", connector.tpm), ("max_concurrency", connector.max_concurrency)) if v}
-    return limits or None
+@dataclass(frozen=True)
+class Limits:
+    """A connector's limits; None where it has none of that kind."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+    max_concurrency: int | None = None
+
+
+def limits_of(connector: Connector) -> Limits | None:
+    """The connector's limits, or None when it has none (it is then never limited)."""
+    if not (connector.rpm or connector.tpm or connector.max_concurrency):
+        return None
+    return Limits(connector.rpm or None, connector.tpm or None, connector.max_concurrency or None)
 
 
 def local_limiters(config: FarmConfig) -> Callable[[str], Limiter]:
@@ -46,8 +58,10 @@ def local_limiters(config: FarmConfig) -> Callable[[str], Limiter]:
             if limits is None:
                 made[connector_name] = NoLimit()
             else:
-                core = LimiterCore(limits.get("rpm"), limits.get("tpm"), limits.get("max_concurrency"), name=connector_name)
-                made[connector_name] = PermitClient(connector_name, CoreRemote(core), **limits)
+                core = LimiterCore(limits.rpm, limits.tpm, limits.max_concurrency, name=connector_name)
+                made[connector_name] = PermitClient(
+                    connector_name, CoreRemote(core), rpm=limits.rpm, tpm=limits.tpm, max_concurrency=limits.max_concurrency
+                )
         return made[connector_name]
 
     return limiter_for

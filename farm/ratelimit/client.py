@@ -36,8 +36,9 @@ import socket
 import time
 import uuid
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Protocol
 
 from farm.agents.base import AgentConnectionError
 from farm.ratelimit.core import LEASE_TTL, LimiterCore

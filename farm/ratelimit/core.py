@@ -13,8 +13,9 @@ import math
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["LEASE_TTL", "LimiterCore"]
 
@@ -257,7 +258,7 @@ class LimiterCore:
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), timeout=wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def _plan(self, ask: _Ask, now: float) -> tuple[int, float | None]:

@@ -453,7 +453,7 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
         missed_checkpoints_total=misses_total,
         missed_checkpoints=misses,
         stability=_stability(tables.cases, cut),
-        comparison=_compare(tables.cases, runs[-2].run_id, runs[-1].run_id, cut) if len(runs) >= 2 else None,
+        comparison=_compare(tables.cases, runs[-2].run_id or "", runs[-1].run_id or "", cut) if len(runs) >= 2 else None,
         notes=notes,
     )
 

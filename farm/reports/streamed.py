@@ -5,10 +5,10 @@ atomically (the head can then hold the run's counts)."""
 from __future__ import annotations
 
 import os
-from abc import ABC, abstractmethod
 import shutil
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 from farm.results import CaseResult, Status

@@ -40,7 +40,7 @@ class ResultWriter(Protocol):
 class ClosingWriter:
     """``with Writer(...) as w:`` closes the writer (its ``close``) at the end of the block."""
 
-    def __enter__(self: "_W") -> "_W":
+    def __enter__(self: _W) -> _W:
         return self
 
     def __exit__(
@@ -50,6 +50,9 @@ class ClosingWriter:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def close(self) -> None:
+        raise NotImplementedError
 
 
 class MultiWriter(ClosingWriter):

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from actors.driver import run_plan
-from farm.engines import RunPlan
 from farm.config import FarmConfig, load_config
+from farm.engines import RunPlan
 from farm.loader import parse_cases
 from farm.runner import RunSettings
 from tests.scripted import farm_toml

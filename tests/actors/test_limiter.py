@@ -18,14 +18,13 @@ from typing import Any
 import pytest
 import ray
 
-from actors.limiter import limiter_factory, limiter_name, start_limiters
+from actors.limiter import LimiterPlan, limiter_factory, limiter_name, start_limiters
 from farm.agents.limiter import Limiter, NoLimit
 from farm.agents.openai import OpenAIAgent
 from farm.config import AgentConfig, Connector, FarmConfig
 from farm.demo.server import JSONServer, Response, chat_completion
 from farm.ratelimit import PermitClient
 from tests.farm.test_ratelimit import busiest, hammer
-
 
 # -- the real actors ----------------------------------------------------------
 
@@ -37,18 +36,18 @@ class Caller:
     def __init__(self) -> None:
         self.factories: dict[str, Any] = {}
 
-    def limiter_for(self, limits: dict[str, Any], connector: str) -> Limiter:
-        if limits["scope"] not in self.factories:  # one factory per run, as in a session actor
-            self.factories[limits["scope"]] = limiter_factory(FarmConfig(), limits)
-        return self.factories[limits["scope"]](connector)
+    def limiter_for(self, limits: LimiterPlan, connector: str) -> Limiter:
+        if limits.scope not in self.factories:  # one factory per run, as in a session actor
+            self.factories[limits.scope] = limiter_factory(limits)
+        return self.factories[limits.scope](connector)
 
     async def pid(self) -> int:
         return os.getpid()
 
-    async def hammer(self, limits: dict[str, Any], connector: str, callers: int, start_at: float, stop_at: float, hold: float) -> list[float]:
+    async def hammer(self, limits: LimiterPlan, connector: str, callers: int, start_at: float, stop_at: float, hold: float) -> list[float]:
         return await hammer(self.limiter_for(limits, connector), callers, start_at, stop_at, hold)
 
-    async def chat(self, limits: dict[str, Any], connector: Connector, callers: int, requests: int) -> int:
+    async def chat(self, limits: LimiterPlan, connector: Connector, callers: int, requests: int) -> int:
         """``callers`` conversations sending ``requests`` completions in all, through OpenAIAgent."""
         agent = OpenAIAgent(connector, AgentConfig(id="probe"), limiter=self.limiter_for(limits, connector.name))
         left = requests
@@ -63,7 +62,7 @@ class Caller:
         await agent.aclose()
         return requests
 
-    async def take(self, limits: dict[str, Any], connector: str, n: int) -> None:
+    async def take(self, limits: LimiterPlan, connector: str, n: int) -> None:
         """Start ``n`` requests and never finish them."""
         limiter = self.limiter_for(limits, connector)
         for _ in range(n):
@@ -107,7 +106,7 @@ def test_rpm_holds_over_every_second_for_callers_in_two_actors_and_the_driver(li
     start = time.time() + 0.3
     stop = start + 3.0
     refs = [a.hammer.remote(limits, "llm", 10, start, stop, 0.005) for a in callers]
-    here = asyncio.run(hammer(limiter_factory(FarmConfig(), limits)("llm"), 10, start, stop, 0.005))
+    here = asyncio.run(hammer(limiter_factory(limits)("llm"), 10, start, stop, 0.005))
     stamps = sorted(here + [s for r in ray.get(refs) for s in r])
 
     settled = [s for s in stamps if s >= start + 1.0]
@@ -119,7 +118,7 @@ def test_rpm_holds_over_every_second_for_callers_in_two_actors_and_the_driver(li
 
 def test_tpm_reserves_the_estimate_and_corrects_it_with_the_usage(limiters, ray_session):
     limits = limiters({"refund": {"tpm": 6000}, "debit": {"tpm": 6000}})  # 100 tokens/s, 100 at once
-    limiter_for = limiter_factory(FarmConfig(), limits)
+    limiter_for = limiter_factory(limits)
 
     async def both() -> tuple[list[float], list[float]]:
         start = time.time()
@@ -168,7 +167,7 @@ def test_backoff_pauses_every_holder(limiters, callers, limits_of):
 
     time.sleep(max(0.0, start + 0.7 - time.time()))
     paused_at = time.time()
-    limiter_factory(FarmConfig(), limits)("llm").backoff(1.0)  # a 429 seen by a third process
+    limiter_factory(limits)("llm").backoff(1.0)  # a 429 seen by a third process
     stamps = [s for r in ray.get(refs) for s in r]
 
     assert any(s < paused_at for s in stamps)
@@ -180,12 +179,12 @@ def test_a_dead_holders_slots_come_back_after_the_lease(limiters, ray_session):
     limits = limiters({"llm": {"max_concurrency": 2}}, lease_ttl=1.0)
     (holder,) = spawn(1)
     ray.get(holder.take.remote(limits, "llm", 2))
-    mine = limiter_factory(FarmConfig(), limits)("llm")
+    mine = limiter_factory(limits)("llm")
 
     async def acquire_within(seconds: float) -> bool:
         try:
             await asyncio.wait_for(mine.acquire(0), timeout=seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         return True
 
@@ -198,7 +197,7 @@ def test_a_dead_holders_slots_come_back_after_the_lease(limiters, ray_session):
         return blocked, time.monotonic() - killed
 
     blocked, waited = asyncio.run(scenario())
-    stats = ray.get(ray.get_actor(limiter_name(limits["scope"], "llm")).stats.remote())
+    stats = ray.get(ray.get_actor(limiter_name(limits.scope, "llm")).stats.remote())
     assert blocked
     assert waited < 2.5
     assert stats["reclaimed"] == 2
@@ -206,7 +205,7 @@ def test_a_dead_holders_slots_come_back_after_the_lease(limiters, ray_session):
 
 def test_a_restarted_limiter_lets_the_run_go_on(limiters, callers):
     limits = limiters({"llm": {"rpm": 1200, "max_concurrency": 4}})
-    actor = ray.get_actor(limiter_name(limits["scope"], "llm"))
+    actor = ray.get_actor(limiter_name(limits.scope, "llm"))
     start = time.time() + 0.2
     stop = start + 4.0
     refs = [a.hammer.remote(limits, "llm", 5, start, stop, 0.01) for a in callers]
@@ -225,13 +224,13 @@ def test_a_restarted_limiter_lets_the_run_go_on(limiters, callers):
 
 def test_only_limited_connectors_get_a_limiter(limiters):
     limits = limiters({"open": {}, "llm": {"rpm": 60}})
-    assert list(limits["connectors"]) == ["llm"]
-    assert ray.get_actor(limiter_name(limits["scope"], "llm"))
+    assert list(limits.connectors) == ["llm"]
+    assert ray.get_actor(limiter_name(limits.scope, "llm"))
     with pytest.raises(ValueError):
-        ray.get_actor(limiter_name(limits["scope"], "open"))
+        ray.get_actor(limiter_name(limits.scope, "open"))
 
-    limiter_for = limiter_factory(FarmConfig(), limits)
+    limiter_for = limiter_factory(limits)
     assert isinstance(limiter_for("open"), NoLimit)
     assert isinstance(limiter_for("llm"), PermitClient)
     assert limiter_for("llm") is limiter_for("llm")  # one per connector per process
-    assert limiter_factory(FarmConfig(), None) is None
+    assert limiter_factory(None) is None

@@ -161,7 +161,7 @@ def test_200_cases_read_back_complete_and_consistent(project: Path, engine: str)
     run_id = records[0]["run_id"]
     for table in (cases_table, turns_table, assertions_table):
         assert set(table.column("run_id").to_pylist()) == {run_id}
-    statuses = dict(zip(cases_table.column("case_id").to_pylist(), cases_table.column("status").to_pylist()))
+    statuses = dict(zip(cases_table.column("case_id").to_pylist(), cases_table.column("status").to_pylist(), strict=True))
     assert statuses == {r["id"]: r["status"] for r in records}
     info = json.loads((run_dir / "run.json").read_text())
     assert info["status"] == "finished" and info["counts"]["failed"] == 20

@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-
 from tests.scripted import farm_toml
 
 

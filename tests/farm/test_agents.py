@@ -38,7 +38,7 @@ from farm.agents.retry import (
     parse_retry_after,
     safe_url,
 )
-from farm.agents.transport import HTTPClient, HTTPReply
+from farm.agents.transport import HTTPClient
 from farm.config import AgentConfig, Connector, FarmConfig
 from farm.demo.server import JSONServer, Response, chat_completion
 from farm.errors import UsageError

@@ -7,11 +7,10 @@ import asyncio
 import time
 from typing import Any
 
+from farm.agents.limiter import Limiter, NoLimit
 from farm.config import Connector, FarmConfig
 from farm.ratelimit import LimiterCore, PermitClient, default_parallel, local_limiters
 from farm.ratelimit.client import CoreRemote
-from farm.agents.limiter import NoLimit
-from farm.agents.limiter import Limiter
 
 
 async def hammer(limiter: Limiter, callers: int, start_at: float, stop_at: float, hold: float, tokens: int = 0, used: int = 0) -> list[float]:
@@ -23,7 +22,7 @@ async def hammer(limiter: Limiter, callers: int, start_at: float, stop_at: float
         while time.time() < stop_at:
             try:
                 await asyncio.wait_for(limiter.acquire(tokens), timeout=max(0.001, stop_at - time.time()))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return
             stamps.append(time.time())
             await asyncio.sleep(hold)

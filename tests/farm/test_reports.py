@@ -491,7 +491,7 @@ def test_analysis_of_a_results_folder(results_dir: Path):
     assert [(t.agent, t.connector, t.role, t.cases, t.total_tokens) for t in report.tokens] == [
         ("support-bot", "openai", "target", 18, 540)
     ]
-    assert [(l.group, l.turns, l.p50_ms, l.max_ms) for l in report.latency_by_turn] == [
+    assert [(row.group, row.turns, row.p50_ms, row.max_ms) for row in report.latency_by_turn] == [
         ("1", 18, 100.0, 100.0),
         ("2", 18, 300.0, 300.0),
     ]

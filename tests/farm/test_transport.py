@@ -22,13 +22,12 @@ from typing import Any
 import httpx
 import pytest
 
-from farm.agents.base import AgentConnectionError, AgentHTTPError, AgentReplyTooLargeError, AgentResponseError
+from farm.agents.base import AgentHTTPError, AgentReplyTooLargeError, AgentResponseError
 from farm.agents.openai import OpenAIAgent
 from farm.agents.transport import (
     DEFAULT_MAX_REPLY_BYTES,
     ERROR_BODY_LIMIT,
     HTTPClient,
-    ReplyTooLarge,
     TransportError,
     preload,
 )
@@ -197,7 +196,7 @@ class RawServer:
                 pass  # the client hung up
         self.finished.set()
 
-    def __enter__(self) -> "RawServer":
+    def __enter__(self) -> RawServer:
         thread = threading.Thread(target=self._serve, daemon=True)
         thread.start()
         self.threads.append(thread)

@@ -83,7 +83,10 @@ def test_assertion_mistakes_name_file_line_and_field(tmp_path, assertion, words)
         {"id": "c", "assert": {"type": "contains", "value": "x"}, "after": ["d"]},
         {"id": "d", "assert": {"type": "contains", "value": "y"}, "after": ["c"]},
     ]}, ["cycle", "c -> d -> c"]),
-    ({"id": "a", "simulator": {"use": "simm"}, "checkpoints": [{"id": "c", "assert": {"type": "contains", "value": "x"}}]}, ["'simulator.use'", "agent 'simm' is not configured", "did you mean 'sim'"]),
+    (
+        {"id": "a", "simulator": {"use": "simm"}, "checkpoints": [{"id": "c", "assert": {"type": "contains", "value": "x"}}]},
+        ["'simulator.use'", "agent 'simm' is not configured", "did you mean 'sim'"],
+    ),
     ({"id": "a", "input": "x", "assertions": [{"type": "agent", "use": "agents:judgee", "value": "polite"}]}, ["assertions[0].use", "'judgee'"]),
     ({"id": "a", "input": "x", "options": {"connector": "lm"}}, ["options.connector", "connector 'lm' is not configured"]),
     ({"id": "a", "input": "x", "attachments": ["file://../../etc/passwd"]}, ["'input'", "outside the test file's folder"]),

@@ -26,7 +26,6 @@ from farm.results import (
     TurnResult,
     Usage,
 )
-from farm.writers.runinfo import RUN_INFO_VERSION, RunInfo
 from farm.writers import (
     ASSERTIONS_SCHEMA,
     CASES_SCHEMA,
@@ -43,6 +42,7 @@ from farm.writers import (
     write_run_json,
 )
 from farm.writers import parquet as parquet_module
+from farm.writers.runinfo import RUN_INFO_VERSION, RunInfo
 
 STATUSES = list(Status)
 TABLES = {"cases": CASES_SCHEMA, "turns": TURNS_SCHEMA, "assertions": ASSERTIONS_SCHEMA}
