@@ -20,12 +20,12 @@ from collections.abc import Callable
 from typing import Any
 
 import ray
+from farm.actors.dispatch import Dispatcher
+from farm.actors.limiter import start_limiters
+from farm.actors.roles import start_pool
+from farm.actors.session import SessionActor
 from ray.exceptions import RayActorError, RaySystemError, RayTaskError
 
-from actors.dispatch import Dispatcher
-from actors.limiter import start_limiters
-from actors.roles import start_pool
-from actors.session import SessionActor
 from farm.engines import EngineLost, Job, RunPlan
 from farm.loader import LoadedCase
 from farm.results import CaseResult

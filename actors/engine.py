@@ -2,7 +2,7 @@
 or an existing cluster (``--address``, ``RAY_ADDRESS``).
 
 :meth:`RayEngine.start` connects (starting the embedded Ray when there is no
-address), :meth:`RayEngine.run` is the driver (:func:`actors.driver.run_plan`)
+address), :meth:`RayEngine.run` is the driver (:func:`farm.actors.driver.run_plan`)
 plus, in interactive mode, the desk through which session actors ask the
 person at this terminal; :meth:`RayEngine.close` stops what ``start`` started.
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from farm.actors.cluster import Cluster, connect
+from farm.actors.driver import run_plan
 
-from actors.cluster import Cluster, connect
-from actors.driver import run_plan
 from farm.engines import RunPlan
 from farm.results import CaseResult
 
@@ -46,7 +46,7 @@ class RayEngine:
         if plan.terminal is None:
             run_plan(plan, on_result, should_stop)
             return
-        from actors.human import HumanDesk, TerminalDesk
+        from farm.actors.human import HumanDesk, TerminalDesk
 
         name = f"farm-human-{plan.settings.run_id}"
         desk = HumanDesk.options(name=name).remote()

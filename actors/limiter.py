@@ -22,7 +22,7 @@ from typing import Any
 import ray
 from ray.exceptions import ActorDiedError, RayActorError
 
-from farm.agents.limiter import Limiter, NoLimit
+from farm.agents.permits import Limiter, NoLimit
 from farm.config import FarmConfig
 from farm.ratelimit import Limits, limits_of
 from farm.ratelimit.client import LimiterRestarting, LimiterUnavailable, PermitClient

@@ -18,7 +18,7 @@ from farm.roletypes import RoleError, SimulatorTurn
 from farm.services import LocalRoles
 
 if TYPE_CHECKING:
-    from actors.limiter import LimiterPlan
+    from farm.actors.limiter import LimiterPlan
 
 __all__ = ["RoleActor", "PoolRoles", "start_pool"]
 
@@ -32,7 +32,8 @@ class RoleActor:
     """One actor of a role pool: answers simulate/validate calls concurrently."""
 
     def __init__(self, config: FarmConfig, limits: LimiterPlan | None = None):
-        from actors.limiter import limiter_factory
+        from farm.actors.limiter import limiter_factory
+
         from farm.agents.transport import preload
 
         self.roles = LocalRoles(config, limiter_for=limiter_factory(limits))

@@ -23,7 +23,7 @@ from farm.scripts import ScriptResolver
 from farm.services import FarmServices
 
 if TYPE_CHECKING:
-    from actors.limiter import LimiterPlan
+    from farm.actors.limiter import LimiterPlan
 
 __all__ = ["SessionActor"]
 
@@ -41,8 +41,8 @@ class SessionActor:
         limits: LimiterPlan | None = None,
         human: str | None = None,
     ):
-        from actors.limiter import limiter_factory
-        from actors.roles import PoolRoles
+        from farm.actors.limiter import limiter_factory
+        from farm.actors.roles import PoolRoles
 
         self.name = name
         self.config = config

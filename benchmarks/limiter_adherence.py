@@ -99,8 +99,8 @@ def measure(arrivals: list[float], start: float, seconds: float, rpm: int) -> di
 
 def run(seconds: float, rpm: int, actors: int, callers: int, latency: float) -> dict[str, Any]:
     import ray
+    from farm.actors.limiter import limiter_name, start_limiters
 
-    from actors.limiter import limiter_name, start_limiters
     from farm.config import Connector, FarmConfig
     from farm.demo.server import JSONServer, Response, chat_completion
 
@@ -122,7 +122,8 @@ def run(seconds: float, rpm: int, actors: int, callers: int, latency: float) -> 
             return True
 
         async def run(self, limits: Any, connector: Connector, callers: int, start_at: float, stop_at: float) -> dict[str, int]:
-            from actors.limiter import limiter_factory
+            from farm.actors.limiter import limiter_factory
+
             from farm.agents.openai import OpenAIAgent
             from farm.config import AgentConfig
 

@@ -4,7 +4,7 @@
     python benchmarks/multinode.py --speedup --nodes 3 --cases 2000
 
 The default mode starts a head and ``--nodes`` worker nodes, runs a suite with
-:func:`actors.driver.run_plan` (session actors are placed with SPREAD), removes
+:func:`farm.actors.driver.run_plan` (session actors are placed with SPREAD), removes
 the worker node that hosts the most session actors once ``--remove-node-after``
 results are in, and reports where the cases ran: cases per node (a result's
 ``worker`` is ``name@ip:pid``; on one machine every ip is the same, so pids are
@@ -117,8 +117,8 @@ def run_once(args: argparse.Namespace, nodes: int, remove_after: int | None) -> 
     """One cluster, one run; returns what happened as a dict."""
     import ray
     from fake_agent import FakeAgent, config_toml
+    from farm.actors.driver import run_plan
 
-    from actors.driver import run_plan
     from farm.config import load_config
     from farm.engines import RunPlan
     from farm.runner import RunSettings

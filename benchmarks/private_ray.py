@@ -17,7 +17,7 @@ def private_ray_env(prefix: str) -> str:
     """
     os.environ["RAY_AUTH_MODE"] = "disabled"
     os.environ.pop("RAY_ADDRESS", None)
-    from actors.cluster import QUIET_ENV  # imports Ray: only now
+    from farm.actors.cluster import QUIET_ENV  # imports Ray: only now
 
     base = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
     os.environ.update(QUIET_ENV)

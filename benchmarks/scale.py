@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
 
     base = Path(private_ray_env("farm-scale-"))
 
-    from actors.cluster import connect
+    from farm.actors.cluster import connect
+
     from farm.config import load_config
     from farm.engines import RunPlan, make_engine
     from farm.execution import RunOutputs, execute

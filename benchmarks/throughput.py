@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = None
     try:
         if not args.no_farm and args.engine == "ray":
-            from actors.cluster import connect
+            from farm.actors.cluster import connect
 
             cluster = connect(None)
         for latency in (float(x) for x in args.latencies.split(",")):

@@ -76,7 +76,7 @@ def _farm_env(base: Path) -> dict[str, str]:
 
 
 def run_farm(folder: Path, parallel: int | None, address: str | None, engine: str) -> dict[str, Any]:
-    command = [sys.executable, "-m", "cli", "test", "-i", "suite.jsonl", "--engine", engine]
+    command = [sys.executable, "-m", "farm.cli", "test", "-i", "suite.jsonl", "--engine", engine]
     command += ["--parallel", str(parallel)] if parallel else []
     command += ["--address", address] if address else []
     started, started_at = time.perf_counter(), time.time()

@@ -1,5 +1,5 @@
-"""``python -m cli`` is ``farm``."""
+"""``python -m farm.cli`` is ``farm``."""
 
-from cli.app import main
+from farm.cli.app import main
 
 main()

@@ -14,7 +14,8 @@ __all__ = ["agents"]
 
 def agents(config: Annotated[str | None, typer.Option("--config", help="Path to farm.toml.")] = None) -> None:
     """List configured agents and connectors (API keys are never shown)."""
-    from cli.app import fail
+    from farm.cli.app import fail
+
     from farm.config import find_config, load_config
     from farm.errors import FarmError
 

@@ -30,7 +30,7 @@ def fail(exc: FarmError) -> None:
 
 
 def _register() -> None:
-    from cli import agents, demo, report, test, validate
+    from farm.cli import agents, demo, report, test, validate
 
     app.command("test")(test.test)
     app.command("demo")(demo.demo)

@@ -26,8 +26,9 @@ def demo(
     json_events: Annotated[bool, typer.Option("--json", help="NDJSON events on stdout instead of the console tree.")] = False,
 ) -> None:
     """Run the bundled demo suite on the bundled demo agent: offline, no keys."""
+    from farm.cli.app import fail
+
     import farm
-    from cli.app import fail
     from farm.config import load_config
     from farm.demo.agent import handle
     from farm.demo.server import JSONServer

@@ -40,7 +40,7 @@ def report(
     ] = 10,
 ) -> None:
     """Summarise runs: statuses, tokens, latency, failing assertions, flaky cases, regressions and fixes."""
-    from cli.app import fail
+    from farm.cli.app import fail
 
     try:
         from farm.reports.analysis import analyse  # pyarrow: only for this command

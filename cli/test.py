@@ -43,8 +43,9 @@ def test(
     after: Annotated[str | None, typer.Option("--after", help="Global hook run once after every case (scripts:<id>); it gets the summary.")] = None,
 ) -> None:
     """Run test cases against an agent: in this process, or in parallel on Ray."""
+    from farm.cli.app import fail
+
     import farm
-    from cli.app import fail
 
     try:
         outcome = farm.run(

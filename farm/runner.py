@@ -16,18 +16,18 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from farm.agents.base import AgentClient, AgentError, AgentTimeoutError, Message
-from farm.agents.limiter import waiting_for_permits
+from farm.agents.permits import waiting_for_permits
 from farm.assertions import AssertionEnv, Subject, evaluate
 from farm.awaiting import detect_awaiting, last_sentence
 from farm.cases import AssertionSpec, Mode, Options, TestCase
 from farm.config import DEFAULT_INPUT_TOOLS
+from farm.conversation import Session
 from farm.durations import format_duration
 from farm.errors import FarmError
 from farm.loader import LoadedCase
 from farm.messages import user_messages
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
 from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
-from farm.session import Session
 
 __all__ = ["RunSettings", "Services", "error_result", "run_case"]
 

@@ -15,8 +15,7 @@ from farm.demo.server import JSONServer
 def ray_session(tmp_path_factory):
     """The session's Ray: slim, quiet, with its temp files and auth token out of the home folder."""
     import ray
-
-    from actors.cluster import QUIET_ENV
+    from farm.actors.cluster import QUIET_ENV
 
     if ray.is_initialized():
         yield ray

@@ -8,8 +8,8 @@ from typing import Any
 
 from farm.agents.base import AgentClient, AgentError
 from farm.agents.http import HTTPAgent
-from farm.agents.limiter import Limiter, NoLimit
 from farm.agents.openai import OpenAIAgent
+from farm.agents.permits import Limiter, NoLimit
 from farm.agents.python import PythonAgent
 from farm.agents.transport import HTTPClient
 from farm.config import Connector, FarmConfig

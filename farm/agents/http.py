@@ -37,7 +37,6 @@ from typing import Any
 from jsonpath_ng.ext import parse as parse_jsonpath
 
 from farm.agents.base import AgentResponseError, Message, Reply
-from farm.agents.limiter import Limiter, NoLimit, estimate_tokens
 from farm.agents.openai import (
     as_bool,
     content_text,
@@ -46,6 +45,7 @@ from farm.agents.openai import (
     parse_tool_calls,
     parse_usage,
 )
+from farm.agents.permits import Limiter, NoLimit, estimate_tokens
 from farm.agents.retry import request_json
 from farm.agents.transport import HTTPClient, HTTPReply
 from farm.config import AgentConfig, Connector

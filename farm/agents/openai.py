@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from farm.agents.base import AgentResponseError, Message, Reply, ToolCall
-from farm.agents.limiter import Limiter, NoLimit, estimate_tokens
+from farm.agents.permits import Limiter, NoLimit, estimate_tokens
 from farm.agents.retry import request_json
 from farm.agents.transport import HTTPClient
 from farm.config import AgentConfig, Connector

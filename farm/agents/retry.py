@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from farm.agents.base import AgentConnectionError, AgentHTTPError, AgentReplyTooLargeError, AgentResponseError, AgentTimeoutError
-from farm.agents.limiter import Limiter, acquire_permit
+from farm.agents.permits import Limiter, acquire_permit
 from farm.agents.transport import HTTPClient, HTTPReply, ReplyTooLarge, TransportError
 from farm.config import Connector
 from farm.secrets import Scrubber, looks_secret, url_secrets

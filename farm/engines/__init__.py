@@ -31,7 +31,7 @@ __all__ = ["AUTO_RAY_FROM", "ENGINES", "Engine", "EngineLost", "Job", "RunPlan",
 
 ENGINES = {
     "local": "farm.engines.local:LocalEngine",
-    "ray": "actors.engine:RayEngine",
+    "ray": "farm.actors.engine:RayEngine",
 }
 """Engine name → ``module:class``, imported only when picked (``farm/`` never imports Ray itself)."""
 

@@ -2,7 +2,7 @@
 
 - :mod:`farm.ratelimit.core`: :class:`LimiterCore`, the bookkeeping of one connector;
 - :mod:`farm.ratelimit.client`: :class:`PermitClient`, the per-process
-  :class:`~farm.agents.limiter.Limiter` that batches what it asks of a core.
+  :class:`~farm.agents.permits.Limiter` that batches what it asks of a core.
 
 The local engine keeps one core per connector in its own event loop
 (:func:`local_limiters`); the Ray engine runs each core as a cluster-wide actor
@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from farm.agents.limiter import Limiter, NoLimit
+from farm.agents.permits import Limiter, NoLimit
 from farm.config import Connector, FarmConfig
 from farm.ratelimit.client import CoreRemote, LimiterUnavailable, PermitClient
 from farm.ratelimit.core import LimiterCore

@@ -1,5 +1,5 @@
 """The per-process side of a connector's limits: :class:`PermitClient`, the
-:class:`~farm.agents.limiter.Limiter` that HTTP clients call, batching what it asks
+:class:`~farm.agents.permits.Limiter` that HTTP clients call, batching what it asks
 of the connector's :class:`~farm.ratelimit.core.LimiterCore`::
 
     HTTP clients               PermitClient                         LimiterCore
@@ -116,7 +116,7 @@ _holder_ids = itertools.count()
 
 
 class PermitClient:
-    """The :class:`~farm.agents.limiter.Limiter` of one connector in one process, backed by its
+    """The :class:`~farm.agents.permits.Limiter` of one connector in one process, backed by its
     :class:`~farm.ratelimit.core.LimiterCore` (in this process, or the cluster-wide actor).
 
     It asks for permits in batches and keeps leased slots for its next requests,

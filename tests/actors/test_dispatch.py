@@ -1,8 +1,7 @@
 """The dispatcher's bookkeeping, without Ray."""
 
 import pytest
-
-from actors.dispatch import Dispatcher, Job
+from farm.actors.dispatch import Dispatcher, Job
 
 
 def jobs(n):

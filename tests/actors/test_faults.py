@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from farm.actors.driver import run_plan
 
-from actors.driver import run_plan
 from farm.config import FarmConfig, load_config
 from farm.engines import RunPlan
 from farm.loader import parse_cases
@@ -96,7 +96,7 @@ def test_sigint_then_resume_gives_exactly_one_result_per_case(tmp_path, ray_sess
         suite = tmp_path / "suite.jsonl"
         suite.write_text("".join(json.dumps({"id": f"c{i}", "input": "slow 0.4"}) + "\n" for i in range(12)))
         address = ray_session.get_runtime_context().gcs_address
-        cmd = [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "2", "--address", address, "--config", str(tmp_path / "farm.toml")]
+        cmd = [sys.executable, "-m", "farm.cli", "test", "-i", str(suite), "--parallel", "2", "--address", address, "--config", str(tmp_path / "farm.toml")]
         proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 60
         results_files: list[Path] = []
@@ -117,7 +117,7 @@ def test_sigint_then_resume_gives_exactly_one_result_per_case(tmp_path, ray_sess
         assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
 
         resumed = subprocess.run(
-            [sys.executable, "-m", "cli", "test", "--resume", str(run_dir), "--parallel", "6", "--address", address, "--config", str(tmp_path / "farm.toml")],
+            [sys.executable, "-m", "farm.cli", "test", "--resume", str(run_dir), "--parallel", "6", "--address", address, "--config", str(tmp_path / "farm.toml")],
             cwd=tmp_path, capture_output=True, text=True, timeout=120,
         )
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
@@ -140,7 +140,7 @@ def test_sigterm_stops_like_ctrl_c(tmp_path, ray_session, signum):
         suite.write_text("".join(json.dumps({"id": f"c{i}", "input": "slow 2"}) + "\n" for i in range(6)))
         address = ray_session.get_runtime_context().gcs_address
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "1", "--address", address, "--config", str(tmp_path / "farm.toml")],
+            [sys.executable, "-m", "farm.cli", "test", "-i", str(suite), "--parallel", "1", "--address", address, "--config", str(tmp_path / "farm.toml")],
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         deadline = time.monotonic() + 60
@@ -156,9 +156,8 @@ def test_sigterm_stops_like_ctrl_c(tmp_path, ray_session, signum):
 
 
 def test_rays_messages_go_to_the_run_folder_not_the_console(tmp_path, ray_session):
+    from farm.cli.app import app
     from typer.testing import CliRunner
-
-    from cli.app import app
 
     python_config(tmp_path)
     with open(tmp_path / "farm.toml", "a") as toml:

@@ -32,7 +32,7 @@ from tests.scripted import farm_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: What the job ships: the packages ``python -m cli`` needs (the rest of the repo is not needed).
+#: What the job ships: the packages ``python -m farm.cli`` needs (the rest of the repo is not needed).
 PACKAGES = ("farm", "actors", "cli")
 
 CASES = [
@@ -187,7 +187,7 @@ def test_a_suite_submitted_as_a_ray_job_writes_its_results_to_an_absolute_path(h
                 "--submission-id", submission,
                 "--working-dir", str(_working_dir(tmp_path / "project")),
                 "--",
-                sys.executable, "-m", "cli", "test",
+                sys.executable, "-m", "farm.cli", "test",
                 "-i", str(suite),
                 "--config", str(tmp_path / "farm.toml"),
                 "--address", "auto",

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 import ray
+from farm.actors.limiter import LimiterPlan, limiter_factory, limiter_name, start_limiters
 
-from actors.limiter import LimiterPlan, limiter_factory, limiter_name, start_limiters
-from farm.agents.limiter import Limiter, NoLimit
 from farm.agents.openai import OpenAIAgent
+from farm.agents.permits import Limiter, NoLimit
 from farm.config import AgentConfig, Connector, FarmConfig
 from farm.demo.server import JSONServer, Response, chat_completion
 from farm.ratelimit import PermitClient

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from farm.cli.app import app
 from typer.testing import CliRunner
 
-from cli.app import app
 from farm.demo.server import JSONServer
 from tests.scripted import RoleModels, ScriptedAgent, farm_toml, roles_toml
 

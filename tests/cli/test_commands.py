@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from farm.cli.app import app
 from typer.testing import CliRunner
-
-from cli.app import app
 
 SECRET = "sk-test-0123456789abcdef-do-not-leak"
 

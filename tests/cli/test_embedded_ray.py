@@ -122,7 +122,7 @@ def wait_until_gone(marker: str, seconds: float = 5.0) -> list[str]:
 def start_farm(tmp_path: Path, suite: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     """``farm test`` on the embedded Ray, two conversations at a time, its output captured."""
     return subprocess.Popen(
-        [sys.executable, "-m", "cli", "test", "-i", str(suite), "--parallel", "2", "--config", str(tmp_path / "farm.toml")],
+        [sys.executable, "-m", "farm.cli", "test", "-i", str(suite), "--parallel", "2", "--config", str(tmp_path / "farm.toml")],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
 
@@ -167,7 +167,7 @@ def test_sigint_stops_an_embedded_run_quickly_then_resume_finishes_it_and_stops_
 
     run_dir = Path(match.group(1))
     resumed = subprocess.run(
-        [sys.executable, "-m", "cli", "test", "--resume", str(run_dir), "--parallel", "6", "--config", str(tmp_path / "farm.toml")],
+        [sys.executable, "-m", "farm.cli", "test", "--resume", str(run_dir), "--parallel", "6", "--config", str(tmp_path / "farm.toml")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
@@ -197,7 +197,7 @@ def test_kill_9_of_the_farm_leaves_no_ray_process_and_resume_completes_both_tabl
 
     [run_dir] = (tmp_path / "results").iterdir()
     resumed = subprocess.run(
-        [sys.executable, "-m", "cli", "test", "--resume", str(run_dir), "--engine", "local", "--config", str(tmp_path / "farm.toml")],
+        [sys.executable, "-m", "farm.cli", "test", "--resume", str(run_dir), "--engine", "local", "--config", str(tmp_path / "farm.toml")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
@@ -232,7 +232,7 @@ def test_a_dead_embedded_ray_stops_the_run_with_one_sentence_and_resume_runs_the
     assert still_alive(started) == [] and wait_until_gone(marker, 1.0) == []
 
     resumed = subprocess.run(
-        [sys.executable, "-m", "cli", "test", "--resume", str(run_dir), "--engine", "local", "--config", str(tmp_path / "farm.toml")],
+        [sys.executable, "-m", "farm.cli", "test", "--resume", str(run_dir), "--engine", "local", "--config", str(tmp_path / "farm.toml")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from farm.cli.app import app
 from typer.testing import CliRunner
 
-from cli.app import app
 from farm.demo.server import JSONServer
 from tests.scripted import ScriptedAgent, farm_toml
 

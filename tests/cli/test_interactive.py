@@ -42,7 +42,7 @@ def test_a_person_answers_when_the_agent_awaits_input(tmp_path: Path, engine: st
         joins = ["--address", ray.get_runtime_context().gcs_address]
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", "test", "-i", str(suite), "-o", str(out), "--interactive", *joins, "--config", str(tmp_path / "farm.toml")],
+        [sys.executable, "-m", "farm.cli", "test", "-i", str(suite), "-o", str(out), "--interactive", *joins, "--config", str(tmp_path / "farm.toml")],
         stdin=slave, stdout=slave, stderr=slave, cwd=tmp_path, close_fds=True,
     )
     os.close(slave)
@@ -66,7 +66,7 @@ def test_a_person_answers_when_the_agent_awaits_input(tmp_path: Path, engine: st
 def test_interactive_needs_a_terminal(tmp_path: Path, demo_server):
     (tmp_path / "farm.toml").write_text(farm_toml(demo_server.url))
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "test", "-i", "Hello", "--interactive", "--config", str(tmp_path / "farm.toml")],
+        [sys.executable, "-m", "farm.cli", "test", "-i", "Hello", "--interactive", "--config", str(tmp_path / "farm.toml")],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 2

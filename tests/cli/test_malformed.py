@@ -9,10 +9,10 @@ import random
 from pathlib import Path
 
 import pytest
+from farm.cli.app import app
 from rich.console import Console
 from typer.testing import CliRunner
 
-from cli.app import app
 from farm.console import ConsoleReporter, neutralise
 from farm.results import CaseResult, Status, TurnResult
 

@@ -14,9 +14,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from farm.cli.app import app
 from typer.testing import CliRunner
 
-from cli.app import app
 from farm.config import load_config
 from farm.loader import load_file
 

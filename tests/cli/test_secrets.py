@@ -15,9 +15,9 @@ from urllib.parse import quote
 
 import pyarrow.parquet as pq
 import pytest
+from farm.cli.app import app
 from typer.testing import CliRunner
 
-from cli.app import app
 from farm.demo.server import JSONServer, Response, chat_completion
 
 pytestmark = pytest.mark.usefixtures("ray_session")

@@ -28,8 +28,8 @@ from farm.agents.base import (
     Reply,
 )
 from farm.agents.http import HTTPAgent, fill_template
-from farm.agents.limiter import Limiter, NoLimit, estimate_tokens
 from farm.agents.openai import OpenAIAgent, parse_completion
+from farm.agents.permits import Limiter, NoLimit, estimate_tokens
 from farm.agents.python import PythonAgent
 from farm.agents.retry import (
     BACKOFF_CAP,

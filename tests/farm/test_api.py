@@ -125,7 +125,7 @@ def test_sigint_then_resume_on_the_local_engine_covers_the_whole_run(project: Pa
     cases = [{"id": f"c{i:02d}", "input": "slow 0.4"} for i in range(16)]
     suite = write_suite(project, cases)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "cli", "test", "--engine", "local", "--config", str(project / "farm.toml")]
+    command = [sys.executable, "-m", "farm.cli", "test", "--engine", "local", "--config", str(project / "farm.toml")]
     proc = subprocess.Popen([*command, "-i", str(suite), "--parallel", "2"], cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not any(p.stat().st_size for p in (project / "results").glob("*/results.jsonl")):

@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Any
 
-from farm.agents.limiter import Limiter, NoLimit
+from farm.agents.permits import Limiter, NoLimit
 from farm.config import Connector, FarmConfig
 from farm.ratelimit import LimiterCore, PermitClient, default_parallel, local_limiters
 from farm.ratelimit.client import CoreRemote

@@ -19,9 +19,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from farm.cli.app import app
 from typer.testing import CliRunner
 
-from cli.app import app
 from farm.errors import UsageError
 from farm.events import EventWriter
 from farm.reports import HTMLWriter, JUnitWriter, analyse

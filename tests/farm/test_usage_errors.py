@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from farm.cli.app import app
 from typer.testing import CliRunner
 
-from cli.app import app
 from farm.agents.base import Reply, ToolCall
 from farm.config import Connector, FarmConfig, FarmSettings
 from farm.errors import UsageError
