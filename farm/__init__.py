@@ -49,4 +49,4 @@ def _source_folders() -> dict[str, Path]:
 
 
 if _folders := _source_folders():
-    sys.meta_path.append(_SourceTree(_folders))
+    sys.meta_path.insert(0, _SourceTree(_folders))  # before an editable install's finder: the folders beside *this* farm
