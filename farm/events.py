@@ -8,7 +8,7 @@ ignore keys they do not know: events gain keys, never lose or retype them.
 ``run_start`` — first line of every stream::
 
     {"event": "run_start", "run_id": "...", "time": 1714000000.0,
-     "schema_version": 2, ...info}
+     "schema_version": 3, ...info}
 
   ``info`` is whatever :meth:`EventWriter.start` was given (e.g. ``agent``,
   ``input``, ``cases``); when ``start`` is never called the event is emitted
