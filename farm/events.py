@@ -57,8 +57,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from farm.console import Summary
 from farm.results import SCHEMA_VERSION, CaseResult, TurnResult
+from farm.summary import Summary
 
 __all__ = ["EventWriter"]
 
@@ -118,12 +118,11 @@ class EventWriter:
         if self._closed:
             return
         summary = self._summary
-        ran = summary.total - summary.skipped
         self._emit(
             "summary",
             {
                 "counts": summary.count_dict(),
-                "pass_rate": summary.passed / ran if ran else None,
+                "pass_rate": summary.pass_rate,
                 "total_turns": summary.total_turns,
                 "duration_ms": summary.duration_ms,
                 "tokens": {
