@@ -24,10 +24,9 @@ the row model, at the place the column should take in the table. A field
 named like a field of the record the row is built from (``CaseResult`` for
 :class:`CaseRow`, ``TurnResult`` for :class:`TurnRow`, ``AssertionResult``
 for :class:`AssertionRow`) is copied from it; any other is given in the
-model's ``from_…`` builder. Then regenerate the doc with
-``python -m farm.writers.schema_doc`` and bump
-:data:`farm.results.SCHEMA_VERSION` when the change is one a query would
-notice.
+model's ``from_…`` builder. Then regenerate the doc's tables with
+``python -m farm.writers.schema_doc`` (a test fails until they match). A
+column that changes meaning or type bumps :data:`farm.results.SCHEMA_VERSION`.
 """
 
 from __future__ import annotations
