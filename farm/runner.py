@@ -20,13 +20,14 @@ from farm.agents.permits import waiting_for_permits
 from farm.assertions import AssertionEnv, Subject, evaluate
 from farm.awaiting import detect_awaiting, last_sentence
 from farm.cases import AssertionSpec, Mode, Options, TestCase
+from farm.checkpoints import CheckpointTracker
 from farm.config import DEFAULT_INPUT_TOOLS
 from farm.conversation import Session
 from farm.durations import format_duration
 from farm.errors import FarmError
 from farm.loader import LoadedCase
 from farm.messages import user_messages
-from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
+from farm.results import AssertionResult, CaseResult, Status, TurnResult
 from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
 
 __all__ = ["RunSettings", "Services", "error_result", "run_case"]
@@ -291,19 +292,18 @@ class _Conversation:
     async def run_dynamic(self) -> None:
         case = self.case
         simulator = self.simulator_id()
-        checkpoints = {cp.id: CheckpointResult(id=cp.id, description=cp.description, required=cp.required) for cp in case.checkpoints or []}
-        self.result.checkpoints = list(checkpoints.values())
-        pending = list(case.checkpoints or [])
+        checkpoints = CheckpointTracker(case.checkpoints or [])
+        self.result.checkpoints = checkpoints.results
         first = True
         while True:
             if first and case.input is not None:
                 user_input, source, reasoning = case.input, "static", None
             else:
                 if len(self.result.turns) >= case.max_turns:
-                    raise _Stop(Status.FAILED, f"max turns ({case.max_turns}) reached; missing checkpoints: {self._missing(checkpoints)}")
+                    raise _Stop(Status.FAILED, f"max turns ({case.max_turns}) reached; missing checkpoints: {', '.join(checkpoints.missing)}")
                 sim = await self.simulate(simulator)
                 if sim.goal_achieved:
-                    raise _Stop(Status.FAILED, f"the simulator says the goal is achieved, but checkpoints are missing: {self._missing(checkpoints)}")
+                    raise _Stop(Status.FAILED, f"the simulator says the goal is achieved, but checkpoints are missing: {', '.join(checkpoints.missing)}")
                 user_input, source, reasoning = sim.input, "simulated", sim.reasoning
             if source == "simulated" and self.settings.interactive and self.result.turns and self.result.turns[-1].awaiting_input:
                 answer = await self.ask_human(self.result.turns[-1], proposed=user_input)
@@ -313,28 +313,21 @@ class _Conversation:
             turn = await self.exchange(user_input, source, self.base_options(), case.attachments if len(self.result.turns) == 0 else [], None)
             turn.simulator_reasoning = reasoning
             subject = self.subject(turn, include_tool_texts=True)
-            progressed = True
-            while progressed:  # a dependency reached earlier in the same turn counts
-                progressed = False
-                for cp in list(pending):
-                    outcome = await evaluate(cp.assertion, subject, self.services.assertion_env if self.services else None)
-                    record = checkpoints[cp.id]
-                    record.assertion = outcome
-                    if outcome.error:
-                        raise _Stop(Status.ERROR, f"checkpoint '{cp.id}': {outcome.message}")
-                    if outcome.passed and all(checkpoints[a].reached for a in cp.after):
-                        record.reached, record.reached_at_turn = True, turn.turn
-                        pending.remove(cp)
-                        progressed = True
-            if all(r.reached for r in checkpoints.values() if r.required):
+            env = self.services.assertion_env if self.services else None
+            outcomes: dict[str, AssertionResult] = {}
+            for cp in checkpoints.pending:
+                outcome = outcomes[cp.id] = await evaluate(cp.assertion, subject, env)
+                if outcome.error:  # the conversation ends here: the checkpoints after it stay unchecked
+                    break
+            checkpoints.apply(turn.turn, outcomes)
+            for cp_id, outcome in outcomes.items():
+                if outcome.error:
+                    raise _Stop(Status.ERROR, f"checkpoint '{cp_id}': {outcome.message}")
+            if checkpoints.complete:
                 await self.final_assertions()
                 return
             if not turn.awaiting_input and turn.awaiting_reason == "completed":
-                raise _Stop(Status.FAILED, f"the agent completed with checkpoints missing: {self._missing(checkpoints)}")
-
-    @staticmethod
-    def _missing(checkpoints: dict[str, CheckpointResult]) -> str:
-        return ", ".join(r.id for r in checkpoints.values() if r.required and not r.reached)
+                raise _Stop(Status.FAILED, f"the agent completed with checkpoints missing: {', '.join(checkpoints.missing)}")
 
     def simulator_id(self) -> str:
         sim = self.case.simulator

@@ -62,14 +62,14 @@ def test_the_request_bucket_paces_requests_on_the_fake_clock():
         core = LimiterCore(rpm=60, clock=clock)  # one a second
         seen: list[int] = []
         first = await core.acquire("a", want=5)
-        seen.append(first["granted"])
+        seen.append(first.granted)
         waiting = asyncio.ensure_future(core.acquire("a", want=5))
         await settle()
         seen.append(int(waiting.done()))
         clock.now += 1.1  # a second later (paced 2 % under the rpm), one more request is due
         core.wake()
         await settle()
-        seen.append(waiting.result()["granted"])
+        seen.append(waiting.result().granted)
         return seen
 
     # a fresh limiter opens with a single permit (no burst), then paces at the rate
@@ -96,7 +96,7 @@ def test_a_silent_holders_slots_come_back_after_its_lease():
     async def scenario() -> dict[str, Any]:
         clock = FakeClock()
         core = LimiterCore(max_concurrency=2, lease_ttl=5, clock=clock)
-        assert (await core.acquire("dead", want=2))["slots"] == 2
+        assert (await core.acquire("dead", want=2)).slots == 2
         waiting = asyncio.ensure_future(core.acquire("alive"))
         await settle()
         before = waiting.done()
@@ -191,7 +191,7 @@ def test_429s_halve_the_concurrency_and_calm_grows_it_back():
         clock.now += 1.0
         core.wake()
         grant = await core.acquire("a", want=8)
-        caps.append(grant["slots"])  # no more than the lowered cap at once
+        caps.append(grant.slots)  # no more than the lowered cap at once
         for _ in range(40):  # requests that end without a 429 grow it back, one slot per cap of them
             await core.release("a", 1)
             await core.acquire("a")
