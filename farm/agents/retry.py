@@ -38,6 +38,7 @@ from farm.agents.base import AgentConnectionError, AgentHTTPError, AgentReplyToo
 from farm.agents.permits import Limiter, acquire_permit
 from farm.agents.transport import HTTPClient, HTTPReply, ReplyTooLarge, TransportError
 from farm.config import Connector
+from farm.excerpts import clip
 from farm.secrets import Scrubber, looks_secret, url_secrets
 
 __all__ = [
@@ -138,10 +139,6 @@ def _secrets(connector: Connector, headers: dict[str, str], url: str) -> Scrubbe
     return Scrubber(found, min_length=4)
 
 
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
 def _error_detail(response: HTTPReply, scrubber: Scrubber) -> str:
     """The endpoint's own explanation, if it gave a short one; scrubbed *before* it is cut,
     so a key the endpoint echoes near the cut cannot leave a piece behind."""
@@ -149,7 +146,7 @@ def _error_detail(response: HTTPReply, scrubber: Scrubber) -> str:
         data = response.json()
     except ValueError:
         text = response.text.strip()
-        return _cut(scrubber.scrub(text), _DETAIL_LIMIT) if text and not text.startswith("<") else ""
+        return clip(scrubber.scrub(text), _DETAIL_LIMIT, within=False) if text and not text.startswith("<") else ""
     candidates: list[Any] = []
     if isinstance(data, dict):
         error = data.get("error")
@@ -160,7 +157,7 @@ def _error_detail(response: HTTPReply, scrubber: Scrubber) -> str:
         candidates.append(data)
     for candidate in candidates:
         if isinstance(candidate, str) and candidate.strip():
-            return _cut(scrubber.scrub(candidate.strip()), _DETAIL_LIMIT)
+            return clip(scrubber.scrub(candidate.strip()), _DETAIL_LIMIT, within=False)
     return ""
 
 
@@ -264,7 +261,7 @@ async def request_json(
                     except ValueError:
                         if not text_ok:
                             used = 0
-                            start = _cut(secrets.scrub(response.text), 80)
+                            start = clip(secrets.scrub(response.text), 80, within=False)
                             raise AgentResponseError(
                                 f"Cannot read the reply of {what}: the body is not JSON (it starts {start!r})."
                             ) from None
