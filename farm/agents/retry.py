@@ -39,7 +39,7 @@ from farm.agents.permits import Limiter, acquire_permit
 from farm.agents.transport import HTTPClient, HTTPReply, ReplyTooLarge, TransportError
 from farm.config import Connector
 from farm.excerpts import clip
-from farm.secrets import Scrubber, looks_secret, url_secrets
+from farm.secrets import Scrubber, header_secrets, url_secrets
 
 __all__ = [
     "BACKOFF_BASE",
@@ -127,11 +127,7 @@ def safe_url(url: str) -> str:
 
 def _secrets(connector: Connector, headers: dict[str, str], url: str) -> Scrubber:
     """What an error message about this request must not hold: the key, secret headers, the query's values."""
-    found = {connector.api_key() or ""}
-    for name, value in headers.items():
-        if looks_secret(name):
-            found.add(value)
-            found.add(value.split(" ", 1)[-1])  # "Bearer <token>"
+    found = {connector.api_key() or ""} | header_secrets(headers)
     query = urlsplit(url).query
     found.update(pair.partition("=")[2] for pair in query.split("&"))  # as sent
     found.update(value for _, value in parse_qsl(query, keep_blank_values=True))  # as decoded
