@@ -116,37 +116,28 @@ def _find(path: str, document: Any) -> list[Any]:
 # --- text -----------------------------------------------------------------
 
 
-def _split_present(spec: AssertionSpec, subject: Subject) -> tuple[list[str], list[str]]:
-    """The ``value`` strings found in the searchable text, and those not found."""
+def _containment(spec: AssertionSpec, subject: Subject, wanted: bool) -> Outcome:
+    """``contains`` (``wanted``) or ``not_contains``: every ``value`` is in the searchable text, or none is."""
+    if spec.value is None:
+        return _needs(spec, "a 'value' (the text to find)" if wanted else "a 'value' (the text that must be absent)")
     values = spec.value if isinstance(spec.value, list) else [spec.value]
     text = subject.searchable_text()
     fold = str.casefold if spec.ignore_case else str
-    present: list[str] = []
-    absent: list[str] = []
-    for value in values:
-        wanted = value if isinstance(value, str) else as_text(value)
-        (present if fold(wanted) in fold(text) else absent).append(wanted)
-    return present, absent
+    wrong = [value for value in map(as_text, values) if (fold(value) in fold(text)) != wanted]
+    verb = "to contain" if wanted else "not to contain"
+    return Outcome(not wrong, text, f"expected the reply {verb} {', '.join(map(_show, wrong))}")
 
 
 @assertion("contains")
 def contains(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """The reply (and tool result texts) contains ``value``; a list of values: all of them."""
-    if spec.value is None:
-        return _needs(spec, "a 'value' (the text to find)")
-    _, missing = _split_present(spec, subject)
-    message = f"expected the reply to contain {', '.join(map(_show, missing))}"
-    return Outcome(not missing, subject.searchable_text(), message)
+    return _containment(spec, subject, wanted=True)
 
 
 @assertion("not_contains")
 def not_contains(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """The reply (and tool result texts) does not contain ``value``; a list: none of them."""
-    if spec.value is None:
-        return _needs(spec, "a 'value' (the text that must be absent)")
-    present, _ = _split_present(spec, subject)
-    message = f"expected the reply not to contain {', '.join(map(_show, present))}"
-    return Outcome(not present, subject.searchable_text(), message)
+    return _containment(spec, subject, wanted=False)
 
 
 @assertion("equals")
