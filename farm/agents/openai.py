@@ -176,8 +176,11 @@ def parse_completion(data: Any) -> Reply:
 
 
 def _checked_content(content: Any, where: str) -> str:
-    """The content at ``where`` as text, if it is what the protocol allows: null, a string, or a list of
-    strings and part objects; anything else is an :class:`AgentResponseError`."""
+    """The content at ``where`` as text (:func:`farm.messages.content_text`), once it is checked.
+
+    The protocol allows null, a string, or a list of strings and part objects;
+    anything else is an :class:`AgentResponseError`.
+    """
     if isinstance(content, list):
         for index, part in enumerate(content):
             if not isinstance(part, (str, dict)):
