@@ -35,6 +35,8 @@ from rich.table import Table
 from rich.text import Text
 
 from farm.durations import format_duration
+from farm.excerpts import clip
+from farm.messages import content_text
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult, stability_class
 from farm.secrets import scrub_result
 
@@ -593,8 +595,7 @@ def _turn_status(result: CaseResult, turn: TurnResult, is_last: bool) -> str:
 
 def _clip(text: str, limit: int) -> str:
     """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return clip(" ".join(str(text).split()), limit)
 
 
 def _quote(text: str, limit: int) -> str:
@@ -624,19 +625,7 @@ def _input_text(value: Any) -> str:
 
 
 def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type", "text") == "text":
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, dict):
-                parts.append(f"[{part.get('type')}]")
-            else:
-                parts.append(str(part))
-        return " ".join(parts)
-    return _json(content)
+    return content_text(content, separator=" ", others="mark") if isinstance(content, (str, list)) else _json(content)
 
 
 def _args_text(args: Any) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from farm.agents.base import AgentClient, AgentError, Message
 from farm.aio import run_sync
 from farm.jsontext import NO_JSON, extract_json
+from farm.messages import content_text
 from farm.roletypes import RoleError, SimulatorTurn, Verdict
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def render_transcript(messages: list[Message]) -> str:
         role = m.get("role", "?")
         content = m.get("content")
         if isinstance(content, list):
-            content = " ".join(p.get("text", f"[{p.get('type')}]") for p in content if isinstance(p, dict))
+            content = content_text(content, separator=" ", others="mark")
         if role == "tool":
             lines.append(f"TOOL RESULT ({m.get('tool_call_id', '')}): {content}")
             continue

@@ -9,7 +9,6 @@ a unit test they are plain objects.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from farm.config import DEFAULT_INPUT_TOOLS
 from farm.conversation import Session
 from farm.durations import format_duration
 from farm.errors import FarmError
+from farm.jsontext import as_text
 from farm.loader import LoadedCase
 from farm.messages import user_messages
 from farm.results import AssertionResult, CaseResult, Status, TurnResult
@@ -189,7 +189,7 @@ class _Conversation:
             tool_calls=turn.tool_calls,
             latency_ms=turn.duration_ms,
             input=turn.input,
-            tool_texts=[_text(c.result) for c in turn.tool_calls] if include_tool_texts else [],
+            tool_texts=[as_text(c.result) for c in turn.tool_calls] if include_tool_texts else [],
             conversation=list(self.session.messages),
             metadata=self._metadata(),
             time_limit=self.settings.turn_timeout,
@@ -486,7 +486,3 @@ async def _after_hook(conversation: _Conversation) -> None:
             result.status, result.error = Status.ERROR, message
         else:
             result.error = f"{result.error}; {message}"
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)

@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 from farm.demo.agent import handle as demo_handle
+from farm.demo.agent import scripted_user
 from farm.demo.server import Response, chat_completion
 
 
@@ -98,14 +99,8 @@ class RoleModels:
         if model.startswith("sim"):
             if model == "sim-broken":
                 return Response(chat_completion("I would rather chat about the weather."))
-            if "submitted" in said:
-                answer = {"input": "", "goal_achieved": True}
-            elif "type" in said:
-                answer = {"input": "Business travel, $3500", "goal_achieved": False}
-            elif "confirm" in said:
-                answer = {"input": "Yes, confirm", "goal_achieved": False}
-            else:
-                answer = {"input": "I want to submit an expense", "goal_achieved": False}
+            replies = [("submitted", None), ("type", "Business travel, $3500"), ("confirm", "Yes, confirm")]
+            answer = scripted_user(said, replies, "I want to submit an expense")
             answer["reasoning"] = "scripted"
             if model == "sim-fenced":
                 answer["message"] = answer.pop("input")

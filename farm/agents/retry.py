@@ -38,7 +38,8 @@ from farm.agents.base import AgentConnectionError, AgentHTTPError, AgentReplyToo
 from farm.agents.permits import Limiter, acquire_permit
 from farm.agents.transport import HTTPClient, HTTPReply, ReplyTooLarge, TransportError
 from farm.config import Connector
-from farm.secrets import Scrubber, looks_secret, url_secrets
+from farm.excerpts import clip
+from farm.secrets import Scrubber, header_secrets, url_secrets
 
 __all__ = [
     "BACKOFF_BASE",
@@ -126,20 +127,12 @@ def safe_url(url: str) -> str:
 
 def _secrets(connector: Connector, headers: dict[str, str], url: str) -> Scrubber:
     """What an error message about this request must not hold: the key, secret headers, the query's values."""
-    found = {connector.api_key() or ""}
-    for name, value in headers.items():
-        if looks_secret(name):
-            found.add(value)
-            found.add(value.split(" ", 1)[-1])  # "Bearer <token>"
+    found = {connector.api_key() or ""} | header_secrets(headers)
     query = urlsplit(url).query
     found.update(pair.partition("=")[2] for pair in query.split("&"))  # as sent
     found.update(value for _, value in parse_qsl(query, keep_blank_values=True))  # as decoded
     found.update(url_secrets(url))
     return Scrubber(found, min_length=4)
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _error_detail(response: HTTPReply, scrubber: Scrubber) -> str:
@@ -149,7 +142,7 @@ def _error_detail(response: HTTPReply, scrubber: Scrubber) -> str:
         data = response.json()
     except ValueError:
         text = response.text.strip()
-        return _cut(scrubber.scrub(text), _DETAIL_LIMIT) if text and not text.startswith("<") else ""
+        return clip(scrubber.scrub(text), _DETAIL_LIMIT, within=False) if text and not text.startswith("<") else ""
     candidates: list[Any] = []
     if isinstance(data, dict):
         error = data.get("error")
@@ -160,7 +153,7 @@ def _error_detail(response: HTTPReply, scrubber: Scrubber) -> str:
         candidates.append(data)
     for candidate in candidates:
         if isinstance(candidate, str) and candidate.strip():
-            return _cut(scrubber.scrub(candidate.strip()), _DETAIL_LIMIT)
+            return clip(scrubber.scrub(candidate.strip()), _DETAIL_LIMIT, within=False)
     return ""
 
 
@@ -264,7 +257,7 @@ async def request_json(
                     except ValueError:
                         if not text_ok:
                             used = 0
-                            start = _cut(secrets.scrub(response.text), 80)
+                            start = clip(secrets.scrub(response.text), 80, within=False)
                             raise AgentResponseError(
                                 f"Cannot read the reply of {what}: the body is not JSON (it starts {start!r})."
                             ) from None

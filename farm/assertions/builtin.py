@@ -21,7 +21,8 @@ from jsonpath_ng.ext import parse as parse_jsonpath
 from farm.assertions import patterns as _patterns
 from farm.assertions.registry import AssertionEnv, Outcome, Subject, assertion
 from farm.cases import AssertionSpec
-from farm.jsontext import NO_JSON, extract_json
+from farm.excerpts import clip
+from farm.jsontext import NO_JSON, as_text, extract_json
 
 __all__ = ["json_equal", "json_type", "partial_match"]
 
@@ -61,7 +62,7 @@ def partial_match(expected: Any, actual: Any, patterns: bool = False, deadline: 
         )
     if patterns and isinstance(expected, str) and expected.startswith("regex:"):
         limit = _seconds_left(deadline)
-        return _patterns.search_blocking(expected[len("regex:"):], _text(actual), limit=limit)
+        return _patterns.search_blocking(expected[len("regex:"):], as_text(actual), limit=limit)
     if patterns and isinstance(expected, list) and isinstance(actual, list):
         pairs = zip(expected, actual, strict=False)  # lengths compared first
         return len(expected) == len(actual) and all(partial_match(e, a, patterns, deadline) for e, a in pairs)
@@ -92,15 +93,10 @@ def _loads_or(text: str, default: Any) -> Any:
         return default
 
 
-def _text(value: Any) -> str:
-    """A value as the text a pattern is searched in: strings as they are, the rest as JSON."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-
-
 def _show(value: Any, limit: int = 80) -> str:
     """A value for a one-line failure message: strings quoted, the rest as JSON, cut short."""
-    text = repr(value) if isinstance(value, str) else _text(value)
-    return text if len(text) <= limit else text[:limit] + "…"
+    text = repr(value) if isinstance(value, str) else as_text(value)
+    return clip(text, limit, within=False)
 
 
 def _needs(spec: AssertionSpec, what: str) -> Outcome:
@@ -120,37 +116,28 @@ def _find(path: str, document: Any) -> list[Any]:
 # --- text -----------------------------------------------------------------
 
 
-def _split_present(spec: AssertionSpec, subject: Subject) -> tuple[list[str], list[str]]:
-    """The ``value`` strings found in the searchable text, and those not found."""
+def _containment(spec: AssertionSpec, subject: Subject, wanted: bool) -> Outcome:
+    """``contains`` (``wanted``) or ``not_contains``: every ``value`` is in the searchable text, or none is."""
+    if spec.value is None:
+        return _needs(spec, "a 'value' (the text to find)" if wanted else "a 'value' (the text that must be absent)")
     values = spec.value if isinstance(spec.value, list) else [spec.value]
     text = subject.searchable_text()
     fold = str.casefold if spec.ignore_case else str
-    present: list[str] = []
-    absent: list[str] = []
-    for value in values:
-        wanted = value if isinstance(value, str) else _text(value)
-        (present if fold(wanted) in fold(text) else absent).append(wanted)
-    return present, absent
+    wrong = [value for value in map(as_text, values) if (fold(value) in fold(text)) != wanted]
+    verb = "to contain" if wanted else "not to contain"
+    return Outcome(not wrong, text, f"expected the reply {verb} {', '.join(map(_show, wrong))}")
 
 
 @assertion("contains")
 def contains(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """The reply (and tool result texts) contains ``value``; a list of values: all of them."""
-    if spec.value is None:
-        return _needs(spec, "a 'value' (the text to find)")
-    _, missing = _split_present(spec, subject)
-    message = f"expected the reply to contain {', '.join(map(_show, missing))}"
-    return Outcome(not missing, subject.searchable_text(), message)
+    return _containment(spec, subject, wanted=True)
 
 
 @assertion("not_contains")
 def not_contains(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """The reply (and tool result texts) does not contain ``value``; a list: none of them."""
-    if spec.value is None:
-        return _needs(spec, "a 'value' (the text that must be absent)")
-    present, _ = _split_present(spec, subject)
-    message = f"expected the reply not to contain {', '.join(map(_show, present))}"
-    return Outcome(not present, subject.searchable_text(), message)
+    return _containment(spec, subject, wanted=False)
 
 
 @assertion("equals")

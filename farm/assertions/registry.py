@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from farm.cases import AssertionSpec
-from farm.jsontext import extract_json
+from farm.excerpts import clip
+from farm.jsontext import as_text, extract_json
 from farm.results import ACTUAL_LIMIT, AssertionResult, ToolCallRecord
 
 __all__ = [
@@ -119,19 +120,20 @@ def known_types() -> set[str]:
     return set(_REGISTRY)
 
 
+_CUT = "… ({length} chars)"
+
+
 def truncate(value: Any, limit: int = ACTUAL_LIMIT) -> Any:
     """``value`` cut to about ``limit`` characters (structures are cut as JSON text)."""
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, str):
-        return value if len(value) <= limit else value[:limit] + f"… ({len(value)} chars)"
+        return clip(value, limit, _CUT, within=False)
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         text = repr(value)
-    if len(text) <= limit:
-        return value
-    return text[:limit] + f"… ({len(text)} chars)"
+    return value if len(text) <= limit else clip(text, limit, _CUT, within=False)
 
 
 async def evaluate(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None = None) -> AssertionResult:
@@ -174,6 +176,6 @@ async def evaluate(spec: AssertionSpec, subject: Subject, env: AssertionEnv | No
 
 
 def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = as_text(value, ensure_ascii=True)
     return repr(text[:80]) if isinstance(value, str) else text[:80]
 

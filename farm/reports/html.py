@@ -37,6 +37,7 @@ from itertools import pairwise
 from typing import Any
 
 from farm.durations import format_duration
+from farm.excerpts import clip
 from farm.reports.streamed import StreamedReport
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
 
@@ -488,6 +489,4 @@ def _pretty(value: Any) -> str:
 
 
 def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"… ({len(text) - limit} more characters)"
+    return clip(text, limit, "… ({more} more characters)", within=False)

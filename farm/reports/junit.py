@@ -34,6 +34,8 @@ from datetime import datetime
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from farm.excerpts import clip
+from farm.jsontext import as_text
 from farm.reports.streamed import StreamedReport
 from farm.results import AssertionResult, CaseResult, Status, TurnResult
 
@@ -121,13 +123,13 @@ def testcase(result: CaseResult) -> ET.Element:
         reason = result.error or (
             f"the agent asked: {result.awaiting_question}" if result.awaiting_question else "skipped"
         )
-        ET.SubElement(element, "skipped", message=_clip(xml_text(reason), MESSAGE_LIMIT))
+        ET.SubElement(element, "skipped", message=clip(xml_text(reason), MESSAGE_LIMIT))
     ET.SubElement(element, "system-out").text = xml_text(transcript(result))
     return element
 
 
 def _fill(child: ET.Element, lines: list[str]) -> None:
-    child.set("message", _clip(xml_text("; ".join(lines)), MESSAGE_LIMIT))
+    child.set("message", clip(xml_text("; ".join(lines)), MESSAGE_LIMIT))
     child.text = xml_text("\n".join(lines))
 
 
@@ -230,10 +232,6 @@ def _json(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     try:
-        return json.dumps(value, ensure_ascii=False, default=str)
+        return as_text(value)
     except ValueError:  # a circular structure
         return repr(value)
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

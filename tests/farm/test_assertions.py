@@ -133,6 +133,12 @@ def test_contains_without_value_is_an_error():
     assert not result.passed and result.error
 
 
+def test_contains_and_not_contains_without_value_say_what_the_value_is_for():
+    assert check({"type": "contains"}, "text").message == "a 'contains' assertion needs a 'value' (the text to find)"
+    result = check({"type": "not_contains"}, "text")
+    assert result.error and result.message == "a 'not_contains' assertion needs a 'value' (the text that must be absent)"
+
+
 def test_not_contains_passes_when_absent_and_fails_when_present():
     assert check({"type": "not_contains", "value": "error"}, "all good").passed
     result = check({"type": "not_contains", "value": "error"}, "an error")
