@@ -34,6 +34,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from farm.assertions import describe
 from farm.durations import format_duration
 from farm.excerpts import clip
 from farm.messages import content_text
@@ -649,24 +650,8 @@ def _agent_lines(turn: TurnResult) -> Iterable[Text]:
 
 def _describe(assertion: AssertionResult) -> str:
     """What an assertion checks, as the seed lists it: ``contains "x"``, ``$.a.b = "y"``."""
-    kind, expected = assertion.type, assertion.expected
     prefix = "NOT " if assertion.negate else ""
-    if kind == "json_path" and isinstance(expected, dict) and "path" in expected:
-        text = f"{expected['path']} = {_json(expected.get('value'))}"
-    elif kind == "type" and isinstance(expected, dict) and "path" in expected:
-        text = f"type {expected['path']} is {_json(expected.get('value'))}"
-    elif kind == "tool_called" and isinstance(expected, dict) and "name" in expected:
-        arguments = expected.get("arguments")
-        text = f"tool_called {expected['name']}({_args_text(arguments) if arguments else ''})"
-    elif kind == "tool_result" and isinstance(expected, dict) and "tool" in expected:
-        text = f"tool_result {expected['tool']} → {_json(expected.get('result'))}"
-    elif kind == "latency" and expected is not None:
-        text = f"latency ≤ {expected}ms"
-    elif expected is None:
-        text = kind
-    else:
-        text = f"{kind} {_json(expected)}"
-    return prefix + _clip(text, VALUE_LIMIT)
+    return prefix + _clip(describe(assertion.type, assertion.expected), VALUE_LIMIT)
 
 
 def _assertion_line(assertion: AssertionResult) -> Text:

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import time
+from collections.abc import Awaitable, Callable
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
 from typing import Any
@@ -48,6 +50,7 @@ __all__ = [
     "RATE_LIMIT_CAP",
     "RETRY_AFTER_CAP",
     "RETRY_STATUSES",
+    "Sleep",
     "backoff_delay",
     "parse_retry_after",
     "request_json",
@@ -80,6 +83,9 @@ CONNECT_TIMEOUT_CAP = 10.0
 
 _DETAIL_LIMIT = 200
 
+Sleep = Callable[[float], Awaitable[None]]
+"""How :func:`request_json` waits between attempts: :func:`asyncio.sleep`, or a test's fake."""
+
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` value (seconds or an HTTP date), capped; None if unreadable."""
@@ -106,9 +112,12 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
 def _retry_after(response: HTTPReply) -> float | None:
     millis = response.headers.get("retry-after-ms")
     if millis is not None:
-        seconds = parse_retry_after(millis)
-        if seconds is not None:
-            return min(seconds / 1000.0, RETRY_AFTER_CAP)
+        try:
+            seconds = float(millis) / 1000.0  # not through parse_retry_after: its cap is in seconds
+        except ValueError:
+            seconds = math.nan
+        if seconds == seconds:  # not NaN
+            return min(max(seconds, 0.0), RETRY_AFTER_CAP)
     return parse_retry_after(response.headers.get("retry-after"))
 
 
@@ -197,6 +206,7 @@ async def request_json(
     tokens: int,
     agent: str,
     text_ok: bool = False,
+    sleep: Sleep = asyncio.sleep,
 ) -> tuple[HTTPReply, Any, int]:
     """Send ``body`` as JSON and return the response, its decoded JSON body and how many retries it took.
 
@@ -212,6 +222,8 @@ async def request_json(
     the tokens the endpoint reported, or ``tokens`` when it may have worked
     without saying (a 2xx without usage, a read timeout, a cancelled request),
     or 0 when it refused.
+
+    ``sleep`` waits between attempts (a test passes one that records the delays).
     """
     attempts = connector.max_retries + 1
     what = f"agent '{agent}' at {method.upper()} {safe_url(url)}"
@@ -284,7 +296,7 @@ async def request_json(
             delay = backoff_delay(attempt)
         if status == 429:
             limiter.backoff(delay)
-        await asyncio.sleep(delay)
+        await sleep(delay)
 
     retried = "" if attempt > 1 or status is None or status in RETRY_STATUSES else " (not retried)"
     message = secrets.scrub(f"Cannot get a reply from {what}: {reason}, after {_attempts(attempt)}{retried}.")

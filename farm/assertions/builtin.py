@@ -19,7 +19,7 @@ from typing import Any
 from jsonpath_ng.ext import parse as parse_jsonpath
 
 from farm.assertions import patterns as _patterns
-from farm.assertions.registry import AssertionEnv, Outcome, Subject, assertion
+from farm.assertions.registry import AssertionEnv, Outcome, Subject, assertion, json_text
 from farm.cases import AssertionSpec
 from farm.excerpts import clip
 from farm.jsontext import NO_JSON, as_text, extract_json
@@ -28,6 +28,49 @@ __all__ = ["json_equal", "json_type", "partial_match"]
 
 JSON_TYPES = ("string", "number", "boolean", "array", "object", "null")
 """Yao's type names; ``integer`` is not one (a load error says to use ``number``)."""
+
+
+# --- how each type reads in a report ---------------------------------------
+# Each returns None for an ``expected`` value it does not recognise, which then
+# reads in the plain form (see farm.assertions.registry.describe).
+
+
+def _describe_json_path(expected: Any) -> str | None:
+    if isinstance(expected, dict) and "path" in expected:
+        return f"{expected['path']} = {json_text(expected.get('value'))}"
+    return None
+
+
+def _describe_type(expected: Any) -> str | None:
+    if isinstance(expected, dict) and "path" in expected:
+        return f"type {expected['path']} is {json_text(expected.get('value'))}"
+    return None
+
+
+def _describe_tool_called(expected: Any) -> str | None:
+    if isinstance(expected, dict) and "name" in expected:
+        arguments = expected.get("arguments")
+        return f"tool_called {expected['name']}({_arguments_text(arguments) if arguments else ''})"
+    return None
+
+
+def _arguments_text(arguments: Any) -> str:
+    """Tool arguments as the seed writes them: ``{amount: 3500, type: "travel"}``, on one line."""
+    if isinstance(arguments, dict):
+        text = "{" + ", ".join(f"{key}: {json_text(value)}" for key, value in arguments.items()) + "}"
+    else:
+        text = arguments if isinstance(arguments, str) else json_text(arguments)
+    return " ".join(text.split())
+
+
+def _describe_tool_result(expected: Any) -> str | None:
+    if isinstance(expected, dict) and "tool" in expected:
+        return f"tool_result {expected['tool']} → {json_text(expected.get('result'))}"
+    return None
+
+
+def _describe_latency(expected: Any) -> str | None:
+    return None if expected is None else f"latency ≤ {expected}ms"
 
 
 # --- shared helpers -------------------------------------------------------
@@ -186,7 +229,7 @@ async def regex(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None)
 # --- JSON structure ---------------------------------------------------------
 
 
-@assertion("json_path")
+@assertion("json_path", describe=_describe_json_path)
 def json_path(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """A value at ``path`` in the reply's JSON is JSON-equal to ``value``.
 
@@ -244,7 +287,7 @@ def _whole_json(content: str) -> Any:
     return _loads_or(text, NO_JSON) if text else NO_JSON
 
 
-@assertion("type")
+@assertion("type", describe=_describe_type)
 def type_(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """Every value at ``path`` (or the whole reply) has the JSON type ``value``.
 
@@ -296,7 +339,7 @@ def _wanted_calls(name: Any) -> list[tuple[str, Any]]:
     return wanted
 
 
-@assertion("tool_called")
+@assertion("tool_called", describe=_describe_tool_called)
 def tool_called(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """A tool with this ``name`` was called (``value`` is accepted for ``name``).
 
@@ -335,7 +378,7 @@ _NAME_RULES = (
 matches ``setup`` by suffix (MCP-style namespaces)."""
 
 
-@assertion("tool_result")
+@assertion("tool_result", describe=_describe_tool_result)
 async def tool_result(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """A call of ``tool`` returned a result that matches ``result``.
 
@@ -396,7 +439,7 @@ def _is_error(result: Any) -> bool:
 # --- time, judges, scripts ------------------------------------------------
 
 
-@assertion("latency")
+@assertion("latency", describe=_describe_latency)
 def latency(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """The turn took at most ``value`` milliseconds."""
     limit = spec.value

@@ -11,6 +11,10 @@ Adding a type is one decorated function::
     @assertion("starts_with")
     def starts_with(spec, subject, env):
         return Outcome(subject.content.startswith(spec.value), subject.content)
+
+A type may also say how it reads in a report (``describe=``), so the console
+and other reporters show ``$.a.b = "y"`` rather than the raw expected value
+without knowing the type; :func:`describe` asks it.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ __all__ = [
     "Outcome",
     "Subject",
     "assertion",
+    "describe",
     "evaluate",
+    "json_text",
     "known_types",
     "truncate",
 ]
@@ -99,19 +105,52 @@ class AssertionEnv(Protocol):
 
 Checker = Callable[[AssertionSpec, Subject, "AssertionEnv | None"], "Outcome | Awaitable[Outcome]"]
 
+Describer = Callable[[Any], "str | None"]
+"""Writes what an assertion checks from its ``expected`` value, or None for the plain form."""
+
 _REGISTRY: dict[str, Checker] = {}
+_DESCRIBERS: dict[str, Describer] = {}
 
 
-def assertion(name: str) -> Callable[[Checker], Checker]:
-    """Register ``fn`` as the checker of assertion type ``name``."""
+def assertion(name: str, describe: Describer | None = None) -> Callable[[Checker], Checker]:
+    """Register ``fn`` as the checker of assertion type ``name``.
+
+    ``describe``, if given, writes the one-line form of what the assertion checks
+    (see :func:`describe`); without it the type reads as ``name <expected as JSON>``.
+    """
 
     def register(fn: Checker) -> Checker:
         if name in _REGISTRY:
             raise ValueError(f"assertion type '{name}' is registered twice")
         _REGISTRY[name] = fn
+        if describe is not None:
+            _DESCRIBERS[name] = describe
         return fn
 
     return register
+
+
+def describe(type_name: str, expected: Any) -> str:
+    """What an assertion checks, on one line: ``contains "x"``, ``$.a.b = "y"``, ``latency ≤ 500ms``.
+
+    The type's own describer speaks first; a type without one, an unknown type, or
+    an ``expected`` value its describer does not recognise reads as the type name
+    followed by the expected value as JSON (the name alone when nothing is expected).
+    """
+    known_types()
+    describer = _DESCRIBERS.get(type_name)
+    text = describer(expected) if describer is not None else None
+    if text is not None:
+        return text
+    return type_name if expected is None else f"{type_name} {json_text(expected)}"
+
+
+def json_text(value: Any) -> str:
+    """``value`` as compact JSON text for a description (``repr`` if it is not JSON)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def known_types() -> set[str]:
