@@ -14,7 +14,6 @@ results themselves, so memory stays flat however many cases run.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from rich.text import Text
 from farm.assertions import describe
 from farm.durations import format_duration
 from farm.excerpts import clip
+from farm.jsontext import arguments_text, json_text
 from farm.messages import content_text
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult, stability_class
 from farm.secrets import scrub_result
@@ -603,13 +603,6 @@ def _quote(text: str, limit: int) -> str:
     return f'"{_clip(text, limit)}"'
 
 
-def _json(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
 def _input_text(value: Any) -> str:
     """The user input as one line: a string, a message's content, or the last user message."""
     if value is None:
@@ -622,22 +615,15 @@ def _input_text(value: Any) -> str:
         users = [m for m in value if isinstance(m, dict) and m.get("role", "user") == "user"]
         if users:
             return _content_text(users[-1].get("content"))
-    return _json(value)
+    return json_text(value)
 
 
 def _content_text(content: Any) -> str:
-    return content_text(content, separator=" ", others="mark") if isinstance(content, (str, list)) else _json(content)
+    return content_text(content, separator=" ", others="mark") if isinstance(content, (str, list)) else json_text(content)
 
 
 def _args_text(args: Any) -> str:
-    """Tool arguments as the seed writes them: ``{amount: 3500, type: "travel"}``."""
-    if args is None:
-        return ""
-    if isinstance(args, dict):
-        text = "{" + ", ".join(f"{key}: {_json(value)}" for key, value in args.items()) + "}"
-    else:
-        text = args if isinstance(args, str) else _json(args)
-    return _clip(text, VALUE_LIMIT)
+    return _clip(arguments_text(args), VALUE_LIMIT)
 
 
 def _agent_lines(turn: TurnResult) -> Iterable[Text]:

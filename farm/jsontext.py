@@ -27,6 +27,25 @@ def as_text(value: Any, *, ensure_ascii: bool = False) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=ensure_ascii, default=str)
 
 
+def json_text(value: Any) -> str:
+    """``value`` as compact JSON for people to read (strings quoted; ``repr`` if it is no JSON at all)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def arguments_text(arguments: Any) -> str:
+    """Tool arguments as the seed writes them, on one line: ``{amount: 3500, type: "travel"}``."""
+    if arguments is None:
+        return ""
+    if isinstance(arguments, dict):
+        text = "{" + ", ".join(f"{key}: {json_text(value)}" for key, value in arguments.items()) + "}"
+    else:
+        text = arguments if isinstance(arguments, str) else json_text(arguments)
+    return " ".join(text.split())
+
+
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 

@@ -19,10 +19,10 @@ from typing import Any
 from jsonpath_ng.ext import parse as parse_jsonpath
 
 from farm.assertions import patterns as _patterns
-from farm.assertions.registry import AssertionEnv, Outcome, Subject, assertion, json_text
+from farm.assertions.registry import AssertionEnv, Outcome, Subject, assertion
 from farm.cases import AssertionSpec
 from farm.excerpts import clip
-from farm.jsontext import NO_JSON, as_text, extract_json
+from farm.jsontext import NO_JSON, arguments_text, as_text, extract_json, json_text
 
 __all__ = ["json_equal", "json_type", "partial_match"]
 
@@ -50,17 +50,8 @@ def _describe_type(expected: Any) -> str | None:
 def _describe_tool_called(expected: Any) -> str | None:
     if isinstance(expected, dict) and "name" in expected:
         arguments = expected.get("arguments")
-        return f"tool_called {expected['name']}({_arguments_text(arguments) if arguments else ''})"
+        return f"tool_called {expected['name']}({arguments_text(arguments) if arguments else ''})"
     return None
-
-
-def _arguments_text(arguments: Any) -> str:
-    """Tool arguments as the seed writes them: ``{amount: 3500, type: "travel"}``, on one line."""
-    if isinstance(arguments, dict):
-        text = "{" + ", ".join(f"{key}: {json_text(value)}" for key, value in arguments.items()) + "}"
-    else:
-        text = arguments if isinstance(arguments, str) else json_text(arguments)
-    return " ".join(text.split())
 
 
 def _describe_tool_result(expected: Any) -> str | None:

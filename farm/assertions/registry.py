@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from farm.cases import AssertionSpec
 from farm.excerpts import clip
-from farm.jsontext import as_text, extract_json
+from farm.jsontext import as_text, extract_json, json_text
 from farm.results import ACTUAL_LIMIT, AssertionResult, ToolCallRecord
 
 __all__ = [
@@ -37,7 +37,6 @@ __all__ = [
     "assertion",
     "describe",
     "evaluate",
-    "json_text",
     "known_types",
     "truncate",
 ]
@@ -143,14 +142,6 @@ def describe(type_name: str, expected: Any) -> str:
     if text is not None:
         return text
     return type_name if expected is None else f"{type_name} {json_text(expected)}"
-
-
-def json_text(value: Any) -> str:
-    """``value`` as compact JSON text for a description (``repr`` if it is not JSON)."""
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def known_types() -> set[str]:
