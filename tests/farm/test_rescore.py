@@ -1,0 +1,280 @@
+"""``farm.rescore``: a run's recorded conversations re-judged with an edited suite, the agent server stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+import farm
+from farm.cases import TestCase
+from farm.demo.server import JSONServer, Response
+from farm.digest import changed_inputs, inputs_digest
+from farm.errors import UsageError
+from farm.replay import RecordingEnds, ReplayClient, ReplayClock
+from farm.results import CaseResult, Status, StepReply, ToolCallRecord, TurnResult
+from farm.runner import RunSettings
+from tests.scripted import RoleModels, ScriptedAgent, farm_toml, roles_toml
+
+
+class Counting:
+    """A server handler that counts the requests it answers."""
+
+    def __init__(self, handler: Any):
+        self.handler = handler
+        self.requests = 0
+
+    def __call__(self, path: str, body: Any, headers: dict[str, str]) -> Response:
+        self.requests += 1
+        return self.handler(path, body, headers)
+
+
+DYNAMIC = {"simulator": {"use": "sim", "goal": "file a travel expense"}, "max_turns": 6}
+
+SUITE: list[dict[str, Any]] = [
+    {"id": "greet", "input": "Hello", "assertions": [{"type": "contains", "value": "expense assistant"}]},
+    {"id": "strict", "input": "Hello", "assertions": [{"type": "contains", "value": "PO number"}]},
+    {"id": "changed", "input": "Hello", "assertions": [{"type": "contains", "value": "Hello"}]},
+    {"id": "slow", "input": "slow 0.3", "assertions": [{"type": "latency", "value": 5000}]},
+    {"id": "judged", "input": "Hello", "assertions": [{"type": "agent", "use": "agents:val", "value": "expense"}]},
+    {
+        "id": "file",
+        "turns": [
+            {"input": "I want to submit a travel expense of $500", "assertions": [{"type": "tool_called", "value": "create_expense"}]},
+            {"input": "Yes, confirm", "assertions": [{"type": "contains", "value": "submitted"}]},
+        ],
+        "final_assertions": [{"type": "json_path", "path": "$.expense.status", "value": "submitted"}],
+    },
+    {"id": "two", "turns": [{"input": "Hello"}, {"input": "What is the travel policy?", "assertions": [{"type": "contains", "value": "policy"}]}]},
+    {
+        "id": "dyn",
+        **DYNAMIC,
+        "checkpoints": [
+            {"id": "asked", "assertion": {"type": "contains", "value": "What type"}},
+            {"id": "drafted", "assertion": {"type": "contains", "value": "drafted"}, "after": ["asked"]},
+        ],
+    },
+    {
+        "id": "dyn-done",
+        **DYNAMIC,
+        "checkpoints": [
+            {"id": "asked", "assertion": {"type": "contains", "value": "What type"}},
+            {"id": "submitted", "assertion": {"type": "contains", "value": "submitted"}, "after": ["asked"]},
+        ],
+    },
+    {"id": "broken", "input": "always 500"},
+]
+
+RUN_STATUSES = {
+    "greet": "passed",
+    "strict": "failed",
+    "changed": "passed",
+    "slow": "passed",
+    "judged": "passed",
+    "file": "passed",
+    "two": "passed",
+    "dyn": "passed",
+    "dyn-done": "passed",
+    "broken": "error",
+}
+
+
+def edited_suite() -> list[dict[str, Any]]:
+    cases = {c["id"]: json.loads(json.dumps(c)) for c in SUITE}
+    cases["greet"]["assertions"] = [{"type": "contains", "value": "weather forecast"}]  # tightened
+    cases["strict"]["assertions"] = [{"type": "contains", "value": "expense"}]  # loosened
+    cases["changed"]["input"] = "Hi there"  # the conversation would differ
+    cases["slow"]["assertions"] = [{"type": "latency", "value": 100}]  # judged on the recorded time
+    cases["file"]["turns"][0]["assertions"].append({"type": "tool_result", "value": {"tool": "create_expense", "result": {"expense": {"status": "draft"}}}})
+    cases["two"]["turns"][1]["input"] = "Tell me the policy"
+    cases["dyn"]["checkpoints"].append({"id": "amount", "assertion": {"type": "contains", "value": "$3500"}, "after": ["asked"]})
+    cases["dyn-done"]["checkpoints"].append({"id": "policy", "assertion": {"type": "contains", "value": "travel policy"}})
+    return list(cases.values())
+
+
+EDITED_STATUSES = {
+    **RUN_STATUSES,
+    "greet": "failed",
+    "strict": "passed",
+    "changed": "error",
+    "slow": "failed",
+    "two": "error",
+    "dyn-done": "failed",
+}
+
+
+def write_suite(path: Path, cases: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    return path
+
+
+def statuses(jsonl: Path) -> dict[str, str]:
+    return {r["id"]: r["status"] for r in map(json.loads, jsonl.read_text().splitlines())}
+
+
+def records(jsonl: Path) -> dict[str, dict[str, Any]]:
+    return {r["id"]: r for r in map(json.loads, jsonl.read_text().splitlines())}
+
+
+@pytest.fixture(scope="module")
+def recorded_run(tmp_path_factory: pytest.TempPathFactory):
+    """A run of SUITE against the scripted agent, whose server is stopped afterwards."""
+    folder = tmp_path_factory.mktemp("rescore")
+    agent, roles = Counting(ScriptedAgent()), RoleModels()
+    role_server = JSONServer(roles).start()
+    with JSONServer(agent) as server:
+        (folder / "farm.toml").write_text(farm_toml(server.url, engine="local") + roles_toml(role_server.url))
+        suite = write_suite(folder / "suite.jsonl", SUITE)
+        result = farm.run(str(suite), config=folder / "farm.toml", quiet=True)
+    yield folder, result, agent, roles
+    role_server.stop()
+
+
+def test_the_run_records_what_replay_needs(recorded_run):
+    folder, result, agent, _ = recorded_run
+    assert statuses(result.results) == RUN_STATUSES
+    rows = records(result.results)
+    first = rows["file"]["turns"][0]
+    assert first["steps"] == 2 and len(first["replies"]) == 2
+    assert [c["step"] for c in first["tool_calls"]] == [1]
+    assert first["replies"][0]["content"] == "" and first["replies"][1]["content"] is None  # the second is the output
+    assert rows["dyn-done"]["inputs_digest"]["simulator"] != rows["greet"]["inputs_digest"]["simulator"]
+    assert agent.requests > 0
+
+
+def test_rescore_follows_the_edits_without_calling_the_agent(recorded_run):
+    folder, run, agent, roles = recorded_run
+    before, judged, simulated = agent.requests, roles.calls["val"], roles.calls["sim"]
+    edited = write_suite(folder / "edited.jsonl", edited_suite())
+    outcome = farm.rescore(run.run_dir, str(edited), config=folder / "farm.toml", quiet=True)
+
+    assert agent.requests == before  # the agent's server is stopped and got nothing
+    assert roles.calls["sim"] == simulated and roles.calls["val"] == judged + 1  # the judge is called for real
+    assert statuses(outcome.results) == EDITED_STATUSES
+    assert outcome.exit_code == 1 and outcome.run_dir != run.run_dir and outcome.run_id != run.run_id
+    rows = records(outcome.results)
+    assert rows["changed"]["rescorable"] is False
+    assert rows["changed"]["error"] == "not rescorable: the case's input or attachments changed since the run; rerun it"
+    assert rows["two"]["error"] == "not rescorable: turn 2's input changed since the run; rerun it"
+    assert rows["greet"]["rescorable"] is True and rows["greet"]["rescored_from"] == run.run_id
+    amount = next(c for c in rows["dyn"]["checkpoints"] if c["id"] == "amount")
+    assert amount["reached"] and amount["reached_at_turn"] == 2
+    assert "completed with checkpoints missing: policy" in rows["dyn-done"]["error"]
+    assert rows["slow"]["turns"][0]["duration_ms"] == records(run.results)["slow"]["turns"][0]["duration_ms"] >= 300
+    assert rows["broken"]["error"] == records(run.results)["broken"]["error"]
+
+    info = json.loads((outcome.run_dir / "run.json").read_text())
+    assert info["rescored_from"] == {"run_id": run.run_id, "run_dir": str(run.run_dir)}
+    assert info["not_rescorable"] == 2 and info["counts"]["failed"] == 3
+    lines = outcome.results.read_text().splitlines()
+    assert pq.read_table(outcome.run_dir / "cases.parquet").num_rows == len(lines) == len(SUITE)
+    assert pq.read_table(outcome.run_dir / "turns.parquet").num_rows == sum(len(json.loads(line)["turns"]) for line in lines)
+
+
+def test_rescore_with_the_runs_own_suite_gives_the_runs_statuses(recorded_run):
+    folder, run, agent, roles = recorded_run
+    before, simulated = agent.requests, roles.calls["sim"]
+    outcome = farm.rescore(run.run_dir, config=folder / "farm.toml", quiet=True)
+    assert statuses(outcome.results) == RUN_STATUSES
+    assert agent.requests == before and roles.calls["sim"] == simulated
+    old, new = records(run.results), records(outcome.results)
+    for case_id in old:
+        assert [t["output"] for t in new[case_id]["turns"]] == [t["output"] for t in old[case_id]["turns"]]
+        assert new[case_id]["usage"] == old[case_id]["usage"]
+
+
+def test_a_checkpoint_past_the_recording_is_not_rescorable(recorded_run):
+    """``dyn`` passed at turn 2 while the agent still asked; a checkpoint it had not reached needs turn 3."""
+    folder, run, _, _ = recorded_run
+    cases = [c for c in edited_suite() if c["id"] == "dyn"]
+    cases[0]["checkpoints"].append({"id": "submitted", "assertion": {"type": "contains", "value": "submitted"}})
+    outcome = farm.rescore(run.run_dir, str(write_suite(folder / "more.jsonl", cases)), config=folder / "farm.toml", match="^dyn$", quiet=True)
+    row = records(outcome.results)["dyn"]
+    assert row["status"] == "error" and row["rescorable"] is False
+    assert row["error"].startswith("not rescorable: the run's conversation ends at turn 2")
+
+
+def test_a_folder_that_is_not_a_run_is_one_sentence(tmp_path: Path):
+    with pytest.raises(UsageError, match="is not a run folder"):
+        farm.rescore(tmp_path)
+
+
+# -- units -----------------------------------------------------------------
+
+
+def _recorded() -> CaseResult:
+    return CaseResult(
+        id="c",
+        status=Status.PASSED,
+        turns=[
+            TurnResult(
+                turn=1,
+                input="buy",
+                output="Drafted.",
+                duration_ms=250.0,
+                steps=2,
+                tool_calls=[ToolCallRecord(id="call_1", name="create", args={"n": 1}, result={"ok": 1}, mocked=True, step=1)],
+                replies=[StepReply(content=""), StepReply(awaiting_input=False)],
+            ),
+            TurnResult(turn=2, input="ok", output="", steps=1, error="agent error: boom", duration_ms=40.0),
+        ],
+    )
+
+
+def test_the_replay_client_answers_each_recorded_step_then_ends():
+    clock = ReplayClock()
+    client = ReplayClient(_recorded(), clock, {"create": "scripts:mocks.create"})
+    first = asyncio.run(client.send([], {}))
+    assert first.content == "" and [c.name for c in first.tool_calls] == ["create"] and first.tool_calls[0].id == "call_1"
+    assert client.script_results == [{"ok": 1}]
+    assert clock() == pytest.approx(0.25)
+    second = asyncio.run(client.send([], {}))
+    assert second.content == "Drafted." and second.awaiting_input is False and not second.tool_calls
+    assert clock() == pytest.approx(0.25)  # one turn moves the clock once
+    with pytest.raises(RecordingEnds):  # turn 2 ended in an agent error
+        asyncio.run(client.send([], {}))
+    assert client.ended and clock() == pytest.approx(0.29)
+
+
+def _case(**fields: Any) -> TestCase:
+    return TestCase.model_validate({"id": "c", **fields})
+
+
+def test_the_digest_leaves_out_what_only_judges():
+    settings = RunSettings(agent_id="bot")
+    base = _case(turns=[{"input": "a", "assertions": [{"type": "contains", "value": "x"}]}, {"input": "b"}])
+    judged = _case(name="n", tags=["t"], turns=[{"input": "a"}, {"input": "b", "assertions": ["not_contains"]}], final_assertions=[{"type": "equals", "value": 1}])
+    assert inputs_digest(base, settings) == inputs_digest(judged, settings)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"turns": [{"input": "a"}, {"input": "c"}]}, "turn 2's input changed since the run"),
+        ({"turns": [{"input": "a"}]}, "the case has 1 turns now, 2 in the run"),
+        ({"turns": [{"input": "a"}, {"input": "b", "options": {"metadata": {"k": 1}}}]}, "a turn's attachments or options changed since the run"),
+        ({"tool_mocks": {"t": {"ok": 2}}}, "the tool mocks changed since the run"),
+        ({"max_turns": 3}, "max_turns is 3 now, 20 in the run"),
+        ({"options": {"metadata": {"user": "u"}}}, "the options sent to the agent changed since the run"),
+    ],
+)
+def test_changed_inputs_names_what_changed(change: dict[str, Any], reason: str):
+    settings = RunSettings(agent_id="bot")
+    recorded = _case(turns=[{"input": "a"}, {"input": "b"}])
+    turns = [TurnResult(turn=1, input="a"), TurnResult(turn=2, input="b")]
+    edited = _case(**{"turns": [{"input": "a"}, {"input": "b"}], **change})
+    assert changed_inputs(inputs_digest(recorded, settings), inputs_digest(edited, settings), turns, edited) == reason
+    assert changed_inputs(inputs_digest(recorded, settings), inputs_digest(recorded, settings), turns, recorded) is None
+
+
+def test_the_simulator_config_is_an_input():
+    settings = RunSettings(agent_id="bot", default_simulator="sim")
+    checkpoints = [{"id": "a", "assertion": {"type": "contains", "value": "x"}}]
+    one = _case(checkpoints=checkpoints, simulator={"use": "sim", "goal": "buy"})
+    other = _case(checkpoints=checkpoints, simulator={"use": "sim", "goal": "sell"})
+    reason = changed_inputs(inputs_digest(one, settings), inputs_digest(other, settings), [], other)
+    assert reason == "the simulator (its agent, goal, persona or options) changed since the run"
