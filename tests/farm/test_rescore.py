@@ -12,26 +12,13 @@ import pytest
 
 import farm
 from farm.cases import TestCase
-from farm.demo.server import JSONServer, Response
+from farm.demo.server import JSONServer
 from farm.digest import changed_inputs, inputs_digest
 from farm.errors import UsageError
 from farm.replay import RecordingEnds, ReplayClient, ReplayClock
 from farm.results import CaseResult, Status, StepReply, ToolCallRecord, TurnResult
 from farm.runner import RunSettings
-from tests.scripted import RoleModels, ScriptedAgent, farm_toml, roles_toml
-
-
-class Counting:
-    """A server handler that counts the requests it answers."""
-
-    def __init__(self, handler: Any):
-        self.handler = handler
-        self.requests = 0
-
-    def __call__(self, path: str, body: Any, headers: dict[str, str]) -> Response:
-        self.requests += 1
-        return self.handler(path, body, headers)
-
+from tests.scripted import Counting, RoleModels, ScriptedAgent, farm_toml, roles_toml
 
 DYNAMIC = {"simulator": {"use": "sim", "goal": "file a travel expense"}, "max_turns": 6}
 
@@ -173,6 +160,8 @@ def test_rescore_follows_the_edits_without_calling_the_agent(recorded_run):
     lines = outcome.results.read_text().splitlines()
     assert pq.read_table(outcome.run_dir / "cases.parquet").num_rows == len(lines) == len(SUITE)
     assert pq.read_table(outcome.run_dir / "turns.parquet").num_rows == sum(len(json.loads(line)["turns"]) for line in lines)
+    cases = pq.read_table(outcome.run_dir / "cases.parquet").to_pylist()
+    assert {c["case_id"] for c in cases if c["rescorable"] is False} == {"changed", "two"}
 
 
 def test_rescore_with_the_runs_own_suite_gives_the_runs_statuses(recorded_run):
@@ -196,6 +185,19 @@ def test_a_checkpoint_past_the_recording_is_not_rescorable(recorded_run):
     row = records(outcome.results)["dyn"]
     assert row["status"] == "error" and row["rescorable"] is False
     assert row["error"].startswith("not rescorable: the run's conversation ends at turn 2")
+
+
+def test_every_run_of_a_case_is_rescored_and_run_filters(tmp_path: Path):
+    agent = Counting(ScriptedAgent())
+    with JSONServer(agent) as server:
+        (tmp_path / "farm.toml").write_text(farm_toml(server.url, engine="local"))
+        suite = write_suite(tmp_path / "suite.jsonl", SUITE[:2])
+        run = farm.run(str(suite), config=tmp_path / "farm.toml", runs=2, quiet=True)
+    before = agent.requests
+    outcome = farm.rescore(run.run_dir, config=tmp_path / "farm.toml", match="^greet$", quiet=True)
+    rows = [json.loads(line) for line in outcome.results.read_text().splitlines()]
+    assert sorted((r["id"], r["run_index"], r["status"]) for r in rows) == [("greet", 0, "passed"), ("greet", 1, "passed")]
+    assert agent.requests == before and outcome.exit_code == 0
 
 
 def test_a_folder_that_is_not_a_run_is_one_sentence(tmp_path: Path):
