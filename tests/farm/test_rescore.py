@@ -54,6 +54,12 @@ SUITE: list[dict[str, Any]] = [
         ],
     },
     {"id": "broken", "input": "always 500"},
+    {
+        "id": "scripted-mock",
+        "input": "A $700 hotel expense",
+        "tool_mocks": {"create_expense": "scripts:mocks.create"},
+        "final_assertions": [{"type": "json_path", "path": "$.expense.id", "value": "S-700"}],
+    },
 ]
 
 RUN_STATUSES = {
@@ -67,6 +73,7 @@ RUN_STATUSES = {
     "dyn": "passed",
     "dyn-done": "passed",
     "broken": "error",
+    "scripted-mock": "passed",
 }
 
 
@@ -115,8 +122,12 @@ def recorded_run(tmp_path_factory: pytest.TempPathFactory):
     role_server = JSONServer(roles).start()
     with JSONServer(agent) as server:
         (folder / "farm.toml").write_text(farm_toml(server.url, engine="local") + roles_toml(role_server.url))
+        (folder / "scripts").mkdir()
+        (folder / "scripts" / "mocks.py").write_text('def create(args):\n    return {"expense": {"id": f"S-{args[\'amount\']}"}}\n')
         suite = write_suite(folder / "suite.jsonl", SUITE)
         result = farm.run(str(suite), config=folder / "farm.toml", quiet=True)
+        # a rescore answers scripts: mocks from the recording, not from the (now changed) script
+        (folder / "scripts" / "mocks.py").write_text('def create(args):\n    return {"expense": {"id": "changed"}}\n')
     yield folder, result, agent, roles
     role_server.stop()
 
