@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -11,13 +12,16 @@ import pyarrow.parquet as pq
 import pytest
 
 import farm
+from farm.agents.base import AgentError, Reply
 from farm.cases import TestCase
 from farm.demo.server import JSONServer
 from farm.digest import changed_inputs, inputs_digest
 from farm.errors import UsageError
-from farm.replay import RecordingEnds, ReplayClient, ReplayClock
+from farm.loader import parse_cases
+from farm.replay import RecordingEnds, Replay, ReplayClient, ReplayClock
 from farm.results import CaseResult, Status, StepReply, ToolCallRecord, TurnResult
-from farm.runner import RunSettings
+from farm.roletypes import RoleError, SimulatorTurn
+from farm.runner import RunSettings, run_case
 from tests.scripted import Counting, RoleModels, ScriptedAgent, farm_toml, roles_toml
 
 DYNAMIC = {"simulator": {"use": "sim", "goal": "file a travel expense"}, "max_turns": 6}
@@ -291,3 +295,82 @@ def test_the_simulator_config_is_an_input():
     other = _case(checkpoints=checkpoints, simulator={"use": "sim", "goal": "sell"})
     reason = changed_inputs(inputs_digest(one, settings), inputs_digest(other, settings), [], other)
     assert reason == "the simulator (its agent, goal, persona or options) changed since the run"
+
+
+class _Agent:
+    """Answers every user message with a question, then declares it is done on 'done'."""
+
+    def __init__(self, fail_on: str | None = None):
+        self.fail_on = fail_on
+
+    async def send(self, messages: list[dict[str, Any]], options: dict[str, Any]) -> Reply:
+        text = messages[-1]["content"]
+        if self.fail_on and self.fail_on in text:
+            raise AgentError("boom")
+        return Reply(content="Filed." if "done" in text else "Anything else?", awaiting_input=False if "done" in text else None)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class _Roles:
+    assertion_env = None
+
+    def __init__(self, answers: list[SimulatorTurn | Exception]):
+        self.answers = answers
+        self.calls = 0
+
+    async def simulate(self, agent_id: str, messages: list[Any], metadata: dict[str, Any]) -> SimulatorTurn:
+        self.calls += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def ask_human(self, request: Any) -> None:
+        return None
+
+    async def mock_tool(self, mock: Any, arguments: Any) -> Any:
+        raise AssertionError("no mocks here")
+
+    async def run_hook(self, reference: str, payload: dict[str, Any]) -> Any:
+        return None
+
+
+def _live_then_replay(case: dict[str, Any], agent: _Agent, answers: list[Any], edited: dict[str, Any] | None = None) -> tuple[CaseResult, CaseResult, _Roles]:
+    settings = RunSettings(agent_id="bot", run_id="r1")
+    (loaded,) = parse_cases([("t.jsonl:1", case)])
+    live = asyncio.run(run_case(loaded, agent, _Roles(answers), settings))
+    live = CaseResult.model_validate_json(live.to_json_line())  # as read back from the JSONL
+    (again,) = parse_cases([("t.jsonl:1", edited or case)])
+    roles = _Roles([])
+    replay = Replay({(live.id, 0): live}, "r1")
+    return live, asyncio.run(replay.run(again, 0, roles, dataclasses.replace(settings, run_id="r2"))), roles
+
+
+CHECKS = [{"id": "asked", "assertion": {"type": "contains", "value": "else"}}, {"id": "filed", "assertion": {"type": "contains", "value": "Filed"}}]
+
+
+def test_a_simulator_error_at_the_recordings_end_is_replayed_as_recorded():
+    case = {"id": "d", "simulator": {"use": "sim"}, "checkpoints": CHECKS}
+    live, again, roles = _live_then_replay(case, _Agent(), [SimulatorTurn(input="hi"), RoleError("no JSON")])
+    assert live.status == again.status == Status.SKIPPED and again.error == live.error == "simulator error: no JSON"
+    assert len(again.turns) == 1 and roles.calls == 0 and again.rescorable is True
+
+
+def test_the_simulators_goal_is_replayed():
+    case = {"id": "d", "simulator": {"use": "sim"}, "checkpoints": CHECKS}
+    live, again, _ = _live_then_replay(case, _Agent(), [SimulatorTurn(input="hi"), SimulatorTurn(goal_achieved=True)])
+    assert live.goal_achieved_at == 2
+    assert live.status == again.status == Status.FAILED and again.error == live.error
+    assert "goal is achieved" in (again.error or "")
+
+
+def test_an_agent_error_is_replayed_and_a_loosened_case_past_it_is_not_rescorable():
+    case = {"id": "s", "turns": [{"input": "one"}, {"input": "two"}, {"input": "done"}]}
+    live, again, _ = _live_then_replay(case, _Agent(fail_on="two"), [])
+    assert live.status == again.status == Status.ERROR and again.error == live.error and again.turns[-1].error == live.turns[-1].error
+    failing = {"id": "s", "turns": [{"input": "one", "assertions": [{"type": "contains", "value": "nope"}]}, {"input": "two"}, {"input": "done"}]}
+    live, again, _ = _live_then_replay(failing, _Agent(), [], edited=case)
+    assert live.status == Status.FAILED and again.status == Status.ERROR and again.rescorable is False
+    assert again.error == "not rescorable: the run's conversation ends at turn 1 (failed), and the edited case goes on past it; rerun it"
