@@ -1,4 +1,5 @@
-"""The public Python API: :func:`run` does everything ``farm test`` does.
+"""The public Python API: :func:`run` does everything ``farm test`` does, and
+:func:`rescore` what ``farm rescore`` does.
 
 It finds the config, resolves the agent's defaults (``tool_mocks``,
 ``input_tools``), sizes ``parallel`` from the connector's limits, picks the
