@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -22,12 +23,13 @@ from farm.cases import AssertionSpec, Mode, Options, TestCase
 from farm.checkpoints import CheckpointTracker
 from farm.config import DEFAULT_INPUT_TOOLS
 from farm.conversation import Session
+from farm.digest import inputs_digest
 from farm.durations import format_duration
 from farm.errors import FarmError
 from farm.jsontext import as_text
 from farm.loader import LoadedCase
 from farm.messages import user_messages
-from farm.results import AssertionResult, CaseResult, Status, TurnResult
+from farm.results import AssertionResult, CaseResult, Status, StepReply, TurnResult
 from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
 
 __all__ = ["RunSettings", "Services", "error_result", "run_case"]
@@ -70,6 +72,8 @@ class RunSettings:
     max_tool_steps: int | None = None
     """The agent's ``max_tool_steps`` (a case's own wins; default :data:`MAX_TOOL_STEPS`)."""
     worker: str | None = None
+    clock: Callable[[], float] = time.perf_counter
+    """What a turn's ``duration_ms`` is measured with; a rescore gives a clock that replays the recorded times."""
 
 
 class _Stop(Exception):
@@ -100,6 +104,7 @@ class _Conversation:
             source=loaded.source,
             run_id=settings.run_id,
             worker=settings.worker,
+            inputs_digest=None if loaded.script else inputs_digest(self.case, settings),
         )
         self.base_dir = Path(loaded.base_dir) if loaded.base_dir else None
         self.mocks = {**settings.agent_tool_mocks, **self.case.tool_mocks}
@@ -119,7 +124,8 @@ class _Conversation:
         except ValueError as exc:
             turn.error = str(exc)
             raise _Stop(Status.ERROR, f"turn {turn.turn}: {exc}") from None
-        started = time.perf_counter()
+        clock = self.settings.clock
+        started = clock()
         wait = None
         try:
             # the turn's timeout measures the agent: it (and the case's) pauses while a request
@@ -140,7 +146,10 @@ class _Conversation:
         finally:
             queued = wait.seconds if wait is not None else 0.0
             turn.queued_ms = round(queued * 1000, 3)
-            turn.duration_ms = round(max(0.0, time.perf_counter() - started - queued) * 1000, 3)
+            turn.duration_ms = round(max(0.0, clock() - started - queued) * 1000, 3)
+            for step in turn.replies:  # the usual case, content that is the turn's output, is not written twice
+                if step.content == turn.output:
+                    step.content = None
             self.result.usage = self.result.usage + turn.usage
         return turn
 
@@ -159,7 +168,13 @@ class _Conversation:
                 None if mock is None else await self._mock_result(mock, call.arguments)
                 for mock, call in zip(mocked, reply.tool_calls, strict=True)
             ]
-            turn.tool_calls.extend(self.session.add_reply(reply, results))
+            records = self.session.add_reply(reply, results)
+            for record in records:
+                record.step = step
+            turn.tool_calls.extend(records)
+            turn.replies.append(
+                StepReply(content=reply.content, awaiting_input=reply.awaiting_input, input_hint=reply.input_hint, usage=reply.usage, retries=reply.retries)
+            )
             turn.output = reply.content if reply.content or not turn.output else turn.output
             turn.awaiting_input, turn.awaiting_reason = awaiting, reason
             turn.input_hint = reply.input_hint
@@ -270,6 +285,7 @@ class _Conversation:
             if simulator:
                 sim = await self.simulate(simulator)
                 if sim.goal_achieved and sim.input in (None, ""):
+                    self.result.goal_achieved_at = len(self.result.turns) + 1
                     break
                 last = await self.exchange(sim.input, "simulated", self.base_options(), [], None)
                 last.simulator_reasoning = sim.reasoning
@@ -303,6 +319,7 @@ class _Conversation:
                     raise _Stop(Status.FAILED, f"max turns ({case.max_turns}) reached; missing checkpoints: {', '.join(checkpoints.missing)}")
                 sim = await self.simulate(simulator)
                 if sim.goal_achieved:
+                    self.result.goal_achieved_at = len(self.result.turns) + 1
                     raise _Stop(Status.FAILED, f"the simulator says the goal is achieved, but checkpoints are missing: {', '.join(checkpoints.missing)}")
                 user_input, source, reasoning = sim.input, "simulated", sim.reasoning
             if source == "simulated" and self.settings.interactive and self.result.turns and self.result.turns[-1].awaiting_input:

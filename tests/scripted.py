@@ -44,6 +44,20 @@ class ScriptedAgent:
         return demo_handle(path, body, headers)
 
 
+class Counting:
+    """A server handler that counts the requests it answers (to show that none came)."""
+
+    def __init__(self, handler: Any):
+        self.handler = handler
+        self.requests = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, path: str, body: Any, headers: dict[str, str]) -> Response:
+        with self._lock:
+            self.requests += 1
+        return self.handler(path, body, headers)
+
+
 def farm_toml(url: str, engine: str | None = None, **connector: Any) -> str:
     """A farm.toml with agent ``target`` on the server at ``url`` (and ``[farm].engine``, if given)."""
     extra = "".join(f"{k} = {v!r}\n" if not isinstance(v, str) else f'{k} = "{v}"\n' for k, v in connector.items())

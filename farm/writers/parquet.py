@@ -41,6 +41,7 @@ checkpoints_reached        int32                 Dynamic-mode checkpoints reache
 checkpoints_total          int32                 Dynamic-mode checkpoints defined (0 for other modes).
 started_at                 timestamp[ms, UTC]    When the case started.
 worker                     string                The actor (or process) the conversation ran on.
+rescorable                 bool                  ``farm rescore``: false when the case could not be rescored; null in a live run.
 schema_version             int16                 Version of the result record's shape.
 =========================  ====================  ==============================================
 
@@ -191,6 +192,7 @@ CASES_SCHEMA = pa.schema(
         ("checkpoints_total", pa.int32()),
         ("started_at", pa.timestamp("ms", tz="UTC")),
         ("worker", pa.string()),
+        ("rescorable", pa.bool_()),
         ("schema_version", pa.int16()),
     ]
 )
@@ -344,6 +346,7 @@ def rows_from_result(result: CaseResult) -> tuple[Row, list[Row], list[Row]]:
         "checkpoints_total": len(result.checkpoints),
         "started_at": None if result.started_at is None else datetime.fromtimestamp(result.started_at, UTC),
         "worker": result.worker,
+        "rescorable": result.rescorable,
         "schema_version": result.schema_version,
     }
     return case_row, turn_rows, assertion_rows
