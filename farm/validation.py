@@ -463,4 +463,6 @@ def check_for_run(
             for _, spec in _walk(case):
                 if spec.type == "agent":
                     roles.append(spec.use.removeprefix("agents:").strip() if spec.use else (config.farm.validator or ""))
+            if case.golden is not None and case.golden.text == "judge":
+                roles.append(case.golden.use.removeprefix("agents:").strip() if case.golden.use else (config.farm.validator or ""))
     check_run(config, agent_id, connector, dict.fromkeys(r for r in roles if r))

@@ -261,3 +261,65 @@ def test_golden_without_a_folder_is_a_usage_error(tmp_path: Path, agent_server: 
     suite = write_suite(tmp_path, [dict(CASES[0], golden=True)])
     with pytest.raises(UsageError, match=r"suite.jsonl:1: field 'golden': .* give --golden DIR or set \[farm\].golden_dir"):
         farm.run(str(suite), config=tmp_path / "farm.toml", quiet=True)
+
+
+class SameExpenseJudge:
+    """A scripted validator: the reply says the same as the golden one when both name the same expense ids."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, path: str, body: Any, headers: dict[str, str]) -> Response:
+        import re
+
+        self.calls += 1
+        system, transcript = body["messages"][0]["content"], body["messages"][-1]["content"]
+        golden = re.search(r"Golden reply: (.*?)\nAdditional context", system, re.S)
+        said = [line for line in transcript.splitlines() if line.startswith("ASSISTANT:")]
+        ids = lambda text: sorted(re.findall(r"EXP-\d+", text))  # noqa: E731
+        passed = golden is not None and bool(said) and ids(golden.group(1)) == ids(said[-1])
+        verdict = {"passed": passed, "score": 1.0 if passed else 0.0, "reason": "same expense" if passed else "another expense"}
+        return Response(chat_completion(json.dumps(verdict)))
+
+
+def test_the_judge_rule_asks_the_validator(project: Path, agent: GoldenAgent):
+    record(project)
+    judge = SameExpenseJudge()
+    with JSONServer(judge) as server:
+        toml = (project / "farm.toml").read_text()
+        toml += f'\n[connectors.judge]\nbase_url = "{server.url}/v1"\nmodel = "judge"\n\n[agents.judge]\nkind = "validator"\nconnector = "judge"\n'
+        (project / "farm.toml").write_text(toml)
+        cases = [dict(CASES[1], golden={"text": "judge", "use": "agents:judge"})]
+        agent.after_tool = "Saved: draft expense EXP-1."
+        result, _ = run(project, write_suite(project, cases))
+        assert result.exit_code == 0 and judge.calls == 2  # one verdict per turn
+        agent.after_tool = "Saved: draft expense EXP-2."
+        result, _ = run(project, write_suite(project, cases))
+    assertion = results(result)["travel/file ü"]["turns"][1]["assertions"][-1]
+    assert not assertion["passed"] and assertion["reason"] == "another expense"
+    assert "+Saved: draft expense EXP-2." in assertion["diff"]
+
+
+def test_a_judge_rule_without_a_validator_is_a_problem_of_the_case(project: Path, agent: GoldenAgent):
+    record(project)
+    result, _ = run(project, write_suite(project, [dict(CASES[0], golden="judge")]))
+    row = results(result)["greet"]
+    assert row["status"] == "error"
+    assert row["error"] == "field 'golden': the 'judge' rule needs 'use' (a validator agent) or [farm].validator"
+
+
+def test_farm_test_update_golden_and_farm_validate_on_the_command_line(project: Path, agent: GoldenAgent):
+    from typer.testing import CliRunner
+
+    from farm.cli.app import app
+
+    suite = write_suite(project, CASES)
+    runner = CliRunner()
+    out = runner.invoke(app, ["test", "-i", str(suite), "--config", str(project / "farm.toml"), "--update-golden", str(project / "g")])
+    assert out.exit_code == 1 and "golden: 3 written, 1 not passed" in out.output
+    assert (project / "g" / "suite" / "greet.json").is_file()
+    out = runner.invoke(app, ["test", "-i", str(suite), "--config", str(project / "farm.toml"), "--golden", str(project / "g"), "--run", "greet|status"])
+    assert out.exit_code == 0, out.output
+    bad = write_suite(project, [dict(CASES[0], golden={"text": "fuzzy"})], name="bad.jsonl")
+    out = runner.invoke(app, ["validate", str(bad)])
+    assert out.exit_code == 2 and f"{bad}:1: field 'golden.text'" in out.output
