@@ -160,6 +160,8 @@ def run(
         raise UsageError(f"{suite.description}: no test cases to run")
     from farm.golden import GoldenRecorder, attach
 
+    golden = golden or earlier.get("golden")
+    update_golden = update_golden or earlier.get("update_golden")
     recorder = GoldenRecorder(Path(update_golden)) if update_golden is not None else None
     if recorder is None:  # recording replaces comparing, as a snapshot update does
         attach(suite.cases, Path(golden) if golden is not None else cfg.golden_dir, every=golden is not None, input=input_value)

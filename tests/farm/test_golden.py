@@ -4,6 +4,7 @@ compares with them (farm.golden), against a scripted agent behind a real server 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import xml.etree.ElementTree as ET
 from io import StringIO
@@ -11,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from farm.cli.app import app
 from rich.console import Console
+from typer.testing import CliRunner
 
 import farm
 from farm.demo.server import JSONServer, Response, chat_completion
@@ -270,16 +273,17 @@ class SameExpenseJudge:
         self.calls = 0
 
     def __call__(self, path: str, body: Any, headers: dict[str, str]) -> Response:
-        import re
-
         self.calls += 1
         system, transcript = body["messages"][0]["content"], body["messages"][-1]["content"]
         golden = re.search(r"Golden reply: (.*?)\nAdditional context", system, re.S)
         said = [line for line in transcript.splitlines() if line.startswith("ASSISTANT:")]
-        ids = lambda text: sorted(re.findall(r"EXP-\d+", text))  # noqa: E731
-        passed = golden is not None and bool(said) and ids(golden.group(1)) == ids(said[-1])
+        passed = golden is not None and bool(said) and _expense_ids(golden.group(1)) == _expense_ids(said[-1])
         verdict = {"passed": passed, "score": 1.0 if passed else 0.0, "reason": "same expense" if passed else "another expense"}
         return Response(chat_completion(json.dumps(verdict)))
+
+
+def _expense_ids(text: str) -> list[str]:
+    return sorted(re.findall(r"EXP-\d+", text))
 
 
 def test_the_judge_rule_asks_the_validator(project: Path, agent: GoldenAgent):
@@ -309,10 +313,6 @@ def test_a_judge_rule_without_a_validator_is_a_problem_of_the_case(project: Path
 
 
 def test_farm_test_update_golden_and_farm_validate_on_the_command_line(project: Path, agent: GoldenAgent):
-    from typer.testing import CliRunner
-
-    from farm.cli.app import app
-
     suite = write_suite(project, CASES)
     runner = CliRunner()
     out = runner.invoke(app, ["test", "-i", str(suite), "--config", str(project / "farm.toml"), "--update-golden", str(project / "g")])
