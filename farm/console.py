@@ -706,7 +706,7 @@ def _diff_lines(assertion: AssertionResult) -> list[Text]:
     out = []
     for line in lines[:DIFF_LINES]:
         removed, added = line.startswith("-") and not line.startswith("---"), line.startswith("+") and not line.startswith("+++")
-        out.append(Text("  " + _clip(line, REPLY_LIMIT), style="red" if removed else "green" if added else "dim"))
+        out.append(Text("  " + _clip(line, MESSAGE_LIMIT), style="red" if removed else "green" if added else "dim"))
     if len(lines) > DIFF_LINES:
         out.append(Text(f"  … {len(lines) - DIFF_LINES} more diff lines", style="dim"))
     return out

@@ -322,7 +322,7 @@ async def _compare_turn(check: GoldenCheck, before: GoldenTurn, now: TurnResult,
         if not outcome.passed:
             problems.append(outcome.message or "the validator judged that the reply does not say what the golden one says")
     if problems and not diffs:  # the text check failed: show how
-        diffs.append(_diff(before.reply.splitlines(), now.output.splitlines(), check.path, f"turn {before.turn} reply"))
+        diffs.append(_diff(_text_lines(before.reply), _text_lines(now.output), check.path, f"turn {before.turn} reply"))
     old_calls = [_call_line(c.name, c.arguments) for c in before.tool_calls]
     new_calls = [_call_line(c.name, c.args) for c in now.tool_calls]
     if old_calls != new_calls:
@@ -371,6 +371,12 @@ def _json_reply(text: str) -> Any:
 def _plain(value: Any) -> Any:
     """``value`` as JSON has it (tuples as lists, other objects as text), so a read-back file compares equal."""
     return json.loads(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _text_lines(text: str) -> list[str]:
+    """Reply text as the diff compares it: one line per sentence, so that one changed word in a
+    long paragraph is one changed sentence, not the whole paragraph."""
+    return [part for line in text.splitlines() for part in re.split(r"(?<=[.!?])\s+", line)]
 
 
 def _pretty(value: Any) -> str:

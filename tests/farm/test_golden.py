@@ -3,6 +3,7 @@ compares with them (farm.golden), against a scripted agent behind a real server 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -17,10 +18,12 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import farm
+from farm.cases import GoldenRule
 from farm.demo.server import JSONServer, Response, chat_completion
 from farm.errors import UsageError
-from farm.golden import golden_path, safe_name
+from farm.golden import GoldenCheck, GoldenConversation, compare, golden_path, safe_name
 from farm.loader import load_text
+from farm.results import CaseResult, ToolCallRecord, TurnResult
 from tests.scripted import farm_toml
 
 
@@ -323,3 +326,25 @@ def test_farm_test_update_golden_and_farm_validate_on_the_command_line(project: 
     bad = write_suite(project, [dict(CASES[0], golden={"text": "fuzzy"})], name="bad.jsonl")
     out = runner.invoke(app, ["validate", str(bad)])
     assert out.exit_code == 2 and f"{bad}:1: field 'golden.text'" in out.output
+
+
+# -- the comparison itself ---------------------------------------------------------------------
+
+
+def _turn(number: int, output: str, calls: tuple[tuple[str, Any], ...] = (), awaiting: bool = False) -> TurnResult:
+    return TurnResult(turn=number, output=output, awaiting_input=awaiting, tool_calls=[ToolCallRecord(name=n, args=a) for n, a in calls])
+
+
+def test_compare_reports_each_kind_of_difference_in_its_turn():
+    recorded = CaseResult(id="c", status="passed", turns=[_turn(1, "Which type? It matters.", awaiting=True), _turn(2, "Done.", (("create", {"a": 1}),))])
+    check = GoldenCheck(rule=GoldenRule(), path="g/s/c.json", conversation=GoldenConversation.from_result(recorded))
+    now = CaseResult(id="c", status="passed", turns=[_turn(1, "Which type? It really matters.", awaiting=False), _turn(2, "Done.", (("submit", {"a": 1}),)), _turn(3, "Bye.")])
+    found = asyncio.run(compare(check, now, None))
+    assert [(where, r.passed) for where, r in found] == [("turn 1", False), ("turn 2", False), ("final assertions", False)]
+    first, second, count = (r for _, r in found)
+    assert first.message == "the reply text differs from the golden one (exact); awaiting_input is false, the golden one true"
+    assert first.diff is not None and "-It matters.\n+It really matters." in first.diff
+    assert " Which type?" in first.diff and "-Which type?" not in first.diff  # the unchanged sentence is context
+    assert second.message == "the tool calls are [submit], the golden ones [create]"
+    assert count.message == "the conversation has 3 turns, the golden one 2" and count.diff is not None and "+turn 3: Bye." in count.diff
+    assert now.turns[0].assertions == [first] and now.final_assertions == [count]
