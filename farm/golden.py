@@ -263,15 +263,21 @@ def _load(rule: GoldenRule, path: Path, folder: Path, input: str) -> GoldenCheck
         check.problem = f"the golden file {path} cannot be read: {exc}"
         return check
     try:
-        check.conversation = GoldenConversation.model_validate_json(text)
+        conversation = GoldenConversation.model_validate_json(text)
     except ValidationError as exc:
         check.problem = f"the golden file {path} is not a golden conversation: {exc.errors()[0]['msg']}"
+        return check
+    if conversation.format > GOLDEN_FORMAT:
+        check.problem = f"the golden file {path} has format {conversation.format}, newer than this farm reads ({GOLDEN_FORMAT}): upgrade the farm"
+        return check
+    check.conversation = conversation
     return check
 
 
 async def compare(check: GoldenCheck, result: CaseResult, env: AssertionEnv | None) -> list[tuple[str, AssertionResult]]:
     """Compare ``result``'s conversation with the golden one; add the ``golden`` results to its
-    turns and final assertions, and return them with where each belongs (``turn 2``, ``final``)."""
+    turns and final assertions, and return them with where each belongs (``turn 2``,
+    ``final assertions``; ``golden`` when there is no golden conversation to compare with)."""
     found: list[tuple[str, AssertionResult]] = []
     golden = check.conversation
     if golden is None:
@@ -308,6 +314,8 @@ async def _compare_turn(check: GoldenCheck, before: GoldenTurn, now: TurnResult,
         if old_json != new_json:
             problems.append("the JSON reply differs from the golden one")
             diffs.append(_diff(_pretty(old_json).splitlines(), _pretty(new_json).splitlines(), check.path, f"turn {before.turn} reply"))
+    elif before.reply == now.output:
+        pass  # the same text passes every rule: no validator call for it
     elif rule.text == "exact":
         if before.reply != now.output:
             problems.append("the reply text differs from the golden one (exact)")

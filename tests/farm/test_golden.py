@@ -21,7 +21,7 @@ import farm
 from farm.cases import GoldenRule
 from farm.demo.server import JSONServer, Response, chat_completion
 from farm.errors import UsageError
-from farm.golden import GoldenCheck, GoldenConversation, compare, golden_path, safe_name
+from farm.golden import GoldenCheck, GoldenConversation, attach, compare, golden_path, safe_name
 from farm.loader import load_text
 from farm.results import CaseResult, ToolCallRecord, TurnResult
 from tests.scripted import farm_toml
@@ -299,7 +299,7 @@ def test_the_judge_rule_asks_the_validator(project: Path, agent: GoldenAgent):
         cases = [dict(CASES[1], golden={"text": "judge", "use": "agents:judge"})]
         agent.after_tool = "Saved: draft expense EXP-1."
         result, _ = run(project, write_suite(project, cases))
-        assert result.exit_code == 0 and judge.calls == 2  # one verdict per turn
+        assert result.exit_code == 0 and judge.calls == 1  # turn 1 is the same text: no verdict needed
         agent.after_tool = "Saved: draft expense EXP-2."
         result, _ = run(project, write_suite(project, cases))
     assertion = results(result)["travel/file ü"]["turns"][1]["assertions"][-1]
@@ -348,3 +348,17 @@ def test_compare_reports_each_kind_of_difference_in_its_turn():
     assert second.message == "the tool calls are [submit], the golden ones [create]"
     assert count.message == "the conversation has 3 turns, the golden one 2" and count.diff is not None and "+turn 3: Bye." in count.diff
     assert now.turns[0].assertions == [first] and now.final_assertions == [count]
+
+
+def test_an_unreadable_golden_file_makes_the_comparison_an_error(tmp_path: Path):
+    suite = load_text(json.dumps({"id": "greet", "input": "Hello", "golden": True}), "suite.jsonl")
+    path = golden_path(tmp_path, "greet", "suite.jsonl:1")
+    path.parent.mkdir(parents=True)
+    for text, problem in (("not json", "is not a golden conversation"), ('{"format": 99, "id": "greet"}', "has format 99, newer than this farm reads (1)")):
+        path.write_text(text)
+        attach(suite.cases, tmp_path, every=False, input="suite.jsonl")
+        check = suite.cases[0].golden
+        assert check is not None and check.conversation is None and not check.missing
+        assert check.problem is not None and check.problem.startswith(f"the golden file {path} {problem}")
+        outcome = asyncio.run(compare(check, CaseResult(id="greet", status="passed"), None))[0][1]
+        assert outcome.error and not outcome.passed
