@@ -24,7 +24,7 @@ from farm.errors import UsageError
 from farm.golden import GoldenCheck, GoldenConversation, attach, compare, golden_path, safe_name
 from farm.loader import load_text
 from farm.results import CaseResult, ToolCallRecord, TurnResult
-from tests.scripted import farm_toml
+from tests.scripted import RoleModels, ScriptedAgent, farm_toml, roles_toml
 
 
 class GoldenAgent:
@@ -362,3 +362,25 @@ def test_an_unreadable_golden_file_makes_the_comparison_an_error(tmp_path: Path)
         assert check.problem is not None and check.problem.startswith(f"the golden file {path} {problem}")
         outcome = asyncio.run(compare(check, CaseResult(id="greet", status="passed"), None))[0][1]
         assert outcome.error and not outcome.passed
+
+
+def test_a_dynamic_conversation_compares_turn_by_turn(tmp_path: Path):
+    """The scripted simulator and the demo agent hold the same conversation twice: it matches its golden."""
+    case = {
+        "id": "dyn",
+        "simulator": {"use": "sim", "goal": "file a $3500 travel expense"},
+        "checkpoints": [{"id": "create", "assertion": {"type": "tool_called", "name": "create_expense"}}, {"id": "done", "after": ["create"], "assertion": {"type": "contains", "value": "submitted"}}],
+        "max_turns": 6,
+    }
+    with JSONServer(ScriptedAgent()) as agent_server, JSONServer(RoleModels()) as roles:
+        (tmp_path / "farm.toml").write_text(farm_toml(agent_server.url, engine="local") + roles_toml(roles.url))
+        suite = write_suite(tmp_path, [case])
+        first, _ = run(tmp_path, suite, update_golden=tmp_path / "golden")
+        assert first.exit_code == 0
+        recorded = json.loads(golden_path(tmp_path / "golden", "dyn", f"{suite}:1").read_text(encoding="utf-8"))
+        assert len(recorded["turns"]) >= 2 and recorded["mode"] == "dynamic"
+        second, _ = run(tmp_path, suite, golden=tmp_path / "golden")
+    row = results(second)["dyn"]
+    assert second.exit_code == 0, row["error"]
+    compared = [a for turn in row["turns"] for a in turn["assertions"] if a["type"] == "golden"]
+    assert len(compared) == len(recorded["turns"]) and all(a["passed"] for a in compared)
