@@ -103,6 +103,8 @@ def run(
     junit: str | Path | None = None,
     html: str | Path | None = None,
     json_events: bool = False,
+    golden: str | Path | None = None,
+    update_golden: str | Path | None = None,
     before: str | None = None,
     after: str | None = None,
     reporter: str | None = None,
@@ -121,6 +123,9 @@ def run(
     - ``agent``: the agent under test (default ``[farm].default_agent``).
     - ``engine``: ``local``, ``ray`` or ``auto`` (default ``[farm].engine``, else ``auto``).
     - ``match``: only cases whose id matches this regex (``--run``); ``tags``: only these tags.
+    - ``golden``: compare every case with its golden conversation in this folder (``--golden``);
+      without it, the cases that set ``golden`` compare with ``[farm].golden_dir``.
+    - ``update_golden``: write every passed case's conversation to this folder instead (no comparing).
     - ``console``: where the tree and the summary go (default: standard output,
       standard error with ``json_events``); ``quiet``: print nothing.
     - ``command``: what ``run.json`` records as the command line (default: this call).
@@ -154,6 +159,13 @@ def run(
 
     if not suite.cases:
         raise UsageError(f"{suite.description}: no test cases to run")
+    from farm.golden import GoldenRecorder, attach
+
+    golden = golden or earlier.get("golden")
+    update_golden = update_golden or earlier.get("update_golden")
+    recorder = GoldenRecorder(Path(update_golden)) if update_golden is not None else None
+    if recorder is None:  # recording replaces comparing, as a snapshot update does
+        attach(suite.cases, Path(golden) if golden is not None else cfg.golden_dir, every=golden is not None, input=input_value)
     if interactive and (skip_interactive or not sys.stdin.isatty()):
         raise UsageError("--interactive needs a terminal on stdin (and cannot be combined with --skip-interactive)")
     assert agent_id is not None
@@ -221,6 +233,8 @@ def run(
             "tags": tags or [],
             "interactive": interactive,
             "connector": connector,
+            "golden": str(golden) if golden is not None else None,
+            "update_golden": str(update_golden) if update_golden is not None else None,
         },
     )
     hook_info = {"input": input_value, "agent": agent_id, "connector": connector_name, "run_id": run_id, "cases": len(suite.cases)}
@@ -243,6 +257,8 @@ def run(
     def on_result(result: CaseResult) -> None:
         if not result.status.ok and len(problems) < 200:
             problems.append({"id": result.id, "name": result.name, "status": result.status.value, "error": result.error})
+        if recorder is not None:
+            recorder.offer(result)
         if show:
             view.advance(result)
             view.case(result)
@@ -269,6 +285,9 @@ def run(
         lines = [f"Results: {jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"]
         lines += [f"{w.label}: {w.path}" for w in reports if hasattr(w, "label")]
         view.summary(summary, lines)
+    if recorder is not None and not quiet:
+        for line in [recorder.line(), *recorder.problems]:
+            console.print(line, soft_wrap=True, highlight=False, markup=False, emoji=False)
     code = summary.exit_code
     if reporter:
         try:

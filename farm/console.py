@@ -83,6 +83,8 @@ INPUT_LIMIT = 80
 #: Longest expected value, tool argument list or message shown on one line.
 VALUE_LIMIT = 80
 MESSAGE_LIMIT = 200
+#: Most lines of a golden diff the tree shows (the JSONL, JUnit and HTML keep it whole).
+DIFF_LINES = 40
 #: Width of the banner and section rules (the seed's), narrowed to the console.
 RULE_WIDTH = 63
 
@@ -311,7 +313,7 @@ class ConsoleReporter:
             finals_ok = all(a.passed for a in result.final_assertions)
             head_line = Text("Final Assertions: ")
             head_line.append_text(_status_word("PASSED" if finals_ok else "FAILED"))
-            items.append((head_line, [_assertion_line(a) for a in result.final_assertions]))
+            items.append((head_line, [line for a in result.final_assertions for line in (_assertion_line(a), *_diff_lines(a))]))
         if self._needs_result_line(result):
             items.append((self._result_line(result), []))
 
@@ -345,7 +347,8 @@ class ConsoleReporter:
             details.append(Text(f"Note: {turn.note}", style="yellow"))
         if turn.error:
             details.append(Text(f"Error: {_clip(turn.error, MESSAGE_LIMIT)}", style="red"))
-        details.extend(_assertion_line(a) for a in turn.assertions)
+        for assertion in turn.assertions:
+            details += [_assertion_line(assertion), *_diff_lines(assertion)]
         return head, details
 
     def _awaiting_item(self, result: CaseResult) -> tuple[Text, list[Text]]:
@@ -653,3 +656,17 @@ def _assertion_line(assertion: AssertionResult) -> Text:
     if assertion.score is not None:
         line.append(f" (score {assertion.score:g})", style="dim")
     return line
+
+
+def _diff_lines(assertion: AssertionResult) -> list[Text]:
+    """A failed assertion's diff (a golden conversation's), one literal line each, at most :data:`DIFF_LINES`."""
+    if not assertion.diff:
+        return []
+    lines = assertion.diff.splitlines()
+    out = []
+    for line in lines[:DIFF_LINES]:
+        removed, added = line.startswith("-") and not line.startswith("---"), line.startswith("+") and not line.startswith("+++")
+        out.append(Text("  " + _clip(line, MESSAGE_LIMIT), style="red" if removed else "green" if added else "dim"))
+    if len(lines) > DIFF_LINES:
+        out.append(Text(f"  … {len(lines) - DIFF_LINES} more diff lines", style="dim"))
+    return out

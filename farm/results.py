@@ -117,6 +117,9 @@ class AssertionResult(BaseModel):
     """True when the assertion could not be evaluated at all (not a plain failure)."""
     matched_by: str | None = None
     """For ``tool_called``: which rule matched the tool name (``exact``, ``suffix``, ``substring``)."""
+    diff: str | None = None
+    """For ``golden``: how the conversation differs from the golden one (unified diffs of the
+    reply text and of the tool calls); null when it passed."""
 
 
 class StepReply(BaseModel):

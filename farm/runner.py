@@ -415,6 +415,17 @@ class _Conversation:
             await self.run_static()
         else:
             await self.run_dynamic()
+        await self.compare_golden()
+
+    async def compare_golden(self) -> None:
+        """Compare the finished conversation with its golden one (farm.golden), when the run asks."""
+        if self.loaded.golden is None:
+            return
+        from farm.golden import compare
+
+        env = self.services.assertion_env if self.services else None
+        for where, outcome in await compare(self.loaded.golden, self.result, env):
+            self.verdict([outcome], where)
 
 
 def error_result(loaded: LoadedCase, settings: RunSettings, message: str, status: Status = Status.ERROR) -> CaseResult:

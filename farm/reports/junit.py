@@ -129,7 +129,7 @@ def testcase(result: CaseResult) -> ET.Element:
 
 
 def _fill(child: ET.Element, lines: list[str]) -> None:
-    child.set("message", clip(xml_text("; ".join(lines)), MESSAGE_LIMIT))
+    child.set("message", clip(xml_text("; ".join(line.split("\n", 1)[0] for line in lines)), MESSAGE_LIMIT))
     child.text = xml_text("\n".join(lines))
 
 
@@ -137,8 +137,8 @@ def failure_lines(result: CaseResult) -> list[str]:
     """One line per failed assertion and unreached required checkpoint, where it happened first."""
     lines = []
     for turn in result.turns:
-        lines += [f"turn {turn.turn}: {_assertion_text(a)}" for a in turn.assertions if not a.passed]
-    lines += [f"final: {_assertion_text(a)}" for a in result.final_assertions if not a.passed]
+        lines += [f"turn {turn.turn}: {_assertion_text(a)}{_diff(a)}" for a in turn.assertions if not a.passed]
+    lines += [f"final: {_assertion_text(a)}{_diff(a)}" for a in result.final_assertions if not a.passed]
     for checkpoint in result.checkpoints:
         if checkpoint.required and not checkpoint.reached:
             why = checkpoint.assertion.message if checkpoint.assertion and checkpoint.assertion.message else None
@@ -154,6 +154,11 @@ def _assertion_text(assertion: AssertionResult) -> str:
     if assertion.score is not None:
         text += f" (score {assertion.score:g})"
     return text
+
+
+def _diff(assertion: AssertionResult) -> str:
+    """A golden assertion's diff on the lines below its own (the ``message`` attribute keeps one line)."""
+    return "\n" + assertion.diff if assertion.diff else ""
 
 
 def transcript(result: CaseResult) -> str:
