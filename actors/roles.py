@@ -14,7 +14,7 @@ import ray
 
 from farm.agents.base import Message
 from farm.config import FarmConfig
-from farm.roletypes import RoleError, SimulatorTurn
+from farm.roletypes import RoleError, RoleOutcome, SimulatorTurn, Verdict
 from farm.services import LocalRoles
 
 if TYPE_CHECKING:
@@ -39,18 +39,11 @@ class RoleActor:
         self.roles = LocalRoles(config, limiter_for=limiter_factory(limits))
         preload()  # roles are LLMs behind HTTP
 
-    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
-        try:
-            sim = await self.roles.simulate(agent_id, messages, metadata)
-        except RoleError as exc:
-            return {"error": str(exc)}
-        return {"input": sim.input, "goal_achieved": sim.goal_achieved, "reasoning": sim.reasoning}
+    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> RoleOutcome[SimulatorTurn]:
+        return await RoleOutcome.of(self.roles.simulate(agent_id, messages, metadata))
 
-    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return await self.roles.validate(agent_id, messages, metadata)
-        except RoleError as exc:
-            return {"error": str(exc)}
+    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> RoleOutcome[Verdict]:
+        return await RoleOutcome.of(self.roles.validate(agent_id, messages, metadata))
 
     async def ping(self) -> bool:
         return True
@@ -76,7 +69,7 @@ class PoolRoles:
         self._val = itertools.cycle([ray.get_actor(n) for n in validators]) if validators else None
 
     @staticmethod
-    async def _call(pool: Any, method: str, *args: Any) -> dict[str, Any]:
+    async def _call(pool: Any, method: str, *args: Any) -> RoleOutcome[Any]:
         if pool is None:
             raise RoleError(f"this run has no {method} pool")
         for attempt in range(1, RESTART_TRIES + 1):
@@ -88,13 +81,12 @@ class PoolRoles:
                 if attempt == RESTART_TRIES:
                     raise RoleError(f"the {method} pool did not answer after {attempt} tries: {exc}") from None
                 await asyncio.sleep(RESTART_WAIT)
-        if "error" in answer:
-            raise RoleError(answer["error"])
         return answer
 
     async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
-        answer = await self._call(self._sim, "simulate", agent_id, messages, metadata)
-        return SimulatorTurn(answer.get("input"), bool(answer.get("goal_achieved")), answer.get("reasoning"))
+        outcome: RoleOutcome[SimulatorTurn] = await self._call(self._sim, "simulate", agent_id, messages, metadata)
+        return outcome.unwrap()
 
-    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
-        return await self._call(self._val, "validate", agent_id, messages, metadata)
+    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> Verdict:
+        outcome: RoleOutcome[Verdict] = await self._call(self._val, "validate", agent_id, messages, metadata)
+        return outcome.unwrap()

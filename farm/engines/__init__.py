@@ -19,13 +19,16 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from farm.config import FarmConfig
 from farm.errors import UsageError
 from farm.loader import LoadedCase
 from farm.results import CaseResult
 from farm.runner import RunSettings
+
+if TYPE_CHECKING:
+    from farm.replay import Replay
 
 __all__ = ["AUTO_RAY_FROM", "ENGINES", "Engine", "EngineLost", "Job", "RunPlan", "Terminal", "choose_engine", "make_engine"]
 
@@ -83,6 +86,9 @@ class RunPlan:
     """``(case id, run index)`` already finished (``--resume``)."""
     terminal: Terminal | None = None
     """Set in interactive mode: the agent's questions go to a person here."""
+    replay: Replay | None = None
+    """Set by ``farm rescore``: each case replays its recorded conversation instead of calling
+    the agent (the local engine only; roles and assertions are the run's own)."""
 
     def jobs(self) -> Iterator[Job]:
         """Every case run still to do, run by run, in suite order."""

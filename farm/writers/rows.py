@@ -234,6 +234,9 @@ class CaseRow(KeyRow):
     """When the case started."""
     worker: str | None
     """The actor (or process) the conversation ran on."""
+    rescorable: bool | None
+    """``farm rescore``: false when the case could not be rescored (its inputs changed, or it needs turns the
+    run did not record); null in a live run."""
     schema_version: Int16
     """Version of the result record's shape."""
 

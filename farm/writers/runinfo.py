@@ -72,6 +72,11 @@ class RunInfo(BaseModel):
     """Statuses of the whole run (every part, after a resume): total, passed, failed, skipped, errors, timeouts."""
     timings: dict[str, float] = Field(default_factory=dict)
     """Seconds from the start: engine ready, cases started, first and last result, outputs closed."""
+    rescored_from: dict[str, str] | None = None
+    """For a ``farm rescore`` run: the source run's ``run_id`` and ``run_dir``, whose recorded
+    conversations it re-evaluated; null for a live run."""
+    not_rescorable: int | None = None
+    """For a ``farm rescore`` run: case runs that could not be rescored (rerun them)."""
 
 
 def write_run_json(run_dir: str | os.PathLike[str], info: RunInfo | dict[str, Any]) -> Path:
