@@ -71,8 +71,12 @@ __all__ = [
 ]
 
 
+# One encoder for every row: json.dumps with options builds a new one per call, a cost on the hot path.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 def _json_text(value: Any) -> Any:
-    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+    return None if value is None else _ENCODER.encode(value)
 
 
 def _text_or_json(value: Any) -> Any:
