@@ -68,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path", nargs="?", type=Path, default=DOC, help=f"the page (default: {DOC})")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if the tables are out of date")
     args = parser.parse_args(argv)
+    if not args.path.is_file():
+        print(f"Cannot write the column tables, as {args.path} does not exist; run this from the repository root.",
+              file=sys.stderr)
+        return 2
     text = args.path.read_text(encoding="utf-8")
     fresh = update(text)
     if args.check:

@@ -258,6 +258,8 @@ def test_schema_doc_check_reports_a_stale_page(tmp_path, capsys):
     written = page.read_text(encoding="utf-8")
     assert "| `tool_calls` | list<struct<…>> | The turn's tool calls in order, each a struct of `id` string" in written
     assert schema_doc.main([str(page), "--check"]) == 0
+    assert schema_doc.main([str(tmp_path / "missing.md")]) == 2
+    assert "missing.md does not exist; run this from the repository root" in capsys.readouterr().err
 
 
 # --- rows_from_result ---------------------------------------------------------------
