@@ -372,6 +372,10 @@ def rescore(
     check_suite(suite, cfg, default_simulator=default_simulator)  # the suite's own checks; the agent is not called
     if not suite.cases:
         raise UsageError(f"{suite.description}: no test cases to rescore")
+    from farm.golden import attach
+
+    golden = earlier.get("golden")  # golden conversations are judged again, as the run judged them
+    attach(suite.cases, Path(golden) if golden is not None else cfg.golden_dir, every=golden is not None, input=input_value)
     assert agent_id is not None
     target = cfg.agent(agent_id)
     run_id = new_run_id()

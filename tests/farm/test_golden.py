@@ -384,3 +384,22 @@ def test_a_dynamic_conversation_compares_turn_by_turn(tmp_path: Path):
     assert second.exit_code == 0, row["error"]
     compared = [a for turn in row["turns"] for a in turn["assertions"] if a["type"] == "golden"]
     assert len(compared) == len(recorded["turns"]) and all(a["passed"] for a in compared)
+
+
+def test_rescore_judges_golden_conversations_again_without_calling_the_agent(project: Path, agent_server: JSONServer, agent: GoldenAgent):
+    golden = record(project)
+    suite = write_suite(project, [dict(CASES[0], golden=True)])
+    result, _ = run(project, suite)
+    assert results(result)["greet"]["status"] == "passed"
+    path = golden / "suite" / f"{safe_name('greet')}.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["turns"][0]["reply"] = "Hello! I can help you file an expense report."
+    path.write_text(json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    before = agent_server.requests
+    rescored = farm.rescore(result.run_dir, config=project / "farm.toml", quiet=True)
+    assert agent_server.requests == before
+    row = results(rescored)["greet"]
+    assert row["status"] == "failed" and row["rescorable"] is True
+    assert row["turns"][0]["assertions"][-1]["type"] == "golden"
+    assert "+I can help you file an expense report today." in row["turns"][0]["assertions"][-1]["diff"]
