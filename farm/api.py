@@ -35,9 +35,9 @@ from farm.errors import UsageError
 
 if TYPE_CHECKING:
     from farm.config import FarmConfig
-    from farm.console import Summary
     from farm.loader import Suite
     from farm.results import CaseResult
+    from farm.summary import Summary
     from farm.writers import RunInfo
 
 __all__ = ["RunResult", "new_run_id", "rescore", "run", "run_async"]

@@ -7,16 +7,14 @@ code writes colour to a terminal and plain text to a pipe or a test's
 cases that need a look (failed, error, timeout, skipped) print their tree,
 so a suite of thousands stays readable.
 
-:class:`Summary` is the run's tally. It is fed one :class:`CaseResult` at a
-time and keeps counters and one small pass tally per case id, never the
-results themselves, so memory stays flat however many cases run.
+:meth:`ConsoleReporter.summary` prints a :class:`~farm.summary.Summary`, the
+run's tally.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
@@ -38,10 +36,11 @@ from farm.durations import format_duration
 from farm.excerpts import clip
 from farm.jsontext import arguments_text, json_text
 from farm.messages import content_text
-from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult, stability_class
+from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
 from farm.secrets import scrub_result
+from farm.summary import Summary
 
-__all__ = ["CaseStability", "ConsoleReporter", "Summary", "neutralise"]
+__all__ = ["ConsoleReporter", "neutralise"]
 
 _CONTROLS = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)}
 _CONTROLS[0x7F] = 0x2421
@@ -100,118 +99,6 @@ _MARKERS = {"simulated": "[Simulated]", "human": "[Human]"}
 # Between a tree item's head and its detail lines: the seed's "  │          ".
 _BRANCH, _LAST = "  ├─ ", "  └─ "
 _DETAIL, _LAST_DETAIL = "  │          ", "     "
-
-
-# ---------------------------------------------------------------- summary
-
-
-@dataclass(slots=True)
-class _Tally:
-    runs: int = 0
-    passes: int = 0
-
-
-@dataclass(frozen=True)
-class CaseStability:
-    """How one case fared over ``--runs N`` repetitions (skipped runs not counted)."""
-
-    runs: int
-    passes: int
-    pass_rate: float
-    """``passes / runs``, from 0.0 to 1.0."""
-    stability_class: str
-    """``stable`` (100%), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%), ``highly_unstable`` or ``consistently_failing`` (0%)."""
-    pass_at_k: float
-    """pass@k with k = ``runs``: 1.0 if any run passed, else 0.0."""
-
-
-@dataclass
-class Summary:
-    """Counts of a run, accumulated one result at a time with :meth:`add`."""
-
-    counts: dict[Status, int] = field(default_factory=lambda: {status: 0 for status in Status})
-    total_turns: int = 0
-    duration_ms: float = 0.0
-    """Sum of the cases' own durations (the seed's "Total time")."""
-    wall_seconds: float | None = None
-    """Wall-clock time of the whole run, when the caller measured it."""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-    tallies: dict[str, _Tally] = field(default_factory=dict)
-    """Per case id: runs that were not skipped, and how many of them passed."""
-
-    def add(self, result: CaseResult) -> None:
-        """Count one finished case run."""
-        status = Status(result.status)
-        self.counts[status] += 1
-        self.total_turns += _turn_count(result)
-        self.duration_ms += result.duration_ms
-        self.prompt_tokens += result.usage.prompt_tokens
-        self.completion_tokens += result.usage.completion_tokens
-        self.total_tokens += result.usage.total_tokens
-        if status is not Status.SKIPPED:
-            tally = self.tallies.get(result.id)
-            if tally is None:
-                tally = self.tallies[result.id] = _Tally()
-            tally.runs += 1
-            tally.passes += status is Status.PASSED
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-    @property
-    def passed(self) -> int:
-        return self.counts[Status.PASSED]
-
-    @property
-    def failed(self) -> int:
-        return self.counts[Status.FAILED]
-
-    @property
-    def skipped(self) -> int:
-        return self.counts[Status.SKIPPED]
-
-    @property
-    def errors(self) -> int:
-        return self.counts[Status.ERROR]
-
-    @property
-    def timeouts(self) -> int:
-        return self.counts[Status.TIMEOUT]
-
-    @property
-    def avg_turns(self) -> float:
-        return self.total_turns / self.total if self.total else 0.0
-
-    @property
-    def repeated(self) -> bool:
-        """Whether any case ran (not skipped) more than once."""
-        return any(tally.runs > 1 for tally in self.tallies.values())
-
-    def count_dict(self) -> dict[str, int]:
-        """``{"total": n, "passed": n, ...}`` with the status names as keys."""
-        return {"total": self.total, **{status.value: self.counts[status] for status in Status}}
-
-    @property
-    def exit_code(self) -> int:
-        """0 when nothing failed, errored or timed out; else 1."""
-        return 0 if self.failed + self.errors + self.timeouts == 0 else 1
-
-    def stability(self) -> dict[str, CaseStability]:
-        """Per case id that ran at least once (not skipped): pass rate, class and pass@k."""
-        out = {}
-        for case_id, tally in self.tallies.items():
-            rate = tally.passes / tally.runs
-            out[case_id] = CaseStability(
-                runs=tally.runs,
-                passes=tally.passes,
-                pass_rate=rate,
-                stability_class=stability_class(rate),
-                pass_at_k=1.0 if tally.passes else 0.0,
-            )
-        return out
 
 
 # ---------------------------------------------------------------- reporter

@@ -8,7 +8,7 @@ ignore keys they do not know: events gain keys, never lose or retype them.
 ``run_start`` — first line of every stream::
 
     {"event": "run_start", "run_id": "...", "time": 1714000000.0,
-     "schema_version": 2, ...info}
+     "schema_version": 3, ...info}
 
   ``info`` is whatever :meth:`EventWriter.start` was given (e.g. ``agent``,
   ``input``, ``cases``); when ``start`` is never called the event is emitted
@@ -57,8 +57,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from farm.console import Summary
 from farm.results import SCHEMA_VERSION, CaseResult, TurnResult
+from farm.summary import Summary
 
 __all__ = ["EventWriter"]
 
@@ -118,12 +118,11 @@ class EventWriter:
         if self._closed:
             return
         summary = self._summary
-        ran = summary.total - summary.skipped
         self._emit(
             "summary",
             {
                 "counts": summary.count_dict(),
-                "pass_rate": summary.passed / ran if ran else None,
+                "pass_rate": summary.pass_rate,
                 "total_turns": summary.total_turns,
                 "duration_ms": summary.duration_ms,
                 "tokens": {

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from farm import __version__
-from farm.console import Summary
 from farm.engines import Engine, EngineLost, RunPlan
 from farm.results import CaseResult
 from farm.secrets import Scrubber
+from farm.summary import Summary
 from farm.writers import JSONLWriter, MultiWriter, ParquetWriter, ResultWriter, RunInfo, read_jsonl_results, write_run_json
 from farm.writers.parquet import PARTS_DIR
 

@@ -1,8 +1,8 @@
 """Result records: what a run produces, one :class:`CaseResult` per case run.
 
 These are the JSONL lines (SPEC section 7, the seed's "JSONL Output" shape)
-and the source of the Parquet tables. ``SCHEMA_VERSION`` changes whenever a
-field changes meaning or type.
+and the source of the Parquet tables, whose rows :mod:`farm.writers.rows`
+defines. ``SCHEMA_VERSION`` changes whenever a field changes meaning or type.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ __all__ = [
     "stability_class",
 ]
 
-SCHEMA_VERSION = 2
+#: 3: the Parquet columns are defined once, by the row models of ``farm.writers.rows``.
+SCHEMA_VERSION = 3
 
 #: Longest ``actual`` value kept in an assertion result.
 ACTUAL_LIMIT = 500

@@ -65,8 +65,6 @@ class HTMLWriter(StreamedReport):
     def __init__(self, path: str | os.PathLike[str], run_id: str, *, title: str | None = None):
         super().__init__(path, run_id)
         self.title = title or f"Agent Test Farm — run {run_id}"
-        self._turns = 0
-        self._tokens = {"prompt": 0, "completion": 0, "total": 0}
         self._latency = [0] * (len(LATENCY_BUCKETS_MS) + 1)
         self._latency_sum = 0.0
         self._latency_max = 0.0
@@ -74,10 +72,6 @@ class HTMLWriter(StreamedReport):
 
     def tally(self, result: CaseResult) -> None:
         super().tally(result)
-        self._turns += result.total_turns or len(result.turns)
-        self._tokens["prompt"] += result.usage.prompt_tokens
-        self._tokens["completion"] += result.usage.completion_tokens
-        self._tokens["total"] += result.usage.total_tokens
         for turn in result.turns:
             self._latency[_bucket(turn.duration_ms)] += 1
             self._latency_sum += turn.duration_ms
@@ -85,7 +79,7 @@ class HTMLWriter(StreamedReport):
             self._latency_count += 1
 
     def render(self, result: CaseResult) -> str:
-        return case_section(result, sum(self._counts.values()))
+        return case_section(result, self.summary.total)
 
     def foot(self) -> str:
         return _FOOT
@@ -93,32 +87,31 @@ class HTMLWriter(StreamedReport):
     # -- the page head: summary, charts, filters
 
     def head(self) -> str:
-        counts = self._counts
-        total = sum(counts.values())
-        ran = total - counts[Status.SKIPPED]
-        pass_rate = f"{counts[Status.PASSED] / ran:.1%}" if ran else "—"
+        summary = self.summary
+        counts, total = summary.counts, summary.total
+        pass_rate = "—" if summary.pass_rate is None else f"{summary.pass_rate:.1%}"
         latency_avg = self._latency_sum / self._latency_count if self._latency_count else 0.0
         span = ""
-        if self._first_start is not None and self._last_end is not None:
-            start = datetime.fromtimestamp(self._first_start).astimezone()
-            span = f"started {start.isoformat(timespec='seconds')}, wall span {format_duration(self._last_end - self._first_start)}; "
+        if summary.first_start is not None and summary.span_seconds is not None:
+            start = datetime.fromtimestamp(summary.first_start).astimezone()
+            span = f"started {start.isoformat(timespec='seconds')}, wall span {format_duration(summary.span_seconds)}; "
         generated = datetime.fromtimestamp(time.time()).astimezone().isoformat(timespec="seconds")
 
         cards = [
             _card("count-total", total, "total"),
             *(_card(f"count-{status.value}", counts[status], status.value, status.value) for status in Status),
             _card("pass-rate", pass_rate, "pass rate (skipped excluded)"),
-            _card("total-turns", self._turns, "turns"),
-            _card("avg-turns", f"{self._turns / total:.1f}" if total else "0.0", "avg turns / case"),
+            _card("total-turns", summary.total_turns, "turns"),
+            _card("avg-turns", f"{summary.avg_turns:.1f}", "avg turns / case"),
             _card(
                 "total-duration",
-                format_duration(self._duration_s),
+                format_duration(summary.duration_ms / 1000),
                 "case time (sum)",
-                attrs=f' data-ms="{self._duration_s * 1000:.0f}"',
+                attrs=f' data-ms="{summary.duration_ms:.0f}"',
             ),
-            _card("total-tokens", self._tokens["total"], "tokens"),
-            _card("prompt-tokens", self._tokens["prompt"], "prompt tokens"),
-            _card("completion-tokens", self._tokens["completion"], "completion tokens"),
+            _card("total-tokens", summary.total_tokens, "tokens"),
+            _card("prompt-tokens", summary.prompt_tokens, "prompt tokens"),
+            _card("completion-tokens", summary.completion_tokens, "completion tokens"),
             _card("latency-avg", f"{latency_avg:.0f} ms", "avg turn latency"),
             _card("latency-max", f"{self._latency_max:.0f} ms", "max turn latency"),
         ]

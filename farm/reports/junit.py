@@ -77,17 +77,16 @@ class JUnitWriter(StreamedReport):
         return "</testsuite>\n</testsuites>\n"
 
     def _suite_attributes(self) -> dict[str, str]:
-        counts = self._counts
-        if self._first_start is not None and self._last_end is not None:
-            seconds = self._last_end - self._first_start
-        else:
-            seconds = self._duration_s
-        started = self._first_start if self._first_start is not None else self._created
+        summary = self.summary
+        seconds = summary.span_seconds
+        if seconds is None:
+            seconds = summary.duration_ms / 1000
+        started = summary.first_start if summary.first_start is not None else self._created
         return {
-            "tests": str(sum(counts.values())),
-            "failures": str(counts[Status.FAILED]),
-            "errors": str(counts[Status.ERROR] + counts[Status.TIMEOUT]),
-            "skipped": str(counts[Status.SKIPPED]),
+            "tests": str(summary.total),
+            "failures": str(summary.failed),
+            "errors": str(summary.errors + summary.timeouts),
+            "skipped": str(summary.skipped),
             "time": f"{seconds:.3f}",
             "timestamp": datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds"),
         }

@@ -1,6 +1,6 @@
 """Reports written once the run ends, with flat memory: each result's part is streamed to a
 temporary file beside the target as it arrives; ``close`` writes head + parts + foot
-atomically (the head can then hold the run's counts)."""
+atomically (the head can then hold the run's counts, a :class:`~farm.summary.Summary`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from farm.results import CaseResult, Status
+from farm.results import CaseResult
+from farm.summary import Summary
 from farm.writers.base import ClosingWriter
 
 __all__ = ["StreamedReport"]
@@ -29,10 +30,8 @@ class StreamedReport(ClosingWriter, ABC):
         self._parts = tempfile.NamedTemporaryFile(  # noqa: SIM115  (closed in close())
             "w+", encoding="utf-8", dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".cases", delete=False
         )
-        self._counts = {status: 0 for status in Status}
-        self._duration_s = 0.0
-        self._first_start: float | None = None
-        self._last_end: float | None = None
+        self.summary = Summary()
+        """The run's counts so far: every result written is added before it is rendered."""
         self._created = time.time()
         self._closed = False
 
@@ -54,14 +53,7 @@ class StreamedReport(ClosingWriter, ABC):
 
     def tally(self, result: CaseResult) -> None:
         """Count ``result`` (subclasses add their own figures, then call this)."""
-        self._counts[Status(result.status)] += 1
-        self._duration_s += result.duration_ms / 1000
-        if result.started_at is not None:
-            end = result.started_at + result.duration_ms / 1000
-            if self._first_start is None or result.started_at < self._first_start:
-                self._first_start = result.started_at
-            if self._last_end is None or end > self._last_end:
-                self._last_end = end
+        self.summary.add(result)
 
     def write(self, result: CaseResult) -> None:
         if self._closed:

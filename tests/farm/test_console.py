@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from farm.console import ConsoleReporter, Summary
+from farm.console import ConsoleReporter
 from farm.results import (
     AssertionResult,
     CaseResult,
@@ -17,6 +17,7 @@ from farm.results import (
     TurnResult,
     Usage,
 )
+from farm.summary import Summary
 from tests.factories import case_result
 
 

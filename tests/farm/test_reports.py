@@ -33,6 +33,7 @@ from farm.results import (
     Status,
     TurnResult,
 )
+from farm.summary import Summary
 from farm.writers import (
     ASSERTIONS_SCHEMA,
     CASES_SCHEMA,
@@ -201,6 +202,35 @@ def test_report_writers_are_result_writers_with_label_and_path(tmp_path: Path):
         writer.close()
     assert [w.label for w in writers] == ["Events", "JUnit", "HTML"]
     assert writers[1].path == tmp_path / "junit.xml" and writers[2].path == tmp_path / "report.html"
+
+
+def test_every_report_counts_what_the_run_summary_counts(tmp_path: Path):
+    results = one_of_each("run-s")
+    summary, stream = Summary(), io.StringIO()
+    writers = [EventWriter(stream, "run-s"), JUnitWriter(tmp_path / "junit.xml", "run-s"),
+               HTMLWriter(tmp_path / "report.html", "run-s")]
+    for item in results:
+        summary.add(item)
+        for writer in writers:
+            writer.write(item)
+    for writer in writers:
+        writer.close()
+
+    assert (summary.total, summary.passed, summary.failed, summary.skipped, summary.errors, summary.timeouts) == (
+        6, 2, 1, 1, 1, 1
+    )
+    events = json.loads(stream.getvalue().splitlines()[-1])
+    assert events["counts"] == summary.count_dict() and events["pass_rate"] == summary.pass_rate == 0.4
+    assert events["total_turns"] == summary.total_turns and events["exit_code"] == summary.exit_code
+    suite = ET.parse(tmp_path / "junit.xml").getroot()
+    assert suite.get("tests") == str(summary.total) and suite.get("skipped") == str(summary.skipped)
+    assert suite.get("errors") == str(summary.errors + summary.timeouts)
+    assert float(suite.get("time") or 0) == round(summary.span_seconds or 0, 3)
+    page = parse_html((tmp_path / "report.html").read_text(encoding="utf-8")).ids
+    assert {status.value: int(page[f"count-{status.value}"]) for status in Status} == {
+        status.value: count for status, count in summary.counts.items()
+    }
+    assert (page["total-turns"], page["total-tokens"]) == (str(summary.total_turns), str(summary.total_tokens))
 
 
 # --- JUnit -----------------------------------------------------------------------
@@ -446,15 +476,6 @@ def test_results_folder_reads_as_one_dataset_with_pyarrow_and_duckdb(results_dir
         f"from read_parquet('{results_dir}/*/turns.parquet')) group by tool"
     ).fetchall()
     assert tools == [("lookup_order", 3 * len(HISTORY))]
-
-
-def test_docs_describe_every_column_of_every_table():
-    text = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
-    for table, schema in (("cases", CASES_SCHEMA), ("turns", TURNS_SCHEMA), ("assertions", ASSERTIONS_SCHEMA)):
-        section = text.split(f"### `{table}.parquet`", 1)[1].split("\n#", 1)[0]
-        documented = re.findall(r"^\| `(\w+)` \|", section, flags=re.MULTILINE)
-        assert documented == schema.names, table
-    assert "read_parquet('farm-results/*/cases.parquet')" in text
 
 
 # --- analysis ----------------------------------------------------------------------------------

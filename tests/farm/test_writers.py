@@ -38,12 +38,27 @@ from farm.writers import (
     read_jsonl_results,
     read_run_json,
     rows_from_result,
+    schema_doc,
     write_run_json,
 )
 from farm.writers import parquet as parquet_module
+from farm.writers.rows import (
+    AssertionRow,
+    CaseRow,
+    Int16,
+    Int32,
+    JsonText,
+    KeyRow,
+    Timestamp,
+    ToolCallRow,
+    TurnRow,
+    arrow_schema,
+    arrow_type,
+)
 from farm.writers.runinfo import RUN_INFO_VERSION, RunInfo
 from tests.factories import case_result, lookup_call, usage
 
+ROOT = Path(__file__).resolve().parents[2]
 STATUSES = list(Status)
 TABLES = {"cases": CASES_SCHEMA, "turns": TURNS_SCHEMA, "assertions": ASSERTIONS_SCHEMA}
 
@@ -182,14 +197,69 @@ def test_every_writer_implements_the_protocol(tmp_path):
     assert jsonl.closed and parquet.closed
 
 
-def test_every_column_is_documented_in_the_module_docstring():
-    doc = parquet_module.__doc__
-    for table, schema in TABLES.items():
-        start = doc.index(f"``{table}.parquet`` — ")
-        end = doc.find(".parquet`` — ", start + len(table) + 12)
-        section = doc[start : end if end > 0 else None]
-        documented = {line.split()[0] for line in section.splitlines() if line[:1].isalpha()}
-        assert set(schema.names) <= documented, f"{table}: undocumented {set(schema.names) - documented}"
+# --- the row models -----------------------------------------------------------------
+
+
+def test_every_column_is_nullable_and_documented():
+    for schema in (CASES_SCHEMA, TURNS_SCHEMA, ASSERTIONS_SCHEMA):
+        assert all(field.nullable for field in schema)  # older tables and partial rows still cast
+    for row in (CaseRow, TurnRow, AssertionRow, ToolCallRow):  # every column is documented where it is defined
+        assert [name for name, field in row.model_fields.items() if not field.description] == [], row
+
+
+def test_arrow_types_follow_the_annotations():
+    assert arrow_type(str) == pa.string() and arrow_type(str | None) == pa.string()
+    assert (arrow_type(int), arrow_type(Int32), arrow_type(Int16 | None)) == (pa.int64(), pa.int32(), pa.int16())
+    assert (arrow_type(float), arrow_type(bool)) == (pa.float64(), pa.bool_())
+    assert arrow_type(Timestamp | None) == pa.timestamp("ms", tz="UTC")
+    assert arrow_type(JsonText | None) == pa.string()
+    assert arrow_type(list[str]) == pa.list_(pa.field("element", pa.string()))
+    assert arrow_type(ToolCallRow) == pa.struct(
+        [("id", pa.string()), ("name", pa.string()), ("args", pa.string()), ("result", pa.string()), ("mocked", pa.bool_())]
+    )
+    with pytest.raises(TypeError, match="No Arrow type for a row field annotated"):
+        arrow_type(dict[str, int])
+
+
+def test_a_row_model_field_named_like_a_result_field_is_copied_from_it():
+    class WithWorker(KeyRow):
+        built_from = CaseResult
+        worker: str | None
+        """The worker."""
+        turns_seen: Int32
+        """Given by the builder."""
+
+    result = static_result(1)
+    row = WithWorker._row(result, {**KeyRow.of(result), "turns_seen": 2})
+    assert row == {"run_id": "run-x", "run_index": 1, "attempt": 1, "case_id": "case-0001", "worker": "worker-1",
+                   "turns_seen": 2}
+    assert arrow_schema(WithWorker).names == ["run_id", "run_index", "attempt", "case_id", "worker", "turns_seen"]
+    with pytest.raises(TypeError, match=r"WithWorker was built without the columns \['turns_seen'\]"):
+        WithWorker._row(result, KeyRow.of(result))
+
+
+def test_docs_results_md_is_current():
+    path = ROOT / schema_doc.DOC
+    text = path.read_text(encoding="utf-8")
+    assert text.count("<!-- columns: ") == len(schema_doc.TABLES)
+    assert schema_doc.update(text) == text, (
+        f"{schema_doc.DOC} does not match farm/writers/rows.py; regenerate it from the repository root with: "
+        f"{schema_doc.COMMAND}"
+    )
+    assert "read_parquet('farm-results/*/cases.parquet')" in text
+
+
+def test_schema_doc_check_reports_a_stale_page(tmp_path, capsys):
+    page = tmp_path / "results.md"
+    page.write_text("# Results\n\n<!-- columns: turns -->\n| stale |\n<!-- end columns -->\n", encoding="utf-8")
+    assert schema_doc.main([str(page), "--check"]) == 1
+    assert f"run: {schema_doc.COMMAND}" in capsys.readouterr().err
+    assert schema_doc.main([str(page)]) == 0
+    written = page.read_text(encoding="utf-8")
+    assert "| `tool_calls` | list<struct<…>> | The turn's tool calls in order, each a struct of `id` string" in written
+    assert schema_doc.main([str(page), "--check"]) == 0
+    assert schema_doc.main([str(tmp_path / "missing.md")]) == 2
+    assert "missing.md does not exist; run this from the repository root" in capsys.readouterr().err
 
 
 # --- rows_from_result ---------------------------------------------------------------
@@ -253,9 +323,12 @@ def test_rows_from_result_counts_checkpoints_on_the_case_row():
 def test_rows_have_exactly_the_schema_columns():
     for result in mixed_results(5):
         case, turns, assertions = rows_from_result(result)
-        for rows, schema in (([case], CASES_SCHEMA), (turns, TURNS_SCHEMA), (assertions, ASSERTIONS_SCHEMA)):
+        for rows, schema, model in (
+            ([case], CASES_SCHEMA, CaseRow), (turns, TURNS_SCHEMA, TurnRow), (assertions, ASSERTIONS_SCHEMA, AssertionRow)
+        ):
             for row in rows:
-                assert list(row) == schema.names
+                assert sorted(row) == sorted(schema.names)
+                model.model_validate(row)  # every column, each of its type
             pa.Table.from_pylist(rows, schema=schema)  # the values fit the types
 
 

@@ -1,0 +1,148 @@
+"""The run's tally: how many case runs ended how, counted one result at a time.
+
+:class:`Summary` is fed one :class:`~farm.results.CaseResult` at a time and
+keeps counters and one small pass tally per case id, never the results
+themselves, so memory stays flat however many cases run. ``execute`` returns
+the run's summary, and every writer that reports counts (the console, the
+NDJSON events, the HTML and JUnit reports) counts with one of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from farm.results import CaseResult, Status, stability_class
+
+__all__ = ["CaseStability", "Summary"]
+
+
+@dataclass(slots=True)
+class _Tally:
+    runs: int = 0
+    passes: int = 0
+
+
+@dataclass(frozen=True)
+class CaseStability:
+    """How one case fared over ``--runs N`` repetitions (skipped runs not counted)."""
+
+    runs: int
+    passes: int
+    pass_rate: float
+    """``passes / runs``, from 0.0 to 1.0."""
+    stability_class: str
+    """``stable`` (100%), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%), ``highly_unstable`` or ``consistently_failing`` (0%)."""
+    pass_at_k: float
+    """pass@k with k = ``runs``: 1.0 if any run passed, else 0.0."""
+
+
+@dataclass
+class Summary:
+    """Counts of a run, accumulated one result at a time with :meth:`add`."""
+
+    counts: dict[Status, int] = field(default_factory=lambda: {status: 0 for status in Status})
+    total_turns: int = 0
+    duration_ms: float = 0.0
+    """Sum of the cases' own durations (the seed's "Total time")."""
+    wall_seconds: float | None = None
+    """Wall-clock time of the whole run, when the caller measured it."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    first_start: float | None = None
+    """Unix time the earliest case started (None when no case said)."""
+    last_end: float | None = None
+    """Unix time the latest case ended: its start plus its duration."""
+    tallies: dict[str, _Tally] = field(default_factory=dict)
+    """Per case id: runs that were not skipped, and how many of them passed."""
+
+    def add(self, result: CaseResult) -> None:
+        """Count one finished case run."""
+        status = Status(result.status)
+        self.counts[status] += 1
+        self.total_turns += result.total_turns or len(result.turns)
+        self.duration_ms += result.duration_ms
+        self.prompt_tokens += result.usage.prompt_tokens
+        self.completion_tokens += result.usage.completion_tokens
+        self.total_tokens += result.usage.total_tokens
+        if result.started_at is not None:
+            end = result.started_at + result.duration_ms / 1000
+            if self.first_start is None or result.started_at < self.first_start:
+                self.first_start = result.started_at
+            if self.last_end is None or end > self.last_end:
+                self.last_end = end
+        if status is not Status.SKIPPED:
+            tally = self.tallies.get(result.id)
+            if tally is None:
+                tally = self.tallies[result.id] = _Tally()
+            tally.runs += 1
+            tally.passes += status is Status.PASSED
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def passed(self) -> int:
+        return self.counts[Status.PASSED]
+
+    @property
+    def failed(self) -> int:
+        return self.counts[Status.FAILED]
+
+    @property
+    def skipped(self) -> int:
+        return self.counts[Status.SKIPPED]
+
+    @property
+    def errors(self) -> int:
+        return self.counts[Status.ERROR]
+
+    @property
+    def timeouts(self) -> int:
+        return self.counts[Status.TIMEOUT]
+
+    @property
+    def pass_rate(self) -> float | None:
+        """``passed / (total - skipped)``; None when nothing ran."""
+        ran = self.total - self.skipped
+        return self.passed / ran if ran else None
+
+    @property
+    def avg_turns(self) -> float:
+        return self.total_turns / self.total if self.total else 0.0
+
+    @property
+    def span_seconds(self) -> float | None:
+        """From the first case's start to the last case's end; None when no case gave its start."""
+        if self.first_start is None or self.last_end is None:
+            return None
+        return self.last_end - self.first_start
+
+    @property
+    def repeated(self) -> bool:
+        """Whether any case ran (not skipped) more than once."""
+        return any(tally.runs > 1 for tally in self.tallies.values())
+
+    def count_dict(self) -> dict[str, int]:
+        """``{"total": n, "passed": n, ...}`` with the status names as keys."""
+        return {"total": self.total, **{status.value: self.counts[status] for status in Status}}
+
+    @property
+    def exit_code(self) -> int:
+        """0 when nothing failed, errored or timed out; else 1."""
+        return 0 if self.failed + self.errors + self.timeouts == 0 else 1
+
+    def stability(self) -> dict[str, CaseStability]:
+        """Per case id that ran at least once (not skipped): pass rate, class and pass@k."""
+        out = {}
+        for case_id, tally in self.tallies.items():
+            rate = tally.passes / tally.runs
+            out[case_id] = CaseStability(
+                runs=tally.runs,
+                passes=tally.passes,
+                pass_rate=rate,
+                stability_class=stability_class(rate),
+                pass_at_k=1.0 if tally.passes else 0.0,
+            )
+        return out

@@ -1,0 +1,463 @@
+"""The rows of the Parquet tables: one model per table, the one place a column is defined.
+
+A run's ``cases.parquet``, ``turns.parquet`` and ``assertions.parquet`` hold
+one :class:`CaseRow`, :class:`TurnRow` and :class:`AssertionRow` per row.
+Each field is a column: its name, its type and, in the docstring under it,
+its meaning. From these models come
+
+- the Arrow schemas (:func:`arrow_schema`; ``CASES_SCHEMA`` and the others in
+  :mod:`farm.writers.parquet`),
+- the rows themselves (``CaseRow.from_result`` and its siblings, which
+  :func:`~farm.writers.parquet.rows_from_result` calls), and
+- the column tables of ``docs/results.md`` (``python -m farm.writers.schema_doc``).
+
+A column's Arrow type follows from its annotation: ``str`` is ``string``,
+``float`` ``float64``, ``bool`` ``bool``, ``int`` ``int64`` unless it is
+:data:`Int16` or :data:`Int32`, :data:`Timestamp` is ``timestamp[ms, UTC]``,
+``list[X]`` a list of X, a row model a struct, and ``X | None`` is X (every
+column may hold nulls). A :data:`JsonText` column holds any value as its JSON
+text; a :data:`TextOrJson` column keeps text as it is and any other value as
+JSON text.
+
+**Adding a column** is one change here: add a field, with its docstring, to
+the row model, at the place the column should take in the table. A field
+named like a field of the record the row is built from (``CaseResult`` for
+:class:`CaseRow`, ``TurnResult`` for :class:`TurnRow`, ``AssertionResult``
+for :class:`AssertionRow`) is copied from it; any other is given in the
+model's ``from_…`` builder. Then regenerate the doc's tables with
+``python -m farm.writers.schema_doc`` (a test fails until they match). A
+column that changes meaning or type bumps :data:`farm.results.SCHEMA_VERSION`.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from collections.abc import Callable
+from datetime import UTC, datetime
+from operator import itemgetter
+from typing import Annotated, Any, ClassVar, Union, get_args, get_origin
+
+import pyarrow as pa
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic.fields import FieldInfo
+
+from farm.results import (
+    AssertionResult,
+    CaseResult,
+    CheckpointResult,
+    Status,
+    ToolCallRecord,
+    TurnResult,
+    clip_output,
+)
+
+__all__ = [
+    "AssertionRow",
+    "CaseRow",
+    "Int16",
+    "Int32",
+    "JsonText",
+    "KeyRow",
+    "Row",
+    "RowModel",
+    "TextOrJson",
+    "Timestamp",
+    "ToolCallRow",
+    "TurnRow",
+    "arrow_schema",
+    "arrow_type",
+    "type_name",
+]
+
+
+# One encoder for every row: json.dumps with options builds a new one per call, a cost on the hot path.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
+def _json_text(value: Any) -> Any:
+    return None if value is None else _ENCODER.encode(value)
+
+
+def _text_or_json(value: Any) -> Any:
+    return value if value is None or isinstance(value, str) else _json_text(value)
+
+
+#: An integer column stored as int16 (``int`` alone is int64).
+Int16 = Annotated[int, pa.int16()]
+#: An integer column stored as int32.
+Int32 = Annotated[int, pa.int32()]
+#: A point in time, stored in milliseconds, UTC.
+Timestamp = Annotated[datetime, pa.timestamp("ms", tz="UTC")]
+#: Any value, stored as its JSON text (``json.loads`` gives it back); None stays a null.
+JsonText = Annotated[str, BeforeValidator(_json_text)]
+#: Text kept as it is; any other value stored as its JSON text.
+TextOrJson = Annotated[str, BeforeValidator(_text_or_json)]
+
+_PLAIN_TYPES: dict[Any, pa.DataType] = {
+    str: pa.string(),
+    int: pa.int64(),
+    float: pa.float64(),
+    bool: pa.bool_(),
+    datetime: pa.timestamp("ms", tz="UTC"),
+}
+
+
+Row = dict[str, Any]
+"""A row as Arrow takes it: column name to value (in no set order: Arrow takes columns by name)."""
+
+
+class RowModel(BaseModel):
+    """A table's row model (or a struct's, as :class:`ToolCallRow`): one field per column.
+
+    The writer makes rows by the thousand from records that pydantic has
+    validated already, so :meth:`_row` builds each as a plain dict, not as an
+    instance; what a model would add at that point is only its cost.
+    ``Model.model_validate(row)`` checks a row where that is wanted (the tests).
+    """
+
+    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
+
+    #: The record whose same-named fields fill the row (see the module docstring).
+    built_from: ClassVar[type[BaseModel] | None] = None
+
+    # Worked out once per model, from its fields:
+    _copied: ClassVar[tuple[str, ...]] = ()
+    _take: ClassVar[Callable[[dict[str, Any]], tuple[Any, ...]]]
+    _conversions: ClassVar[tuple[tuple[str, Callable[[Any], Any]], ...]] = ()
+    _defaults: ClassVar[Row] = {}
+    _width: ClassVar[int] = 0
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        fields = cls.model_fields
+        record_fields = cls.built_from.model_fields if cls.built_from else {}
+        cls._copied = tuple(name for name in fields if name in record_fields)
+        cls._take = _taker(cls._copied)
+        cls._conversions = tuple((name, convert) for name, field in fields.items() if (convert := _conversion(field)))
+        cls._defaults = {name: field.default for name, field in fields.items() if not field.is_required()}
+        cls._width = len(fields)
+
+    @classmethod
+    def _row(cls, record: BaseModel | None, given: Row) -> Row:
+        """The row of ``record``'s same-named fields and ``given`` (which wins), defaults for the rest."""
+        row = cls._defaults.copy()
+        if record is not None:
+            # zip(strict=True) would double the cost; _take gives exactly one value per name
+            row.update(zip(cls._copied, cls._take(record.__dict__)))  # noqa: B905
+        row.update(given)
+        if len(row) != cls._width:  # a cheap check for the likely slip; the tests validate whole rows
+            missing = [name for name in cls.model_fields if name not in row]
+            unknown = [name for name in row if name not in cls.model_fields]
+            raise TypeError(f"{cls.__name__} was built without the columns {missing}, with unknown ones {unknown}.")
+        for name, convert in cls._conversions:
+            row[name] = convert(row[name])
+        return row
+
+
+def _taker(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """A function that takes the values of ``names`` from a record's ``__dict__``, as a tuple.
+
+    A pydantic model keeps its field values in ``__dict__``: one ``itemgetter`` call takes them all."""
+    if len(names) > 1:
+        return itemgetter(*names)
+    return lambda values: tuple(values[name] for name in names)
+
+
+def _conversion(field: FieldInfo) -> Callable[[Any], Any] | None:
+    """What a :data:`JsonText` or :data:`TextOrJson` field (optional or not) does to a value."""
+    # pydantic keeps the metadata of a field's outer Annotated on the field, an inner one (X | None) in place
+    inner = [getattr(arg, "__metadata__", ()) for arg in get_args(field.annotation)]
+    for meta in [*field.metadata, *(meta for metadata in inner for meta in metadata)]:
+        if isinstance(meta, BeforeValidator):
+            return meta.func  # type: ignore[return-value]
+    return None
+
+
+class KeyRow(RowModel):
+    """The columns that start every table: ``(run_id, run_index, attempt, case_id)`` joins them."""
+
+    run_id: str
+    """The run; never null."""
+    run_index: Int32
+    """Which of ``--runs N`` repetitions (0-based)."""
+    attempt: Int32
+    """1, or more when a worker died and the case ran again."""
+    case_id: str
+    """The case id."""
+
+    @staticmethod
+    def of(result: CaseResult) -> Row:
+        """The key columns of ``result``'s rows."""
+        return {"run_id": result.run_id, "run_index": result.run_index, "attempt": result.attempt, "case_id": result.id}
+
+
+class CaseRow(KeyRow):
+    """One row of ``cases.parquet``: one case run."""
+
+    built_from = CaseResult
+
+    name: str | None
+    """The case name."""
+    status: str
+    """``passed``, ``failed``, ``skipped``, ``error`` or ``timeout``."""
+    mode: str | None
+    """``single``, ``static`` or ``dynamic``; null when the case did not load."""
+    agent: str | None
+    """The target agent's id."""
+    tags: list[str]
+    """The case's tags (empty list when none)."""
+    source: str | None
+    """``file:line`` the case came from."""
+    total_turns: Int32
+    """Turns taken."""
+    duration_ms: float
+    """Wall time of the case."""
+    error: str | None
+    """Why it failed, errored, timed out or was skipped, in one sentence."""
+    awaiting_question: str | None
+    """The agent's question, when the case stopped because the agent awaited input."""
+    hint: str | None
+    """What the user can do about it."""
+    prompt_tokens: int
+    """Prompt tokens the target agent reported over the case."""
+    completion_tokens: int
+    """Completion tokens, likewise."""
+    total_tokens: int
+    """Total tokens, likewise."""
+    assertions_passed: Int32
+    """Turn and final assertions that passed (checkpoints not counted)."""
+    assertions_failed: Int32
+    """Turn and final assertions that did not pass, errored ones included."""
+    checkpoints_reached: Int32
+    """Dynamic-mode checkpoints reached."""
+    checkpoints_total: Int32
+    """Dynamic-mode checkpoints defined (0 for other modes)."""
+    started_at: Timestamp | None
+    """When the case started."""
+    worker: str | None
+    """The actor (or process) the conversation ran on."""
+    rescorable: bool | None
+    """``farm rescore``: false when the case could not be rescored (its inputs changed, or it needs turns the
+    run did not record); null in a live run."""
+    schema_version: Int16
+    """Version of the result record's shape."""
+
+    @classmethod
+    def from_result(cls, result: CaseResult) -> Row:
+        scored = [a for turn in result.turns for a in turn.assertions] + list(result.final_assertions)
+        passed = sum(1 for a in scored if a.passed)
+        usage = result.usage
+        return cls._row(
+            result,
+            {
+                **KeyRow.of(result),
+                "status": Status(result.status).value,
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.total_tokens,
+                "assertions_passed": passed,
+                "assertions_failed": len(scored) - passed,
+                "checkpoints_reached": sum(1 for c in result.checkpoints if c.reached),
+                "checkpoints_total": len(result.checkpoints),
+                "started_at": None if result.started_at is None else datetime.fromtimestamp(result.started_at, UTC),
+            },
+        )
+
+
+class ToolCallRow(RowModel):
+    """One tool call in a turn's ``tool_calls``."""
+
+    built_from = ToolCallRecord
+
+    id: str | None
+    """The agent's call id."""
+    name: str
+    """The tool's name."""
+    args: JsonText | None
+    """JSON text."""
+    result: JsonText | None
+    """JSON text: what the farm answered."""
+    mocked: bool
+    """Whether ``result`` came from a ``tool_mocks`` entry."""
+
+    @classmethod
+    def from_record(cls, call: ToolCallRecord) -> Row:
+        return cls._row(call, {})
+
+
+class TurnRow(KeyRow):
+    """One row of ``turns.parquet``: one turn."""
+
+    built_from = TurnResult
+
+    turn: Int32
+    """1-based turn number."""
+    input: TextOrJson | None
+    """What the user sent: the text itself, or JSON text when structured."""
+    input_source: str
+    """``static``, ``simulated`` or ``human``."""
+    output: str
+    """The agent's reply content, cut at 65536 characters."""
+    output_chars: int | None
+    """The reply's whole length in characters when ``output`` was cut; null when it was kept whole."""
+    tool_calls: list[ToolCallRow]
+    """The turn's tool calls in order."""
+    awaiting_input: bool
+    """Whether the agent awaits user input after this reply."""
+    awaiting_reason: str
+    """``agent_declared``, ``tool_requires_confirmation``, ``content_is_question``, ``tool_calls`` or ``completed``."""
+    input_hint: str | None
+    """The hint the agent gave for the input it awaits."""
+    duration_ms: float
+    """The agent's time in the turn, all its steps included, without waits for rate-limit permits."""
+    queued_ms: float
+    """Time the turn waited for rate-limit permits."""
+    prompt_tokens: int
+    """Prompt tokens the agent reported for the turn."""
+    completion_tokens: int
+    """Completion tokens, likewise."""
+    total_tokens: int
+    """Total tokens, likewise."""
+    steps: Int32
+    """Agent calls in the turn (more than one when tool mocks were answered)."""
+    retries: Int32
+    """Requests repeated in the turn (429, 5xx, connection errors), all steps together."""
+    note: str | None
+    """What is worth knowing about the turn that is no error, e.g. "stopped after 8 tool steps" when the
+    tool loop hit ``max_tool_steps``."""
+    simulator_reasoning: str | None
+    """The simulator's reasoning for a simulated input."""
+    error: str | None
+    """What went wrong in this turn, if anything."""
+
+    @classmethod
+    def from_turn(cls, key: Row, turn: TurnResult) -> Row:
+        output, output_chars = clip_output(turn.output)
+        usage = turn.usage
+        return cls._row(
+            turn,
+            {
+                **key,
+                "output": output,
+                # a turn read back from a row that was cut already keeps its whole length
+                "output_chars": output_chars if turn.output_chars is None else turn.output_chars,
+                "tool_calls": [ToolCallRow.from_record(call) for call in turn.tool_calls],
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.total_tokens,
+            },
+        )
+
+
+class AssertionRow(KeyRow):
+    """One row of ``assertions.parquet``: one assertion result or checkpoint."""
+
+    built_from = AssertionResult
+
+    scope: str
+    """``turn``, ``final`` or ``checkpoint``."""
+    turn: Int32 | None
+    """The turn checked; for a checkpoint the turn it was reached at; null for ``final`` and unreached
+    checkpoints."""
+    checkpoint_id: str | None = None
+    """The checkpoint's id; null unless ``scope`` is ``checkpoint``."""
+    position: Int32
+    """0-based place in its list (the turn's assertions, the final assertions, or the checkpoints)."""
+    type: str | None = None
+    """The assertion type, e.g. ``contains``; null for a checkpoint that was never checked."""
+    passed: bool
+    """Whether it passed (after ``negate``); for a checkpoint, whether it was reached."""
+    negate: bool = False
+    """Whether the assertion was negated."""
+    error: bool = False
+    """True when it could not be evaluated at all (not a plain failure)."""
+    expected: JsonText | None = None
+    """What it expected, as JSON text."""
+    actual: JsonText | None = None
+    """What was found, as JSON text (truncated to a few hundred characters)."""
+    message: str | None = None
+    """Why it failed (or the user's ``message``); null when it passed."""
+    score: float | None = None
+    """A validator's or script's score, when it gave one."""
+    reason: str | None = None
+    """A validator's or script's reason."""
+    suggestions: list[str] | None = None
+    """A validator's suggestions."""
+    required: bool | None = None
+    """Whether the checkpoint is required; null unless a checkpoint."""
+    description: str | None = None
+    """The checkpoint's description; null unless a checkpoint."""
+
+    @classmethod
+    def from_assertion(
+        cls, key: Row, scope: str, turn: int | None, position: int, assertion: AssertionResult
+    ) -> Row:
+        return cls._row(assertion, {**key, "scope": scope, "turn": turn, "position": position})
+
+    @classmethod
+    def from_checkpoint(cls, key: Row, position: int, checkpoint: CheckpointResult) -> Row:
+        """A checkpoint's row: ``passed`` says whether it was reached, whatever its last check said."""
+        return cls._row(
+            checkpoint.assertion,
+            {
+                **key,
+                "scope": "checkpoint",
+                "turn": checkpoint.reached_at_turn,
+                "checkpoint_id": checkpoint.id,
+                "position": position,
+                "passed": checkpoint.reached,
+                "required": checkpoint.required,
+                "description": checkpoint.description,
+            },
+        )
+
+
+# --- the Arrow schema ----------------------------------------------------------
+
+
+def arrow_type(annotation: Any) -> pa.DataType:
+    """The Arrow type of a row field annotated ``annotation`` (see the module docstring)."""
+    if isinstance(annotation, type) and issubclass(annotation, RowModel):
+        return pa.struct(_arrow_fields(annotation))
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        declared = [meta for meta in annotation.__metadata__ if isinstance(meta, pa.DataType)]
+        return declared[0] if declared else arrow_type(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        (inner,) = [arg for arg in get_args(annotation) if arg is not type(None)]
+        return arrow_type(inner)
+    if origin is list:
+        # "element" is the name Parquet gives list items, so a table read back equals its schema.
+        return pa.list_(pa.field("element", arrow_type(get_args(annotation)[0])))
+    if annotation in _PLAIN_TYPES:
+        return _PLAIN_TYPES[annotation]
+    raise TypeError(f"No Arrow type for a row field annotated {annotation!r}; see farm.writers.rows.")
+
+
+def arrow_schema(row: type[RowModel]) -> pa.Schema:
+    """The Arrow schema of the table whose rows are ``row``: one nullable column per field, in order."""
+    return pa.schema(_arrow_fields(row))
+
+
+def type_name(data_type: pa.DataType) -> str:
+    """``data_type`` as the docs name it: ``int32``, ``float64``, ``list<string>``, ``timestamp[ms, UTC]``."""
+    if pa.types.is_list(data_type):
+        return f"list<{type_name(data_type.value_type)}>"
+    if pa.types.is_struct(data_type):
+        return "struct<…>"
+    if pa.types.is_timestamp(data_type):
+        return f"timestamp[{data_type.unit}, {data_type.tz}]"
+    if pa.types.is_floating(data_type):
+        return f"float{data_type.bit_width}"
+    return str(data_type)
+
+
+def _arrow_fields(row: type[RowModel]) -> list[pa.Field]:
+    fields = []
+    for name, field in row.model_fields.items():
+        # pydantic keeps the metadata of a field's outer Annotated apart from its annotation
+        declared = [meta for meta in field.metadata if isinstance(meta, pa.DataType)]
+        fields.append(pa.field(name, declared[0] if declared else arrow_type(field.annotation)))
+    return fields

@@ -1,0 +1,35 @@
+"""The run's tally (farm/summary.py): what it adds up beyond the console's Summary block."""
+
+from __future__ import annotations
+
+from farm.results import CaseResult, Status, TurnResult, Usage
+from farm.summary import Summary
+
+
+def test_pass_rate_leaves_skipped_runs_out_and_is_none_when_nothing_ran() -> None:
+    summary = Summary()
+    assert summary.pass_rate is None
+    summary.add(CaseResult(id="s", status=Status.SKIPPED))
+    assert summary.pass_rate is None
+    for status in (Status.PASSED, Status.PASSED, Status.FAILED, Status.TIMEOUT):
+        summary.add(CaseResult(id="c", status=status))
+    assert summary.pass_rate == 0.5
+
+
+def test_span_runs_from_the_first_start_to_the_last_end() -> None:
+    summary = Summary()
+    summary.add(CaseResult(id="never-started", status=Status.ERROR, duration_ms=5.0))
+    assert (summary.first_start, summary.last_end, summary.span_seconds) == (None, None, None)
+    summary.add(CaseResult(id="b", status=Status.PASSED, started_at=1_000.0, duration_ms=4_000.0))
+    summary.add(CaseResult(id="a", status=Status.PASSED, started_at=998.0, duration_ms=1_000.0))
+    assert (summary.first_start, summary.last_end, summary.span_seconds) == (998.0, 1_004.0, 6.0)
+    assert summary.duration_ms == 5_005.0
+
+
+def test_turns_are_counted_from_the_turns_when_total_turns_is_not_set() -> None:
+    summary = Summary()
+    summary.add(CaseResult(id="a", status=Status.PASSED, total_turns=3))
+    summary.add(CaseResult(id="b", status=Status.PASSED, turns=[TurnResult(turn=1), TurnResult(turn=2)]))
+    summary.add(CaseResult(id="c", status=Status.PASSED, usage=Usage(prompt_tokens=7, completion_tokens=3, total_tokens=10)))
+    assert (summary.total_turns, summary.avg_turns) == (5, 5 / 3)
+    assert (summary.prompt_tokens, summary.completion_tokens, summary.total_tokens) == (7, 3, 10)
