@@ -385,6 +385,10 @@ class AssertionRow(KeyRow):
     """A validator's or script's reason."""
     suggestions: list[str] | None = None
     """A validator's suggestions."""
+    matched_by: str | None = None
+    """For ``tool_called``: which rule matched the tool name (``exact``, ``suffix``, ``substring``)."""
+    diff: str | None = None
+    """For ``golden``: the unified diff of the turn's reply and tool calls against the golden conversation."""
     required: bool | None = None
     """Whether the checkpoint is required; null unless a checkpoint."""
     description: str | None = None

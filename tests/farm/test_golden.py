@@ -12,6 +12,7 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from farm.cli.app import app
 from rich.console import Console
@@ -194,6 +195,9 @@ def test_a_slightly_changed_reply_passes_similar_and_fails_exact_with_a_diff(pro
     assert "\n" not in failure.get("message", "")
     page = html.read_text(encoding="utf-8")
     assert '<pre class="diff">' in page and '<span class="ins">+Your expense EXP-1 is now saved as a draft.</span>' in page
+    rows = pq.read_table(result.run_dir / "assertions.parquet").to_pylist()
+    [failed] = [r for r in rows if r["type"] == "golden" and not r["passed"]]
+    assert failed["turn"] == 2 and "+Your expense EXP-1 is now saved as a draft." in failed["diff"]
 
 
 def test_a_changed_tool_argument_fails_even_with_similar_text(project: Path, agent: GoldenAgent):
