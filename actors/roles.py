@@ -14,6 +14,7 @@ import ray
 
 from farm.agents.base import Message
 from farm.config import FarmConfig
+from farm.rolecache import RoleCache, record, tally
 from farm.roletypes import RoleError, SimulatorTurn
 from farm.services import LocalRoles
 
@@ -21,6 +22,10 @@ if TYPE_CHECKING:
     from farm.actors.limiter import LimiterPlan
 
 __all__ = ["RoleActor", "PoolRoles", "start_pool"]
+
+TALLY = "_farm_tally"
+"""Key of a pool answer that carries the call's :class:`~farm.rolecache.CallTally` back to the
+session actor, which counts it for the case it ran the call for."""
 
 #: Tries of a role call whose pool actor died, and the wait between them (seconds).
 RESTART_TRIES = 5
@@ -31,35 +36,38 @@ RESTART_WAIT = 1.0
 class RoleActor:
     """One actor of a role pool: answers simulate/validate calls concurrently."""
 
-    def __init__(self, config: FarmConfig, limits: LimiterPlan | None = None):
+    def __init__(self, config: FarmConfig, limits: LimiterPlan | None = None, cache: bool = True):
         from farm.actors.limiter import limiter_factory
 
         from farm.agents.transport import preload
 
-        self.roles = LocalRoles(config, limiter_for=limiter_factory(limits))
+        self.roles = LocalRoles(config, limiter_for=limiter_factory(limits), cache=RoleCache.for_config(config) if cache else None)
         preload()  # roles are LLMs behind HTTP
 
     async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
-        try:
-            sim = await self.roles.simulate(agent_id, messages, metadata)
-        except RoleError as exc:
-            return {"error": str(exc)}
-        return {"input": sim.input, "goal_achieved": sim.goal_achieved, "reasoning": sim.reasoning}
+        with tally() as calls:
+            try:
+                sim = await self.roles.simulate(agent_id, messages, metadata)
+            except RoleError as exc:
+                return {"error": str(exc), TALLY: calls}
+        return {"input": sim.input, "goal_achieved": sim.goal_achieved, "reasoning": sim.reasoning, TALLY: calls}
 
     async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return await self.roles.validate(agent_id, messages, metadata)
-        except RoleError as exc:
-            return {"error": str(exc)}
+        with tally() as calls:
+            try:
+                return {**await self.roles.validate(agent_id, messages, metadata), TALLY: calls}
+            except RoleError as exc:
+                return {"error": str(exc), TALLY: calls}
 
     async def ping(self) -> bool:
         return True
 
 
-def start_pool(name: str, size: int, config: FarmConfig, limits: LimiterPlan | None, concurrency: int = 256) -> dict[str, Any]:
-    """Start a pool of ``size`` named role actors; returns their handles by name (keep them for the run)."""
+def start_pool(name: str, size: int, config: FarmConfig, limits: LimiterPlan | None, concurrency: int = 256, cache: bool = True) -> dict[str, Any]:
+    """Start a pool of ``size`` named role actors; returns their handles by name (keep them for the run).
+    ``cache``: whether their role calls go through the role cache."""
     return {
-        f"{name}-{i}": RoleActor.options(name=f"{name}-{i}", max_concurrency=concurrency, scheduling_strategy="SPREAD").remote(config, limits)
+        f"{name}-{i}": RoleActor.options(name=f"{name}-{i}", max_concurrency=concurrency, scheduling_strategy="SPREAD").remote(config, limits, cache)
         for i in range(size)
     }
 
@@ -88,6 +96,9 @@ class PoolRoles:
                 if attempt == RESTART_TRIES:
                     raise RoleError(f"the {method} pool did not answer after {attempt} tries: {exc}") from None
                 await asyncio.sleep(RESTART_WAIT)
+        calls = answer.pop(TALLY, None)
+        if calls is not None:
+            record(calls.role_calls, calls.cache_hits)
         if "error" in answer:
             raise RoleError(answer["error"])
         return answer

@@ -72,6 +72,9 @@ class RunInfo(BaseModel):
     """Statuses of the whole run (every part, after a resume): total, passed, failed, skipped, errors, timeouts."""
     timings: dict[str, float] = Field(default_factory=dict)
     """Seconds from the start: engine ready, cases started, first and last result, outputs closed."""
+    role_cache: dict[str, int] = Field(default_factory=dict)
+    """``role_calls`` (calls the role cache could answer: the cases' simulator and validator calls,
+    the generator's and the reporter's) and ``cache_hits`` (those it answered), every part included."""
 
 
 def write_run_json(run_dir: str | os.PathLike[str], info: RunInfo | dict[str, Any]) -> Path:
