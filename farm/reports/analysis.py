@@ -64,6 +64,7 @@ __all__ = [
     "Latency",
     "Report",
     "RunSource",
+    "Retries",
     "RunSummary",
     "Stability",
     "StatusCounts",
@@ -78,8 +79,10 @@ QUANTILES = (0.5, 0.95, 0.99)
 _KEY = ["run_id", "run_index", "attempt", "case_id"]
 _CASE_COLUMNS = [
     *_KEY, "name", "status", "agent", "total_turns", "duration_ms",
-    "prompt_tokens", "completion_tokens", "total_tokens", "started_at", "error", "source",
+    "prompt_tokens", "completion_tokens", "total_tokens", "started_at", "error", "source", "retried",
 ]  # fmt: skip
+_ADDED_LATER = {"retried": 0}
+"""Case columns a run of an older farm lacks, and the value they read as."""
 _CASE = ["suite", "case_id"]
 """What names one case across runs: the suite file it came from and its id (ids repeat across suites)."""
 _TURN_COLUMNS = [*_KEY, "turn", "duration_ms"]
@@ -104,6 +107,17 @@ class StatusCounts(BaseModel):
     """passed / (total - skipped); null when nothing ran."""
 
 
+class Retries(BaseModel):
+    """How often ``--retries`` was needed: a case run that ended in an agent error or timeout, run again."""
+
+    cases: int = 0
+    """Case runs that needed at least one retry."""
+    attempts: int = 0
+    """Attempts run again, over all of them."""
+    passed: int = 0
+    """Of ``cases``, those that passed after a retry."""
+
+
 class RunSummary(BaseModel):
     """One run (or, for the whole report, everything read)."""
 
@@ -123,6 +137,8 @@ class RunSummary(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    retries: Retries = Field(default_factory=Retries)
+    """How often ``--retries`` was needed."""
 
 
 class TokenUsage(BaseModel):
@@ -359,16 +375,19 @@ def _projected(schema: pa.Schema, columns: list[str]) -> pa.Schema:
 def _read(path: Path, schema: pa.Schema, columns: list[str], filters: Any = None) -> pa.Table:
     try:
         present = set(pq.read_schema(path).names)
-        missing = [name for name in columns if name not in present]
+        missing = [name for name in columns if name not in present and name not in _ADDED_LATER]
         if missing:
             raise UsageError(
                 f"Cannot report on {path}, as it lacks the columns {', '.join(missing)}; "
                 "it was not written by this version of the farm."
             )
-        table = pq.read_table(path, columns=columns, filters=filters)
+        table = pq.read_table(path, columns=[name for name in columns if name in present], filters=filters)
     except (OSError, pa.ArrowException) as exc:
         raise UsageError(f"Cannot report on {path}, as it cannot be read ({exc}).") from None
-    return table.cast(_projected(schema, columns))
+    for name in columns:
+        if name not in present:
+            table = table.append_column(name, pa.array([_ADDED_LATER[name]] * table.num_rows, schema.field(name).type))
+    return table.select(columns).cast(_projected(schema, columns))
 
 
 def _read_jsonl(path: Path) -> tuple[pa.Table, pa.Table, pa.Table]:
@@ -479,7 +498,17 @@ def _summary(cases: pa.Table, **fields: Any) -> RunSummary:
         prompt_tokens=_sum(cases["prompt_tokens"]),
         completion_tokens=_sum(cases["completion_tokens"]),
         total_tokens=_sum(cases["total_tokens"]),
+        retries=_retries(cases),
         **fields,
+    )
+
+
+def _retries(cases: pa.Table) -> Retries:
+    retried = pc.greater(cases["retried"], 0)
+    return Retries(
+        cases=_sum(pc.cast(retried, pa.int64())),
+        attempts=_sum(cases["retried"]),
+        passed=_sum(pc.cast(pc.and_(retried, pc.equal(cases["status"], Status.PASSED.value)), pa.int64())),
     )
 
 

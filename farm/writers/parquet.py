@@ -18,7 +18,7 @@ column                     type                  meaning
 =========================  ====================  ==============================================
 run_id                     string                The run; never null.
 run_index                  int32                 Which of ``--runs N`` repetitions (0-based).
-attempt                    int32                 1, or more when a worker died and the case ran again.
+attempt                    int32                 1, or more when a worker died or ``--retries`` ran the case again.
 case_id                    string                The case id.
 name                       string                The case name.
 status                     string                ``passed``, ``failed``, ``skipped``, ``error`` or ``timeout``.
@@ -41,6 +41,10 @@ checkpoints_reached        int32                 Dynamic-mode checkpoints reache
 checkpoints_total          int32                 Dynamic-mode checkpoints defined (0 for other modes).
 started_at                 timestamp[ms, UTC]    When the case started.
 worker                     string                The actor (or process) the conversation ran on.
+retried                    int32                 Earlier attempts that ended in an agent error or timeout and
+                                                 that ``--retries`` ran again (their errors are in the JSONL).
+role_calls                 int32                 Calls the role cache could answer made for the case.
+cache_hits                 int32                 Of ``role_calls``, those the role cache answered.
 schema_version             int16                 Version of the result record's shape.
 =========================  ====================  ==============================================
 
@@ -191,6 +195,9 @@ CASES_SCHEMA = pa.schema(
         ("checkpoints_total", pa.int32()),
         ("started_at", pa.timestamp("ms", tz="UTC")),
         ("worker", pa.string()),
+        ("retried", pa.int32()),
+        ("role_calls", pa.int32()),
+        ("cache_hits", pa.int32()),
         ("schema_version", pa.int16()),
     ]
 )
@@ -344,6 +351,9 @@ def rows_from_result(result: CaseResult) -> tuple[Row, list[Row], list[Row]]:
         "checkpoints_total": len(result.checkpoints),
         "started_at": None if result.started_at is None else datetime.fromtimestamp(result.started_at, UTC),
         "worker": result.worker,
+        "retried": len(result.retried),
+        "role_calls": result.role_calls,
+        "cache_hits": result.cache_hits,
         "schema_version": result.schema_version,
     }
     return case_row, turn_rows, assertion_rows
