@@ -129,6 +129,7 @@ def request_shape(client: AgentClient, messages: list[Message], options: dict[st
             "kind": "http",
             "agent": client.config.id,
             "connector": client.connector.name,
+            "url": client.url,
             "model": client.connector.model,
             "method": client.config.method,
             "template": client.template,

@@ -141,6 +141,18 @@ def test_the_key_of_a_python_agent_is_its_entry_messages_and_stable_options(tmp_
     assert cache.key(agent, CONVERSATION, {"metadata": {"goal": "g"}}, role="simulator") != key
 
 
+def test_the_key_of_an_http_agent_leaves_out_its_session(tmp_path: Path):
+    from farm.agents.http import HTTPAgent
+
+    cache = RoleCache(tmp_path)
+    config = AgentConfig(id="judge", kind="http", url="http://127.0.0.1:1/judge", session_header="X-Session")
+    one, two = HTTPAgent(None, config), HTTPAgent(None, config)  # each makes a session id of its own
+    options = {"metadata": {"session_id": "s-1", "criteria": "polite"}}
+    assert cache.key(one, CONVERSATION, options) == cache.key(two, CONVERSATION, {"metadata": {"session_id": "s-2", "criteria": "polite"}})
+    moved = HTTPAgent(None, config.model_copy(update={"url": "http://127.0.0.1:2/judge"}))
+    assert cache.key(moved, CONVERSATION, options) != cache.key(one, CONVERSATION, options)
+
+
 def test_two_writers_of_one_key_leave_a_whole_entry(tmp_path: Path):
     cache = RoleCache(tmp_path)
     key = "ab" + "0" * 62
