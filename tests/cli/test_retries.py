@@ -119,3 +119,17 @@ def test_retries_is_a_cli_option(tmp_path: Path, server):
     assert json.loads(out.read_text())["attempt"] == 2
     bad = CliRunner().invoke(app, ["test", "-i", "hi", "--retries", "-1", "--config", str(tmp_path / "farm.toml")])
     assert bad.exit_code == 2 and "--retries" in bad.output
+
+
+def test_a_run_written_before_retries_existed_reports_none(tmp_path: Path, server):
+    import pyarrow.parquet as pq
+
+    (tmp_path / "farm.toml").write_text(farm_toml(server[0].url, engine="local"))
+    result, _ = run(tmp_path, [{"id": "down", "input": "always fail"}], retries=1)
+    cases = result.run_dir / "cases.parquet"
+    table = pq.read_table(cases)
+    assert table.column("retried").to_pylist() == [1]
+    pq.write_table(table.drop_columns(["retried"]), cases)  # as an older farm wrote it
+    report = CliRunner().invoke(app, ["report", str(result.run_dir), "--json"])
+    assert report.exit_code == 0, report.output
+    assert json.loads(report.output)["summary"]["retries"] == {"cases": 0, "attempts": 0, "passed": 0}
