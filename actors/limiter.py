@@ -26,7 +26,7 @@ from farm.agents.permits import Limiter, NoLimit
 from farm.config import FarmConfig
 from farm.ratelimit import Limits, limits_of
 from farm.ratelimit.client import LimiterRestarting, LimiterUnavailable, PermitClient
-from farm.ratelimit.core import LEASE_TTL, LimiterCore
+from farm.ratelimit.core import LEASE_TTL, Grant, LeaseStatus, LimiterCore
 
 __all__ = ["ActorRemote", "ConnectorLimiter", "limiter_factory", "limiter_name", "start_limiters"]
 
@@ -80,7 +80,7 @@ class ActorRemote:
                     await asyncio.sleep(0.2)
         return self._handle
 
-    async def acquire(self, holder: str, want: int, tokens_each: int, idle_slots: int, token_correction: int) -> dict[str, Any]:
+    async def acquire(self, holder: str, want: int, tokens_each: int, idle_slots: int, token_correction: int) -> Grant:
         handle = await self.handle()
         with _translated(self.actor_name):
             return await handle.acquire.remote(holder, want, tokens_each, idle_slots, token_correction)
@@ -103,7 +103,7 @@ class ActorRemote:
         if handle is not None:
             handle.backoff.remote(holder, seconds)
 
-    async def sync(self, holder: str, held: int) -> dict[str, Any]:
+    async def sync(self, holder: str, held: int) -> LeaseStatus:
         handle = await self.handle()
         with _translated(self.actor_name):
             return await handle.sync.remote(holder, held)

@@ -7,15 +7,17 @@ judge never stalls the conversations of the agent under test.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import ray
 
 from farm.agents.base import Message
 from farm.config import FarmConfig
 from farm.rolecache import RoleCache, record, tally
-from farm.roletypes import RoleError, SimulatorTurn
+from farm.roletypes import RoleError, RoleOutcome, SimulatorTurn, Verdict
 from farm.services import LocalRoles
 
 if TYPE_CHECKING:
@@ -23,9 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RoleActor", "PoolRoles", "start_pool"]
 
-TALLY = "_farm_tally"
-"""Key of a pool answer that carries the call's :class:`~farm.rolecache.CallTally` back to the
-session actor, which counts it for the case it ran the call for."""
+T = TypeVar("T")
 
 #: Tries of a role call whose pool actor died, and the wait between them (seconds).
 RESTART_TRIES = 5
@@ -44,23 +44,22 @@ class RoleActor:
         self.roles = LocalRoles(config, limiter_for=limiter_factory(limits), cache=RoleCache.for_config(config) if cache else None)
         preload()  # roles are LLMs behind HTTP
 
-    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
-        with tally() as calls:
-            try:
-                sim = await self.roles.simulate(agent_id, messages, metadata)
-            except RoleError as exc:
-                return {"error": str(exc), TALLY: calls}
-        return {"input": sim.input, "goal_achieved": sim.goal_achieved, "reasoning": sim.reasoning, TALLY: calls}
+    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> RoleOutcome[SimulatorTurn]:
+        return await _counted(self.roles.simulate(agent_id, messages, metadata))
 
-    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
-        with tally() as calls:
-            try:
-                return {**await self.roles.validate(agent_id, messages, metadata), TALLY: calls}
-            except RoleError as exc:
-                return {"error": str(exc), TALLY: calls}
+    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> RoleOutcome[Verdict]:
+        return await _counted(self.roles.validate(agent_id, messages, metadata))
 
     async def ping(self) -> bool:
         return True
+
+
+async def _counted(call: Awaitable[T]) -> RoleOutcome[T]:
+    """``RoleOutcome.of(call)`` with the role calls it made and the cache hits among them, which
+    the session actor counts for the case it asked for (:func:`farm.rolecache.record`)."""
+    with tally() as calls:
+        outcome = await RoleOutcome.of(call)
+    return dataclasses.replace(outcome, calls=(calls.role_calls, calls.cache_hits))
 
 
 def start_pool(name: str, size: int, config: FarmConfig, limits: LimiterPlan | None, concurrency: int = 256, cache: bool = True) -> dict[str, Any]:
@@ -84,7 +83,7 @@ class PoolRoles:
         self._val = itertools.cycle([ray.get_actor(n) for n in validators]) if validators else None
 
     @staticmethod
-    async def _call(pool: Any, method: str, *args: Any) -> dict[str, Any]:
+    async def _call(pool: Any, method: str, *args: Any) -> RoleOutcome[Any]:
         if pool is None:
             raise RoleError(f"this run has no {method} pool")
         for attempt in range(1, RESTART_TRIES + 1):
@@ -96,16 +95,13 @@ class PoolRoles:
                 if attempt == RESTART_TRIES:
                     raise RoleError(f"the {method} pool did not answer after {attempt} tries: {exc}") from None
                 await asyncio.sleep(RESTART_WAIT)
-        calls = answer.pop(TALLY, None)
-        if calls is not None:
-            record(calls.role_calls, calls.cache_hits)
-        if "error" in answer:
-            raise RoleError(answer["error"])
+        record(*answer.calls)
         return answer
 
     async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
-        answer = await self._call(self._sim, "simulate", agent_id, messages, metadata)
-        return SimulatorTurn(answer.get("input"), bool(answer.get("goal_achieved")), answer.get("reasoning"))
+        outcome: RoleOutcome[SimulatorTurn] = await self._call(self._sim, "simulate", agent_id, messages, metadata)
+        return outcome.unwrap()
 
-    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
-        return await self._call(self._val, "validate", agent_id, messages, metadata)
+    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> Verdict:
+        outcome: RoleOutcome[Verdict] = await self._call(self._val, "validate", agent_id, messages, metadata)
+        return outcome.unwrap()

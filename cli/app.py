@@ -30,13 +30,14 @@ def fail(exc: FarmError) -> None:
 
 
 def _register() -> None:
-    from farm.cli import agents, demo, report, test, validate
+    from farm.cli import agents, demo, report, rescore, test, validate
 
     app.command("test")(test.test)
     app.command("demo")(demo.demo)
     app.command("validate")(validate.validate)
     app.command("agents")(agents.agents)
     app.command("report")(report.report)
+    app.command("rescore")(rescore.rescore)
 
 
 _register()

@@ -17,7 +17,7 @@ from farm.durations import format_duration
 from farm.errors import FarmError
 
 if TYPE_CHECKING:
-    from farm.reports.analysis import CaseChange, CaseRate, Latency, Report
+    from farm.reports.models import CaseChange, CaseRate, Latency, Report
 
 __all__ = ["render", "report"]
 

@@ -1,4 +1,5 @@
-"""The public Python API: :func:`run` does everything ``farm test`` does.
+"""The public Python API: :func:`run` does everything ``farm test`` does, and
+:func:`rescore` what ``farm rescore`` does.
 
 It finds the config, resolves the agent's defaults (``tool_mocks``,
 ``input_tools``), sizes ``parallel`` from the connector's limits, picks the
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from farm.rolecache import CallTally
     from farm.writers import RunInfo
 
-__all__ = ["RunResult", "new_run_id", "run", "run_async"]
+__all__ = ["RunResult", "new_run_id", "rescore", "run", "run_async"]
 
 DEFAULT_TIMEOUT = "5m"
 DEFAULT_TURN_TIMEOUT = "2m"
@@ -103,6 +104,8 @@ def run(
     junit: str | Path | None = None,
     html: str | Path | None = None,
     json_events: bool = False,
+    golden: str | Path | None = None,
+    update_golden: str | Path | None = None,
     before: str | None = None,
     after: str | None = None,
     reporter: str | None = None,
@@ -123,6 +126,9 @@ def run(
     - ``agent``: the agent under test (default ``[farm].default_agent``).
     - ``engine``: ``local``, ``ray`` or ``auto`` (default ``[farm].engine``, else ``auto``).
     - ``match``: only cases whose id matches this regex (``--run``); ``tags``: only these tags.
+    - ``golden``: compare every case with its golden conversation in this folder (``--golden``);
+      without it, the cases that set ``golden`` compare with ``[farm].golden_dir``.
+    - ``update_golden``: write every passed case's conversation to this folder instead (no comparing).
     - ``console``: where the tree and the summary go (default: standard output,
       standard error with ``json_events``); ``quiet``: print nothing.
     - ``command``: what ``run.json`` records as the command line (default: this call).
@@ -163,6 +169,13 @@ def run(
 
     if not suite.cases:
         raise UsageError(f"{suite.description}: no test cases to run")
+    from farm.golden import GoldenRecorder, attach
+
+    golden = golden or earlier.get("golden")
+    update_golden = update_golden or earlier.get("update_golden")
+    recorder = GoldenRecorder(Path(update_golden)) if update_golden is not None else None
+    if recorder is None:  # recording replaces comparing, as a snapshot update does
+        attach(suite.cases, Path(golden) if golden is not None else cfg.golden_dir, every=golden is not None, input=input_value)
     if interactive and (skip_interactive or not sys.stdin.isatty()):
         raise UsageError("--interactive needs a terminal on stdin (and cannot be combined with --skip-interactive)")
     assert agent_id is not None
@@ -233,6 +246,8 @@ def run(
             "tags": tags or [],
             "interactive": interactive,
             "connector": connector,
+            "golden": str(golden) if golden is not None else None,
+            "update_golden": str(update_golden) if update_golden is not None else None,
             "retries": retries,
             "cache": cache,
         },
@@ -257,6 +272,8 @@ def run(
     def on_result(result: CaseResult) -> None:
         if not result.status.ok and len(problems) < 200:
             problems.append({"id": result.id, "name": result.name, "status": result.status.value, "error": result.error})
+        if recorder is not None:
+            recorder.offer(result)
         if show:
             view.advance(result)
             view.case(result)
@@ -283,6 +300,9 @@ def run(
         lines = [f"Results: {jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"]
         lines += [f"{w.label}: {w.path}" for w in reports if hasattr(w, "label")]
         view.summary(summary, lines)
+    if recorder is not None and not quiet:
+        for line in [recorder.line(), *recorder.problems]:
+            console.print(line, soft_wrap=True, highlight=False, markup=False, emoji=False)
     code = summary.exit_code
     if reporter:
         try:
@@ -301,6 +321,149 @@ def run(
             console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
             code = 1
     return RunResult(code, run_dir, jsonl, summary, engine_name, run_id)
+
+
+def rescore(
+    run_dir: str | Path,
+    input: str | None = None,
+    *,
+    config: str | Path | FarmConfig | None = None,
+    output: str | Path | None = None,
+    match: str | None = None,
+    cache: bool = True,
+    junit: str | Path | None = None,
+    html: str | Path | None = None,
+    json_events: bool = False,
+    verbose: bool = False,
+    console: Console | None = None,
+    quiet: bool = False,
+    command: list[str] | None = None,
+) -> RunResult:
+    """Re-evaluate a suite's assertions against the conversations recorded in ``run_dir``
+    (``farm rescore``, SPEC section 2): nothing is sent to the agent under test or the simulator.
+
+    - ``input``: the suite, by default the run's own; an edited copy re-judges the same
+      conversations with its assertions, checkpoints and ``final_assertions``.
+    - ``config``: as for :func:`run`; by default found from the input as ``farm test`` does.
+    - ``match``: only cases whose id matches this regex (``--run``).
+    - ``cache``: whether role calls (the validators of ``agent`` assertions) may be answered
+      from the role cache; ``farm rescore --no-cache`` sets it False.
+
+    The result is a new run folder beside the source (its own ``run_id``, results JSONL, Parquet
+    tables, ``run.json`` with ``rescored_from``), written as ``farm test`` writes a run, so
+    ``farm report OLD NEW`` compares the two. A case that cannot be rescored (its inputs changed,
+    or the edited case needs more of the conversation than was recorded) is an ``error`` with
+    ``rescorable: false`` (:mod:`farm.replay`). Rescoring always runs in this process.
+    """
+    from farm.console import ConsoleReporter
+    from farm.engines import RunPlan, make_engine
+    from farm.execution import RunInterrupted, RunOutputs, execute
+    from farm.ratelimit import DEFAULT_PARALLEL
+    from farm.replay import Replay
+    from farm.results import CaseResult
+    from farm.runner import RunSettings
+    from farm.validation import check_suite
+    from farm.writers import RUN_JSON, RunInfo, read_jsonl_results, read_run_json
+
+    source = Path(run_dir)
+    if not (source / RUN_JSON).is_file():
+        raise UsageError(f"{run_dir} is not a run folder: it has no {RUN_JSON} (give a folder that farm test wrote, e.g. results/<run_id>)")
+    previous = read_run_json(source)
+    jsonl_in = source / "results.jsonl"
+    if not jsonl_in.is_file() and previous.results:
+        jsonl_in = Path(previous.results)
+    if not jsonl_in.is_file():
+        raise UsageError(f"{run_dir} holds no results to rescore: {jsonl_in} does not exist")
+    recorded: dict[tuple[str, int], CaseResult] = {}
+    for record in read_jsonl_results(jsonl_in):
+        result = CaseResult.model_validate(record)
+        recorded.setdefault((result.id, result.run_index), result)
+    input_value = input or previous.input
+    if not input_value:
+        raise UsageError(f"{source / RUN_JSON} names no input; give the suite with -i/--input")
+    if input is None and (input_value == "-" or input_value.startswith("agents:")):
+        raise UsageError(f"the run's input ({input_value}) cannot be read again; give the suite with -i/--input (farm test --dry-run -o FILE writes it)")
+    earlier = previous.options
+    cfg, agent_id, suite = _prepare(input_value, previous.agent, config, match, None, False)
+    default_simulator = earlier.get("simulator") or cfg.farm.simulator
+    check_suite(suite, cfg, default_simulator=default_simulator)  # the suite's own checks; the agent is not called
+    if not suite.cases:
+        raise UsageError(f"{suite.description}: no test cases to rescore")
+    from farm.golden import attach
+
+    golden = earlier.get("golden")  # golden conversations are judged again, as the run judged them
+    attach(suite.cases, Path(golden) if golden is not None else cfg.golden_dir, every=golden is not None, input=input_value)
+    assert agent_id is not None
+    target = cfg.agent(agent_id)
+    run_id = new_run_id()
+    out_dir = cfg.results_dir / run_id
+    jsonl = Path(output) if output else out_dir / "results.jsonl"
+    settings = RunSettings(
+        agent_id=agent_id,
+        run_id=run_id,
+        on_missing_input=earlier.get("on_missing_input") or "skip",
+        case_timeout=_seconds("--timeout", earlier.get("timeout") or DEFAULT_TIMEOUT),
+        turn_timeout=_seconds("--turn-timeout", earlier.get("turn_timeout") or DEFAULT_TURN_TIMEOUT),
+        interactive=bool(earlier.get("interactive")),
+        default_simulator=default_simulator,
+        input_tools=tuple(target.input_tools),
+        agent_tool_mocks=dict(target.tool_mocks),
+        max_tool_steps=target.max_tool_steps,
+        cache=cache,
+    )
+    plan = RunPlan(
+        config=cfg,
+        cases=suite.cases,
+        settings=settings,
+        parallel=previous.parallel or DEFAULT_PARALLEL,
+        runs=previous.runs or 1,
+        replay=Replay(recorded, previous.run_id or source.name),
+    )
+    info = RunInfo(
+        run_id=run_id,
+        command=command or ["farm.rescore", str(run_dir), *([input] if input else [])],
+        input=input_value,
+        agent=agent_id,
+        connector=previous.connector,
+        config=cfg.safe_dump(),
+        options={**earlier, "match": match, "cache": cache},
+        rescored_from={"run_id": previous.run_id or source.name, "run_dir": str(source)},
+    )
+    if console is None:
+        console = Console(stderr=json_events, highlight=False)
+    show = not (quiet or json_events)
+    hook_info = {"input": input_value, "agent": agent_id, "run_id": run_id, "cases": len(suite.cases), "rescored_from": info.rescored_from}
+    reports, streams = _extra_writers(junit, html, json_events, run_id, {**hook_info, "runs": plan.runs, "parallel": plan.parallel})
+    view = ConsoleReporter(console, verbose=verbose)
+    if show:
+        view.header(agent_id, input_value, len(suite.cases), {"Run": run_id, "Rescoring": previous.run_id or str(source)})
+        view.start_progress(plan.total)
+    unscored = 0
+
+    def on_result(result: CaseResult) -> None:
+        nonlocal unscored
+        unscored += result.rescorable is False
+        info.not_rescorable = unscored
+        if show:
+            view.advance(result)
+            view.case(result)
+
+    outputs = RunOutputs(run_dir=out_dir, jsonl=jsonl, reports=reports, streams=streams)
+    try:
+        summary = execute(plan, outputs, make_engine("local"), info=info, on_result=on_result, on_phase=view.phase if show else lambda p: None)
+    except RunInterrupted as stop:
+        view.stop_progress()
+        if not quiet:
+            console.print(f"\n[yellow]Interrupted[/yellow]: {stop.done} of {stop.total} case runs rescored; their results are kept.", soft_wrap=True, emoji=False)
+        return RunResult(130, out_dir, jsonl, stop.summary, "local", run_id, interrupted=True)
+    view.stop_progress()
+    if show:
+        lines = [f"Rescored from: {source}", f"Results: {jsonl}", f"Parquet: {out_dir}/ (cases, turns, assertions)"]
+        if unscored:
+            lines.append(f"{unscored} not rescorable: their inputs changed or they need turns the run did not record; rerun them with farm test")
+        lines += [f"{w.label}: {w.path}" for w in reports if hasattr(w, "label")]
+        view.summary(summary, lines)
+    return RunResult(summary.exit_code, out_dir, jsonl, summary, "local", run_id)
 
 
 async def run_async(input: str | None = None, **options: Any) -> RunResult:

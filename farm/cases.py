@@ -18,6 +18,7 @@ from farm.durations import parse_duration
 __all__ = [
     "AssertionSpec",
     "Checkpoint",
+    "GoldenRule",
     "Interactive",
     "Mode",
     "Options",
@@ -204,6 +205,26 @@ class Interactive(BaseModel):
         return parse_duration(v)
 
 
+class GoldenRule(BaseModel):
+    """``golden``: how a run's conversation is compared with its golden one (see farm.golden).
+
+    ``true`` is ``{"text": "exact"}``; a bare rule name (``"similar"``) is that rule with its defaults.
+    Tool calls, ``awaiting_input``, the number of turns and JSON replies are always compared exactly.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: Literal["exact", "similar", "judge"] = "exact"
+    """How reply text is compared: ``exact``; ``similar`` (difflib ratio at least ``threshold``);
+    ``judge`` (the validator judges whether the reply says the same as the golden one)."""
+    threshold: float = Field(default=0.8, ge=0.0, le=1.0)
+    """For ``similar``: the least similarity ratio that passes."""
+    use: str | None = None
+    """For ``judge``: the validator agent (default ``[farm].validator``)."""
+    enabled: bool = True
+    """``golden: false`` is ``{"enabled": false}``: never compared, not even with ``--golden DIR``."""
+
+
 def _has_assertions(data: dict[str, Any]) -> bool:
     """Whether a raw case carries assertions of its own (case or turn level)."""
     if data.get("assertions") or data.get("assert"):
@@ -278,6 +299,8 @@ class TestCase(BaseModel):
     user: str | None = None
     team: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    golden: GoldenRule | None = None
+    """Compare the conversation with its golden file: ``true``, ``false``, a rule name, or a :class:`GoldenRule`."""
 
     @model_validator(mode="before")
     @classmethod
@@ -308,6 +331,17 @@ class TestCase(BaseModel):
     @classmethod
     def _duration(cls, v: Any) -> float | None:
         return None if v is None else parse_duration(v)
+
+    @field_validator("golden", mode="before")
+    @classmethod
+    def _golden(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            return {"enabled": v}
+        if isinstance(v, str):
+            return {"text": v}
+        if v is not None and not isinstance(v, dict):
+            raise ValueError("must be true, false, a rule name (exact, similar, judge) or an object {text, threshold, use}")
+        return v
 
     @field_validator("id")
     @classmethod

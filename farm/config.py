@@ -147,6 +147,8 @@ class FarmSettings(BaseModel):
     """Session actors to start (default: sized from the cluster)."""
     engine: Literal["auto", "local", "ray"] | None = None
     """Where conversations run when ``--engine`` is not given (default: ``auto``)."""
+    golden_dir: str | None = None
+    """Where golden conversations are, for the cases that set ``golden`` (``--golden DIR`` overrides)."""
 
 
 class FarmConfig(BaseModel):
@@ -182,6 +184,10 @@ class FarmConfig(BaseModel):
     @property
     def scripts_dir(self) -> Path:
         return self.resolve_path(self.farm.scripts_dir)
+
+    @property
+    def golden_dir(self) -> Path | None:
+        return self.resolve_path(self.farm.golden_dir) if self.farm.golden_dir else None
 
     def agent(self, agent_id: str) -> AgentConfig:
         try:

@@ -14,7 +14,6 @@ results themselves, so memory stays flat however many cases run.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,7 +33,11 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from farm.assertions import describe
 from farm.durations import format_duration
+from farm.excerpts import clip
+from farm.jsontext import arguments_text, json_text
+from farm.messages import content_text
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult, stability_class
 from farm.secrets import scrub_result
 
@@ -80,6 +83,8 @@ INPUT_LIMIT = 80
 #: Longest expected value, tool argument list or message shown on one line.
 VALUE_LIMIT = 80
 MESSAGE_LIMIT = 200
+#: Most lines of a golden diff the tree shows (the JSONL, JUnit and HTML keep it whole).
+DIFF_LINES = 40
 #: Width of the banner and section rules (the seed's), narrowed to the console.
 RULE_WIDTH = 63
 
@@ -318,7 +323,7 @@ class ConsoleReporter:
             finals_ok = all(a.passed for a in result.final_assertions)
             head_line = Text("Final Assertions: ")
             head_line.append_text(_status_word("PASSED" if finals_ok else "FAILED"))
-            items.append((head_line, [_assertion_line(a) for a in result.final_assertions]))
+            items.append((head_line, [line for a in result.final_assertions for line in (_assertion_line(a), *_diff_lines(a))]))
         if self._needs_result_line(result):
             items.append((self._result_line(result), []))
 
@@ -352,7 +357,8 @@ class ConsoleReporter:
             details.append(Text(f"Note: {turn.note}", style="yellow"))
         if turn.error:
             details.append(Text(f"Error: {_clip(turn.error, MESSAGE_LIMIT)}", style="red"))
-        details.extend(_assertion_line(a) for a in turn.assertions)
+        for assertion in turn.assertions:
+            details += [_assertion_line(assertion), *_diff_lines(assertion)]
         return head, details
 
     def _awaiting_item(self, result: CaseResult) -> tuple[Text, list[Text]]:
@@ -605,19 +611,11 @@ def _turn_status(result: CaseResult, turn: TurnResult, is_last: bool) -> str:
 
 def _clip(text: str, limit: int) -> str:
     """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return clip(" ".join(str(text).split()), limit)
 
 
 def _quote(text: str, limit: int) -> str:
     return f'"{_clip(text, limit)}"'
-
-
-def _json(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def _input_text(value: Any) -> str:
@@ -632,34 +630,15 @@ def _input_text(value: Any) -> str:
         users = [m for m in value if isinstance(m, dict) and m.get("role", "user") == "user"]
         if users:
             return _content_text(users[-1].get("content"))
-    return _json(value)
+    return json_text(value)
 
 
 def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type", "text") == "text":
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, dict):
-                parts.append(f"[{part.get('type')}]")
-            else:
-                parts.append(str(part))
-        return " ".join(parts)
-    return _json(content)
+    return content_text(content, separator=" ", others="mark") if isinstance(content, (str, list)) else json_text(content)
 
 
 def _args_text(args: Any) -> str:
-    """Tool arguments as the seed writes them: ``{amount: 3500, type: "travel"}``."""
-    if args is None:
-        return ""
-    if isinstance(args, dict):
-        text = "{" + ", ".join(f"{key}: {_json(value)}" for key, value in args.items()) + "}"
-    else:
-        text = args if isinstance(args, str) else _json(args)
-    return _clip(text, VALUE_LIMIT)
+    return _clip(arguments_text(args), VALUE_LIMIT)
 
 
 def _agent_lines(turn: TurnResult) -> Iterable[Text]:
@@ -672,24 +651,8 @@ def _agent_lines(turn: TurnResult) -> Iterable[Text]:
 
 def _describe(assertion: AssertionResult) -> str:
     """What an assertion checks, as the seed lists it: ``contains "x"``, ``$.a.b = "y"``."""
-    kind, expected = assertion.type, assertion.expected
     prefix = "NOT " if assertion.negate else ""
-    if kind == "json_path" and isinstance(expected, dict) and "path" in expected:
-        text = f"{expected['path']} = {_json(expected.get('value'))}"
-    elif kind == "type" and isinstance(expected, dict) and "path" in expected:
-        text = f"type {expected['path']} is {_json(expected.get('value'))}"
-    elif kind == "tool_called" and isinstance(expected, dict) and "name" in expected:
-        arguments = expected.get("arguments")
-        text = f"tool_called {expected['name']}({_args_text(arguments) if arguments else ''})"
-    elif kind == "tool_result" and isinstance(expected, dict) and "tool" in expected:
-        text = f"tool_result {expected['tool']} → {_json(expected.get('result'))}"
-    elif kind == "latency" and expected is not None:
-        text = f"latency ≤ {expected}ms"
-    elif expected is None:
-        text = kind
-    else:
-        text = f"{kind} {_json(expected)}"
-    return prefix + _clip(text, VALUE_LIMIT)
+    return prefix + _clip(describe(assertion.type, assertion.expected), VALUE_LIMIT)
 
 
 def _assertion_line(assertion: AssertionResult) -> Text:
@@ -705,3 +668,17 @@ def _assertion_line(assertion: AssertionResult) -> Text:
     if assertion.score is not None:
         line.append(f" (score {assertion.score:g})", style="dim")
     return line
+
+
+def _diff_lines(assertion: AssertionResult) -> list[Text]:
+    """A failed assertion's diff (a golden conversation's), one literal line each, at most :data:`DIFF_LINES`."""
+    if not assertion.diff:
+        return []
+    lines = assertion.diff.splitlines()
+    out = []
+    for line in lines[:DIFF_LINES]:
+        removed, added = line.startswith("-") and not line.startswith("---"), line.startswith("+") and not line.startswith("+++")
+        out.append(Text("  " + _clip(line, MESSAGE_LIMIT), style="red" if removed else "green" if added else "dim"))
+    if len(lines) > DIFF_LINES:
+        out.append(Text(f"  … {len(lines) - DIFF_LINES} more diff lines", style="dim"))
+    return out

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from farm.agents.base import Message, Reply
+from farm.jsontext import as_text
 from farm.results import ToolCallRecord
 
 __all__ = ["Session", "deep_merge"]
@@ -69,7 +70,7 @@ class Session:
                 mocked=result is not None,
             )
             self.messages.append(
-                {"role": "tool", "tool_call_id": record.id, "content": _as_text(record.result)}
+                {"role": "tool", "tool_call_id": record.id, "content": as_text(record.result)}
             )
             self.tool_results.append(record)
             records.append(record)
@@ -86,7 +87,3 @@ class Session:
             if isinstance(record.result, dict) and record.mocked:
                 doc = deep_merge(doc, record.result)
         return deep_merge(doc, self.variables)
-
-
-def _as_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)

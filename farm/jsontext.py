@@ -1,4 +1,9 @@
-"""JSON found in what an LLM wrote: the whole text, a fenced block, or the first object in prose."""
+"""JSON in text: a value written as text, and the JSON found in what an LLM wrote.
+
+:func:`as_text` is how a value that is not a string (a tool result, an
+expected value) is searched, sent or shown; :func:`extract_json` finds the
+JSON in a reply: the whole text, a fenced block, or the first object in prose.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["extract_json", "NO_JSON"]
+__all__ = ["as_text", "extract_json", "NO_JSON"]
 
 
 class _NoJSON:
@@ -16,6 +21,30 @@ class _NoJSON:
 
 NO_JSON: Any = _NoJSON()
 """Returned when the text holds no JSON (JSON ``null`` is a real value)."""
+
+def as_text(value: Any, *, ensure_ascii: bool = False) -> str:
+    """``value`` as text: a string as it is, anything else as JSON (what JSON cannot hold, as its ``str``)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=ensure_ascii, default=str)
+
+
+def json_text(value: Any) -> str:
+    """``value`` as compact JSON for people to read (strings quoted; ``repr`` if it is no JSON at all)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def arguments_text(arguments: Any) -> str:
+    """Tool arguments as the seed writes them, on one line: ``{amount: 3500, type: "travel"}``."""
+    if arguments is None:
+        return ""
+    if isinstance(arguments, dict):
+        text = "{" + ", ".join(f"{key}: {json_text(value)}" for key, value in arguments.items()) + "}"
+    else:
+        text = arguments if isinstance(arguments, str) else json_text(arguments)
+    return " ".join(text.split())
+
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 

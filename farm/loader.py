@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pydantic import ValidationError
 
@@ -25,6 +25,9 @@ from farm.assertions import known_types
 from farm.cases import CaseRuleError, TestCase
 from farm.errors import InputError, UsageError
 from farm.validation import TooLargeInteger, case_problems, raw_problems
+
+if TYPE_CHECKING:
+    from farm.golden import GoldenCheck
 
 __all__ = ["LoadedCase", "Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error"]
 
@@ -52,6 +55,8 @@ class LoadedCase:
     """Whether the case needs a simulator, and a validator (an ``agent`` assertion)."""
     warnings: list[str] = field(default_factory=list)
     """What loads but is not what the author may think (``expected`` beside assertions)."""
+    golden: GoldenCheck | None = None
+    """The golden conversation this run compares the case with (set by :func:`farm.golden.attach`)."""
 
     @property
     def ok(self) -> bool:
@@ -63,14 +68,14 @@ class LoadedCase:
         if self.case is None:
             return self
         data = self.case.model_dump_json(exclude_defaults=True).encode()
-        return LoadedCase(self.id, self.source, None, self.error, self.raw, self.base_dir, self.script, data, self.needs, self.warnings)
+        return LoadedCase(self.id, self.source, None, self.error, self.raw, self.base_dir, self.script, data, self.needs, self.warnings, self.golden)
 
     def materialized(self) -> LoadedCase:
         """This case with its validated model (the case itself when it has it)."""
         if self.case is not None or self.data is None:
             return self
         case = TestCase.model_validate_json(self.data)
-        return LoadedCase(self.id, self.source, case, self.error, self.raw, self.base_dir, self.script, None, self.needs, self.warnings)
+        return LoadedCase(self.id, self.source, case, self.error, self.raw, self.base_dir, self.script, None, self.needs, self.warnings, self.golden)
 
 
 @dataclass
@@ -171,7 +176,8 @@ def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], bas
     if raw.get("expected") is not None and case.expected is None:
         loaded.warnings.append("field 'expected': ignored, because the case has assertions (they win, as in Yao)")
     loaded.case = case
-    loaded.needs = (case.simulator is not None or case.checkpoints is not None, any(spec.type == "agent" for spec in case.all_assertions()))
+    judged = any(spec.type == "agent" for spec in case.all_assertions()) or (case.golden is not None and case.golden.text == "judge")
+    loaded.needs = (case.simulator is not None or case.checkpoints is not None, judged)
     loaded.raw = None  # the model is enough once valid: a 100k-case suite stays small
     return loaded
 

@@ -27,12 +27,15 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import json
 import mimetypes
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote
 
-__all__ = ["MAX_ATTACHMENT_BYTES", "attachment_part", "user_messages"]
+from farm.excerpts import clip
+
+__all__ = ["MAX_ATTACHMENT_BYTES", "attachment_part", "content_text", "user_messages"]
 
 MAX_ATTACHMENT_BYTES = 32 * 1024 * 1024
 """Largest file sent as an attachment (OpenAI accepts up to 32 MB of files per request)."""
@@ -69,6 +72,34 @@ def user_messages(
         parts = [attachment_part(a, base_dir, f"attachment {i + 1}") for i, a in enumerate(attachments)]
         _append_parts(messages, parts)
     return messages
+
+
+def content_text(content: Any, *, separator: str = "\n", others: Literal["skip", "mark", "json"] = "skip") -> str:
+    """A message's content as text: a string as is, a list of parts as their texts joined by ``separator``.
+
+    A text part is a string or an object with a string ``text``. ``others``
+    says what becomes of any other part (an image, a file): ``"skip"`` leaves
+    it out, ``"mark"`` shows it as ``[its type]``, and ``"json"`` writes the
+    whole content as JSON text instead. ``None`` is the empty text; content
+    that is neither a string nor a list is JSON text.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return json.dumps(content, ensure_ascii=False)
+    texts = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, dict) and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif others == "json":
+            return json.dumps(content, ensure_ascii=False)
+        elif others == "mark":
+            texts.append(f"[{part.get('type')}]" if isinstance(part, dict) else str(part))
+    return separator.join(texts)
 
 
 def _message(value: Any, where: str, base_dir: Path | None) -> dict[str, Any]:
@@ -165,7 +196,7 @@ def attachment_part(attachment: Any, base_dir: Path | None, name: str = "attachm
 
 
 def _short(source: str) -> str:
-    return source if len(source) <= 60 else source[:57] + "..."
+    return clip(source, 60, "...")
 
 
 def _guess_mime(name: str) -> str:

@@ -16,6 +16,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AssertionResult",
     "CaseResult",
+    "StepReply",
     "CheckpointResult",
     "RetriedAttempt",
     "Status",
@@ -86,6 +87,8 @@ class ToolCallRecord(BaseModel):
     """The mock result sent back, or ``{"status": "ok"}`` when none was given."""
     mocked: bool = False
     """Whether ``result`` came from a ``tool_mocks`` entry."""
+    step: int = 1
+    """The agent call of the turn (1-based, see ``TurnResult.steps``) whose reply made this call."""
 
 
 class AssertionResult(BaseModel):
@@ -115,6 +118,35 @@ class AssertionResult(BaseModel):
     """True when the assertion could not be evaluated at all (not a plain failure)."""
     matched_by: str | None = None
     """For ``tool_called``: which rule matched the tool name (``exact``, ``suffix``, ``substring``)."""
+    diff: str | None = None
+    """For ``golden``: how the conversation differs from the golden one (unified diffs of the
+    reply text and of the tool calls); null when it passed."""
+
+
+class StepReply(BaseModel):
+    """What one agent call of a turn answered, beyond the turn's ``output`` and ``tool_calls``:
+    what ``farm rescore`` needs to replay the turn without the agent."""
+
+    content: str | None = None
+    """The reply's content; null when it is the turn's ``output`` (the common case: one step,
+    or the step whose content became the ``output``). Cut like ``output`` when written."""
+    content_chars: int | None = None
+    """The content's whole length in characters when the written ``content`` was cut; null otherwise."""
+    awaiting_input: bool | None = None
+    """``awaiting_input`` as the agent declared it in this reply; null when it declared nothing."""
+    input_hint: str | None = None
+    """The input hint the agent gave in this reply."""
+    usage: Usage = Field(default_factory=Usage)
+    """Tokens the agent reported for this call."""
+    retries: int = 0
+    """Requests repeated to get this reply."""
+
+    @model_serializer(mode="wrap")
+    def _clip_content(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if self.content is not None and len(self.content) > OUTPUT_LIMIT and "content" in data:
+            data["content"], data["content_chars"] = clip_output(self.content)
+        return data
 
 
 class TurnResult(BaseModel):
@@ -158,6 +190,8 @@ class TurnResult(BaseModel):
     """The simulator's reasoning for a simulated input."""
     error: str | None = None
     """What went wrong in this turn, if anything."""
+    replies: list[StepReply] = Field(default_factory=list)
+    """One entry per agent call of the turn (``steps``), in order: what ``farm rescore`` replays."""
 
     @model_serializer(mode="wrap")
     def _clip_output(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -253,6 +287,18 @@ class CaseResult(BaseModel):
     def agent_failed(self) -> bool:
         """Whether it ended in an error or timeout from the agent's side (``--retries`` retries those)."""
         return self._agent_failed and self.status in (Status.ERROR, Status.TIMEOUT)
+    goal_achieved_at: int | None = None
+    """The turn for which the simulator said the goal is achieved instead of giving an input
+    that was sent (the conversation ended there); null otherwise."""
+    inputs_digest: dict[str, str] | None = None
+    """Digests of what shaped the conversation (the agent, the inputs, the simulator, the tool
+    mocks, the options sent to the agent), by part; ``farm rescore`` compares them with the
+    edited suite's to tell whether the recorded conversation still answers it."""
+    rescorable: bool | None = None
+    """Set by ``farm rescore``: false when the case could not be rescored (its inputs changed
+    since the run, or the recording ends before a turn the edited case needs); null in a live run."""
+    rescored_from: str | None = None
+    """Set by ``farm rescore``: the run id whose recorded conversation this result re-evaluated."""
 
     def to_json_line(self) -> str:
         return self.model_dump_json(exclude_none=False)

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from farm.agents.base import AgentClient, AgentError, Message, Reply
 from farm.aio import run_sync
 from farm.jsontext import NO_JSON, extract_json
+from farm.messages import content_text
 from farm.rolecache import RoleCache, caches_role, record
-from farm.roletypes import RoleError, SimulatorTurn
+from farm.roletypes import RoleError, SimulatorTurn, Verdict
 
 if TYPE_CHECKING:
     from farm.config import FarmConfig
@@ -83,7 +84,7 @@ def render_transcript(messages: list[Message]) -> str:
         role = m.get("role", "?")
         content = m.get("content")
         if isinstance(content, list):
-            content = " ".join(p.get("text", f"[{p.get('type')}]") for p in content if isinstance(p, dict))
+            content = content_text(content, separator=" ", others="mark")
         if role == "tool":
             lines.append(f"TOOL RESULT ({m.get('tool_call_id', '')}): {content}")
             continue
@@ -215,7 +216,7 @@ class RolePlayer:
             text = json.dumps(text)
         return SimulatorTurn(input=text, goal_achieved=bool(data.get("goal_achieved")), reasoning=data.get("reasoning"))
 
-    async def validate(self, conversation: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
+    async def validate(self, conversation: list[Message], metadata: dict[str, Any]) -> Verdict:
         data = await self._call_json(conversation, metadata)
         if not isinstance(data, dict) or "passed" not in data:
             raise RoleError("the validator's answer has no 'passed'")
@@ -224,12 +225,12 @@ class RolePlayer:
             passed = passed.strip().lower() in ("true", "yes", "pass", "passed")
         score = data.get("score")
         suggestions = data.get("suggestions")
-        return {
-            "passed": bool(passed),
-            "score": float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
-            "reason": data.get("reason"),
-            "suggestions": [str(s) for s in suggestions] if isinstance(suggestions, list) else None,
-        }
+        return Verdict(
+            passed=bool(passed),
+            score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+            reason=data.get("reason"),
+            suggestions=[str(s) for s in suggestions] if isinstance(suggestions, list) else None,
+        )
 
     async def generate(self, metadata: dict[str, Any]) -> list[Any]:
         data = await self._call_json([], metadata)

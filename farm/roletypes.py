@@ -7,10 +7,13 @@ the conversation engine for a type.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-__all__ = ["HumanRequest", "RoleError", "SimulatorTurn"]
+__all__ = ["HumanRequest", "RoleError", "RoleOutcome", "SimulatorTurn", "Verdict"]
+
+T = TypeVar("T")
 
 
 class RoleError(Exception):
@@ -24,6 +27,48 @@ class SimulatorTurn:
     input: Any = None
     goal_achieved: bool = False
     reasoning: str | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A validator's judgement of the agent's latest response."""
+
+    passed: bool
+    score: float | None = None
+    """From 0.0 to 1.0, when the validator gave one."""
+    reason: str | None = None
+    suggestions: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class RoleOutcome(Generic[T]):
+    """A role call's answer, or the message of the :class:`RoleError` it raised.
+
+    This is what a role pool on Ray returns. A raised error would arrive
+    wrapped in Ray's own exception, its text carrying the remote traceback;
+    as a record, the message the user reads is the same on both engines.
+    """
+
+    answer: T | None = None
+    error: str | None = None
+    """The :class:`RoleError`'s message; None when the call answered."""
+    calls: tuple[int, int] = (0, 0)
+    """The role calls made to answer, and how many of them the role cache answered
+    (:class:`farm.rolecache.CallTally`), for the case that asked."""
+
+    @classmethod
+    async def of(cls, call: Awaitable[T]) -> RoleOutcome[T]:
+        """Await ``call``, keeping a :class:`RoleError` as the outcome's ``error``."""
+        try:
+            return cls(answer=await call)
+        except RoleError as exc:
+            return cls(error=str(exc))
+
+    def unwrap(self) -> T:
+        """The answer; raises the :class:`RoleError` again when there is none."""
+        if self.error is not None:
+            raise RoleError(self.error)
+        return self.answer  # type: ignore[return-value]  # None only for an answer of type None
 
 
 @dataclass

@@ -9,8 +9,8 @@ a unit test they are plain objects.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -20,13 +20,16 @@ from farm.agents.permits import waiting_for_permits
 from farm.assertions import AssertionEnv, Subject, evaluate
 from farm.awaiting import detect_awaiting, last_sentence
 from farm.cases import AssertionSpec, Mode, Options, TestCase
+from farm.checkpoints import CheckpointTracker
 from farm.config import DEFAULT_INPUT_TOOLS
 from farm.conversation import Session
+from farm.digest import inputs_digest
 from farm.durations import format_duration
 from farm.errors import FarmError
+from farm.jsontext import as_text
 from farm.loader import LoadedCase
 from farm.messages import user_messages
-from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
+from farm.results import AssertionResult, CaseResult, Status, StepReply, TurnResult
 from farm.rolecache import tally
 from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
 
@@ -72,6 +75,8 @@ class RunSettings:
     worker: str | None = None
     cache: bool = True
     """Whether role calls go through the role cache (``--no-cache``: False)."""
+    clock: Callable[[], float] = time.perf_counter
+    """What a turn's ``duration_ms`` is measured with; a rescore gives a clock that replays the recorded times."""
 
 
 class _Stop(Exception):
@@ -104,6 +109,7 @@ class _Conversation:
             source=loaded.source,
             run_id=settings.run_id,
             worker=settings.worker,
+            inputs_digest=None if loaded.script else inputs_digest(self.case, settings),
         )
         self.base_dir = Path(loaded.base_dir) if loaded.base_dir else None
         self.mocks = {**settings.agent_tool_mocks, **self.case.tool_mocks}
@@ -123,7 +129,8 @@ class _Conversation:
         except ValueError as exc:
             turn.error = str(exc)
             raise _Stop(Status.ERROR, f"turn {turn.turn}: {exc}") from None
-        started = time.perf_counter()
+        clock = self.settings.clock
+        started = clock()
         wait = None
         try:
             # the turn's timeout measures the agent: it (and the case's) pauses while a request
@@ -144,7 +151,10 @@ class _Conversation:
         finally:
             queued = wait.seconds if wait is not None else 0.0
             turn.queued_ms = round(queued * 1000, 3)
-            turn.duration_ms = round(max(0.0, time.perf_counter() - started - queued) * 1000, 3)
+            turn.duration_ms = round(max(0.0, clock() - started - queued) * 1000, 3)
+            for step in turn.replies:  # the usual case, content that is the turn's output, is not written twice
+                if step.content == turn.output:
+                    step.content = None
             self.result.usage = self.result.usage + turn.usage
         return turn
 
@@ -163,7 +173,13 @@ class _Conversation:
                 None if mock is None else await self._mock_result(mock, call.arguments)
                 for mock, call in zip(mocked, reply.tool_calls, strict=True)
             ]
-            turn.tool_calls.extend(self.session.add_reply(reply, results))
+            records = self.session.add_reply(reply, results)
+            for record in records:
+                record.step = step
+            turn.tool_calls.extend(records)
+            turn.replies.append(
+                StepReply(content=reply.content, awaiting_input=reply.awaiting_input, input_hint=reply.input_hint, usage=reply.usage, retries=reply.retries)
+            )
             turn.output = reply.content if reply.content or not turn.output else turn.output
             turn.awaiting_input, turn.awaiting_reason = awaiting, reason
             turn.input_hint = reply.input_hint
@@ -193,7 +209,7 @@ class _Conversation:
             tool_calls=turn.tool_calls,
             latency_ms=turn.duration_ms,
             input=turn.input,
-            tool_texts=[_text(c.result) for c in turn.tool_calls] if include_tool_texts else [],
+            tool_texts=[as_text(c.result) for c in turn.tool_calls] if include_tool_texts else [],
             conversation=list(self.session.messages),
             metadata=self._metadata(),
             time_limit=self.settings.turn_timeout,
@@ -274,6 +290,7 @@ class _Conversation:
             if simulator:
                 sim = await self.simulate(simulator)
                 if sim.goal_achieved and sim.input in (None, ""):
+                    self.result.goal_achieved_at = len(self.result.turns) + 1
                     break
                 last = await self.exchange(sim.input, "simulated", self.base_options(), [], None)
                 last.simulator_reasoning = sim.reasoning
@@ -296,19 +313,19 @@ class _Conversation:
     async def run_dynamic(self) -> None:
         case = self.case
         simulator = self.simulator_id()
-        checkpoints = {cp.id: CheckpointResult(id=cp.id, description=cp.description, required=cp.required) for cp in case.checkpoints or []}
-        self.result.checkpoints = list(checkpoints.values())
-        pending = list(case.checkpoints or [])
+        checkpoints = CheckpointTracker(case.checkpoints or [])
+        self.result.checkpoints = checkpoints.results
         first = True
         while True:
             if first and case.input is not None:
                 user_input, source, reasoning = case.input, "static", None
             else:
                 if len(self.result.turns) >= case.max_turns:
-                    raise _Stop(Status.FAILED, f"max turns ({case.max_turns}) reached; missing checkpoints: {self._missing(checkpoints)}")
+                    raise _Stop(Status.FAILED, f"max turns ({case.max_turns}) reached; missing checkpoints: {', '.join(checkpoints.missing)}")
                 sim = await self.simulate(simulator)
                 if sim.goal_achieved:
-                    raise _Stop(Status.FAILED, f"the simulator says the goal is achieved, but checkpoints are missing: {self._missing(checkpoints)}")
+                    self.result.goal_achieved_at = len(self.result.turns) + 1
+                    raise _Stop(Status.FAILED, f"the simulator says the goal is achieved, but checkpoints are missing: {', '.join(checkpoints.missing)}")
                 user_input, source, reasoning = sim.input, "simulated", sim.reasoning
             if source == "simulated" and self.settings.interactive and self.result.turns and self.result.turns[-1].awaiting_input:
                 answer = await self.ask_human(self.result.turns[-1], proposed=user_input)
@@ -318,28 +335,21 @@ class _Conversation:
             turn = await self.exchange(user_input, source, self.base_options(), case.attachments if len(self.result.turns) == 0 else [], None)
             turn.simulator_reasoning = reasoning
             subject = self.subject(turn, include_tool_texts=True)
-            progressed = True
-            while progressed:  # a dependency reached earlier in the same turn counts
-                progressed = False
-                for cp in list(pending):
-                    outcome = await evaluate(cp.assertion, subject, self.services.assertion_env if self.services else None)
-                    record = checkpoints[cp.id]
-                    record.assertion = outcome
-                    if outcome.error:
-                        raise _Stop(Status.ERROR, f"checkpoint '{cp.id}': {outcome.message}")
-                    if outcome.passed and all(checkpoints[a].reached for a in cp.after):
-                        record.reached, record.reached_at_turn = True, turn.turn
-                        pending.remove(cp)
-                        progressed = True
-            if all(r.reached for r in checkpoints.values() if r.required):
+            env = self.services.assertion_env if self.services else None
+            outcomes: dict[str, AssertionResult] = {}
+            for cp in checkpoints.pending:
+                outcome = outcomes[cp.id] = await evaluate(cp.assertion, subject, env)
+                if outcome.error:  # the conversation ends here: the checkpoints after it stay unchecked
+                    break
+            checkpoints.apply(turn.turn, outcomes)
+            for cp_id, outcome in outcomes.items():
+                if outcome.error:
+                    raise _Stop(Status.ERROR, f"checkpoint '{cp_id}': {outcome.message}")
+            if checkpoints.complete:
                 await self.final_assertions()
                 return
             if not turn.awaiting_input and turn.awaiting_reason == "completed":
-                raise _Stop(Status.FAILED, f"the agent completed with checkpoints missing: {self._missing(checkpoints)}")
-
-    @staticmethod
-    def _missing(checkpoints: dict[str, CheckpointResult]) -> str:
-        return ", ".join(r.id for r in checkpoints.values() if r.required and not r.reached)
+                raise _Stop(Status.FAILED, f"the agent completed with checkpoints missing: {', '.join(checkpoints.missing)}")
 
     def simulator_id(self) -> str:
         sim = self.case.simulator
@@ -410,6 +420,17 @@ class _Conversation:
             await self.run_static()
         else:
             await self.run_dynamic()
+        await self.compare_golden()
+
+    async def compare_golden(self) -> None:
+        """Compare the finished conversation with its golden one (farm.golden), when the run asks."""
+        if self.loaded.golden is None:
+            return
+        from farm.golden import compare
+
+        env = self.services.assertion_env if self.services else None
+        for where, outcome in await compare(self.loaded.golden, self.result, env):
+            self.verdict([outcome], where)
 
 
 def error_result(loaded: LoadedCase, settings: RunSettings, message: str, status: Status = Status.ERROR) -> CaseResult:
@@ -502,7 +523,3 @@ async def _after_hook(conversation: _Conversation) -> None:
             result.status, result.error = Status.ERROR, message
         else:
             result.error = f"{result.error}; {message}"
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)

@@ -21,6 +21,7 @@ from farm.agents.factory import build_agent
 from farm.assertions import Subject, evaluate
 from farm.cases import AssertionSpec, TestCase
 from farm.config import FarmConfig
+from farm.jsontext import as_text
 from farm.loader import LoadedCase, Suite
 from farm.results import AssertionResult, CaseResult, Status, TurnResult
 from farm.scripts import ScriptResolver
@@ -135,7 +136,7 @@ class Assert:
         return result.passed
 
     def _check(self, spec: dict[str, Any], content: Any, document: Any = None) -> bool:
-        subject = Subject(content=content if isinstance(content, str) else _text(content), document=document)
+        subject = Subject(content=as_text(content, ensure_ascii=True), document=document)
         return self._record(self.t.bridge.run(evaluate(AssertionSpec.model_validate(spec), subject)))
 
     def contains(self, text: Any, value: str, message: str | None = None) -> bool:
@@ -197,13 +198,7 @@ class T:
 
 
 def _content(value: Any) -> str:
-    return value.content if isinstance(value, Reply) else _text(value)
-
-
-def _text(value: Any) -> str:
-    import json
-
-    return value if isinstance(value, str) else json.dumps(value, default=str)
+    return value.content if isinstance(value, Reply) else as_text(value, ensure_ascii=True)
 
 
 async def run_script_test(loaded: LoadedCase, config: FarmConfig, services: Any, result: CaseResult) -> None:

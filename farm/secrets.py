@@ -47,6 +47,7 @@ __all__ = [
     "MIN_SECRET",
     "Scrubber",
     "config_secrets",
+    "header_secrets",
     "looks_secret",
     "process_scrubber",
     "redact_url",
@@ -72,6 +73,15 @@ def looks_secret(name: str) -> bool:
     """Whether a header or query parameter called ``name`` is where a secret goes."""
     lowered = name.lower()
     return any(word in lowered for word in _SECRET_WORDS)
+
+
+def header_secrets(headers: dict[str, str]) -> set[str]:
+    """The values of secret-looking headers, each also without a scheme word (``Bearer <token>``)."""
+    found: set[str] = set()
+    for name, value in headers.items():
+        if looks_secret(name):
+            found |= {value, value.split(" ", 1)[-1]}
+    return found
 
 
 def url_secrets(url: str) -> list[str]:
@@ -259,9 +269,7 @@ def config_secrets(config: FarmConfig) -> set[str]:
             value = os.environ.get(connector.api_key_env)
             if value:
                 found |= {value, value.strip()}
-        for name, value in connector.headers.items():
-            if looks_secret(name):
-                found |= {value, value.split(" ", 1)[-1]}
+        found |= header_secrets(connector.headers)
         found.update(url_secrets(connector.base_url))
     for agent in config.agents.values():
         if agent.url:

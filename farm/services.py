@@ -18,7 +18,7 @@ from farm.config import FarmConfig
 from farm.errors import FarmError
 from farm.rolecache import RoleCache
 from farm.roles import RolePlayer
-from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
+from farm.roletypes import HumanRequest, RoleError, SimulatorTurn, Verdict
 from farm.scripts import ScriptResolver, call_maybe_async
 
 __all__ = ["ROLE_CONCURRENCY", "ROLE_CONNECTOR", "FarmServices", "LocalRoles", "RoleCaller", "strip_agent_prefix"]
@@ -33,9 +33,11 @@ def strip_agent_prefix(use: str) -> str:
 
 
 class RoleCaller(Protocol):
+    """How the services reach the role agents; both raise :class:`RoleError` when a role fails."""
+
     async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn: ...
 
-    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]: ...
+    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> Verdict: ...
 
 
 #: Role calls of one kind (simulator, validator) in flight at once in one process.
@@ -80,7 +82,7 @@ class LocalRoles:
         async with self._budget["simulator"]:
             return await self.player("simulator", agent_id, connector).simulate(messages, metadata)
 
-    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> dict[str, Any]:
+    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> Verdict:
         metadata = dict(metadata)
         connector = metadata.pop(ROLE_CONNECTOR, None)
         async with self._budget["validator"]:
@@ -156,14 +158,13 @@ class FarmServices:
             verdict = await self.roles.validate(agent_id, conversation, metadata)
         except RoleError as exc:
             return Outcome(False, message=f"validator error: {exc}", error=True)
-        reason = verdict.get("reason")
         return Outcome(
-            bool(verdict["passed"]),
+            verdict.passed,
             actual=subject.content,
-            message=None if verdict["passed"] else f"the validator judged it failed: {reason or 'no reason given'}",
-            score=verdict.get("score"),
-            reason=reason,
-            suggestions=verdict.get("suggestions"),
+            message=None if verdict.passed else f"the validator judged it failed: {verdict.reason or 'no reason given'}",
+            score=verdict.score,
+            reason=verdict.reason,
+            suggestions=verdict.suggestions,
         )
 
     async def run_script(self, spec: AssertionSpec, subject: Subject) -> Outcome:

@@ -372,6 +372,12 @@ def _config_problems(case: TestCase, config: FarmConfig, simulator: str | None, 
                 out.append(f"field '{where}': an 'agent' assertion needs 'use' (e.g. agents:workers.test.validator) or [farm].validator")
         if spec.type == "script" and spec.use:
             script(f"{where}.script", spec.use)
+    if case.golden is not None and case.golden.enabled and case.golden.text == "judge":
+        validator = case.golden.use.removeprefix("agents:").strip() if case.golden.use else config.farm.validator
+        if validator:
+            agent("golden.use", validator)
+        elif checked:
+            out.append("field 'golden': the 'judge' rule needs 'use' (a validator agent) or [farm].validator")
     for hook in ("before", "after"):
         if getattr(case, hook):
             script(hook, getattr(case, hook))
@@ -457,4 +463,6 @@ def check_for_run(
             for _, spec in _walk(case):
                 if spec.type == "agent":
                     roles.append(spec.use.removeprefix("agents:").strip() if spec.use else (config.farm.validator or ""))
+            if case.golden is not None and case.golden.text == "judge":
+                roles.append(case.golden.use.removeprefix("agents:").strip() if case.golden.use else (config.farm.validator or ""))
     check_run(config, agent_id, connector, dict.fromkeys(r for r in roles if r))

@@ -12,26 +12,34 @@ from farm.demo.server import JSONServer
 
 
 @pytest.fixture(scope="session")
-def ray_session(tmp_path_factory):
-    """The session's Ray: slim, quiet, with its temp files and auth token out of the home folder."""
+def ray_session():
+    """The session's Ray: slim, quiet, with its temp files out of the way and auth off.
+
+    Auth is off as for any private test cluster (Ray 2.59+ would otherwise write a
+    token to ``~/.ray/auth_token``, in the home of whoever runs the tests); clients
+    started during the session inherit the same mode. The environment it sets is
+    restored when the session ends, and ``HOME`` is left alone.
+    """
     import ray
     from farm.actors.cluster import QUIET_ENV
 
     if ray.is_initialized():
         yield ray
         return
-    home = tmp_path_factory.mktemp("home")
-    os.environ["HOME"] = str(home)
-    os.environ.update(QUIET_ENV)
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        namespace="farm-test",
-        log_to_driver=False,
-        _temp_dir=str(Path("/tmp") / f"farm-ray-{os.getpid()}"),
-    )
-    yield ray
-    ray.shutdown()
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in {**QUIET_ENV, "RAY_AUTH_MODE": "disabled"}.items():
+            patch.setenv(name, value)
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            namespace="farm-test",
+            log_to_driver=False,
+            _temp_dir=str(Path("/tmp") / f"farm-ray-{os.getpid()}"),
+        )
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
 
 
 @pytest.fixture(params=["local", pytest.param("ray", marks=pytest.mark.ray)])

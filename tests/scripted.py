@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 from farm.demo.agent import handle as demo_handle
+from farm.demo.agent import scripted_user
 from farm.demo.server import Response, chat_completion
 
 
@@ -41,6 +42,20 @@ class ScriptedAgent:
                 return Response({"error": {"message": "rate limited"}}, status=429, headers={"Retry-After": "1"})
             return Response(chat_completion("recovered after the rate limit"))
         return demo_handle(path, body, headers)
+
+
+class Counting:
+    """A server handler that counts the requests it answers (to show that none came)."""
+
+    def __init__(self, handler: Any):
+        self.handler = handler
+        self.requests = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, path: str, body: Any, headers: dict[str, str]) -> Response:
+        with self._lock:
+            self.requests += 1
+        return self.handler(path, body, headers)
 
 
 def farm_toml(url: str, engine: str | None = None, **connector: Any) -> str:
@@ -98,14 +113,8 @@ class RoleModels:
         if model.startswith("sim"):
             if model == "sim-broken":
                 return Response(chat_completion("I would rather chat about the weather."))
-            if "submitted" in said:
-                answer = {"input": "", "goal_achieved": True}
-            elif "type" in said:
-                answer = {"input": "Business travel, $3500", "goal_achieved": False}
-            elif "confirm" in said:
-                answer = {"input": "Yes, confirm", "goal_achieved": False}
-            else:
-                answer = {"input": "I want to submit an expense", "goal_achieved": False}
+            replies = [("submitted", None), ("type", "Business travel, $3500"), ("confirm", "Yes, confirm")]
+            answer = scripted_user(said, replies, "I want to submit an expense")
             answer["reasoning"] = "scripted"
             if model == "sim-fenced":
                 answer["message"] = answer.pop("input")

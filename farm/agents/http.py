@@ -106,16 +106,6 @@ def _placeholders(template: Any) -> set[str]:
     return set()
 
 
-def _as_text(value: Any) -> str:
-    """Found content as text: strings and text parts as such, any other JSON as JSON."""
-    parts = isinstance(value, list) and all(
-        isinstance(p, str) or (isinstance(p, dict) and isinstance(p.get("text"), str)) for p in value
-    )
-    if isinstance(value, (dict, list)) and not parts:
-        return json.dumps(value, ensure_ascii=False)
-    return content_text(value)
-
-
 def _last_user_content(messages: list[Message]) -> Any:
     for message in reversed(messages):
         if message.get("role") == "user":
@@ -243,7 +233,7 @@ class HTTPAgent:
             if content is _MISSING and not calls:
                 path = config.content_path or _DEFAULT_PATHS["content_path"]
                 raise AgentResponseError(f"nothing at {path} in the body: {excerpt(data)}")
-            text = "" if content is _MISSING else _as_text(content)
+            text = "" if content is _MISSING else content_text(content, others="json")
             usage = data.get("usage") if isinstance(data, dict) else None
             reply = Reply(content=text, tool_calls=calls, usage=parse_usage(usage), raw=data)
         if config.tool_calls_path is not None:

@@ -27,6 +27,9 @@ from farm.agents.permits import Limiter, NoLimit, estimate_tokens
 from farm.agents.retry import request_json
 from farm.agents.transport import HTTPClient
 from farm.config import AgentConfig, Connector
+from farm.excerpts import clip
+from farm.jsontext import as_text
+from farm.messages import content_text
 from farm.results import Usage
 
 __all__ = [
@@ -136,8 +139,7 @@ def _end_user(options: dict[str, Any]) -> str | None:
 
 def excerpt(value: Any, limit: int = 200) -> str:
     """A short JSON rendering of ``value`` for an error message."""
-    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return clip(as_text(value), limit, "...")
 
 
 def parse_completion(data: Any) -> Reply:
@@ -155,7 +157,7 @@ def parse_completion(data: Any) -> Reply:
     message = choice.get("message")
     if not isinstance(message, dict):
         raise AgentResponseError(f"choices[0].message is {_kind(message)}, not an object: {excerpt(choice)}")
-    content = content_text(message.get("content"), "choices[0].message.content")
+    content = _checked_content(message.get("content"), "choices[0].message.content")
     if not content and isinstance(message.get("refusal"), str):
         content = message["refusal"]
     calls = parse_tool_calls(message.get("tool_calls"), "choices[0].message.tool_calls")
@@ -173,31 +175,19 @@ def parse_completion(data: Any) -> Reply:
     )
 
 
-def content_text(content: Any, where: str | None = None) -> str:
-    """Message content as text: a string as is, a list of parts as their texts joined by newlines.
+def _checked_content(content: Any, where: str) -> str:
+    """The content at ``where`` as text (:func:`farm.messages.content_text`), once it is checked.
 
-    With ``where`` (the field's name, for the message) the content must be
-    what the protocol allows: null, a string, or a list of strings and part
-    objects; anything else is an :class:`AgentResponseError`. Without it,
-    other JSON is rendered as JSON text.
+    The protocol allows null, a string, or a list of strings and part objects;
+    anything else is an :class:`AgentResponseError`.
     """
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
     if isinstance(content, list):
-        texts = []
         for index, part in enumerate(content):
-            if isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-            elif where is not None and not isinstance(part, dict):
+            if not isinstance(part, (str, dict)):
                 raise AgentResponseError(f"{where}[{index}] is {_kind(part)}, not a content part: {excerpt(content)}")
-        return "\n".join(texts)
-    if where is not None:
+    elif content is not None and not isinstance(content, str):
         raise AgentResponseError(f"{where} is {_kind(content)}, not a string or a list of parts: {excerpt(content)}")
-    return json.dumps(content, ensure_ascii=False)
+    return content_text(content)
 
 
 def _kind(value: Any) -> str:

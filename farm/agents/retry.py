@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import time
+from collections.abc import Awaitable, Callable
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
 from typing import Any
@@ -38,7 +40,8 @@ from farm.agents.base import AgentConnectionError, AgentHTTPError, AgentReplyToo
 from farm.agents.permits import Limiter, acquire_permit
 from farm.agents.transport import HTTPClient, HTTPReply, ReplyTooLarge, TransportError
 from farm.config import Connector
-from farm.secrets import Scrubber, looks_secret, url_secrets
+from farm.excerpts import clip
+from farm.secrets import Scrubber, header_secrets, url_secrets
 
 __all__ = [
     "BACKOFF_BASE",
@@ -47,6 +50,7 @@ __all__ = [
     "RATE_LIMIT_CAP",
     "RETRY_AFTER_CAP",
     "RETRY_STATUSES",
+    "Sleep",
     "backoff_delay",
     "parse_retry_after",
     "request_json",
@@ -79,6 +83,9 @@ CONNECT_TIMEOUT_CAP = 10.0
 
 _DETAIL_LIMIT = 200
 
+Sleep = Callable[[float], Awaitable[None]]
+"""How :func:`request_json` waits between attempts: :func:`asyncio.sleep`, or a test's fake."""
+
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` value (seconds or an HTTP date), capped; None if unreadable."""
@@ -105,9 +112,12 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
 def _retry_after(response: HTTPReply) -> float | None:
     millis = response.headers.get("retry-after-ms")
     if millis is not None:
-        seconds = parse_retry_after(millis)
-        if seconds is not None:
-            return min(seconds / 1000.0, RETRY_AFTER_CAP)
+        try:
+            seconds = float(millis) / 1000.0  # not through parse_retry_after: its cap is in seconds
+        except ValueError:
+            seconds = math.nan
+        if seconds == seconds:  # not NaN
+            return min(max(seconds, 0.0), RETRY_AFTER_CAP)
     return parse_retry_after(response.headers.get("retry-after"))
 
 
@@ -126,20 +136,12 @@ def safe_url(url: str) -> str:
 
 def _secrets(connector: Connector, headers: dict[str, str], url: str) -> Scrubber:
     """What an error message about this request must not hold: the key, secret headers, the query's values."""
-    found = {connector.api_key() or ""}
-    for name, value in headers.items():
-        if looks_secret(name):
-            found.add(value)
-            found.add(value.split(" ", 1)[-1])  # "Bearer <token>"
+    found = {connector.api_key() or ""} | header_secrets(headers)
     query = urlsplit(url).query
     found.update(pair.partition("=")[2] for pair in query.split("&"))  # as sent
     found.update(value for _, value in parse_qsl(query, keep_blank_values=True))  # as decoded
     found.update(url_secrets(url))
     return Scrubber(found, min_length=4)
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _error_detail(response: HTTPReply, scrubber: Scrubber) -> str:
@@ -149,7 +151,7 @@ def _error_detail(response: HTTPReply, scrubber: Scrubber) -> str:
         data = response.json()
     except ValueError:
         text = response.text.strip()
-        return _cut(scrubber.scrub(text), _DETAIL_LIMIT) if text and not text.startswith("<") else ""
+        return clip(scrubber.scrub(text), _DETAIL_LIMIT, within=False) if text and not text.startswith("<") else ""
     candidates: list[Any] = []
     if isinstance(data, dict):
         error = data.get("error")
@@ -160,7 +162,7 @@ def _error_detail(response: HTTPReply, scrubber: Scrubber) -> str:
         candidates.append(data)
     for candidate in candidates:
         if isinstance(candidate, str) and candidate.strip():
-            return _cut(scrubber.scrub(candidate.strip()), _DETAIL_LIMIT)
+            return clip(scrubber.scrub(candidate.strip()), _DETAIL_LIMIT, within=False)
     return ""
 
 
@@ -204,6 +206,7 @@ async def request_json(
     tokens: int,
     agent: str,
     text_ok: bool = False,
+    sleep: Sleep = asyncio.sleep,
 ) -> tuple[HTTPReply, Any, int]:
     """Send ``body`` as JSON and return the response, its decoded JSON body and how many retries it took.
 
@@ -219,6 +222,8 @@ async def request_json(
     the tokens the endpoint reported, or ``tokens`` when it may have worked
     without saying (a 2xx without usage, a read timeout, a cancelled request),
     or 0 when it refused.
+
+    ``sleep`` waits between attempts (a test passes one that records the delays).
     """
     attempts = connector.max_retries + 1
     what = f"agent '{agent}' at {method.upper()} {safe_url(url)}"
@@ -264,7 +269,7 @@ async def request_json(
                     except ValueError:
                         if not text_ok:
                             used = 0
-                            start = _cut(secrets.scrub(response.text), 80)
+                            start = clip(secrets.scrub(response.text), 80, within=False)
                             raise AgentResponseError(
                                 f"Cannot read the reply of {what}: the body is not JSON (it starts {start!r})."
                             ) from None
@@ -291,7 +296,7 @@ async def request_json(
             delay = backoff_delay(attempt)
         if status == 429:
             limiter.backoff(delay)
-        await asyncio.sleep(delay)
+        await sleep(delay)
 
     retried = "" if attempt > 1 or status is None or status in RETRY_STATUSES else " (not retried)"
     message = secrets.scrub(f"Cannot get a reply from {what}: {reason}, after {_attempts(attempt)}{retried}.")

@@ -5,9 +5,10 @@ from farm.assertions.registry import (
     Outcome,
     Subject,
     assertion,
+    describe,
     evaluate,
     known_types,
     truncate,
 )
 
-__all__ = ["AssertionEnv", "Outcome", "Subject", "assertion", "evaluate", "known_types", "truncate"]
+__all__ = ["AssertionEnv", "Outcome", "Subject", "assertion", "describe", "evaluate", "known_types", "truncate"]

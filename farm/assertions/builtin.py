@@ -21,12 +21,47 @@ from jsonpath_ng.ext import parse as parse_jsonpath
 from farm.assertions import patterns as _patterns
 from farm.assertions.registry import AssertionEnv, Outcome, Subject, assertion
 from farm.cases import AssertionSpec
-from farm.jsontext import NO_JSON, extract_json
+from farm.excerpts import clip
+from farm.jsontext import NO_JSON, arguments_text, as_text, extract_json, json_text
 
 __all__ = ["json_equal", "json_type", "partial_match"]
 
 JSON_TYPES = ("string", "number", "boolean", "array", "object", "null")
 """Yao's type names; ``integer`` is not one (a load error says to use ``number``)."""
+
+
+# --- how each type reads in a report ---------------------------------------
+# Each returns None for an ``expected`` value it does not recognise, which then
+# reads in the plain form (see farm.assertions.registry.describe).
+
+
+def _describe_json_path(expected: Any) -> str | None:
+    if isinstance(expected, dict) and "path" in expected:
+        return f"{expected['path']} = {json_text(expected.get('value'))}"
+    return None
+
+
+def _describe_type(expected: Any) -> str | None:
+    if isinstance(expected, dict) and "path" in expected:
+        return f"type {expected['path']} is {json_text(expected.get('value'))}"
+    return None
+
+
+def _describe_tool_called(expected: Any) -> str | None:
+    if isinstance(expected, dict) and "name" in expected:
+        arguments = expected.get("arguments")
+        return f"tool_called {expected['name']}({arguments_text(arguments) if arguments else ''})"
+    return None
+
+
+def _describe_tool_result(expected: Any) -> str | None:
+    if isinstance(expected, dict) and "tool" in expected:
+        return f"tool_result {expected['tool']} → {json_text(expected.get('result'))}"
+    return None
+
+
+def _describe_latency(expected: Any) -> str | None:
+    return None if expected is None else f"latency ≤ {expected}ms"
 
 
 # --- shared helpers -------------------------------------------------------
@@ -61,7 +96,7 @@ def partial_match(expected: Any, actual: Any, patterns: bool = False, deadline: 
         )
     if patterns and isinstance(expected, str) and expected.startswith("regex:"):
         limit = _seconds_left(deadline)
-        return _patterns.search_blocking(expected[len("regex:"):], _text(actual), limit=limit)
+        return _patterns.search_blocking(expected[len("regex:"):], as_text(actual), limit=limit)
     if patterns and isinstance(expected, list) and isinstance(actual, list):
         pairs = zip(expected, actual, strict=False)  # lengths compared first
         return len(expected) == len(actual) and all(partial_match(e, a, patterns, deadline) for e, a in pairs)
@@ -92,15 +127,10 @@ def _loads_or(text: str, default: Any) -> Any:
         return default
 
 
-def _text(value: Any) -> str:
-    """A value as the text a pattern is searched in: strings as they are, the rest as JSON."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-
-
 def _show(value: Any, limit: int = 80) -> str:
     """A value for a one-line failure message: strings quoted, the rest as JSON, cut short."""
-    text = repr(value) if isinstance(value, str) else _text(value)
-    return text if len(text) <= limit else text[:limit] + "…"
+    text = repr(value) if isinstance(value, str) else as_text(value)
+    return clip(text, limit, within=False)
 
 
 def _needs(spec: AssertionSpec, what: str) -> Outcome:
@@ -120,37 +150,28 @@ def _find(path: str, document: Any) -> list[Any]:
 # --- text -----------------------------------------------------------------
 
 
-def _split_present(spec: AssertionSpec, subject: Subject) -> tuple[list[str], list[str]]:
-    """The ``value`` strings found in the searchable text, and those not found."""
+def _containment(spec: AssertionSpec, subject: Subject, wanted: bool) -> Outcome:
+    """``contains`` (``wanted``) or ``not_contains``: every ``value`` is in the searchable text, or none is."""
+    if spec.value is None:
+        return _needs(spec, "a 'value' (the text to find)" if wanted else "a 'value' (the text that must be absent)")
     values = spec.value if isinstance(spec.value, list) else [spec.value]
     text = subject.searchable_text()
     fold = str.casefold if spec.ignore_case else str
-    present: list[str] = []
-    absent: list[str] = []
-    for value in values:
-        wanted = value if isinstance(value, str) else _text(value)
-        (present if fold(wanted) in fold(text) else absent).append(wanted)
-    return present, absent
+    wrong = [value for value in map(as_text, values) if (fold(value) in fold(text)) != wanted]
+    verb = "to contain" if wanted else "not to contain"
+    return Outcome(not wrong, text, f"expected the reply {verb} {', '.join(map(_show, wrong))}")
 
 
 @assertion("contains")
 def contains(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """The reply (and tool result texts) contains ``value``; a list of values: all of them."""
-    if spec.value is None:
-        return _needs(spec, "a 'value' (the text to find)")
-    _, missing = _split_present(spec, subject)
-    message = f"expected the reply to contain {', '.join(map(_show, missing))}"
-    return Outcome(not missing, subject.searchable_text(), message)
+    return _containment(spec, subject, wanted=True)
 
 
 @assertion("not_contains")
 def not_contains(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """The reply (and tool result texts) does not contain ``value``; a list: none of them."""
-    if spec.value is None:
-        return _needs(spec, "a 'value' (the text that must be absent)")
-    present, _ = _split_present(spec, subject)
-    message = f"expected the reply not to contain {', '.join(map(_show, present))}"
-    return Outcome(not present, subject.searchable_text(), message)
+    return _containment(spec, subject, wanted=False)
 
 
 @assertion("equals")
@@ -199,7 +220,7 @@ async def regex(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None)
 # --- JSON structure ---------------------------------------------------------
 
 
-@assertion("json_path")
+@assertion("json_path", describe=_describe_json_path)
 def json_path(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """A value at ``path`` in the reply's JSON is JSON-equal to ``value``.
 
@@ -257,7 +278,7 @@ def _whole_json(content: str) -> Any:
     return _loads_or(text, NO_JSON) if text else NO_JSON
 
 
-@assertion("type")
+@assertion("type", describe=_describe_type)
 def type_(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """Every value at ``path`` (or the whole reply) has the JSON type ``value``.
 
@@ -309,7 +330,7 @@ def _wanted_calls(name: Any) -> list[tuple[str, Any]]:
     return wanted
 
 
-@assertion("tool_called")
+@assertion("tool_called", describe=_describe_tool_called)
 def tool_called(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """A tool with this ``name`` was called (``value`` is accepted for ``name``).
 
@@ -348,7 +369,7 @@ _NAME_RULES = (
 matches ``setup`` by suffix (MCP-style namespaces)."""
 
 
-@assertion("tool_result")
+@assertion("tool_result", describe=_describe_tool_result)
 async def tool_result(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """A call of ``tool`` returned a result that matches ``result``.
 
@@ -409,7 +430,7 @@ def _is_error(result: Any) -> bool:
 # --- time, judges, scripts ------------------------------------------------
 
 
-@assertion("latency")
+@assertion("latency", describe=_describe_latency)
 def latency(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """The turn took at most ``value`` milliseconds."""
     limit = spec.value

@@ -11,6 +11,10 @@ Adding a type is one decorated function::
     @assertion("starts_with")
     def starts_with(spec, subject, env):
         return Outcome(subject.content.startswith(spec.value), subject.content)
+
+A type may also say how it reads in a report (``describe=``), so the console
+and other reporters show ``$.a.b = "y"`` rather than the raw expected value
+without knowing the type; :func:`describe` asks it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from farm.cases import AssertionSpec
-from farm.jsontext import extract_json
+from farm.excerpts import clip
+from farm.jsontext import as_text, extract_json, json_text
 from farm.results import ACTUAL_LIMIT, AssertionResult, ToolCallRecord
 
 __all__ = [
@@ -30,6 +35,7 @@ __all__ = [
     "Outcome",
     "Subject",
     "assertion",
+    "describe",
     "evaluate",
     "known_types",
     "truncate",
@@ -98,19 +104,44 @@ class AssertionEnv(Protocol):
 
 Checker = Callable[[AssertionSpec, Subject, "AssertionEnv | None"], "Outcome | Awaitable[Outcome]"]
 
+Describer = Callable[[Any], "str | None"]
+"""Writes what an assertion checks from its ``expected`` value, or None for the plain form."""
+
 _REGISTRY: dict[str, Checker] = {}
+_DESCRIBERS: dict[str, Describer] = {}
 
 
-def assertion(name: str) -> Callable[[Checker], Checker]:
-    """Register ``fn`` as the checker of assertion type ``name``."""
+def assertion(name: str, describe: Describer | None = None) -> Callable[[Checker], Checker]:
+    """Register ``fn`` as the checker of assertion type ``name``.
+
+    ``describe``, if given, writes the one-line form of what the assertion checks
+    (see :func:`describe`); without it the type reads as ``name <expected as JSON>``.
+    """
 
     def register(fn: Checker) -> Checker:
         if name in _REGISTRY:
             raise ValueError(f"assertion type '{name}' is registered twice")
         _REGISTRY[name] = fn
+        if describe is not None:
+            _DESCRIBERS[name] = describe
         return fn
 
     return register
+
+
+def describe(type_name: str, expected: Any) -> str:
+    """What an assertion checks, on one line: ``contains "x"``, ``$.a.b = "y"``, ``latency ≤ 500ms``.
+
+    The type's own describer speaks first; a type without one, an unknown type, or
+    an ``expected`` value its describer does not recognise reads as the type name
+    followed by the expected value as JSON (the name alone when nothing is expected).
+    """
+    known_types()
+    describer = _DESCRIBERS.get(type_name)
+    text = describer(expected) if describer is not None else None
+    if text is not None:
+        return text
+    return type_name if expected is None else f"{type_name} {json_text(expected)}"
 
 
 def known_types() -> set[str]:
@@ -119,19 +150,20 @@ def known_types() -> set[str]:
     return set(_REGISTRY)
 
 
+_CUT = "… ({length} chars)"
+
+
 def truncate(value: Any, limit: int = ACTUAL_LIMIT) -> Any:
     """``value`` cut to about ``limit`` characters (structures are cut as JSON text)."""
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, str):
-        return value if len(value) <= limit else value[:limit] + f"… ({len(value)} chars)"
+        return clip(value, limit, _CUT, within=False)
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         text = repr(value)
-    if len(text) <= limit:
-        return value
-    return text[:limit] + f"… ({len(text)} chars)"
+    return value if len(text) <= limit else clip(text, limit, _CUT, within=False)
 
 
 async def evaluate(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None = None) -> AssertionResult:
@@ -174,6 +206,6 @@ async def evaluate(spec: AssertionSpec, subject: Subject, env: AssertionEnv | No
 
 
 def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = as_text(value, ensure_ascii=True)
     return repr(text[:80]) if isinstance(value, str) else text[:80]
 

@@ -15,8 +15,9 @@ import re
 from typing import Any
 
 from farm.demo.server import Response, chat_completion
+from farm.messages import content_text
 
-__all__ = ["handle", "reply_to", "simulator", "validator", "TOOLS"]
+__all__ = ["handle", "reply_to", "scripted_user", "simulator", "validator", "TOOLS"]
 
 TOOLS = [
     {
@@ -33,12 +34,6 @@ TOOLS = [
 POLICY = {"category": "travel", "limit": 5000, "currency": "USD", "receipts_required": True}
 _AMOUNT = re.compile(r"\$\s?([\d,]+(?:\.\d+)?)")
 _TYPES = ("travel", "meal", "dinner", "equipment", "hotel", "taxi", "training")
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return content or ""
 
 
 def _last_call(messages: list[dict[str, Any]], call_id: str) -> dict[str, Any]:
@@ -62,7 +57,7 @@ def reply_to(messages: list[dict[str, Any]]) -> dict[str, Any]:
             ref = result.get("expense", {}).get("id", "EXP-2025-001")
             return {"content": f"Expense submitted. Reference: {ref}"}
         return {"content": "Done."}
-    text = _text(last.get("content")).strip()
+    text = content_text(last.get("content"), separator=" ").strip()
     lowered = text.lower()
     amount = _AMOUNT.search(text)
     if "policy" in lowered:
@@ -94,21 +89,30 @@ def handle(path: str, body: Any, headers: dict[str, str]) -> Response:
 # -- the demo's role agents (kind = "python"): deterministic stand-ins for LLMs ---------
 
 
+def scripted_user(
+    said: str | None, replies: list[tuple[str, Any]], otherwise: str, opening: str | None = None
+) -> dict[str, Any]:
+    """A scripted user's next turn, ``{"input", "goal_achieved"}``, after the agent said ``said``.
+
+    The first ``(cue, reply)`` of ``replies`` whose cue is in what the agent
+    said gives the reply (``None``: the goal is achieved); no cue, ``otherwise``.
+    ``said`` is None before the conversation starts: the user opens with
+    ``opening`` (default ``otherwise``).
+    """
+    if said is None:
+        return {"input": opening if opening is not None else otherwise, "goal_achieved": False}
+    said = said.lower()
+    reply = next((reply for cue, reply in replies if cue in said), otherwise)
+    return {"input": "" if reply is None else reply, "goal_achieved": reply is None}
+
+
 def simulator(messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
     """A user who wants to file the expense named in ``metadata.goal``."""
     metadata = options.get("metadata", {})
     last = next((m for m in reversed(messages) if m.get("role") == "assistant" and m.get("content")), None)
-    asked = _text(last.get("content")).lower() if last else ""
-    if not messages:
-        answer = {"input": "Hi, I need to file an expense.", "goal_achieved": False}
-    elif "type of expense" in asked:
-        answer = {"input": metadata.get("details", "A team dinner, $250"), "goal_achieved": False}
-    elif "confirm" in asked:
-        answer = {"input": "Yes, confirm.", "goal_achieved": False}
-    elif "submitted" in asked:
-        answer = {"input": "", "goal_achieved": True}
-    else:
-        answer = {"input": "I'd like to submit an expense.", "goal_achieved": False}
+    said = (content_text(last.get("content"), separator=" ") if last else "") if messages else None
+    replies = [("type of expense", metadata.get("details", "A team dinner, $250")), ("confirm", "Yes, confirm."), ("submitted", None)]
+    answer = scripted_user(said, replies, "I'd like to submit an expense.", opening="Hi, I need to file an expense.")
     answer["reasoning"] = f"goal: {metadata.get('goal', 'file an expense')}"
     return json.dumps(answer)
 
@@ -117,7 +121,7 @@ def validator(messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
     """Passes when the agent's last reply mentions every word in ``metadata.must_mention``."""
     metadata = options.get("metadata", {})
     words = metadata.get("must_mention") or []
-    reply = next((_text(m.get("content")) for m in reversed(messages) if m.get("role") == "assistant" and m.get("content")), "")
+    reply = next((content_text(m.get("content"), separator=" ") for m in reversed(messages) if m.get("role") == "assistant" and m.get("content")), "")
     missing = [w for w in words if w.lower() not in reply.lower()]
     verdict = {
         "passed": not missing,

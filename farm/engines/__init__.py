@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from farm.config import FarmConfig
 from farm.errors import UsageError
@@ -27,6 +27,9 @@ from farm.loader import LoadedCase
 from farm.results import CaseResult, RetriedAttempt
 from farm.rolecache import CallTally
 from farm.runner import RunSettings
+
+if TYPE_CHECKING:
+    from farm.replay import Replay
 
 __all__ = ["AUTO_RAY_FROM", "ENGINES", "Engine", "EngineLost", "Job", "RunPlan", "Terminal", "choose_engine", "make_engine"]
 
@@ -104,6 +107,9 @@ class RunPlan:
     def should_retry(self, job: Job, result: CaseResult) -> bool:
         """Whether ``result`` (of ``job``) ended in an agent error or timeout with retries left."""
         return result.agent_failed and len(job.retried) < self.retries
+    replay: Replay | None = None
+    """Set by ``farm rescore``: each case replays its recorded conversation instead of calling
+    the agent (the local engine only; roles and assertions are the run's own)."""
 
     def jobs(self) -> Iterator[Job]:
         """Every case run still to do, run by run, in suite order."""

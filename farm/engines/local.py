@@ -64,7 +64,9 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None], should_st
     settings = dataclasses.replace(plan.settings, worker=f"local@{socket.gethostname()}:{os.getpid()}")
     limiter_for = local_limiters(plan.config)
     http = HTTPClient(plan.parallel)
-    target = TargetClients(
+    replay = plan.replay
+    # a rescore calls no agent: no client for it is opened
+    target = None if replay else TargetClients(
         plan.config,
         settings.agent_id,
         connector_override=plan.connector_override,
@@ -83,10 +85,14 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None], should_st
     async def one(job: Job) -> CaseResult:
         while True:
             try:
-                result = await run_case(job.payload, target, services, settings)
+                if replay is not None:
+                    result = await replay.run(job.payload, job.key[1], services, settings)
+                else:
+                    assert target is not None
+                    result = await run_case(job.payload, target, services, settings)
             except Exception as exc:  # noqa: BLE001 - a bug in the farm, not in the case
                 result = error_result(job.payload, settings, f"internal error while running the case: {exc!r}")
-            if stopped or not plan.should_retry(job, result):
+            if stopped or replay is not None or not plan.should_retry(job, result):
                 return job.final(result)
             job = job.again(result)
 
@@ -118,6 +124,7 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None], should_st
         for task in in_flight:
             task.cancel()
         await asyncio.gather(*in_flight, return_exceptions=True)
-        await target.aclose()
+        if target is not None:
+            await target.aclose()
         await roles.aclose()
         await http.aclose()

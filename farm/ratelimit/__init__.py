@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from farm.agents.permits import Limiter, NoLimit
 from farm.config import Connector, FarmConfig
 from farm.ratelimit.client import CoreRemote, LimiterUnavailable, PermitClient
-from farm.ratelimit.core import LimiterCore
+from farm.ratelimit.core import LimiterCore, Limits
 
 __all__ = ["LimiterCore", "LimiterUnavailable", "Limits", "PermitClient", "default_parallel", "limits_of", "local_limiters"]
 
@@ -29,15 +28,6 @@ ASSUMED_LATENCY = 4.0
 """Seconds per call assumed to turn a connector's rpm into conversations in flight."""
 
 MAX_DERIVED_PARALLEL = 512
-
-
-@dataclass(frozen=True)
-class Limits:
-    """A connector's limits; None where it has none of that kind."""
-
-    rpm: int | None = None
-    tpm: int | None = None
-    max_concurrency: int | None = None
 
 
 def limits_of(connector: Connector) -> Limits | None:

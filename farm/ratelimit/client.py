@@ -7,10 +7,11 @@ of the connector's :class:`~farm.ratelimit.core.LimiterCore`::
                                                                      or a cluster-wide Ray actor)
     acquire(tokens) ────────▶  acquire(holder, want, tokens_each,
                                        idle_slots, correction) ───▶  waits, then grants up to `want`
-                               ◀── {granted, slots, pause, contended, share}
+                               ◀── Grant(granted, slots, pause, contended, share)
     release(used) ──────────▶  release(holder, slots, correction) ─▶  fire and forget, batched
     backoff(seconds) ───────▶  backoff(holder, seconds) ──────────▶  fire and forget
                                sync(holder, held) ─────────────────▶  every 0.1 s while holding slots
+                               ◀── LeaseStatus(pause, contended, share)
 What a permit is made of, and who keeps it:
 
 - a **request** (rpm) and its **token estimate** (tpm) are consumed: a
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from farm.agents.base import AgentConnectionError
-from farm.ratelimit.core import LEASE_TTL, LimiterCore
+from farm.ratelimit.core import LEASE_TTL, Grant, LeaseStatus, LimiterCore
 
 __all__ = ["BATCH", "CoreRemote", "LimiterRemote", "LimiterRestarting", "LimiterUnavailable", "PermitClient"]
 
@@ -72,13 +73,13 @@ class LimiterRemote(Protocol):
     It raises :class:`LimiterRestarting` while the core is being replaced, and
     :class:`LimiterUnavailable` once it is gone for good.."""
 
-    async def acquire(self, holder: str, want: int, tokens_each: int, idle_slots: int, token_correction: int) -> dict[str, Any]: ...
+    async def acquire(self, holder: str, want: int, tokens_each: int, idle_slots: int, token_correction: int) -> Grant: ...
 
     def release(self, holder: str, slots: int, token_correction: int) -> None: ...
 
     def backoff(self, holder: str, seconds: float) -> None: ...
 
-    async def sync(self, holder: str, held: int) -> dict[str, Any]: ...
+    async def sync(self, holder: str, held: int) -> LeaseStatus: ...
 
 
 class CoreRemote:
@@ -93,7 +94,7 @@ class CoreRemote:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def acquire(self, holder: str, want: int, tokens_each: int, idle_slots: int, token_correction: int) -> dict[str, Any]:
+    async def acquire(self, holder: str, want: int, tokens_each: int, idle_slots: int, token_correction: int) -> Grant:
         return await self.core.acquire(holder, want, tokens_each, idle_slots, token_correction)
 
     def release(self, holder: str, slots: int, token_correction: int) -> None:
@@ -102,7 +103,7 @@ class CoreRemote:
     def backoff(self, holder: str, seconds: float) -> None:
         self._spawn(self.core.backoff(holder, seconds))
 
-    async def sync(self, holder: str, held: int) -> dict[str, Any]:
+    async def sync(self, holder: str, held: int) -> LeaseStatus:
         return await self.core.sync(holder, held)
 
 
@@ -315,9 +316,9 @@ class PermitClient:
                     self._declared = 0
                     self._stuck = False
                 now = self._clock()
-                self._slots += int(grant.get("slots") or 0)
+                self._slots += grant.slots
                 if self._rated:
-                    self._permits.extend([(now, each)] * int(grant["granted"]))
+                    self._permits.extend([(now, each)] * grant.granted)
                 self._learn(grant, now)
                 self._serve(now)
                 self._low = min(self._low, self._returnable())
@@ -334,13 +335,12 @@ class PermitClient:
         finally:
             self._fetcher = None
 
-    def _learn(self, answer: dict[str, Any], now: float) -> None:
-        pause = float(answer.get("pause") or 0.0)
-        if pause > 0:
-            self._paused_until = max(self._paused_until, now + pause)
+    def _learn(self, answer: Grant | LeaseStatus, now: float) -> None:
+        if answer.pause > 0:
+            self._paused_until = max(self._paused_until, now + answer.pause)
             self._drop_permits(now, everything=True)
-        self._contended = bool(answer.get("contended"))
-        self._share = answer.get("share")
+        self._contended = answer.contended
+        self._share = answer.share
 
     # -- housekeeping: batched corrections, idle slots back, lease and pause news --
 

@@ -14,10 +14,10 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, NamedTuple
 
-__all__ = ["LEASE_TTL", "LimiterCore"]
+__all__ = ["LEASE_TTL", "Grant", "LeaseStatus", "LimiterCore", "Limits"]
 
 LEASE_TTL = 30.0
 """Seconds after its last word before a process's concurrency slots are taken back."""
@@ -39,6 +39,39 @@ COALESCE = 0.005
 so the actor answers in batches instead of one permit per call."""
 
 
+@dataclass(frozen=True)
+class Limits:
+    """A connector's limits; None where it has none of that kind."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+    max_concurrency: int | None = None
+
+
+class LeaseStatus(NamedTuple):
+    """What a holder learns at every call that answers: the connector's pause, and whether to give slots back."""
+
+    pause: float
+    """Seconds until the connector's pause (after a 429) ends; 0.0 when it is not paused."""
+    contended: bool
+    """Other holders are waiting for permits."""
+    share: int | None
+    """A fair number of slots per holder; None without a concurrency limit."""
+
+
+class Grant(NamedTuple):
+    """What :meth:`LimiterCore.acquire` grants a holder (a tuple: it crosses to every process, often)."""
+
+    granted: int
+    """Requests that may start now."""
+    slots: int
+    """Concurrency slots newly leased to the holder (it uses its idle ones first)."""
+    pause: float
+    """As in :class:`LeaseStatus`."""
+    contended: bool
+    """As in :class:`LeaseStatus`."""
+    share: int | None
+    """As in :class:`LeaseStatus`."""
 
 
 class _Bucket:
@@ -105,7 +138,7 @@ class LimiterCore:
     ):
         self.name = name
         self._clock = clock
-        self.limits = {"rpm": rpm, "tpm": tpm, "max_concurrency": max_concurrency}
+        self.limits = Limits(rpm, tpm, max_concurrency)
         # A fresh limiter starts as if it had just been busy, from its first request on: no opening
         # burst of requests however late the first caller comes (and none after a restart).
         # A bucket of tokens may start full: it is coarse anyway.
@@ -134,15 +167,12 @@ class LimiterCore:
 
     async def acquire(
         self, holder: str, want: int = 1, tokens_each: int = 0, idle_slots: int = 0, token_correction: int = 0
-    ) -> dict[str, Any]:
+    ) -> Grant:
         """Wait until at least one request may start; grant up to ``want`` of them.
 
         ``tokens_each``: the estimate reserved per request. ``idle_slots``: slots
         the holder already has and will use for the first of these requests.
         ``token_correction``: as in :meth:`release`, for requests already over.
-        Returns ``{"granted": n, "slots": new_slots, "pause": 0.0, "contended": bool, "share": int | None}``;
-        ``contended`` says other holders are waiting, ``share`` is a fair number
-        of slots per holder.
         """
         now = self._clock()
         self._touch(holder, now)
@@ -154,7 +184,7 @@ class LimiterCore:
             return await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():  # granted as the caller went away: take the slots back
-                await self.release(holder, future.result()["slots"], 0)
+                await self.release(holder, future.result().slots, 0)
             self._kick()  # the dispatcher may be waiting for this ask
             raise
 
@@ -194,7 +224,7 @@ class LimiterCore:
                     bucket.hold(until)
         self._kick()
 
-    async def sync(self, holder: str, held: int = 0) -> dict[str, Any]:
+    async def sync(self, holder: str, held: int = 0) -> LeaseStatus:
         """Renew ``holder``'s lease; it says it holds ``held`` slots.
 
         The limiter's count of a holder's slots is never below the holder's own
@@ -207,7 +237,7 @@ class LimiterCore:
         if self._max_slots and held > lease.slots:
             self._in_flight += int(held) - lease.slots
             lease.slots = int(held)
-        return {"pause": max(0.0, self._paused_until - now), "contended": self._contended(holder), "share": self._share()}
+        return LeaseStatus(max(0.0, self._paused_until - now), self._contended(holder), self._share())
 
     async def stats(self) -> dict[str, Any]:
         """Counters for tests and benchmarks."""
@@ -215,7 +245,7 @@ class LimiterCore:
         self._reap(now)
         paused = max(0.0, self._paused_until - now)
         return {
-            "limits": dict(self.limits),
+            "limits": asdict(self.limits),
             "granted": self._granted,
             "in_flight": self._in_flight,
             "cap": int(self._cap) if self._max_slots else None,
@@ -296,7 +326,7 @@ class LimiterCore:
             return 0, wait
         return n, None
 
-    def _grant(self, ask: _Ask, n: int, now: float) -> dict[str, Any]:
+    def _grant(self, ask: _Ask, n: int, now: float) -> Grant:
         if self._requests is not None:
             self._requests.level -= n
             self._recent.append((now, n))
@@ -310,7 +340,7 @@ class LimiterCore:
             lease.slots += new
             self._in_flight += new
         self._granted += n
-        return {"granted": n, "slots": new, "pause": 0.0, "contended": self._contended(ask.holder), "share": self._share()}
+        return Grant(n, new, 0.0, self._contended(ask.holder), self._share())
 
     # -- leases ----------------------------------------------------------
 

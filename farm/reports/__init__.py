@@ -3,7 +3,8 @@
 - :class:`~farm.reports.junit.JUnitWriter` and :class:`~farm.reports.html.HTMLWriter`
   are :class:`~farm.writers.ResultWriter` implementations fed every result as it arrives.
 - :func:`~farm.reports.analysis.analyse` reads one or many runs' Parquet
-  tables (or a results JSONL file) and returns a :class:`~farm.reports.analysis.Report`.
+  tables (or a results JSONL file; :mod:`~farm.reports.runs` finds and reads
+  them) and returns a :class:`~farm.reports.models.Report`.
 """
 
 from farm.reports.analysis import Report, analyse, find_runs

@@ -21,9 +21,10 @@ and returns a :class:`Report`:
   runs named, between those two. A case counts as passed in a run when
   every non-skipped repetition passed, and as failed when any did not.
 
-Only the columns needed are read, and only failed assertion rows; the work
-is vectorised (``group_by``, sorting), so 100k cases report in seconds.
-Lists are cut to ``top`` entries (``top <= 0``: no cut); each list's
+:mod:`farm.reports.runs` finds and reads the runs (only the columns needed,
+and only failed assertion rows), :mod:`farm.reports.models` holds the report;
+this module computes it. The work is vectorised (``group_by``, sorting), so
+100k cases report in seconds. Lists are cut to ``top`` entries (``top <= 0``: no cut); each list's
 ``*_total`` says how many there were.
 """
 
@@ -31,430 +32,48 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from pydantic import BaseModel, Field, ValidationError
 
 from farm.errors import UsageError
-from farm.results import CaseResult, Status, stability_class
-from farm.writers import (
-    ASSERTIONS_SCHEMA,
-    CASES_SCHEMA,
-    RUN_JSON,
-    TURNS_SCHEMA,
-    read_jsonl_results,
-    read_run_json,
-    rows_from_result,
+from farm.reports.models import (
+    AssertionFailure,
+    CaseChange,
+    CaseRate,
+    CheckpointMiss,
+    Comparison,
+    Latency,
+    Report,
+    Retries,
+    RunSummary,
+    Stability,
+    StatusCounts,
+    TokenUsage,
 )
+from farm.reports.runs import CASE_RUN_KEY, RunSource, RunTables, find_runs, load_runs
+from farm.results import Status, stability_class
 
-__all__ = [
-    "REPORT_SCHEMA_VERSION",
-    "AssertionFailure",
-    "CaseChange",
-    "CaseRate",
-    "CheckpointMiss",
-    "Comparison",
-    "Latency",
-    "Report",
-    "RunSource",
-    "Retries",
-    "RunSummary",
-    "Stability",
-    "StatusCounts",
-    "TokenUsage",
-    "analyse",
-    "find_runs",
-]
+__all__ = ["analyse"]
 
-REPORT_SCHEMA_VERSION = 1
 QUANTILES = (0.5, 0.95, 0.99)
 
-_KEY = ["run_id", "run_index", "attempt", "case_id"]
-_CASE_COLUMNS = [
-    *_KEY, "name", "status", "agent", "total_turns", "duration_ms",
-    "prompt_tokens", "completion_tokens", "total_tokens", "started_at", "error", "source", "retried",
-]  # fmt: skip
-_ADDED_LATER = {"retried": 0}
-"""Case columns a run of an older farm lacks, and the value they read as."""
 _CASE = ["suite", "case_id"]
 """What names one case across runs: the suite file it came from and its id (ids repeat across suites)."""
-_TURN_COLUMNS = [*_KEY, "turn", "duration_ms"]
-_ASSERTION_COLUMNS = ["run_id", "case_id", "scope", "checkpoint_id", "type", "passed", "message", "required"]
 _FAILING = [Status.FAILED.value, Status.ERROR.value, Status.TIMEOUT.value]
 _UNKNOWN_AGENT = "(unknown)"
-
-
-# --- the report --------------------------------------------------------------
-
-
-class StatusCounts(BaseModel):
-    """Case runs per status."""
-
-    total: int = 0
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    error: int = 0
-    timeout: int = 0
-    pass_rate: float | None = None
-    """passed / (total - skipped); null when nothing ran."""
-
-
-class Retries(BaseModel):
-    """How often ``--retries`` was needed: a case run that ended in an agent error or timeout, run again."""
-
-    cases: int = 0
-    """Case runs that needed at least one retry."""
-    attempts: int = 0
-    """Attempts run again, over all of them."""
-    passed: int = 0
-    """Of ``cases``, those that passed after a retry."""
-
-
-class RunSummary(BaseModel):
-    """One run (or, for the whole report, everything read)."""
-
-    run_id: str | None = None
-    """Null in :attr:`Report.summary`, which covers every run."""
-    path: str | None = None
-    """The folder or file it was read from."""
-    started_at: datetime | None = None
-    """``run.json``'s start, else the earliest case start."""
-    agent: str | None = None
-    """The agent under test according to ``run.json``."""
-    counts: StatusCounts = Field(default_factory=StatusCounts)
-    turns: int = 0
-    avg_turns: float = 0.0
-    duration_ms: float = 0.0
-    """Sum of the case runs' durations."""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-    retries: Retries = Field(default_factory=Retries)
-    """How often ``--retries`` was needed."""
-
-
-class TokenUsage(BaseModel):
-    """Tokens one agent used over the case runs read."""
-
-    agent: str
-    connector: str | None = None
-    """From ``run.json``'s configuration; null when unknown, several comma-separated when runs differ."""
-    role: str = "target"
-    """``target``: the agent under test (simulator and validator usage is not in the results)."""
-    cases: int
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-
-
-class Latency(BaseModel):
-    """Turn latency of one group (an agent, or a turn index)."""
-
-    group: str
-    turns: int
-    p50_ms: float
-    p95_ms: float
-    p99_ms: float
-    max_ms: float
-
-
-class AssertionFailure(BaseModel):
-    """A failing assertion (type and message) and how often it failed."""
-
-    type: str | None
-    message: str | None
-    count: int
-    cases: int
-    """Distinct case ids it failed in."""
-
-
-class CheckpointMiss(BaseModel):
-    """A required checkpoint and how often it was not reached."""
-
-    checkpoint_id: str | None
-    count: int
-    cases: int
-
-
-class CaseRate(BaseModel):
-    """One case over every run and repetition read."""
-
-    case_id: str
-    suite: str = ""
-    """The file the case came from (its ``source`` without the line); cases are told apart by suite and id."""
-    name: str | None = None
-    runs: int
-    """Case runs that were not skipped."""
-    passes: int
-    failures: int
-    """Runs that failed, errored or timed out."""
-    skips: int
-    pass_rate: float | None
-    stability_class: str | None
-    """``stable`` (100%), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%), ``highly_unstable`` (> 0%)
-    or ``consistently_failing`` (0%); as the console."""
-    statuses: dict[str, int] = Field(default_factory=dict)
-
-
-class Stability(BaseModel):
-    """Pass rates per case across runs and repetitions."""
-
-    cases: int
-    """Distinct cases (suite and id) that ran, not only skipped."""
-    repeated: bool
-    """Whether any case ran more than once; without that there is nothing to call flaky."""
-    classes: dict[str, int]
-    flaky_total: int
-    flaky: list[CaseRate]
-    """Passed in some runs and failed, errored or timed out in others; lowest pass rate first."""
-    least_stable: list[CaseRate]
-    """Cases with the lowest pass rate (below 100%) first."""
-
-
-class CaseChange(BaseModel):
-    """A case whose outcome changed between two runs."""
-
-    case_id: str
-    suite: str = ""
-    """As in :class:`CaseRate`."""
-    name: str | None = None
-    base_status: str
-    """The statuses the case had in the base run, comma-separated."""
-    head_status: str
-    error: str | None = None
-    """A head run error, if any."""
-
-
-class Comparison(BaseModel):
-    """Regressions and fixes from ``base_run`` to ``head_run``."""
-
-    base_run: str
-    head_run: str
-    regressions_total: int
-    fixes_total: int
-    regressions: list[CaseChange]
-    fixes: list[CaseChange]
-
-
-class Report(BaseModel):
-    """Everything ``farm report`` prints; ``--json`` prints this."""
-
-    schema_version: int = REPORT_SCHEMA_VERSION
-    runs: list[RunSummary]
-    """Each run read, in start order."""
-    summary: RunSummary
-    tokens: list[TokenUsage]
-    latency_by_agent: list[Latency]
-    latency_by_turn: list[Latency]
-    failed_assertions_total: int
-    failed_assertions: list[AssertionFailure]
-    missed_checkpoints_total: int
-    missed_checkpoints: list[CheckpointMiss]
-    stability: Stability
-    comparison: Comparison | None = None
-    """Null with fewer than two runs."""
-    notes: list[str] = Field(default_factory=list)
-    """Things the reader should know, e.g. a folder skipped because it has no tables yet."""
-
-
-# --- finding and reading runs ------------------------------------------------
-
-
-@dataclass
-class RunSource:
-    """Where one run's (or one file's) results are."""
-
-    path: Path
-    cases: Path
-    turns: Path | None = None
-    assertions: Path | None = None
-    jsonl: bool = False
-    info: dict[str, Any] = field(default_factory=dict)
-    """``run.json`` when there is one."""
-
-
-def find_runs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[RunSource], list[str]]:
-    """The result sources under ``paths`` and notes on folders passed over.
-
-    Raises :class:`~farm.errors.UsageError` when a path does not exist or no
-    results are found at all.
-    """
-    if not paths:
-        raise UsageError("Cannot report, as no path was given; name a run folder, a results folder or a results file.")
-    sources: list[RunSource] = []
-    notes: list[str] = []
-    for raw in paths:
-        path = Path(raw)
-        if not path.exists():
-            raise UsageError(f"Cannot report on {path}, as it does not exist.")
-        if path.is_file():
-            sources.append(_file_source(path))
-        elif (path / "cases.parquet").is_file():
-            sources.append(_run_source(path))
-        else:
-            runs = sorted(child for child in path.iterdir() if (child / "cases.parquet").is_file())
-            waiting = sorted(
-                child.name for child in path.iterdir()
-                if child.is_dir() and not (child / "cases.parquet").exists() and (child / ".parts").is_dir()
-            )  # fmt: skip
-            if waiting:
-                notes.append(
-                    f"Skipped {len(waiting)} run folder(s) with no cases.parquet yet (still running, or killed "
-                    f"before consolidating; `farm test --resume` finishes them): {', '.join(waiting[:5])}"
-                    + (" …" if len(waiting) > 5 else "")
-                )
-            if not runs:
-                here = "it or its subfolders"
-                if (path / ".parts").is_dir():
-                    here = "it (its .parts/ are not consolidated yet: resume the run with `farm test --resume`)"
-                raise UsageError(f"Cannot report on {path}, as there is no cases.parquet in {here}.")
-            sources.extend(_run_source(run) for run in runs)
-    unique: dict[Path, RunSource] = {}
-    for source in sources:
-        unique.setdefault(source.cases.resolve(), source)
-    return list(unique.values()), notes
-
-
-def _run_source(folder: Path) -> RunSource:
-    info: dict[str, Any] = {}
-    if (folder / RUN_JSON).is_file():
-        try:
-            info = read_run_json(folder).model_dump()
-        except UsageError:
-            info = {}
-    turns, assertions = folder / "turns.parquet", folder / "assertions.parquet"
-    return RunSource(
-        path=folder,
-        cases=folder / "cases.parquet",
-        turns=turns if turns.is_file() else None,
-        assertions=assertions if assertions.is_file() else None,
-        info=info,
-    )
-
-
-def _file_source(path: Path) -> RunSource:
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        return RunSource(path=path, cases=path, jsonl=True)
-    if suffix != ".parquet":
-        raise UsageError(f"Cannot report on {path}, as it is neither a .parquet nor a .jsonl file.")
-    if (
-        path.name in ("cases.parquet", "turns.parquet", "assertions.parquet")
-        and (path.parent / "cases.parquet").is_file()
-    ):
-        return _run_source(path.parent)
-    try:
-        names = pq.read_schema(path).names
-    except (OSError, pa.ArrowException) as exc:
-        raise UsageError(f"Cannot report on {path}, as it is not a readable Parquet file ({exc}).") from None
-    if "status" not in names:
-        raise UsageError(f"Cannot report on {path}, as it is not a cases table (it has no status column).")
-    return RunSource(path=path, cases=path)
-
-
-@dataclass
-class _Tables:
-    cases: pa.Table
-    turns: pa.Table
-    failed: pa.Table
-    """Assertion rows that did not pass."""
-
-
-def _projected(schema: pa.Schema, columns: list[str]) -> pa.Schema:
-    return pa.schema([schema.field(name) for name in columns])
-
-
-def _read(path: Path, schema: pa.Schema, columns: list[str], filters: Any = None) -> pa.Table:
-    try:
-        present = set(pq.read_schema(path).names)
-        missing = [name for name in columns if name not in present and name not in _ADDED_LATER]
-        if missing:
-            raise UsageError(
-                f"Cannot report on {path}, as it lacks the columns {', '.join(missing)}; "
-                "it was not written by this version of the farm."
-            )
-        table = pq.read_table(path, columns=[name for name in columns if name in present], filters=filters)
-    except (OSError, pa.ArrowException) as exc:
-        raise UsageError(f"Cannot report on {path}, as it cannot be read ({exc}).") from None
-    for name in columns:
-        if name not in present:
-            table = table.append_column(name, pa.array([_ADDED_LATER[name]] * table.num_rows, schema.field(name).type))
-    return table.select(columns).cast(_projected(schema, columns))
-
-
-def _read_jsonl(path: Path) -> tuple[pa.Table, pa.Table, pa.Table]:
-    cases: list[dict[str, Any]] = []
-    turns: list[dict[str, Any]] = []
-    assertions: list[dict[str, Any]] = []
-    for number, record in enumerate(read_jsonl_results(path), 1):
-        try:
-            result = CaseResult.model_validate(record)
-        except ValidationError as exc:
-            problem = exc.errors()[0]
-            where = ".".join(str(part) for part in problem["loc"])
-            raise UsageError(
-                f"Cannot report on {path}, as result {number} is not a case result ({where}: {problem['msg']})."
-            ) from None
-        case_row, turn_rows, assertion_rows = rows_from_result(result)
-        cases.append(case_row)
-        turns.extend(turn_rows)
-        assertions.extend(row for row in assertion_rows if not row["passed"])
-    return (
-        pa.Table.from_pylist(cases, schema=CASES_SCHEMA).select(_CASE_COLUMNS),
-        pa.Table.from_pylist(turns, schema=TURNS_SCHEMA).select(_TURN_COLUMNS),
-        pa.Table.from_pylist(assertions, schema=ASSERTIONS_SCHEMA).select(_ASSERTION_COLUMNS),
-    )
-
-
-def _load(sources: list[RunSource]) -> tuple[_Tables, dict[str, RunSource]]:
-    cases, turns, failed = [], [], []
-    origin: dict[str, RunSource] = {}
-    turn_schema = _projected(TURNS_SCHEMA, _TURN_COLUMNS)
-    assertion_schema = _projected(ASSERTIONS_SCHEMA, _ASSERTION_COLUMNS)
-    for source in sources:
-        if source.jsonl:
-            case_table, turn_table, failed_table = _read_jsonl(source.cases)
-        else:
-            case_table = _read(source.cases, CASES_SCHEMA, _CASE_COLUMNS)
-            turn_table = _read(source.turns, TURNS_SCHEMA, _TURN_COLUMNS) if source.turns else turn_schema.empty_table()
-            failed_table = (
-                _read(source.assertions, ASSERTIONS_SCHEMA, _ASSERTION_COLUMNS, filters=pc.field("passed") == False)  # noqa: E712
-                if source.assertions
-                else assertion_schema.empty_table()
-            )
-        for run_id in pc.unique(case_table["run_id"]).to_pylist():
-            origin.setdefault(run_id, source)
-        cases.append(case_table)
-        turns.append(turn_table)
-        failed.append(failed_table)
-    all_cases = pa.concat_tables(cases).combine_chunks()
-    source = pc.fill_null(all_cases["source"], "")
-    all_cases = all_cases.append_column("suite", pc.replace_substring_regex(source, pattern=r":\d+$", replacement=""))
-    return (
-        _Tables(
-            cases=all_cases,
-            turns=pa.concat_tables(turns).combine_chunks(),
-            failed=pa.concat_tables(failed).combine_chunks(),
-        ),
-        origin,
-    )
-
-
-# --- the analysis ------------------------------------------------------------
+_STABILITY_CLASSES = ("stable", "mostly_stable", "unstable", "highly_unstable", "consistently_failing")
+"""The classes :func:`farm.results.stability_class` gives, in the order the report lists them."""
 
 
 def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
     """Read the results under ``paths`` and summarise them (see the module docstring)."""
     sources, notes = find_runs(paths)
-    tables, origin = _load(sources)
+    tables, origin = load_runs(sources)
     if tables.cases.num_rows == 0:
         raise UsageError(f"Cannot report, as there are no case results in {', '.join(str(p) for p in paths)}.")
     cut = top if top > 0 else None
@@ -572,11 +191,11 @@ def _tokens(cases: pa.Table, sources: list[RunSource]) -> list[TokenUsage]:
     ]
 
 
-def _latency_by_agent(tables: _Tables) -> list[Latency]:
+def _latency_by_agent(tables: RunTables) -> list[Latency]:
     if tables.turns.num_rows == 0:
         return []
-    agents = tables.cases.select([*_KEY, "agent"])
-    joined = tables.turns.select([*_KEY, "duration_ms"]).join(agents, keys=_KEY, join_type="left outer")
+    agents = tables.cases.select([*CASE_RUN_KEY, "agent"])
+    joined = tables.turns.select([*CASE_RUN_KEY, "duration_ms"]).join(agents, keys=CASE_RUN_KEY, join_type="left outer")
     return _percentiles(pc.fill_null(joined["agent"], _UNKNOWN_AGENT), joined["duration_ms"])
 
 
@@ -644,13 +263,8 @@ def _stability(cases: pa.Table, cut: int | None) -> Stability:
     )
     ran = per_case.filter(pc.greater(per_case["runs"], 0))
     rate = ran["pass_rate"]
-    classes = {
-        "stable": pc.sum(pc.greater_equal(rate, 1.0)).as_py() or 0,
-        "mostly_stable": pc.sum(pc.and_(pc.greater_equal(rate, 0.8), pc.less(rate, 1.0))).as_py() or 0,
-        "unstable": pc.sum(pc.and_(pc.greater_equal(rate, 0.5), pc.less(rate, 0.8))).as_py() or 0,
-        "highly_unstable": pc.sum(pc.and_(pc.greater(rate, 0.0), pc.less(rate, 0.5))).as_py() or 0,
-        "consistently_failing": pc.sum(pc.less_equal(rate, 0.0)).as_py() or 0,
-    }
+    counted = Counter(stability_class(value) for value in rate.to_pylist())
+    classes = {name: counted[name] for name in _STABILITY_CLASSES}
     worst_first = [("pass_rate", "ascending"), ("case_id", "ascending"), ("suite", "ascending")]
     flaky = ran.filter(pc.and_(pc.greater(ran["is_pass_sum"], 0), pc.greater(ran["is_fail_sum"], 0))).sort_by(
         worst_first

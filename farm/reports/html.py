@@ -37,6 +37,7 @@ from itertools import pairwise
 from typing import Any
 
 from farm.durations import format_duration
+from farm.excerpts import clip
 from farm.reports.streamed import StreamedReport
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
 
@@ -258,6 +259,7 @@ ul.checks { list-style: none; padding-left: .3rem; margin: .3rem 0; }
 ul.checks li.ok::before { content: "✓ "; color: var(--passed); font-weight: 700; }
 ul.checks li.bad::before { content: "✗ "; color: var(--failed); font-weight: 700; }
 ul.checks li.opt::before { content: "○ "; color: var(--muted); }
+pre.diff span.del { color: var(--failed); } pre.diff span.ins { color: var(--passed); }
 h3 { font-size: 1rem; margin: .7rem 0 .2rem; }
 """
 
@@ -455,8 +457,19 @@ def _check(assertion: AssertionResult) -> str:
         parts.append(f'<span class="muted">(score {assertion.score:g})</span>')
     if assertion.reason:
         parts.append(f'<span class="muted">{escape(_clip(assertion.reason))}</span>')
+    if assertion.diff:
+        parts.append(_diff(assertion.diff))
     css = "ok" if assertion.passed else "bad"
     return f'<li class="{css}">{" ".join(parts)}</li>'
+
+
+def _diff(diff: str) -> str:
+    """A golden assertion's unified diff, its removed and added lines marked."""
+    lines = []
+    for line in diff.splitlines():
+        kind = "del" if line.startswith("-") and not line.startswith("---") else "ins" if line.startswith("+") and not line.startswith("+++") else ""
+        lines.append(f'<span class="{kind}">{escape(line)}</span>' if kind else escape(line))
+    return '<pre class="diff">' + "\n".join(lines) + "</pre>"
 
 
 def _checkpoint(checkpoint: CheckpointResult) -> str:
@@ -488,6 +501,4 @@ def _pretty(value: Any) -> str:
 
 
 def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"… ({len(text) - limit} more characters)"
+    return clip(text, limit, "… ({more} more characters)", within=False)

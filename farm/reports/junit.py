@@ -34,6 +34,8 @@ from datetime import datetime
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from farm.excerpts import clip
+from farm.jsontext import as_text
 from farm.reports.streamed import StreamedReport
 from farm.results import AssertionResult, CaseResult, Status, TurnResult
 
@@ -121,13 +123,13 @@ def testcase(result: CaseResult) -> ET.Element:
         reason = result.error or (
             f"the agent asked: {result.awaiting_question}" if result.awaiting_question else "skipped"
         )
-        ET.SubElement(element, "skipped", message=_clip(xml_text(reason), MESSAGE_LIMIT))
+        ET.SubElement(element, "skipped", message=clip(xml_text(reason), MESSAGE_LIMIT))
     ET.SubElement(element, "system-out").text = xml_text(transcript(result))
     return element
 
 
 def _fill(child: ET.Element, lines: list[str]) -> None:
-    child.set("message", _clip(xml_text("; ".join(lines)), MESSAGE_LIMIT))
+    child.set("message", clip(xml_text("; ".join(line.split("\n", 1)[0] for line in lines)), MESSAGE_LIMIT))
     child.text = xml_text("\n".join(lines))
 
 
@@ -135,8 +137,8 @@ def failure_lines(result: CaseResult) -> list[str]:
     """One line per failed assertion and unreached required checkpoint, where it happened first."""
     lines = []
     for turn in result.turns:
-        lines += [f"turn {turn.turn}: {_assertion_text(a)}" for a in turn.assertions if not a.passed]
-    lines += [f"final: {_assertion_text(a)}" for a in result.final_assertions if not a.passed]
+        lines += [f"turn {turn.turn}: {_assertion_text(a)}{_diff(a)}" for a in turn.assertions if not a.passed]
+    lines += [f"final: {_assertion_text(a)}{_diff(a)}" for a in result.final_assertions if not a.passed]
     for checkpoint in result.checkpoints:
         if checkpoint.required and not checkpoint.reached:
             why = checkpoint.assertion.message if checkpoint.assertion and checkpoint.assertion.message else None
@@ -152,6 +154,11 @@ def _assertion_text(assertion: AssertionResult) -> str:
     if assertion.score is not None:
         text += f" (score {assertion.score:g})"
     return text
+
+
+def _diff(assertion: AssertionResult) -> str:
+    """A golden assertion's diff on the lines below its own (the ``message`` attribute keeps one line)."""
+    return "\n" + assertion.diff if assertion.diff else ""
 
 
 def transcript(result: CaseResult) -> str:
@@ -230,10 +237,6 @@ def _json(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     try:
-        return json.dumps(value, ensure_ascii=False, default=str)
+        return as_text(value)
     except ValueError:  # a circular structure
         return repr(value)
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

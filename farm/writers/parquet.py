@@ -41,6 +41,7 @@ checkpoints_reached        int32                 Dynamic-mode checkpoints reache
 checkpoints_total          int32                 Dynamic-mode checkpoints defined (0 for other modes).
 started_at                 timestamp[ms, UTC]    When the case started.
 worker                     string                The actor (or process) the conversation ran on.
+rescorable                 bool                  ``farm rescore``: false when the case could not be rescored; null in a live run.
 retried                    int32                 Earlier attempts that ended in an agent error or timeout and
                                                  that ``--retries`` ran again (their errors are in the JSONL).
 role_calls                 int32                 Calls the role cache could answer made for the case.
@@ -195,6 +196,7 @@ CASES_SCHEMA = pa.schema(
         ("checkpoints_total", pa.int32()),
         ("started_at", pa.timestamp("ms", tz="UTC")),
         ("worker", pa.string()),
+        ("rescorable", pa.bool_()),
         ("retried", pa.int32()),
         ("role_calls", pa.int32()),
         ("cache_hits", pa.int32()),
@@ -351,6 +353,7 @@ def rows_from_result(result: CaseResult) -> tuple[Row, list[Row], list[Row]]:
         "checkpoints_total": len(result.checkpoints),
         "started_at": None if result.started_at is None else datetime.fromtimestamp(result.started_at, UTC),
         "worker": result.worker,
+        "rescorable": result.rescorable,
         "retried": len(result.retried),
         "role_calls": result.role_calls,
         "cache_hits": result.cache_hits,

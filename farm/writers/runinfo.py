@@ -75,6 +75,11 @@ class RunInfo(BaseModel):
     role_cache: dict[str, int] = Field(default_factory=dict)
     """``role_calls`` (calls the role cache could answer: the cases' simulator and validator calls,
     the generator's and the reporter's) and ``cache_hits`` (those it answered), every part included."""
+    rescored_from: dict[str, str] | None = None
+    """For a ``farm rescore`` run: the source run's ``run_id`` and ``run_dir``, whose recorded
+    conversations it re-evaluated; null for a live run."""
+    not_rescorable: int | None = None
+    """For a ``farm rescore`` run: case runs that could not be rescored (rerun them)."""
 
 
 def write_run_json(run_dir: str | os.PathLike[str], info: RunInfo | dict[str, Any]) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from farm.assertions import Outcome, Subject, evaluate, known_types
+from farm.assertions import Outcome, Subject, describe, evaluate, known_types
 from farm.assertions.builtin import json_equal, partial_match
 from farm.cases import AssertionSpec
 from farm.results import ACTUAL_LIMIT, AssertionResult, ToolCallRecord
@@ -131,6 +131,12 @@ def test_contains_looks_at_tool_result_texts():
 def test_contains_without_value_is_an_error():
     result = check({"type": "contains"}, "text")
     assert not result.passed and result.error
+
+
+def test_contains_and_not_contains_without_value_say_what_the_value_is_for():
+    assert check({"type": "contains"}, "text").message == "a 'contains' assertion needs a 'value' (the text to find)"
+    result = check({"type": "not_contains"}, "text")
+    assert result.error and result.message == "a 'not_contains' assertion needs a 'value' (the text that must be absent)"
 
 
 def test_not_contains_passes_when_absent_and_fails_when_present():
@@ -499,6 +505,28 @@ def test_agent_failure_and_env_exception():
     result = check({"type": "agent"}, "reply", env=broken)
     assert not result.passed and result.error
     assert result.message == "agent: RuntimeError: validator down"
+
+
+# --- describe -------------------------------------------------------------
+
+
+def test_each_type_describes_what_it_checks():
+    assert describe("json_path", {"path": "$.a.b", "value": "y"}) == '$.a.b = "y"'
+    assert describe("type", {"path": "$.n", "value": "number"}) == 'type $.n is "number"'
+    assert describe("tool_called", {"name": "book", "arguments": {"n": 2}}) == "tool_called book({n: 2})"
+    assert describe("tool_called", {"name": "book"}) == "tool_called book()"
+    assert describe("tool_result", {"tool": "book", "result": {"ok": True}}) == 'tool_result book → {"ok": true}'
+    assert describe("latency", 500) == "latency ≤ 500ms"
+
+
+def test_types_without_a_describer_read_as_name_and_expected_json():
+    assert describe("contains", "héllo") == 'contains "héllo"'
+    assert describe("equals", {"a": 1}) == 'equals {"a": 1}'
+    assert describe("agent", None) == "agent"
+    assert describe("latency", None) == "latency"
+    # A describer that does not recognise the value falls back to the plain form.
+    assert describe("json_path", "$.a") == 'json_path "$.a"'
+    assert describe("no_such_type", [1]) == "no_such_type [1]"
 
 
 # --- helpers --------------------------------------------------------------

@@ -17,6 +17,7 @@ from farm.results import (
     TurnResult,
     Usage,
 )
+from tests.factories import case_result
 
 
 def plain_console() -> Console:
@@ -33,12 +34,10 @@ def console() -> Console:
 
 
 def passed_case() -> CaseResult:
-    return CaseResult(
-        id="T001",
+    return case_result(
+        "T001",
+        Status.PASSED,
         name="Expense Reimbursement Flow",
-        status=Status.PASSED,
-        mode="static",
-        total_turns=3,
         duration_ms=7100,
         turns=[
             TurnResult(
@@ -64,12 +63,10 @@ def passed_case() -> CaseResult:
 
 
 def failed_case() -> CaseResult:
-    return CaseResult(
-        id="T004",
+    return case_result(
+        "T004",
+        Status.FAILED,
         name="Refund",
-        status=Status.FAILED,
-        mode="static",
-        total_turns=1,
         duration_ms=900,
         error="turn 1: an assertion failed",
         turns=[
@@ -90,12 +87,10 @@ def failed_case() -> CaseResult:
 
 
 def skipped_awaiting_case() -> CaseResult:
-    return CaseResult(
-        id="T002",
+    return case_result(
+        "T002",
+        Status.SKIPPED,
         name="Large Expense Approval",
-        status=Status.SKIPPED,
-        mode="static",
-        total_turns=1,
         duration_ms=2000,
         turns=[
             TurnResult(
@@ -113,12 +108,11 @@ def skipped_awaiting_case() -> CaseResult:
 
 
 def dynamic_case() -> CaseResult:
-    return CaseResult(
-        id="T003",
+    return case_result(
+        "T003",
+        Status.FAILED,
         name="Dynamic Expense Flow",
-        status=Status.FAILED,
         mode="dynamic",
-        total_turns=2,
         duration_ms=4900,
         error="agent completed with checkpoints missing: confirm",
         turns=[

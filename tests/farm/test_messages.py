@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from farm.messages import user_messages
+from farm.messages import content_text, user_messages
 
 PNG = b"\x89PNG\r\n\x1a\nfake-image"
 WAV = b"RIFF....WAVEfmt fake-audio"
@@ -135,3 +135,17 @@ def test_attachments_without_a_user_message_get_one(suite):
     out = user_messages([{"role": "system", "content": "sys"}], ["file://fixtures/receipt.png"], suite)
     assert out[-1]["role"] == "user"
     assert out[-1]["content"][0]["type"] == "image_url"
+
+
+def test_content_text_joins_the_text_parts_and_says_what_becomes_of_the_others():
+    content = ["a", {"type": "text", "text": "b"}, {"type": "image_url", "image_url": {"url": "https://x"}}]
+    assert content_text(content) == "a\nb"
+    assert content_text(content, separator=" ", others="mark") == "a b [image_url]"
+    assert content_text(content, others="json") == '["a", {"type": "text", "text": "b"}, {"type": "image_url", "image_url": {"url": "https://x"}}]'
+    assert content_text(content[:2], others="json") == "a\nb"
+
+
+def test_content_text_of_no_content_a_string_and_other_json():
+    assert content_text(None) == ""
+    assert content_text("héllo") == "héllo"
+    assert content_text({"n": "é"}) == '{"n": "é"}'

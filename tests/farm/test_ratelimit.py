@@ -1,35 +1,87 @@
 """Connector limits without Ray: the core's bookkeeping on a fake clock, and a core with its
-per-process clients in one event loop (as the local engine runs them)."""
+per-process clients in one event loop (as the local engine runs them) on virtual time."""
 
 from __future__ import annotations
 
 import asyncio
+import selectors
 import time
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from farm.agents.permits import Limiter, NoLimit
 from farm.config import Connector, FarmConfig
 from farm.ratelimit import LimiterCore, PermitClient, default_parallel, local_limiters
 from farm.ratelimit.client import CoreRemote
 
+T = TypeVar("T")
 
-async def hammer(limiter: Limiter, callers: int, start_at: float, stop_at: float, hold: float, tokens: int = 0, used: int = 0) -> list[float]:
-    """``callers`` loops of acquire, hold, release between two wall-clock times; the grant times."""
-    await asyncio.sleep(max(0.0, start_at - time.time()))
+
+async def hammer(
+    limiter: Limiter,
+    callers: int,
+    start_at: float,
+    stop_at: float,
+    hold: float,
+    tokens: int = 0,
+    used: int = 0,
+    clock: Callable[[], float] = time.time,
+) -> list[float]:
+    """``callers`` loops of acquire, hold, release between two times of ``clock``; the grant times."""
+    await asyncio.sleep(max(0.0, start_at - clock()))
     stamps: list[float] = []
 
     async def one() -> None:
-        while time.time() < stop_at:
+        while clock() < stop_at:
             try:
-                await asyncio.wait_for(limiter.acquire(tokens), timeout=max(0.001, stop_at - time.time()))
+                await asyncio.wait_for(limiter.acquire(tokens), timeout=max(0.001, stop_at - clock()))
             except TimeoutError:
                 return
-            stamps.append(time.time())
+            stamps.append(clock())
             await asyncio.sleep(hold)
             limiter.release(used)
 
     await asyncio.gather(*(one() for _ in range(callers)))
     return stamps
+
+
+class _JumpingSelector(selectors.DefaultSelector):
+    """Polls instead of blocking, and moves the clock on by the time it would have blocked."""
+
+    def __init__(self, advance: Callable[[float], None]):
+        super().__init__()
+        self._advance = advance
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout is not None and timeout > 0:
+            self._advance(timeout)
+            timeout = 0
+        return super().select(timeout)
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop on virtual time: when nothing is ready, its clock jumps to the next timer.
+
+    Seconds of limiter traffic (sleeps, ``wait_for`` timeouts, leases, pacing) then run in
+    milliseconds and come out the same on a busy machine as on an idle one; the limiter's
+    own ``clock`` is this loop's :meth:`time`. Only for code without real I/O or threads.
+    """
+
+    def __init__(self) -> None:
+        self._now = 0.0
+        super().__init__(_JumpingSelector(self._advance))
+
+    def _advance(self, seconds: float) -> None:
+        self._now += seconds
+
+    def time(self) -> float:
+        return self._now
+
+
+def on_virtual_time(scenario: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run ``scenario()`` to its end on a :class:`VirtualTimeLoop`."""
+    with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
+        return runner.run(scenario())
 
 
 def busiest(stamps: list[float], width: float) -> int:
@@ -56,20 +108,36 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+def test_virtual_time_runs_long_waits_at_once_and_in_order():
+    async def scenario() -> tuple[list[str], float]:
+        order: list[str] = []
+
+        async def after(seconds: float, name: str) -> None:
+            await asyncio.sleep(seconds)
+            order.append(name)
+
+        await asyncio.gather(after(30.0, "late"), after(10.0, "early"), after(20.0, "middle"))
+        return order, asyncio.get_running_loop().time()
+
+    started = time.monotonic()
+    assert on_virtual_time(scenario) == (["early", "middle", "late"], 30.0)
+    assert time.monotonic() - started < 5.0  # not the 30 s it says
+
+
 def test_the_request_bucket_paces_requests_on_the_fake_clock():
     async def scenario() -> list[int]:
         clock = FakeClock()
         core = LimiterCore(rpm=60, clock=clock)  # one a second
         seen: list[int] = []
         first = await core.acquire("a", want=5)
-        seen.append(first["granted"])
+        seen.append(first.granted)
         waiting = asyncio.ensure_future(core.acquire("a", want=5))
         await settle()
         seen.append(int(waiting.done()))
         clock.now += 1.1  # a second later (paced 2 % under the rpm), one more request is due
         core.wake()
         await settle()
-        seen.append(waiting.result()["granted"])
+        seen.append(waiting.result().granted)
         return seen
 
     # a fresh limiter opens with a single permit (no burst), then paces at the rate
@@ -96,7 +164,7 @@ def test_a_silent_holders_slots_come_back_after_its_lease():
     async def scenario() -> dict[str, Any]:
         clock = FakeClock()
         core = LimiterCore(max_concurrency=2, lease_ttl=5, clock=clock)
-        assert (await core.acquire("dead", want=2))["slots"] == 2
+        assert (await core.acquire("dead", want=2)).slots == 2
         waiting = asyncio.ensure_future(core.acquire("alive"))
         await settle()
         before = waiting.done()
@@ -120,23 +188,27 @@ def test_local_limiters_give_one_client_per_limited_connector():
 
 def test_slots_are_shared_fairly_between_a_busy_and_a_quiet_process():
     async def scenario() -> dict[str, int]:
-        core = LimiterCore(max_concurrency=4, lease_ttl=2)
-        busy = PermitClient("c", CoreRemote(core), max_concurrency=4, lease_ttl=2)
-        quiet = PermitClient("c", CoreRemote(core), max_concurrency=4, lease_ttl=2)
-        start, stop = time.time(), time.time() + 1.5
-        a, b = await asyncio.gather(hammer(busy, 40, start, stop, 0.01), hammer(quiet, 2, start, stop, 0.01))
+        clock = asyncio.get_running_loop().time
+        core = LimiterCore(max_concurrency=4, lease_ttl=2, clock=clock)
+        busy = PermitClient("c", CoreRemote(core), max_concurrency=4, lease_ttl=2, clock=clock)
+        quiet = PermitClient("c", CoreRemote(core), max_concurrency=4, lease_ttl=2, clock=clock)
+        start, stop = clock(), clock() + 1.5
+        a, b = await asyncio.gather(
+            hammer(busy, 40, start, stop, 0.01, clock=clock), hammer(quiet, 2, start, stop, 0.01, clock=clock)
+        )
         return {"busy": len(a), "quiet": len(b)}
 
-    counts = asyncio.run(scenario())
+    counts = on_virtual_time(scenario)
     # two slots each once both ask: the quiet process is not starved by the busy one
     assert counts["quiet"] > 0.6 * counts["busy"]
 
 
 def test_rate_concurrency_and_tokens_together():
     async def scenario() -> tuple[list[float], int]:
+        clock = asyncio.get_running_loop().time
         limits = dict(rpm=1200, tpm=600_000, max_concurrency=3)
-        core = LimiterCore(**limits, lease_ttl=2)
-        clients = [PermitClient("c", CoreRemote(core), **limits, lease_ttl=2) for _ in range(3)]
+        core = LimiterCore(**limits, lease_ttl=2, clock=clock)
+        clients = [PermitClient("c", CoreRemote(core), **limits, lease_ttl=2, clock=clock) for _ in range(3)]
         peak = current = 0
 
         class Counting:
@@ -157,13 +229,47 @@ def test_rate_concurrency_and_tokens_together():
             def backoff(self, seconds: float) -> None:
                 self.inner.backoff(seconds)
 
-        start, stop = time.time(), time.time() + 1.5
-        runs = await asyncio.gather(*(hammer(Counting(c), 10, start, stop, 0.2, tokens=100, used=50) for c in clients))
+        start, stop = clock(), clock() + 1.5
+        runs = await asyncio.gather(
+            *(hammer(Counting(c), 10, start, stop, 0.2, tokens=100, used=50, clock=clock) for c in clients)
+        )
         return [s for run in runs for s in run], peak
 
-    stamps, peak = asyncio.run(scenario())
+    stamps, peak = on_virtual_time(scenario)
     assert peak <= 3
     assert 12 <= len(stamps) <= 23  # 3 slots × 0.2 s ≈ 15/s, under the 20/s of the rpm
+
+
+def test_clients_keep_to_the_rpm_in_every_second_without_an_opening_burst():
+    async def scenario() -> list[float]:
+        clock = asyncio.get_running_loop().time
+        core = LimiterCore(rpm=600, clock=clock)
+        clients = [PermitClient("c", CoreRemote(core), rpm=600, clock=clock) for _ in range(2)]
+        start = clock()
+        runs = await asyncio.gather(*(hammer(c, 10, start, start + 3.0, 0.005, clock=clock) for c in clients))
+        return [s for run in runs for s in run]
+
+    stamps = on_virtual_time(scenario)
+    assert busiest(stamps, 1.0) <= 10  # 10/s, shared by both processes
+    assert 27 <= len(stamps) <= 30  # and no fewer: the rate is used
+
+
+def test_a_backoff_stops_every_client_until_the_pause_ends():
+    async def scenario() -> tuple[float, float]:
+        clock = asyncio.get_running_loop().time
+        core = LimiterCore(max_concurrency=2, clock=clock)
+        told = PermitClient("c", CoreRemote(core), max_concurrency=2, clock=clock)
+        other = PermitClient("c", CoreRemote(core), max_concurrency=2, clock=clock)
+        await told.acquire(0)
+        told.release(0)
+        started = clock()
+        told.backoff(5.0)
+        await asyncio.sleep(0)
+        await other.acquire(0)
+        return started, clock()
+
+    started, granted = on_virtual_time(scenario)
+    assert 5.0 <= granted - started < 5.5
 
 
 def test_default_parallel_follows_the_connector_limits():
@@ -191,7 +297,7 @@ def test_429s_halve_the_concurrency_and_calm_grows_it_back():
         clock.now += 1.0
         core.wake()
         grant = await core.acquire("a", want=8)
-        caps.append(grant["slots"])  # no more than the lowered cap at once
+        caps.append(grant.slots)  # no more than the lowered cap at once
         for _ in range(40):  # requests that end without a 429 grow it back, one slot per cap of them
             await core.release("a", 1)
             await core.acquire("a")

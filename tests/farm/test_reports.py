@@ -31,9 +31,7 @@ from farm.results import (
     CaseResult,
     CheckpointResult,
     Status,
-    ToolCallRecord,
     TurnResult,
-    Usage,
 )
 from farm.writers import (
     ASSERTIONS_SCHEMA,
@@ -44,6 +42,7 @@ from farm.writers import (
     ResultWriter,
     write_run_json,
 )
+from tests.factories import case_result, lookup_call, usage
 
 ROOT = Path(__file__).resolve().parents[2]
 START = 1_750_000_000.0
@@ -70,13 +69,7 @@ def result(
             turn=n,
             input="I want a refund for order 42" if n == 1 else {"role": "user", "content": f"turn {n}"},
             output=output if n == len(turn_ms) else "Let me look that up.",
-            tool_calls=[
-                ToolCallRecord(
-                    id="call-1", name="lookup_order", args={"order": 42}, result={"status": "shipped"}, mocked=True
-                )
-            ]
-            if n == 1
-            else [],
+            tool_calls=[lookup_call()] if n == 1 else [],
             assertions=[
                 AssertionResult(
                     type="contains",
@@ -87,7 +80,7 @@ def result(
                 )
             ],
             duration_ms=ms,
-            usage=Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15),
+            usage=usage(),
         )
         for n, ms in enumerate(turn_ms, 1)
     ]
@@ -96,20 +89,17 @@ def result(
         Status.ERROR: "the agent answered HTTP 500",
         Status.TIMEOUT: "the case timed out after 30s",
     }
-    return CaseResult(
+    return case_result(
+        case_id,
+        status,
+        turns,
         run_id=run_id,
         run_index=run_index,
-        id=case_id,
         name=f"Case {case_id}",
-        status=status,
-        mode="static",
         agent=agent,
         source=f"suite.jsonl:{len(case_id)}",
-        turns=turns,
-        total_turns=len(turns),
         duration_ms=sum(turn_ms) + 10,
         error=reasons.get(status),
-        usage=Usage(prompt_tokens=10 * len(turns), completion_tokens=5 * len(turns), total_tokens=15 * len(turns)),
         started_at=started_at,
         worker="worker-0",
     )

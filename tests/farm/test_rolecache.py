@@ -17,6 +17,7 @@ from farm.config import AgentConfig, load_config
 from farm.demo.server import JSONServer, Response
 from farm.rolecache import CACHE_DIR, RoleCache, tally
 from farm.roles import RolePlayer
+from farm.roletypes import Verdict
 from farm.services import LocalRoles
 from tests.scripted import RoleModels, ScriptedAgent, farm_toml, roles_toml
 
@@ -65,7 +66,7 @@ cache = true
     return tmp_path
 
 
-def validate_twice(project: Path, agent_id: str, cache: bool = True) -> tuple[list[dict], int]:
+def validate_twice(project: Path, agent_id: str, cache: bool = True) -> tuple[list[Verdict], int]:
     """Two identical validator calls through a fresh player each (as two runs make them);
     returns the verdicts and the cache hits."""
     cfg = load_config(project / "farm.toml")
@@ -84,7 +85,7 @@ def test_a_role_call_made_twice_sends_one_request(project: Path, servers):
     verdicts, hits = validate_twice(project, "val")
     assert models.calls["val"] - before == 1
     assert hits == 1
-    assert verdicts[0] == verdicts[1] and verdicts[0]["passed"] is True
+    assert verdicts[0] == verdicts[1] and verdicts[0].passed is True
     [entry] = (project / "results" / CACHE_DIR).rglob("*.json")
     assert entry.parent.name == entry.stem[:2]
     assert json.loads(entry.read_text())["reply"]["content"].startswith("My verdict:")
@@ -180,7 +181,7 @@ def test_a_torn_entry_is_a_miss_and_is_written_again(project: Path, servers):
     entry.write_text(entry.read_text()[:20])
     before = models.calls["val"]
     verdicts, hits = validate_twice(project, "val")
-    assert models.calls["val"] - before == 1 and hits == 1 and verdicts[0]["passed"] is True
+    assert models.calls["val"] - before == 1 and hits == 1 and verdicts[0].passed is True
     assert json.loads(entry.read_text())["version"] == 1
 
 

@@ -13,7 +13,7 @@ from farm.agents.openai import OpenAIAgent
 from farm.config import AgentConfig, Connector, FarmConfig
 from farm.demo.server import JSONServer, Response
 from farm.results import CaseResult, TurnResult
-from farm.secrets import MIN_PIECE, Scrubber, process_scrubber, redact_url, scrub_result
+from farm.secrets import MIN_PIECE, Scrubber, header_secrets, process_scrubber, redact_url, scrub_result
 from farm.writers import MultiWriter
 
 KEY = "sk-proj-Zx81Yw72Vu63Ts54Rq45Po36"
@@ -125,3 +125,8 @@ def test_an_error_body_is_scrubbed_before_it_is_cut(monkeypatch):
         message = asyncio.run(main(f"{server.url}/v1"))
     assert message and "x" * 100 in message
     assert clean(message) and KEY[:4] not in message.split("x" * 176)[-1][:4]
+
+
+def test_secret_headers_give_their_value_with_and_without_the_scheme_word():
+    headers = {"Authorization": "Bearer tok-123456789", "X-Api-Key": "k-987654321", "Accept": "application/json"}
+    assert header_secrets(headers) == {"Bearer tok-123456789", "tok-123456789", "k-987654321"}

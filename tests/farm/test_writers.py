@@ -24,7 +24,6 @@ from farm.results import (
     Status,
     ToolCallRecord,
     TurnResult,
-    Usage,
 )
 from farm.writers import (
     ASSERTIONS_SCHEMA,
@@ -43,6 +42,7 @@ from farm.writers import (
 )
 from farm.writers import parquet as parquet_module
 from farm.writers.runinfo import RUN_INFO_VERSION, RunInfo
+from tests.factories import case_result, lookup_call, usage
 
 STATUSES = list(Status)
 TABLES = {"cases": CASES_SCHEMA, "turns": TURNS_SCHEMA, "assertions": ASSERTIONS_SCHEMA}
@@ -67,9 +67,7 @@ def static_result(i: int, run_id: str = "run-x", status: Status | None = None, t
             input={"text": "order 42", "lang": "en"} if n == 1 else f"turn {n} of case {i}",
             output=f"reply {n} ✓",
             tool_calls=[
-                ToolCallRecord(
-                    id=f"call-{n}", name="lookup_order", args={"order": 42}, result={"status": "shipped"}, mocked=True
-                ),
+                lookup_call(f"call-{n}"),
                 ToolCallRecord(name="log", args="not json {", result=None),
             ]
             if n == 1
@@ -78,28 +76,25 @@ def static_result(i: int, run_id: str = "run-x", status: Status | None = None, t
             awaiting_reason="content_is_question" if n < turns else "completed",
             assertions=[_assertion(True), _assertion(status is Status.PASSED, negate=True, score=0.5, reason="r")],
             duration_ms=12.5,
-            usage=Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15),
+            usage=usage(),
             steps=2 if n == 1 else 1,
         )
         for n in range(1, turns + 1)
     ]
-    return CaseResult(
+    return case_result(
+        f"case-{i:04d}",
+        status,
+        turn_results,
         run_id=run_id,
         run_index=i % 3,
         attempt=1 + (i % 7 == 0),
-        id=f"case-{i:04d}",
         name=f"Case {i}",
-        status=status,
-        mode="static",
         agent="support-bot",
         tags=["smoke", f"group-{i % 4}"],
         source=f"cases/static.jsonl:{i + 1}",
-        turns=turn_results,
         final_assertions=[_assertion(True, type="turn_count", expected={"max": 5}, actual=turns)],
-        total_turns=turns,
         duration_ms=25.0 + i,
         error=None if status is Status.PASSED else f"{status.value}: something happened",
-        usage=Usage(prompt_tokens=10 * turns, completion_tokens=5 * turns, total_tokens=15 * turns),
         started_at=1_700_000_000.25 + i,
         worker=f"worker-{i % 4}",
     )
@@ -107,20 +102,19 @@ def static_result(i: int, run_id: str = "run-x", status: Status | None = None, t
 
 def dynamic_result(i: int, run_id: str = "run-x") -> CaseResult:
     """A dynamic case: one checkpoint reached at turn 2, one never reached, one never checked."""
-    return CaseResult(
+    return case_result(
+        f"dyn-{i:04d}",
+        Status.FAILED,
+        [TurnResult(turn=n, input=f"sim {n}", input_source="simulated", output="ok") for n in (1, 2, 3)],
         run_id=run_id,
         run_index=0,
-        id=f"dyn-{i:04d}",
-        status=Status.FAILED,
         mode="dynamic",
-        turns=[TurnResult(turn=n, input=f"sim {n}", input_source="simulated", output="ok") for n in (1, 2, 3)],
         checkpoints=[
             CheckpointResult(id="greeted", description="says hello", reached=True, reached_at_turn=2,
                              assertion=_assertion(True, type="llm_judge", score=0.9)),
             CheckpointResult(id="refunded", required=True, reached=False, assertion=_assertion(False)),
             CheckpointResult(id="upsell", required=False),
         ],
-        total_turns=3,
         error="required checkpoint 'refunded' not reached",
     )
 

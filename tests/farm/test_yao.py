@@ -14,6 +14,7 @@ from farm.config import FarmConfig
 from farm.durations import parse_duration
 from farm.loader import load_file
 from farm.results import ToolCallRecord
+from farm.roletypes import Verdict
 from farm.services import ROLE_CONNECTOR, FarmServices, LocalRoles
 
 
@@ -129,7 +130,7 @@ class _Roles:
 
     async def validate(self, agent_id, messages, metadata):
         self.seen.append(metadata)
-        return {"passed": True}
+        return Verdict(passed=True)
 
 
 def test_agent_assertion_connector_travels_to_the_role_caller():

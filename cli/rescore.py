@@ -1,0 +1,50 @@
+"""``farm rescore``: re-evaluate a suite's assertions against the conversations a run recorded
+(SPEC section 2). Parses the options and calls :func:`farm.rescore`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from farm.errors import FarmError
+
+__all__ = ["rescore"]
+
+
+def rescore(
+    run_dir: Annotated[Path, typer.Argument(help="The run folder to rescore (results/<run_id>).", show_default=False)],
+    input: Annotated[str | None, typer.Option("-i", "--input", help="The suite to judge with (an edited copy); default: the run's own.")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Results JSONL path (default: <results_dir>/<new run_id>/results.jsonl).")] = None,
+    config: Annotated[str | None, typer.Option("--config", help="Path to farm.toml.")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Only cases whose id matches this regex.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Call the validators even where the role cache has their answer.")] = False,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Show every turn of every case.")] = False,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Also write JUnit XML here.")] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")] = None,
+    json_events: Annotated[bool, typer.Option("--json", help="NDJSON events on stdout instead of the console tree.")] = False,
+) -> None:
+    """Re-check a run's recorded conversations with the suite's (or an edited suite's) assertions; the agent is not called."""
+    from farm.cli.app import fail
+
+    import farm
+
+    try:
+        outcome = farm.rescore(
+            run_dir,
+            input,
+            config=config,
+            output=output,
+            match=run,
+            cache=not no_cache,
+            junit=junit,
+            html=html,
+            json_events=json_events,
+            verbose=verbose,
+            command=sys.argv,
+        )
+    except FarmError as exc:
+        fail(exc)
+    raise typer.Exit(outcome.exit_code)

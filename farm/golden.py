@@ -1,0 +1,422 @@
+"""Golden conversations: record a passed case's conversation, compare later runs with it.
+
+``farm test --update-golden DIR`` writes the conversation of every case that
+passed to ``DIR/<suite>/<case>.json`` (:class:`GoldenRecorder`): per turn the
+input, the reply, the tool calls (name, arguments, result) and whether the
+agent awaited input. The file is sorted, indented JSON, so a changed golden
+reads well in a code review. ``<suite>`` is the suite file's name without its
+suffix and ``<case>`` the case id; both are reduced to ``[A-Za-z0-9._-]`` with
+a short hash of the original when anything had to change, so an id with ``/``,
+spaces or any other character stays a single file inside ``DIR``.
+
+A run with ``--golden DIR`` (every case) or ``[farm].golden_dir`` (the cases
+that set ``golden``) compares each conversation with its golden one
+(:func:`attach` on the driver, :func:`compare` where the case ran). Tool calls
+(names and arguments), ``awaiting_input``, the number of turns and replies that
+are JSON are compared exactly; other reply text by the case's
+:class:`~farm.cases.GoldenRule`: ``exact``, ``similar`` (a difflib ratio of at
+least ``threshold``) or ``judge`` (the validator decides whether the reply says
+the same). Each compared turn gets one ``golden`` assertion result; a different
+number of turns, or a missing golden file, is a ``golden`` final assertion.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import re
+import shlex
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from farm.assertions import AssertionEnv, Outcome, Subject
+from farm.cases import AssertionSpec, GoldenRule
+from farm.errors import UsageError
+from farm.loader import LoadedCase
+from farm.results import AssertionResult, CaseResult, Status, TurnResult
+
+__all__ = [
+    "GOLDEN_FORMAT",
+    "GoldenCheck",
+    "GoldenConversation",
+    "GoldenRecorder",
+    "GoldenToolCall",
+    "GoldenTurn",
+    "attach",
+    "compare",
+    "golden_path",
+    "safe_name",
+]
+
+GOLDEN_FORMAT = 1
+"""Version of the golden file's shape."""
+
+#: Longest file or folder name made from an id, before its hash.
+NAME_LIMIT = 80
+
+_SUITE_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
+class GoldenToolCall(BaseModel):
+    """A tool call as the golden file holds it."""
+
+    name: str
+    arguments: Any = None
+    """The parsed arguments (compared)."""
+    result: Any = None
+    """What the farm answered (recorded, not compared: it is the suite's own mock)."""
+
+
+class GoldenTurn(BaseModel):
+    """One exchange of a golden conversation."""
+
+    turn: int
+    input: Any = None
+    reply: str = ""
+    tool_calls: list[GoldenToolCall] = Field(default_factory=list)
+    awaiting_input: bool = False
+
+
+class GoldenConversation(BaseModel):
+    """A golden file: a case's conversation when it passed."""
+
+    format: int = GOLDEN_FORMAT
+    id: str
+    """The case id."""
+    name: str | None = None
+    suite: str | None = None
+    """The suite file's name (``support.jsonl``), with ``id`` enough to find the case again."""
+    mode: str | None = None
+    agent: str | None = None
+    """The agent the conversation was recorded with."""
+    turns: list[GoldenTurn] = Field(default_factory=list)
+
+    @classmethod
+    def from_result(cls, result: CaseResult) -> GoldenConversation:
+        return cls(
+            id=result.id,
+            name=result.name,
+            suite=suite_file(result.source),
+            mode=result.mode,
+            agent=result.agent,
+            turns=[
+                GoldenTurn(
+                    turn=turn.turn,
+                    input=_plain(turn.input),
+                    reply=turn.output,
+                    tool_calls=[GoldenToolCall(name=c.name, arguments=_plain(c.args), result=_plain(c.result)) for c in turn.tool_calls],
+                    awaiting_input=turn.awaiting_input,
+                )
+                for turn in result.turns
+            ],
+        )
+
+    def to_text(self) -> str:
+        """The file's text: sorted keys, indented, characters as they are (diff-friendly)."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+# -- where a case's golden file is --------------------------------------------------------------
+
+
+def safe_name(text: str) -> str:
+    """``text`` as one file name: ``[A-Za-z0-9._-]`` only, never hidden, never ``..``; when
+    anything changed (case included, for case-insensitive file systems), a hash of ``text``
+    follows, so two ids never share a file."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._-")[:NAME_LIMIT]
+    if cleaned and cleaned == text and cleaned == text.lower():
+        return cleaned
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{cleaned or 'case'}-{digest}"
+
+
+def suite_file(source: str | None) -> str | None:
+    """The suite file's name from a ``file:line`` source (``<message>`` for a direct message)."""
+    if not source:
+        return None
+    head, _, line = source.rpartition(":")
+    name = head if head and line.isdigit() else source
+    return Path(name).name or name
+
+
+def golden_path(folder: Path, case_id: str, source: str | None) -> Path:
+    """``folder/<suite>/<case>.json``: always inside ``folder``, whatever the id holds."""
+    suite = suite_file(source) or "suite"
+    for suffix in _SUITE_SUFFIXES:
+        if suite.endswith(suffix) and len(suite) > len(suffix):
+            suite = suite[: -len(suffix)]
+            break
+    path = folder / safe_name(suite.strip("<>")) / (safe_name(case_id) + ".json")
+    if folder.resolve() not in path.resolve().parents:  # safe_name makes this impossible; a guard all the same
+        raise UsageError(f"golden file for case '{case_id}' would leave {folder}")
+    return path
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+
+def write_golden(folder: Path, result: CaseResult) -> Path:
+    """Write ``result``'s conversation as its golden file, atomically (a reader never sees half a file)."""
+    path = golden_path(folder, result.id, result.source)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".golden-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(GoldenConversation.from_result(result).to_text())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+class GoldenRecorder:
+    """``--update-golden DIR``: writes the first passed run of every case, counts the rest."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.written: set[str] = set()
+        self.seen: set[str] = set()
+        self.problems: list[str] = []
+
+    def offer(self, result: CaseResult) -> None:
+        """Write ``result``'s conversation if it passed and its case has none written yet."""
+        self.seen.add(result.id)
+        if Status(result.status) is not Status.PASSED or result.id in self.written:
+            return
+        try:
+            write_golden(self.folder, result)
+        except (OSError, UsageError) as exc:
+            self.problems.append(f"golden file for case '{result.id}' not written: {exc}")
+            return
+        self.written.add(result.id)
+
+    @property
+    def not_passed(self) -> int:
+        return len(self.seen - self.written)
+
+    def line(self) -> str:
+        """``golden: 3 written, 1 not passed (DIR)``."""
+        return f"golden: {len(self.written)} written, {self.not_passed} not passed ({self.folder})"
+
+
+# -- comparing -------------------------------------------------------------------------------------
+
+
+@dataclass
+class GoldenCheck:
+    """What a case is compared with: travels with the case to wherever it runs."""
+
+    rule: GoldenRule
+    path: str
+    """The golden file, as the messages name it."""
+    conversation: GoldenConversation | None = None
+    """None: the file is missing or unreadable (``problem`` says which)."""
+    problem: str | None = None
+    missing: bool = False
+
+
+def attach(cases: Iterable[LoadedCase], folder: Path | None, *, every: bool, input: str) -> None:
+    """Give every case to compare its :class:`GoldenCheck` (on the driver, before the run).
+
+    ``every`` (``--golden DIR``): every case unless it says ``golden: false``; otherwise the
+    cases that set ``golden``. A case that sets ``golden`` when the run has no folder is a
+    :class:`UsageError`. ``input`` names the suite in the command that writes missing files.
+    """
+    for loaded in cases:
+        if not loaded.ok or loaded.script is not None:
+            continue
+        if not every and loaded.case is None and b'"golden"' not in (loaded.data or b""):
+            continue  # cheap: a compact case without the field needs no validation
+        case = loaded.materialized().case
+        assert case is not None
+        rule = case.golden
+        if rule is None and every:
+            rule = GoldenRule()
+        if rule is None or not rule.enabled:
+            continue
+        if folder is None:
+            raise UsageError(
+                f"{loaded.source}: field 'golden': case '{case.id}' compares with a golden conversation, "
+                "but the run has no golden folder: give --golden DIR or set [farm].golden_dir in farm.toml"
+            )
+        loaded.golden = _load(rule, golden_path(folder, case.id, loaded.source), folder, input)
+
+
+def _load(rule: GoldenRule, path: Path, folder: Path, input: str) -> GoldenCheck:
+    check = GoldenCheck(rule=rule, path=str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        command = f"farm test -i {shlex.quote(input)} --update-golden {shlex.quote(str(folder))}"
+        check.missing = True
+        check.problem = f"the golden file {path} does not exist; write it with: {command}"
+        return check
+    except OSError as exc:
+        check.problem = f"the golden file {path} cannot be read: {exc}"
+        return check
+    try:
+        conversation = GoldenConversation.model_validate_json(text)
+    except ValidationError as exc:
+        check.problem = f"the golden file {path} is not a golden conversation: {exc.errors()[0]['msg']}"
+        return check
+    if conversation.format > GOLDEN_FORMAT:
+        check.problem = f"the golden file {path} has format {conversation.format}, newer than this farm reads ({GOLDEN_FORMAT}): upgrade the farm"
+        return check
+    check.conversation = conversation
+    return check
+
+
+async def compare(check: GoldenCheck, result: CaseResult, env: AssertionEnv | None) -> list[tuple[str, AssertionResult]]:
+    """Compare ``result``'s conversation with the golden one; add the ``golden`` results to its
+    turns and final assertions, and return them with where each belongs (``turn 2``,
+    ``final assertions``; ``golden`` when there is no golden conversation to compare with)."""
+    found: list[tuple[str, AssertionResult]] = []
+    golden = check.conversation
+    if golden is None:
+        outcome = AssertionResult(type="golden", passed=False, message=check.problem, error=not check.missing)
+        result.final_assertions.append(outcome)
+        return [("golden", outcome)]
+    for before, now in zip(golden.turns, result.turns, strict=False):
+        outcome = await _compare_turn(check, before, now, env, result.id)
+        now.assertions.append(outcome)
+        found.append((f"turn {now.turn}", outcome))
+    if len(golden.turns) != len(result.turns):
+        outcome = AssertionResult(
+            type="golden",
+            expected=f"{len(golden.turns)} turns",
+            actual=len(result.turns),
+            passed=False,
+            message=f"the conversation has {len(result.turns)} turns, the golden one {len(golden.turns)}",
+            diff=_diff([_turn_line(t.turn, t.reply) for t in golden.turns], [_turn_line(t.turn, t.output) for t in result.turns], check.path, "turns"),
+        )
+        result.final_assertions.append(outcome)
+        found.append(("final assertions", outcome))
+    return found
+
+
+async def _compare_turn(check: GoldenCheck, before: GoldenTurn, now: TurnResult, env: AssertionEnv | None, case_id: str) -> AssertionResult:
+    rule = check.rule
+    problems: list[str] = []
+    diffs: list[str] = []
+    score: float | None = None
+    reason: str | None = None
+    error = False
+    old_json, new_json = _json_reply(before.reply), _json_reply(now.output)
+    if old_json is not _NOT_JSON and new_json is not _NOT_JSON:
+        if old_json != new_json:
+            problems.append("the JSON reply differs from the golden one")
+            diffs.append(_diff(_pretty(old_json).splitlines(), _pretty(new_json).splitlines(), check.path, f"turn {before.turn} reply"))
+    elif before.reply == now.output:
+        pass  # the same text passes every rule: no validator call for it
+    elif rule.text == "exact":
+        if before.reply != now.output:
+            problems.append("the reply text differs from the golden one (exact)")
+    elif rule.text == "similar":
+        ratio = difflib.SequenceMatcher(None, before.reply, now.output).ratio()
+        score = round(ratio, 3)
+        if ratio < rule.threshold:
+            problems.append(f"the reply text is {ratio:.2f} similar to the golden one (at least {rule.threshold:.2f} needed)")
+    else:
+        outcome = await _judge(rule, before, now, env, case_id)
+        score, reason, error = outcome.score, outcome.reason, outcome.error
+        if not outcome.passed:
+            problems.append(outcome.message or "the validator judged that the reply does not say what the golden one says")
+    if problems and not diffs:  # the text check failed: show how
+        diffs.append(_diff(_text_lines(before.reply), _text_lines(now.output), check.path, f"turn {before.turn} reply"))
+    old_calls = [_call_line(c.name, c.arguments) for c in before.tool_calls]
+    new_calls = [_call_line(c.name, c.args) for c in now.tool_calls]
+    if old_calls != new_calls:
+        problems.append(_calls_problem(before, now))
+        diffs.append(_diff(old_calls, new_calls, check.path, f"turn {before.turn} tool calls"))
+    if before.awaiting_input != now.awaiting_input:
+        problems.append(f"awaiting_input is {_flag(now.awaiting_input)}, the golden one {_flag(before.awaiting_input)}")
+    return AssertionResult(
+        type="golden",
+        expected=f"turn {before.turn}, {_label(rule)}",
+        passed=not problems,
+        message="; ".join(problems) or None,
+        score=score,
+        reason=reason,
+        error=error,
+        diff="\n".join(d for d in diffs if d) or None,
+    )
+
+
+async def _judge(rule: GoldenRule, before: GoldenTurn, now: TurnResult, env: AssertionEnv | None, case_id: str) -> Outcome:
+    if env is None:
+        return Outcome(False, message="golden 'judge' needs a validator (none is available in this run)", error=True)
+    criteria = (
+        "The reply says the same as this golden reply (the same facts, decisions and questions; "
+        f"the wording may differ). Golden reply: {before.reply}"
+    )
+    spec = AssertionSpec(type="agent", use=rule.use, value=criteria)
+    subject = Subject(content=now.output, input=now.input, metadata={"test_id": case_id})
+    return await env.validate(spec, subject)
+
+
+_NOT_JSON = object()
+
+
+def _json_reply(text: str) -> Any:
+    """The reply as JSON when the whole of it is an object or an array, else ``_NOT_JSON``."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "[{":
+        return _NOT_JSON
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        return _NOT_JSON
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON has it (tuples as lists, other objects as text), so a read-back file compares equal."""
+    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _text_lines(text: str) -> list[str]:
+    """Reply text as the diff compares it: one line per sentence, so that one changed word in a
+    long paragraph is one changed sentence, not the whole paragraph."""
+    return [part for line in text.splitlines() for part in re.split(r"(?<=[.!?])\s+", line)]
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, default=str)
+
+
+def _call_line(name: str, arguments: Any) -> str:
+    return f"{name}({json.dumps(_plain(arguments), sort_keys=True, ensure_ascii=False)})"
+
+
+def _calls_problem(before: GoldenTurn, now: TurnResult) -> str:
+    old = [c.name for c in before.tool_calls]
+    new = [c.name for c in now.tool_calls]
+    if old != new:
+        return f"the tool calls are [{', '.join(new)}], the golden ones [{', '.join(old)}]"
+    changed = [f"{i + 1} ({name})" for i, (name, a, b) in enumerate(zip(old, before.tool_calls, now.tool_calls, strict=True)) if _plain(a.arguments) != _plain(b.args)]
+    return f"the arguments of tool call {', '.join(changed)} differ from the golden ones"
+
+
+def _turn_line(turn: int, reply: str) -> str:
+    text = reply.replace("\n", " ")
+    return f"turn {turn}: {text[:200]}{'…' if len(text) > 200 else ''}"
+
+
+def _diff(old: list[str], new: list[str], path: str, what: str) -> str:
+    """A unified diff from the golden file's ``what`` to this run's."""
+    return "\n".join(difflib.unified_diff(old, new, f"{path}: {what}", f"this run: {what}", lineterm=""))
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _label(rule: GoldenRule) -> str:
+    return f"similar ≥ {rule.threshold:g}" if rule.text == "similar" else rule.text

@@ -1,0 +1,254 @@
+"""Replaying recorded conversations: what ``farm rescore`` runs instead of the agent.
+
+A rescore re-evaluates a suite's assertions (the run's own, or an edited copy)
+against the conversations a run recorded. It goes through the runner itself
+(:func:`farm.runner.run_case`), so the modes, checkpoints with ``after``, the
+termination rules, ``final_assertions`` and the awaiting-input rules are those
+of a live run. Only three things are swapped:
+
+- the agent under test is a :class:`ReplayClient`, which answers each call
+  with the recorded reply of that turn and step (content, tool calls, declared
+  ``awaiting_input``, input hint, usage, retries) and moves a :class:`ReplayClock`
+  by the turn's recorded ``duration_ms``, so ``latency`` assertions judge the
+  recorded times;
+- the simulator answers the recorded simulated inputs in order, and the
+  goal achieved where the run's simulator said so (``goal_achieved_at``);
+- tool mocks given as ``scripts:`` answer the recorded tool results (literal
+  mocks are part of the inputs digest, so they are the same).
+
+Everything else goes to the run's real services: ``agent`` (validator) and
+``script`` assertions are evaluated for real, through the same role callers
+as ``farm test`` (and their cache). Case ``before``/``after`` hooks do not run:
+they prepare and clean up the agent's world, and no agent is called.
+
+A case is *not rescorable* (status ``error``, ``rescorable: false``, an
+``error`` saying why and "rerun it") when its inputs changed since the run
+(:mod:`farm.digest`), when it is not in the run, when a recorded reply was cut
+at ``OUTPUT_LIMIT`` in the results, or when the edited case needs more of the
+conversation than was recorded (e.g. an added checkpoint makes a dynamic case
+go on past its last recorded turn). When the recording ended in an agent
+error, a timeout, a failed tool mock or a simulator error and the replay
+reaches that same end, the case ends with the recorded status and error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from farm.agents.base import AgentError, Message, Reply, ToolCall
+from farm.assertions import AssertionEnv
+from farm.digest import changed_inputs, inputs_digest
+from farm.loader import LoadedCase
+from farm.results import CaseResult, Status, TurnResult
+from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
+from farm.runner import RunSettings, Services, error_result, run_case
+
+__all__ = ["NOT_RESCORABLE", "RecordingEnds", "Replay", "ReplayClient", "ReplayClock", "ReplayServices", "not_rescorable"]
+
+NOT_RESCORABLE = "not rescorable"
+"""How a not-rescorable case's ``error`` starts."""
+
+
+class RecordingEnds(AgentError):
+    """The replay asked for more of the conversation than the run recorded."""
+
+
+class ReplayClock:
+    """A clock that stands still except when a replayed turn moves it by its recorded time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _script_mock(mock: Any) -> bool:
+    return isinstance(mock, str) and mock.startswith("scripts:")
+
+
+class ReplayClient:
+    """The agent under test, played back from one recorded :class:`CaseResult`.
+
+    Each :meth:`send` answers the next recorded step: the steps of turn 1, then of
+    turn 2, and so on (the runner asks for them in that order, since the inputs
+    that decide the steps are unchanged). A turn's first call moves ``clock`` by
+    the turn's recorded agent time. Past the recording, or where the recorded turn
+    ended in an error, :meth:`send` raises :class:`RecordingEnds`.
+    """
+
+    def __init__(self, recorded: CaseResult, clock: ReplayClock, mocks: dict[str, Any]):
+        self.turns = recorded.turns
+        self.clock = clock
+        self.mocks = mocks
+        self.turn = 0
+        """Index of the recorded turn being replayed."""
+        self.step = 0
+        """Steps of that turn already replayed."""
+        self.ended = False
+        """Whether the replay asked past the recording."""
+        self.script_results: list[Any] = []
+        """Recorded results of this step's ``scripts:`` mocked calls, in call order."""
+        self._timed = -1
+
+    async def send(self, messages: list[Message], options: dict[str, Any]) -> Reply:
+        while self.turn < len(self.turns):
+            turn = self.turns[self.turn]
+            if self._timed != self.turn:
+                self._timed = self.turn
+                self.clock.advance(turn.duration_ms / 1000)
+            if self.step < len(turn.replies):
+                self.step += 1
+                return self._reply(turn, self.step)
+            if turn.error or self.turn == len(self.turns) - 1:
+                break  # this turn ended in an error, or the conversation ended here
+            self.turn, self.step = self.turn + 1, 0
+        self.ended = True
+        raise RecordingEnds(f"the run recorded no reply for turn {self.turn + 1}, step {self.step + 1}")
+
+    def _reply(self, turn: TurnResult, step: int) -> Reply:
+        recorded = turn.replies[step - 1]
+        calls = [c for c in turn.tool_calls if c.step == step]
+        self.script_results = [c.result for c in calls if _script_mock(self.mocks.get(c.name))]
+        return Reply(
+            content=turn.output if recorded.content is None else recorded.content,
+            tool_calls=[ToolCall(id=c.id, name=c.name, arguments=c.args) for c in calls],
+            awaiting_input=recorded.awaiting_input,
+            input_hint=recorded.input_hint,
+            usage=recorded.usage,
+            retries=recorded.retries,
+        )
+
+    async def aclose(self) -> None:
+        pass
+
+
+class ReplayServices:
+    """The runner's :class:`~farm.runner.Services` for a replay: the simulator, a person and
+    ``scripts:`` tool mocks answer from the recording; assertions use ``base``'s real services."""
+
+    def __init__(self, base: Services, recorded: CaseResult, client: ReplayClient):
+        self.base = base
+        self.recorded = recorded
+        self.client = client
+        self.ended = False
+        """Whether the simulator or a tool mock was asked past the recording."""
+
+    @property
+    def assertion_env(self) -> AssertionEnv | None:
+        return self.base.assertion_env
+
+    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
+        number = int(metadata.get("turn_number") or 0)
+        turns = self.recorded.turns
+        if 0 < number <= len(turns) and turns[number - 1].input_source in ("simulated", "human"):
+            turn = turns[number - 1]
+            return SimulatorTurn(input=turn.input, reasoning=turn.simulator_reasoning)
+        if number == self.recorded.goal_achieved_at:
+            return SimulatorTurn(input=None, goal_achieved=True)
+        self.ended = True
+        raise RoleError(f"the run recorded no simulated input for turn {number}")
+
+    async def ask_human(self, request: HumanRequest) -> str | None:
+        turns = self.recorded.turns
+        if 0 < request.turn <= len(turns) and turns[request.turn - 1].input_source == "human":
+            value = turns[request.turn - 1].input
+            return value if isinstance(value, str) else None
+        return None
+
+    async def mock_tool(self, mock: Any, arguments: Any) -> Any:
+        if not self.client.script_results:
+            self.ended = True
+            raise RecordingEnds("the run recorded no result for this tool call")
+        return self.client.script_results.pop(0)
+
+    async def run_hook(self, reference: str, payload: dict[str, Any]) -> Any:
+        return None  # hooks prepare the agent's world; a replay calls no agent
+
+    async def run_script_test(self, loaded: LoadedCase, result: CaseResult) -> None:  # pragma: no cover - refused before
+        raise RecordingEnds("script tests are not replayed")
+
+
+def not_rescorable(loaded: LoadedCase, settings: RunSettings, reason: str) -> CaseResult:
+    """The result of a case the run's recording cannot answer: an error that says why."""
+    result = error_result(loaded, settings, f"{NOT_RESCORABLE}: {reason}; rerun it")
+    result.rescorable = False
+    return result
+
+
+@dataclasses.dataclass
+class Replay:
+    """Rescores cases against a run's recorded results (set as ``RunPlan.replay``)."""
+
+    recorded: dict[tuple[str, int], CaseResult]
+    """The source run's results by ``(case id, run index)``."""
+    source: str
+    """The source run's id."""
+
+    async def run(self, loaded: LoadedCase, run_index: int, services: Services | None, settings: RunSettings) -> CaseResult:
+        """Rescore one run of one case: the new result (never raises for the case's own problems)."""
+        result = await self._run(loaded.materialized(), run_index, services, settings)
+        result.rescored_from = self.source
+        if result.rescorable is None:
+            result.rescorable = True
+        return result
+
+    async def _run(self, loaded: LoadedCase, run_index: int, services: Services | None, settings: RunSettings) -> CaseResult:
+        recorded = self.recorded.get((loaded.id, run_index))
+        if recorded is None:
+            return not_rescorable(loaded, settings, f"the run has no result for case '{loaded.id}'" + (f" (run {run_index + 1})" if run_index else ""))
+        skip = loaded.case.skip_reason() if loaded.case is not None else None
+        if not recorded.turns and (recorded.status == Status.SKIPPED or recorded.mode is None):
+            if loaded.ok and not skip:
+                return not_rescorable(loaded, settings, "the run has no conversation for it (it was skipped or did not load)")
+            kept = recorded.model_copy(deep=True)  # skipped or not loaded in the run, and now: as recorded
+            kept.run_id, kept.run_index = settings.run_id, run_index
+            return kept
+        if not loaded.ok:
+            return error_result(loaded, settings, loaded.error or "the case did not load")
+        assert loaded.case is not None
+        if skip:
+            return error_result(loaded, settings, skip, Status.SKIPPED)
+        if loaded.script:
+            return not_rescorable(loaded, settings, "a script test drives the agent from Python, and only conversations are replayed")
+        reason = changed_inputs(recorded.inputs_digest, inputs_digest(loaded.case, settings), recorded.turns, loaded.case)
+        if reason is None:
+            clipped = next((t.turn for t in recorded.turns if t.output_chars or any(s.content_chars for s in t.replies)), None)
+            if clipped is not None:
+                reason = f"turn {clipped}'s reply was cut to 64 Ki characters in the results"
+        if reason is not None:
+            return not_rescorable(loaded, settings, reason)
+
+        clock = ReplayClock()
+        client = ReplayClient(recorded, clock, {**settings.agent_tool_mocks, **loaded.case.tool_mocks})
+        replay_services = ReplayServices(services, recorded, client) if services is not None else None
+        result = await run_case(loaded, client, replay_services, dataclasses.replace(settings, clock=clock))
+        ended = client.ended or (replay_services is not None and replay_services.ended)
+        if ended:
+            if not _ended_by_recording(recorded) or len(result.turns) > len(recorded.turns):
+                where = f"turn {len(recorded.turns)}" if recorded.turns else "its start"
+                return not_rescorable(loaded, settings, f"the run's conversation ends at {where} ({recorded.status.value}), and the edited case goes on past it")
+            # the replay reached the recording's end, which was an error, a timeout or a simulator error
+            result.status, result.error = recorded.status, recorded.error
+            del result.turns[len(recorded.turns):]
+            if result.turns:
+                result.turns[-1].error = recorded.turns[-1].error
+            result.total_turns = len(result.turns)
+        for turn, was in zip(result.turns, recorded.turns, strict=False):
+            turn.duration_ms, turn.queued_ms = was.duration_ms, was.queued_ms
+        result.duration_ms, result.started_at = recorded.duration_ms, recorded.started_at
+        return result
+
+
+def _ended_by_recording(recorded: CaseResult) -> bool:
+    """Whether the recorded conversation ended because of the agent, a tool mock, the simulator
+    or the case's timeout (which a replay reproduces), not because an assertion stopped it."""
+    if recorded.status not in (Status.ERROR, Status.TIMEOUT, Status.SKIPPED):
+        return False
+    error = recorded.error or ""
+    last = recorded.turns[-1] if recorded.turns else None
+    return bool(last and last.error) or error.startswith(("simulator error", "the case did not finish")) or "tool mock" in error

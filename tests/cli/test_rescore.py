@@ -1,0 +1,61 @@
+"""``farm rescore`` through the real CLI: a run's conversations re-judged after the agent's server stopped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from farm.cli.app import app
+from typer.testing import CliRunner
+
+from farm.demo.server import JSONServer
+from tests.scripted import Counting, ScriptedAgent, farm_toml
+
+
+def farm(*args: str):
+    return CliRunner().invoke(app, list(args), catch_exceptions=False, terminal_width=200)
+
+
+def write(path: Path, cases: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    return path
+
+
+def test_rescore_an_edited_suite_after_the_agent_is_gone(tmp_path: Path):
+    agent = Counting(ScriptedAgent())
+    cases = [
+        {"id": "greet", "input": "Hello", "assertions": [{"type": "contains", "value": "expense"}]},
+        {"id": "policy", "input": "What is the travel policy?", "assertions": [{"type": "json_path", "path": "$.limit", "value": 5000}]},
+    ]
+    config = tmp_path / "farm.toml"
+    with JSONServer(agent) as server:
+        config.write_text(farm_toml(server.url, engine="local"))
+        ran = farm("test", "-i", str(write(tmp_path / "suite.jsonl", cases)), "--config", str(config))
+    assert ran.exit_code == 0, ran.output
+    run_dir = next((tmp_path / "results").iterdir())
+    before = agent.requests
+
+    cases[0]["assertions"] = [{"type": "contains", "value": "weather"}]
+    cases[1]["input"] = "What is the meal policy?"
+    junit = tmp_path / "junit.xml"
+    edited = write(tmp_path / "edited.jsonl", cases)
+    result = farm("rescore", str(run_dir), "-i", str(edited), "--config", str(config), "--junit", str(junit), "--no-cache")
+    assert result.exit_code == 1, result.output
+    assert agent.requests == before
+    assert "1 not rescorable" in result.output and f"Rescored from: {run_dir}" in result.output
+    new_dir = next(p for p in (tmp_path / "results").iterdir() if p != run_dir)
+    rows = {r["id"]: r for r in map(json.loads, (new_dir / "results.jsonl").read_text().splitlines())}
+    assert rows["greet"]["status"] == "failed" and rows["policy"]["rescorable"] is False
+    assert json.loads((new_dir / "run.json").read_text())["rescored_from"]["run_id"] == run_dir.name
+    assert "not rescorable" in junit.read_text()
+
+    events = farm("rescore", str(run_dir), "--config", str(config), "--run", "^greet$", "--json")
+    assert events.exit_code == 0
+    kinds = [json.loads(line)["event"] for line in events.stdout.splitlines() if line.startswith("{")]
+    assert kinds == ["run_start", "case_result", "summary"]
+
+
+def test_a_folder_that_is_not_a_run_exits_2_with_one_sentence(tmp_path: Path):
+    result = farm("rescore", str(tmp_path))
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: {tmp_path} is not a run folder: it has no run.json (give a folder that farm test wrote, e.g. results/<run_id>)"

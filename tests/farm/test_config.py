@@ -1,0 +1,127 @@
+"""farm.config: ``farm.toml`` parsed into typed settings, and its mistakes as one sentence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from farm.config import FarmConfig, find_config, load_config
+from farm.errors import UsageError
+
+GOOD = """
+[farm]
+default_agent = "target"
+results_dir = "out"
+
+[connectors.llm]
+base_url = "http://127.0.0.1:9/v1"
+model = "m"
+api_key_env = "FARM_TEST_CONFIG_KEY"
+timeout = "2m"
+headers = { "X-Api-Key" = "header-secret" }
+
+[agents.target]
+connector = "llm"
+description = "the one under test"
+"""
+
+
+def write(folder: Path, text: str) -> Path:
+    path = folder / "farm.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_config_is_parsed_with_names_durations_and_paths(tmp_path: Path):
+    config = load_config(write(tmp_path, GOOD))
+    assert config.path == (tmp_path / "farm.toml").resolve()
+    assert config.connector("llm").name == "llm"
+    assert config.connector("llm").timeout == 120.0
+    assert config.agent("target").id == "target"
+    assert config.agent("target").kind == "openai"
+    assert config.results_dir == tmp_path.resolve() / "out"
+    assert config.scripts_dir == tmp_path.resolve() / "scripts"
+    assert config.resolve_path("/abs/x") == Path("/abs/x")
+
+
+def test_no_file_means_the_defaults():
+    config = load_config(None)
+    assert config.path is None and config.agents == {} and config.farm.results_dir == "farm-results"
+    assert config.base_dir == Path.cwd()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[farm\n", "not valid TOML"),
+        ("[farm]\nunknown = 1\n", "farm.unknown: Extra inputs are not permitted"),
+        ('[connectors.c]\nbase_url = "u"\nrpm = 0\n', "connectors.c.rpm: Input should be greater than or equal to 1"),
+        ('[connectors.c]\nbase_url = "u"\ntimeout = "soon"\n', "connectors.c.timeout: Value error, 'soon' is not a duration"),
+        ('[agents.a]\nkind = "robot"\n', "agents.a.kind: Input should be"),
+        ('[agents.a]\nconnector = "nowhere"\n', "agents.\"a\".connector: connector 'nowhere' is not configured"),
+    ],
+)
+def test_a_mistake_is_one_sentence_naming_file_and_field(tmp_path: Path, text: str, message: str):
+    path = write(tmp_path, text)
+    with pytest.raises(UsageError) as caught:
+        load_config(path)
+    assert str(caught.value).startswith(f"{path}: ")
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value).strip()
+
+
+def test_an_unknown_agent_or_connector_lists_the_configured_ones(tmp_path: Path):
+    config = load_config(write(tmp_path, GOOD))
+    with pytest.raises(UsageError, match=r"agent 'other' is not configured in .*farm\.toml \(configured: target\)"):
+        config.agent("other")
+    with pytest.raises(UsageError, match=r"connector 'x' is not configured in .* \(configured: llm\)"):
+        config.connector("x")
+    with pytest.raises(UsageError, match=r"agent 'a' is not configured \(configured: none\)"):
+        FarmConfig().agent("a")
+
+
+def test_the_key_is_read_from_the_environment_at_call_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    connector = load_config(write(tmp_path, GOOD)).connector("llm")
+    monkeypatch.delenv("FARM_TEST_CONFIG_KEY", raising=False)
+    assert connector.api_key() is None
+    monkeypatch.setenv("FARM_TEST_CONFIG_KEY", "sk-later")
+    assert connector.api_key() == "sk-later"
+
+
+def test_a_key_with_a_stray_newline_is_a_usage_error_that_does_not_show_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    config = load_config(write(tmp_path, GOOD))
+    monkeypatch.setenv("FARM_TEST_CONFIG_KEY", "sk-stray-secret\n")
+    with pytest.raises(UsageError, match=r"\$FARM_TEST_CONFIG_KEY, the API key of connector 'llm', ends with") as caught:
+        config.check_keys()
+    assert "sk-stray-secret" not in str(caught.value)
+    assert config.connector("llm").redacted()["api_key"] == "$FARM_TEST_CONFIG_KEY (set, with a stray newline or space)"
+
+
+def test_safe_dump_holds_no_key_and_no_header_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("FARM_TEST_CONFIG_KEY", "sk-never-written")
+    dumped = load_config(write(tmp_path, GOOD)).safe_dump()
+    text = json.dumps(dumped)
+    assert "sk-never-written" not in text and "header-secret" not in text
+    assert dumped["connectors"]["llm"]["api_key"] == "$FARM_TEST_CONFIG_KEY (set)"
+    assert dumped["agents"]["target"]["description"] == "the one under test"
+
+
+def test_find_config_prefers_the_explicit_path_then_the_working_folder_then_the_inputs_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    project = tmp_path / "project"
+    (project / "suites" / "deep").mkdir(parents=True)
+    beside = write(project, "")
+    suite = project / "suites" / "deep" / "cases.jsonl"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert find_config(None, suite) == beside.resolve()
+    assert find_config(None, None) is None
+    assert find_config(str(beside), None) == beside
+    own = write(elsewhere, "")
+    assert find_config(None, suite) == own.resolve()
+    with pytest.raises(UsageError, match="--config: nope.toml does not exist"):
+        find_config("nope.toml", suite)

@@ -1,0 +1,145 @@
+"""farm.inputs: what ``-i`` names, resolved to a suite."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from farm.config import load_config
+from farm.errors import UsageError
+from farm.inputs import generator_metadata, input_path, resolve_input, typed_query
+
+
+def test_typed_query_types_ints_floats_and_booleans():
+    assert typed_query("count=3&ratio=0.5&strict=TRUE&off=false&focus=edge-cases&empty=") == {
+        "count": 3,
+        "ratio": 0.5,
+        "strict": True,
+        "off": False,
+        "focus": "edge-cases",
+        "empty": "",
+    }
+    assert typed_query("") == {}
+
+
+def test_input_path_is_a_file_only_for_file_inputs(tmp_path: Path):
+    existing = tmp_path / "cases.txt"
+    existing.write_text("")
+    assert input_path("suite.jsonl") == Path("suite.jsonl")  # by its suffix, even before it exists
+    assert input_path(str(existing)) == existing
+    for value in ("-", "agents:gen", "scripts:tests.gen", "scripts.tests.checks", "Hello there"):
+        assert input_path(value) is None
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    module = f"gen_{uuid.uuid4().hex}"
+    (tmp_path / f"{module}.py").write_text(
+        "import json\n\n"
+        "def generate(messages, options):\n"
+        "    meta = options['metadata']\n"
+        "    return json.dumps({'cases': [{'id': f'g{i}', 'input': meta['focus']} for i in range(meta['count'])]})\n\n"
+        "def mute(messages, options):\n"
+        "    return 'no cases today'\n"
+    )
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "gen.py").write_text(
+        "def main(meta):\n"
+        "    return {'cases': [{'id': 'a', 'input': meta['target_agent']}, {'id': 'b', 'input': str(meta['count'])}]}\n\n"
+        "def one(meta):\n"
+        "    return {'id': 'only', 'input': meta['focus']}\n\n"
+        "def number(meta):\n"
+        "    return 7\n\n"
+        "def fails(meta):\n"
+        "    raise RuntimeError('no inspiration')\n"
+    )
+    (tmp_path / "farm.toml").write_text(
+        f"""
+[agents.target]
+kind = "python"
+entry = "{module}:generate"
+description = "files expenses"
+tools = [{{type = "function", function = {{name = "create_expense"}}}}, {{name = "lookup"}}, "plain"]
+
+[agents.gen-code]
+kind = "python"
+entry = "{module}:generate"
+
+[agents.gen]
+kind = "generator"
+uses = "gen-code"
+
+[agents.mute-code]
+kind = "python"
+entry = "{module}:mute"
+
+[agents.mute]
+kind = "generator"
+uses = "mute-code"
+"""
+    )
+    monkeypatch.syspath_prepend(str(tmp_path.resolve()))
+    return tmp_path
+
+
+def test_generator_metadata_describes_the_target_and_takes_the_query(project: Path):
+    config = load_config(project / "farm.toml")
+    meta = generator_metadata(config, "target", {"count": 2})
+    assert meta == {
+        "test_mode": "generator",
+        "count": 2,
+        "focus": "happy-path",
+        "complexity": "medium",
+        "target_agent": "target",
+        "target_description": "files expenses",
+        "target_tools": ["create_expense", "lookup", "plain"],
+    }
+    assert generator_metadata(config, None, {})["count"] == 5
+
+
+def test_a_file_stdin_and_a_message_resolve_to_cases(project: Path):
+    config = load_config(project / "farm.toml")
+    suite_file = project / "cases.jsonl"
+    suite_file.write_text(json.dumps({"id": "f1", "input": "hi"}) + "\n")
+    assert [c.id for c in resolve_input(str(suite_file), config, None).cases] == ["f1"]
+    stdin = io.StringIO(json.dumps({"id": "s1", "input": "hey"}) + "\n")
+    assert [c.id for c in resolve_input("-", config, None, stdin=stdin).cases] == ["s1"]
+    message = resolve_input("Hello there", config, None)
+    assert [c.id for c in message.cases] == ["message"] and message.cases[0].case.input == "Hello there"
+
+
+def test_a_generator_agent_writes_the_cases(project: Path):
+    config = load_config(project / "farm.toml")
+    suite = resolve_input("agents:gen?count=3&focus=refunds", config, "target")
+    assert [c.id for c in suite.cases] == ["g0", "g1", "g2"]
+    assert {c.case.input for c in suite.cases} == {"refunds"}
+    assert suite.description == "agents:gen (3 generated cases)"
+    assert suite.cases[0].source == "agents:gen#1"
+
+
+def test_a_generator_agent_that_answers_no_cases_is_one_sentence(project: Path):
+    config = load_config(project / "farm.toml")
+    with pytest.raises(UsageError, match="-i agents:mute: the generator failed: the generator answered no JSON"):
+        resolve_input("agents:mute", config, "target")
+    with pytest.raises(UsageError, match="-i agents:: name the agents id after 'agents:'"):
+        resolve_input("agents:", config, "target")
+
+
+def test_a_generator_script_writes_the_cases(project: Path):
+    config = load_config(project / "farm.toml")
+    suite = resolve_input("scripts:gen?count=9", config, "target")
+    assert [(c.id, c.case.input) for c in suite.cases] == [("a", "target"), ("b", "9")]
+    one = resolve_input("scripts:gen.one?focus=edge", config, None)
+    assert [(c.id, c.case.input) for c in one.cases] == [("only", "edge")]
+
+
+def test_a_generator_script_that_fails_or_returns_no_cases_is_one_sentence(project: Path):
+    config = load_config(project / "farm.toml")
+    with pytest.raises(UsageError, match="-i scripts:gen.fails: the generator script failed: RuntimeError: no inspiration"):
+        resolve_input("scripts:gen.fails", config, None)
+    with pytest.raises(UsageError, match="-i scripts:gen.number: the generator script returned int, not cases"):
+        resolve_input("scripts:gen.number", config, None)

@@ -1,0 +1,46 @@
+"""The role records that cross process boundaries: a role call's outcome and a validator's verdict."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+
+import pytest
+
+from farm.roletypes import RoleError, RoleOutcome, SimulatorTurn, Verdict
+
+
+async def _answer() -> SimulatorTurn:
+    return SimulatorTurn(input="next", reasoning="closer to the goal")
+
+
+async def _fail() -> SimulatorTurn:
+    raise RoleError("the simulator answered no JSON: 'hmm'")
+
+
+async def _crash() -> SimulatorTurn:
+    raise ValueError("a bug, not a role's failure")
+
+
+def test_an_answer_survives_pickling_and_unwraps():
+    outcome = pickle.loads(pickle.dumps(asyncio.run(RoleOutcome.of(_answer()))))
+    assert outcome.error is None
+    assert outcome.unwrap() == SimulatorTurn(input="next", goal_achieved=False, reasoning="closer to the goal")
+
+
+def test_a_role_error_travels_as_its_message_and_is_raised_again_unchanged():
+    outcome = pickle.loads(pickle.dumps(asyncio.run(RoleOutcome.of(_fail()))))
+    assert outcome.answer is None and outcome.error == "the simulator answered no JSON: 'hmm'"
+    with pytest.raises(RoleError) as caught:
+        outcome.unwrap()
+    assert str(caught.value) == "the simulator answered no JSON: 'hmm'"
+
+
+def test_other_exceptions_are_not_taken_for_a_role_error():
+    with pytest.raises(ValueError, match="a bug"):
+        asyncio.run(RoleOutcome.of(_crash()))
+
+
+def test_a_verdict_survives_pickling():
+    verdict = Verdict(passed=False, score=0.25, reason="rude", suggestions=["say please"])
+    assert pickle.loads(pickle.dumps(RoleOutcome(answer=verdict))).unwrap() == verdict
