@@ -226,3 +226,19 @@ def test_the_agent_under_test_is_cached_only_when_it_says_so(project: Path, serv
     assert json.loads((last.run_dir / "run.json").read_text())["role_cache"] == {"role_calls": 1, "cache_hits": 1}
     row = json.loads((last.run_dir / "results.jsonl").read_text())
     assert row["status"] == "passed" and row["cache_hits"] == 1
+
+
+def test_who_decides_whether_a_role_is_cached():
+    from farm.config import Connector
+    from farm.rolecache import caches_role
+
+    judge = AgentConfig(id="judge", kind="validator", connector="c")
+    conn = Connector(name="c", base_url="http://127.0.0.1:1/v1")
+    assert caches_role(judge, judge, conn)  # temperature 0 (unset): cached
+    hot = judge.model_copy(update={"params": {"temperature": 0.2}})
+    assert not caches_role(hot, hot, conn)  # sampled on purpose
+    assert not caches_role(judge, judge, conn.model_copy(update={"cache": False}))  # the connector opts out
+    assert caches_role(hot, hot, conn.model_copy(update={"cache": True}))
+    assert not caches_role(judge.model_copy(update={"cache": False}), judge, conn.model_copy(update={"cache": True}))  # the agent wins
+    player = AgentConfig(id="llm", kind="openai", connector="c", temperature=0.9)
+    assert not caches_role(judge.model_copy(update={"uses": "llm"}), player, conn)  # the player's temperature counts
