@@ -9,6 +9,7 @@ driver only pumps events through it:
     release(job)    -> the job's result is in hand: its slot is free for the next one
     finished(job)   -> the job's result arrived: it is reported exactly once
     lost(job)       -> its worker died: re-queued with attempt + 1, or given up
+    again(job)      -> its agent failed and ``--retries`` allows more: the next attempt, re-queued
     stop()          -> dispatch no more (``--fail-fast``, Ctrl-C)
 """
 
@@ -108,12 +109,21 @@ class Dispatcher:
         self.release(job)
         if job.key in self.done:
             return None
-        if job.attempt >= self.max_attempts:
+        if job.attempt - len(job.retried) >= self.max_attempts:  # deaths only: --retries counts apart
             return None
-        retry = Job(job.key, job.payload, job.attempt + 1)
+        retry = Job(job.key, job.payload, job.attempt + 1, list(job.retried))
         if not self.stopped:
             self.pending.appendleft(retry)
         return retry
+
+    def again(self, job: Job) -> bool:
+        """Queue ``job``, the next attempt of a case whose agent failed (``Job.again``), first in
+        line; False when the run is stopping (the caller reports the last attempt instead)."""
+        self.release(job)
+        if self.stopped or job.key in self.done:
+            return False
+        self.pending.appendleft(job)
+        return True
 
     def stop(self) -> list[Job]:
         """Dispatch nothing more; returns the jobs that will never start."""

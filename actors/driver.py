@@ -87,8 +87,8 @@ def run_plan(
     need_sim, need_val = plan.needs_roles()
     pool_size = max(1, min(2, n_actors))
     pools = {
-        "simulator": start_pool(f"farm-sim-{scope}", pool_size, plan.config, limits) if need_sim else {},
-        "validator": start_pool(f"farm-val-{scope}", pool_size, plan.config, limits) if need_val else {},
+        "simulator": start_pool(f"farm-sim-{scope}", pool_size, plan.config, limits, cache=settings.cache) if need_sim else {},
+        "validator": start_pool(f"farm-val-{scope}", pool_size, plan.config, limits, cache=settings.cache) if need_val else {},
     }
     pool_names = {role: list(handles) for role, handles in pools.items()}
     actors: dict[str, Any] = {}
@@ -105,7 +105,7 @@ def run_plan(
     def report(result: CaseResult, job: Job) -> None:
         nonlocal failed_seen
         if dispatcher.finished(job):
-            on_result(result)
+            on_result(job.final(result))
             if not result.status.ok:
                 failed_seen = True
 
@@ -163,8 +163,11 @@ def run_plan(
                     result = error_result(job.payload, settings, f"internal error while running the case: {exc.cause!r}")
                     result.run_index, result.attempt = job.key[1], job.attempt
                 dispatcher.release(job)
-                if result is not None:  # None: it was queued when the run stopped, and never began
-                    arrived.append((result, job))
+                if result is None:  # it was queued when the run stopped, and never began
+                    continue
+                if plan.should_retry(job, result) and not stopping() and dispatcher.again(job.again(result)):
+                    continue  # --retries: the next attempt replaces this one, which is not reported
+                arrived.append((result, job))
             # refill the freed slots before the slower work of writing and printing
             # the results, so that the actors never wait for the driver's console
             failed_seen = failed_seen or any(not r.status.ok for r, _ in arrived)

@@ -7,13 +7,16 @@ judge never stalls the conversations of the agent under test.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import ray
 
 from farm.agents.base import Message
 from farm.config import FarmConfig
+from farm.rolecache import RoleCache, record, tally
 from farm.roletypes import RoleError, RoleOutcome, SimulatorTurn, Verdict
 from farm.services import LocalRoles
 
@@ -21,6 +24,8 @@ if TYPE_CHECKING:
     from farm.actors.limiter import LimiterPlan
 
 __all__ = ["RoleActor", "PoolRoles", "start_pool"]
+
+T = TypeVar("T")
 
 #: Tries of a role call whose pool actor died, and the wait between them (seconds).
 RESTART_TRIES = 5
@@ -31,28 +36,37 @@ RESTART_WAIT = 1.0
 class RoleActor:
     """One actor of a role pool: answers simulate/validate calls concurrently."""
 
-    def __init__(self, config: FarmConfig, limits: LimiterPlan | None = None):
+    def __init__(self, config: FarmConfig, limits: LimiterPlan | None = None, cache: bool = True):
         from farm.actors.limiter import limiter_factory
 
         from farm.agents.transport import preload
 
-        self.roles = LocalRoles(config, limiter_for=limiter_factory(limits))
+        self.roles = LocalRoles(config, limiter_for=limiter_factory(limits), cache=RoleCache.for_config(config) if cache else None)
         preload()  # roles are LLMs behind HTTP
 
     async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> RoleOutcome[SimulatorTurn]:
-        return await RoleOutcome.of(self.roles.simulate(agent_id, messages, metadata))
+        return await _counted(self.roles.simulate(agent_id, messages, metadata))
 
     async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> RoleOutcome[Verdict]:
-        return await RoleOutcome.of(self.roles.validate(agent_id, messages, metadata))
+        return await _counted(self.roles.validate(agent_id, messages, metadata))
 
     async def ping(self) -> bool:
         return True
 
 
-def start_pool(name: str, size: int, config: FarmConfig, limits: LimiterPlan | None, concurrency: int = 256) -> dict[str, Any]:
-    """Start a pool of ``size`` named role actors; returns their handles by name (keep them for the run)."""
+async def _counted(call: Awaitable[T]) -> RoleOutcome[T]:
+    """``RoleOutcome.of(call)`` with the role calls it made and the cache hits among them, which
+    the session actor counts for the case it asked for (:func:`farm.rolecache.record`)."""
+    with tally() as calls:
+        outcome = await RoleOutcome.of(call)
+    return dataclasses.replace(outcome, calls=(calls.role_calls, calls.cache_hits))
+
+
+def start_pool(name: str, size: int, config: FarmConfig, limits: LimiterPlan | None, concurrency: int = 256, cache: bool = True) -> dict[str, Any]:
+    """Start a pool of ``size`` named role actors; returns their handles by name (keep them for the run).
+    ``cache``: whether their role calls go through the role cache."""
     return {
-        f"{name}-{i}": RoleActor.options(name=f"{name}-{i}", max_concurrency=concurrency, scheduling_strategy="SPREAD").remote(config, limits)
+        f"{name}-{i}": RoleActor.options(name=f"{name}-{i}", max_concurrency=concurrency, scheduling_strategy="SPREAD").remote(config, limits, cache)
         for i in range(size)
     }
 
@@ -81,6 +95,7 @@ class PoolRoles:
                 if attempt == RESTART_TRIES:
                     raise RoleError(f"the {method} pool did not answer after {attempt} tries: {exc}") from None
                 await asyncio.sleep(RESTART_WAIT)
+        record(*answer.calls)
         return answer
 
     async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:

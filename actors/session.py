@@ -18,6 +18,7 @@ from farm.agents.transport import HTTPClient, preload
 from farm.config import FarmConfig
 from farm.loader import LoadedCase
 from farm.results import CaseResult
+from farm.rolecache import target_cache
 from farm.runner import RunSettings, run_case
 from farm.scripts import ScriptResolver
 from farm.services import FarmServices
@@ -56,7 +57,14 @@ class SessionActor:
         self.slots = asyncio.Semaphore(concurrency)
         """Conversations run at once; calls beyond them wait here, ready to start."""
         self.stopping = False
-        self.target = TargetClients(config, settings.agent_id, connector_override=connector_override, limiter_for=self.limiter_for, http=self.http)
+        self.target = TargetClients(
+            config,
+            settings.agent_id,
+            connector_override=connector_override,
+            limiter_for=self.limiter_for,
+            http=self.http,
+            cache=target_cache(config, settings.agent_id, settings.cache),
+        )
         self.human = ray.get_actor(human) if human else None
         self.services = FarmServices(
             config,

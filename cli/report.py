@@ -154,6 +154,9 @@ def _summary(report: Report, console: Console) -> None:
         ("Case time", format_duration(summary.duration_ms / 1000)),
         ("Tokens", f"{summary.total_tokens} (prompt {summary.prompt_tokens}, completion {summary.completion_tokens})"),
     ]
+    if summary.retries.cases:
+        retries = summary.retries
+        lines.append(("Retries", f"{retries.cases} case runs retried ({retries.attempts} attempts again), {retries.passed} passed after a retry"))
     width = max(len(label) for label, _ in lines) + 2
     for label, value in lines:
         console.print(Text(f"  {label + ':':<{width}}{value}"))

@@ -43,6 +43,8 @@ def test(
     before: Annotated[str | None, typer.Option("--before", help="Global hook run once before any case (scripts:<id>); its failure stops the run.")] = None,
     reporter_agent: Annotated[str | None, typer.Option("-r", "--reporter", help="A reporter agent that writes report.md from the run's summary.")] = None,
     after: Annotated[str | None, typer.Option("--after", help="Global hook run once after every case (scripts:<id>); it gets the summary.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Send every role call (simulator, validator, generator, reporter); answer none from the role cache.")] = False,
+    retries: Annotated[int | None, typer.Option("--retries", min=0, help="Run a case that ended in an agent error or timeout again, up to N more times (default 0).")] = None,
 ) -> None:
     """Run test cases against an agent: in this process, or in parallel on Ray."""
     from farm.cli.app import fail
@@ -81,6 +83,8 @@ def test(
             reporter=reporter_agent,
             verbose=verbose,
             command=sys.argv,
+            cache=not no_cache,
+            retries=retries,
         )
     except FarmError as exc:
         fail(exc)

@@ -9,6 +9,7 @@ everywhere.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -32,7 +33,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             outcome["error"] = exc
 
-    thread = threading.Thread(target=target, name="farm-run-sync", daemon=True)
+    # the caller's context variables (a role-call tally) hold in the helper thread too
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(target,), name="farm-run-sync", daemon=True)
     thread.start()
     thread.join()
     if "error" in outcome:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from farm.config import FarmConfig
     from farm.loader import Suite
     from farm.results import CaseResult
+    from farm.rolecache import CallTally
     from farm.summary import Summary
     from farm.writers import RunInfo
 
@@ -112,6 +113,8 @@ def run(
     console: Console | None = None,
     quiet: bool = False,
     command: list[str] | None = None,
+    cache: bool = True,
+    retries: int | None = None,
 ) -> RunResult:
     """Run a suite against an agent; the options are ``farm test``'s (SPEC section 2).
 
@@ -129,7 +132,10 @@ def run(
     - ``console``: where the tree and the summary go (default: standard output,
       standard error with ``json_events``); ``quiet``: print nothing.
     - ``command``: what ``run.json`` records as the command line (default: this call).
+    - ``cache``: False (``--no-cache``) sends every role call, none answered from the role cache.
+    - ``retries``: times a case that ended in an agent error or timeout runs again (default 0).
     """
+    from farm.rolecache import tally
     from farm.writers import RunInfo, finished_keys, read_run_json
 
     previous: RunInfo | None = read_run_json(resume) if resume is not None else None
@@ -146,8 +152,12 @@ def run(
     if runs < 1:
         raise UsageError(f"--runs: {runs} is not a positive number")
     connector = connector or earlier.get("connector")
+    retries = retries if retries is not None else earlier.get("retries", 0)
+    if retries < 0:
+        raise UsageError(f"--retries: {retries} is not 0 or more")
 
-    cfg, agent_id, suite = _prepare(input_value, agent or (previous.agent if previous else None), config, match, tags, dry_run)
+    with tally() as driver_calls:  # a generator's call, before the run
+        cfg, agent_id, suite = _prepare(input_value, agent or (previous.agent if previous else None), config, match, tags, dry_run, cache)
     from farm.validation import check_for_run  # every check that needs no agent call (SPEC 2)
 
     check_for_run(suite, cfg, agent_id, simulator=simulator or earlier.get("simulator"), connector=connector, dry_run=dry_run)
@@ -202,6 +212,7 @@ def run(
         input_tools=tuple(target.input_tools),
         agent_tool_mocks=dict(target.tool_mocks),
         max_tool_steps=target.max_tool_steps,
+        cache=cache,
     )
     say = _Say(console)
     plan = RunPlan(
@@ -215,6 +226,8 @@ def run(
         actors=cfg.farm.actors,
         skip_keys=skip_keys,
         terminal=Terminal(sys.stdin, say) if interactive else None,
+        retries=retries,
+        driver_calls=driver_calls,
     )
     info = RunInfo(
         run_id=run_id,
@@ -235,6 +248,8 @@ def run(
             "connector": connector,
             "golden": str(golden) if golden is not None else None,
             "update_golden": str(update_golden) if update_golden is not None else None,
+            "retries": retries,
+            "cache": cache,
         },
     )
     hook_info = {"input": input_value, "agent": agent_id, "connector": connector_name, "run_id": run_id, "cases": len(suite.cases)}
@@ -291,7 +306,9 @@ def run(
     code = summary.exit_code
     if reporter:
         try:
-            path = _agent_report(cfg, reporter, run_dir, {**hook_info, "counts": summary.count_dict(), "problems": problems})
+            with tally() as reporter_calls:
+                path = _agent_report(cfg, reporter, run_dir, {**hook_info, "counts": summary.count_dict(), "problems": problems}, cache)
+            _count_after_run(run_dir, summary, reporter_calls)
             if not quiet:
                 console.print(f"Report: {path}", soft_wrap=True, highlight=False, markup=False)
         except UsageError as exc:
@@ -392,6 +409,7 @@ def rescore(
         input_tools=tuple(target.input_tools),
         agent_tool_mocks=dict(target.tool_mocks),
         max_tool_steps=target.max_tool_steps,
+        cache=cache,
     )
     plan = RunPlan(
         config=cfg,
@@ -464,7 +482,13 @@ class _Say:
 
 
 def _prepare(
-    input: str, agent: str | None, config: str | Path | FarmConfig | None, match: str | None, tags: list[str] | None, dry_run: bool
+    input: str,
+    agent: str | None,
+    config: str | Path | FarmConfig | None,
+    match: str | None,
+    tags: list[str] | None,
+    dry_run: bool,
+    cache: bool = True,
 ) -> tuple[FarmConfig, str | None, Suite]:
     """The config, the agent under test and the selected cases."""
     from farm.config import FarmConfig, find_config, load_config
@@ -479,15 +503,19 @@ def _prepare(
         raise UsageError("no agent to test: give -n/--name or set [farm].default_agent in farm.toml")
     if agent_id is not None and not dry_run:
         cfg.agent(agent_id)  # fail early, naming the configured agents
-    suite = resolve_input(input, cfg, agent_id, compact=not dry_run).select(match, tags or [])
+    from farm.rolecache import RoleCache
+
+    role_cache = RoleCache.for_config(cfg) if cache else None
+    suite = resolve_input(input, cfg, agent_id, compact=not dry_run, cache=role_cache).select(match, tags or [])
     return cfg, agent_id, suite
 
 
-def _agent_report(cfg: FarmConfig, agent_id: str, run_dir: Path, run_summary: dict[str, Any]) -> Path:
+def _agent_report(cfg: FarmConfig, agent_id: str, run_dir: Path, run_summary: dict[str, Any], cache: bool = True) -> Path:
     """Ask the reporter agent for a Markdown report of the run; write it beside the results."""
+    from farm.rolecache import RoleCache
     from farm.roles import RolePlayer
 
-    player = RolePlayer.from_config("reporter", cfg, agent_id)
+    player = RolePlayer.from_config("reporter", cfg, agent_id, cache=RoleCache.for_config(cfg) if cache else None)
     try:
         text = player.run_once(lambda p: p.report(run_summary))
     except Exception as exc:
@@ -495,6 +523,17 @@ def _agent_report(cfg: FarmConfig, agent_id: str, run_dir: Path, run_summary: di
     path = run_dir / "report.md"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _count_after_run(run_dir: Path, summary: Summary, calls: CallTally) -> None:
+    """Add role calls made after the run (the reporter's) to its summary and ``run.json``."""
+    from farm.writers import read_run_json, write_run_json
+
+    summary.role_calls += calls.role_calls
+    summary.cache_hits += calls.cache_hits
+    info = read_run_json(run_dir)
+    info.role_cache = summary.role_cache()
+    write_run_json(run_dir, info)
 
 
 def _global_hook(cfg: FarmConfig, reference: str, payload: dict[str, Any]) -> None:

@@ -42,6 +42,9 @@ class Connector(BaseModel):
     max_retries: int = Field(default=5, ge=0)
     max_reply_bytes: int = Field(default=10_000_000, ge=1)
     """Largest reply body read, counted after decompression; a larger one is an error of that turn."""
+    cache: bool | None = None
+    """Whether role calls on this connector go through the role cache (default: yes, unless the
+    role agent sets a temperature above 0); an agent's own ``cache`` wins."""
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -123,6 +126,9 @@ class AgentConfig(BaseModel):
     max_tokens: int | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     """Extra fields merged into every request body."""
+    cache: bool | None = None
+    """Role agents: whether their calls go through the role cache (default: yes, unless
+    ``temperature`` > 0). The agent under test: ``true`` sends its calls through the same cache."""
 
     @property
     def is_role(self) -> bool:

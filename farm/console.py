@@ -369,6 +369,8 @@ class ConsoleReporter:
                 f"(prompt {summary.prompt_tokens}, completion {summary.completion_tokens})",
                 highlight=False,
             )
+        if summary.role_calls:
+            self.console.print(f"  Role calls: {summary.role_calls} ({summary.cache_hits} from the cache)", highlight=False)
         if summary.repeated:
             self._stability(summary)
         lines = list(outputs)

@@ -130,6 +130,7 @@ class EventWriter:
                     "completion": summary.completion_tokens,
                     "total": summary.total_tokens,
                 },
+                **summary.role_cache(),
                 "wall_seconds": round(self._clock() - self._started_at, 3),
                 "exit_code": summary.exit_code,
             },

@@ -151,6 +151,8 @@ def execute(
     for result in earlier:
         replayed.write(result)
         summary.add(result)
+    summary.role_calls += plan.driver_calls.role_calls  # the generator's, before the run
+    summary.cache_hits += plan.driver_calls.cache_hits
     writers = MultiWriter([JSONLWriter(outputs.jsonl, append=outputs.resume), parquet, *outputs.reports, *outputs.streams], scrubber)
     done_before = summary.total
     timings = info.timings
@@ -192,6 +194,7 @@ def execute(
                 info.status = "interrupted" if interrupted else "stopped" if lost else "finished"
                 info.ended_at = time.time()
                 info.counts = summary.count_dict()
+                info.role_cache = summary.role_cache()
                 write_run_json(outputs.run_dir, info)
             finally:
                 engine.close()

@@ -21,6 +21,7 @@ from farm.aio import run_sync
 from farm.config import FarmConfig
 from farm.errors import UsageError
 from farm.loader import Suite, load_file, load_message, load_stdin, looks_like_file, parse_cases
+from farm.rolecache import RoleCache
 from farm.roles import RolePlayer
 from farm.roletypes import RoleError
 from farm.scripts import ScriptResolver, call_maybe_async
@@ -74,12 +75,15 @@ def _tool_name(tool: Any) -> Any:
     return tool
 
 
-def resolve_input(value: str, config: FarmConfig, agent_id: str | None, stdin: TextIO | None = None, compact: bool = False) -> Suite:
-    """The suite ``value`` names; ``compact`` keeps file cases as JSON (for big runs)."""
+def resolve_input(
+    value: str, config: FarmConfig, agent_id: str | None, stdin: TextIO | None = None, compact: bool = False, cache: RoleCache | None = None
+) -> Suite:
+    """The suite ``value`` names; ``compact`` keeps file cases as JSON (for big runs);
+    ``cache``: the role cache a generator agent's call goes through."""
     if value == "-":
         return load_stdin(stdin or sys.stdin, compact)
     if value.startswith("agents:"):
-        return _generated_by_agent(value, config, agent_id)
+        return _generated_by_agent(value, config, agent_id, cache)
     if value.startswith("scripts:"):
         return _generated_by_script(value, config, agent_id)
     if value.startswith("scripts."):
@@ -103,9 +107,9 @@ def _generated(items: list[Any], origin: str, config: FarmConfig) -> Suite:
     return Suite(cases, f"{origin} ({len(cases)} generated cases)")
 
 
-def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None) -> Suite:
+def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, cache: RoleCache | None = None) -> Suite:
     generator_id, params = _split(value, "agents:")
-    player = RolePlayer.from_config("generator", config, generator_id)
+    player = RolePlayer.from_config("generator", config, generator_id, cache=cache)
     metadata = generator_metadata(config, agent_id, params)
     try:
         items = player.run_once(lambda p: p.generate(metadata))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -18,6 +18,7 @@ __all__ = [
     "CaseResult",
     "StepReply",
     "CheckpointResult",
+    "RetriedAttempt",
     "Status",
     "ACTUAL_LIMIT",
     "OUTPUT_LIMIT",
@@ -215,6 +216,17 @@ class CheckpointResult(BaseModel):
     """The assertion result that reached it (or the last failed attempt)."""
 
 
+class RetriedAttempt(BaseModel):
+    """An earlier attempt of a case that ended in an agent error or timeout and was run again (``--retries``)."""
+
+    attempt: int
+    """Its attempt number (1 for the first)."""
+    status: Status
+    """``error`` or ``timeout``."""
+    error: str | None = None
+    """Why it ended so."""
+
+
 class CaseResult(BaseModel):
     """One run of one case: a JSONL line and a row of ``cases.parquet``."""
 
@@ -225,7 +237,8 @@ class CaseResult(BaseModel):
     run_index: int = 0
     """Which of ``--runs N`` repetitions (0-based)."""
     attempt: int = 1
-    """1, or more when a worker died and the case was run again."""
+    """1, or more when the case was run again: its worker died, or ``--retries`` retried an
+    agent error or timeout (see ``retried``)."""
     id: str
     """The case id."""
     name: str | None = None
@@ -258,6 +271,23 @@ class CaseResult(BaseModel):
     """The actor (or process) the conversation ran on."""
     logs: list[str] = Field(default_factory=list)
     """Lines a script test wrote with ``t.log``."""
+    retried: list[RetriedAttempt] = Field(default_factory=list)
+    """The earlier attempts ``--retries`` ran again (their error or timeout), oldest first; empty
+    when this is the case's first attempt at it."""
+    role_calls: int = 0
+    """Calls the role cache could answer that were made for this case: simulator and validator
+    calls, and the agent's own when it sets ``cache = true``."""
+    cache_hits: int = 0
+    """Of ``role_calls``, those answered from the role cache (no request sent)."""
+
+    _agent_failed: bool = PrivateAttr(default=False)
+    """Whether the error or timeout came from the agent's side (a turn's agent error or
+    timeout, the case's timeout): what ``--retries`` runs again. Not written."""
+
+    @property
+    def agent_failed(self) -> bool:
+        """Whether it ended in an error or timeout from the agent's side (``--retries`` retries those)."""
+        return self._agent_failed and self.status in (Status.ERROR, Status.TIMEOUT)
     goal_achieved_at: int | None = None
     """The turn for which the simulator said the goal is achieved instead of giving an input
     that was sent (the conversation ended there); null otherwise."""

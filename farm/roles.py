@@ -13,10 +13,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from farm.agents.base import AgentClient, AgentError, Message
+from farm.agents.base import AgentClient, AgentError, Message, Reply
 from farm.aio import run_sync
 from farm.jsontext import NO_JSON, extract_json
 from farm.messages import content_text
+from farm.rolecache import RoleCache, caches_role, record
 from farm.roletypes import RoleError, SimulatorTurn, Verdict
 
 if TYPE_CHECKING:
@@ -102,22 +103,39 @@ class RolePlayer:
     prompt (the built-in one or the file ``prompt`` names). Otherwise the agent
     is the user's own role service and gets the conversation and the metadata
     in ``options`` as they are.
+
+    ``cache``: where usable answers are kept and looked up (:mod:`farm.rolecache`);
+    ``agent_id``: the role agent, part of the cache key.
     """
 
-    def __init__(self, role: str, client: AgentClient, prompt: str | None = None, builtin_prompt: bool = True):
+    def __init__(
+        self,
+        role: str,
+        client: AgentClient,
+        prompt: str | None = None,
+        builtin_prompt: bool = True,
+        cache: RoleCache | None = None,
+        agent_id: str | None = None,
+    ):
         self.role = role
         self.client = client
         self.prompt = prompt or PROMPTS[role]
         self.builtin_prompt = builtin_prompt
+        self.cache = cache
+        self.agent_id = agent_id
 
     @classmethod
-    def from_config(cls, role: str, config: FarmConfig, agent_id: str, limiter_for: Any = None, connector: str | None = None) -> RolePlayer:
+    def from_config(
+        cls, role: str, config: FarmConfig, agent_id: str, limiter_for: Any = None, connector: str | None = None, cache: RoleCache | None = None
+    ) -> RolePlayer:
         """The player of ``role`` for agent ``agent_id`` of ``config``.
 
         A plain LLM (an ``openai`` agent, or a role kind on a connector) gets the
         role's prompt; the user's own http/python service gets the conversation,
         with the role's metadata in ``options``. ``connector``: the connector of
         this role call (a case's ``options.connector``) instead of the agent's own.
+        ``cache``: the role cache, used unless this agent opts out
+        (:func:`~farm.rolecache.caches_role`).
         """
         from farm.agents.factory import build_agent
 
@@ -127,7 +145,10 @@ class RolePlayer:
         if connector is not None:
             config.connector(connector)  # a UsageError naming the configured connectors
         client = build_agent(config, agent_id, connector_override=connector, limiter_for=limiter_for)
-        return cls(role, client, cls.prompt_from(agent.prompt, config.base_dir), builtin_prompt=builtin)
+        connector_name = connector or player_agent.connector or agent.connector
+        if cache is not None and not caches_role(agent, player_agent, config.connectors.get(connector_name) if connector_name else None):
+            cache = None
+        return cls(role, client, cls.prompt_from(agent.prompt, config.base_dir), builtin_prompt=builtin, cache=cache, agent_id=agent_id)
 
     def run_once(self, call: Callable[[RolePlayer], Awaitable[T]]) -> T:
         """Run one role call from synchronous code (a generator before the
@@ -158,19 +179,31 @@ class RolePlayer:
         transcript = render_transcript(conversation) or "(no conversation yet: write the user's first message)"
         return [{"role": "system", "content": system}, {"role": "user", "content": transcript}]
 
+    def _cached(self, messages: list[Message], options: dict[str, Any]) -> tuple[str | None, Reply | None]:
+        """This call's cache key (None without a cache) and the stored answer, counted in the
+        current :func:`~farm.rolecache.tally`."""
+        key = self.cache.key(self.client, messages, options, role=self.role, agent_id=self.agent_id) if self.cache else None
+        cached = self.cache.load(key) if self.cache and key else None
+        record(1, int(cached is not None))
+        return key, cached
+
     async def _call_json(self, conversation: list[Message], metadata: dict[str, Any]) -> Any:
         options = {"skip": {"history": True}, "metadata": {**metadata, "test_mode": self.role}}
         messages = self._messages(conversation, {**metadata, "test_mode": self.role})
+        key, cached = self._cached(messages, options)
         problem = ""
         for _attempt in range(2):  # one retry for an unusable answer
             try:
-                reply = await self.client.send(messages, options)
+                reply = cached if cached is not None else await self.client.send(messages, options)
             except AgentError as exc:
                 problem = f"the {self.role} agent failed: {exc}"
                 continue
             value = extract_json(reply.content)
             if value is not NO_JSON:
+                if self.cache and key and cached is None:
+                    self.cache.store(key, reply)  # only an answer that parsed is kept
                 return value
+            cached = None  # an entry that no longer reads (a changed parser): ask the agent
             problem = f"the {self.role} answered no JSON: {reply.content[:120]!r}"
         raise RoleError(problem)
 
@@ -213,5 +246,11 @@ class RolePlayer:
         messages = [{"role": "system", "content": self.prompt.format_map(_Defaults(summary=json.dumps(summary, indent=2, default=str)))}]
         if not self.builtin_prompt:
             messages = [{"role": "user", "content": json.dumps(summary, default=str)}]
-        reply = await self.client.send(messages, {"skip": {"history": True}, "metadata": {"test_mode": "reporter"}})
+        options = {"skip": {"history": True}, "metadata": {"test_mode": "reporter"}}
+        key, cached = self._cached(messages, options)
+        if cached is not None:
+            return cached.content
+        reply = await self.client.send(messages, options)
+        if self.cache and key and reply.content.strip():
+            self.cache.store(key, reply)
         return reply.content

@@ -52,6 +52,9 @@ class RoleOutcome(Generic[T]):
     answer: T | None = None
     error: str | None = None
     """The :class:`RoleError`'s message; None when the call answered."""
+    calls: tuple[int, int] = (0, 0)
+    """The role calls made to answer, and how many of them the role cache answered
+    (:class:`farm.rolecache.CallTally`), for the case that asked."""
 
     @classmethod
     async def of(cls, call: Awaitable[T]) -> RoleOutcome[T]:

@@ -30,6 +30,7 @@ from farm.jsontext import as_text
 from farm.loader import LoadedCase
 from farm.messages import user_messages
 from farm.results import AssertionResult, CaseResult, Status, StepReply, TurnResult
+from farm.rolecache import tally
 from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
 
 __all__ = ["RunSettings", "Services", "error_result", "run_case"]
@@ -72,6 +73,8 @@ class RunSettings:
     max_tool_steps: int | None = None
     """The agent's ``max_tool_steps`` (a case's own wins; default :data:`MAX_TOOL_STEPS`)."""
     worker: str | None = None
+    cache: bool = True
+    """Whether role calls go through the role cache (``--no-cache``: False)."""
     clock: Callable[[], float] = time.perf_counter
     """What a turn's ``duration_ms`` is measured with; a rescore gives a clock that replays the recorded times."""
 
@@ -79,10 +82,12 @@ class RunSettings:
 class _Stop(Exception):
     """Ends a conversation with a status (raised inside the mode loops)."""
 
-    def __init__(self, status: Status, error: str | None = None):
+    def __init__(self, status: Status, error: str | None = None, agent: bool = False):
         super().__init__(error)
         self.status = status
         self.error = error
+        self.agent = agent
+        """The agent failed (an agent error, a turn timeout): ``--retries`` may run the case again."""
 
 
 class _Conversation:
@@ -136,13 +141,13 @@ class _Conversation:
         except TimeoutError:
             limit = format_duration(timeout or self.settings.turn_timeout)
             turn.error = f"the agent did not answer within the turn timeout ({limit})"
-            raise _Stop(Status.TIMEOUT, f"turn {turn.turn}: {turn.error}") from None
+            raise _Stop(Status.TIMEOUT, f"turn {turn.turn}: {turn.error}", agent=True) from None
         except AgentTimeoutError as exc:
             turn.error = f"agent error: {exc}"
-            raise _Stop(Status.TIMEOUT, f"turn {turn.turn}: {turn.error}") from None
+            raise _Stop(Status.TIMEOUT, f"turn {turn.turn}: {turn.error}", agent=True) from None
         except AgentError as exc:
             turn.error = f"agent error: {exc}"
-            raise _Stop(Status.ERROR, f"turn {turn.turn}: {turn.error}") from None
+            raise _Stop(Status.ERROR, f"turn {turn.turn}: {turn.error}", agent=True) from None
         finally:
             queued = wait.seconds if wait is not None else 0.0
             turn.queued_ms = round(queued * 1000, 3)
@@ -465,19 +470,23 @@ async def run_case(loaded: LoadedCase, target: AgentClient, services: Services |
     result.started_at = time.time()
     started = time.perf_counter()
     timeout = loaded.case.timeout or settings.case_timeout
-    try:
-        async with asyncio.timeout(timeout) as case_timeout:
-            conversation.timeouts.append(case_timeout)
-            await _run_with_hooks(conversation)
-    except _Stop as stop:
-        result.status, result.error = stop.status, stop.error
-    except TimeoutError:
-        result.status = Status.TIMEOUT
-        result.error = f"the case did not finish within its timeout ({format_duration(timeout)})"
-    finally:
-        result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        result.total_turns = len(result.turns)
-    await _after_hook(conversation)
+    with tally() as calls:  # the role calls made for this case, wherever they run
+        try:
+            async with asyncio.timeout(timeout) as case_timeout:
+                conversation.timeouts.append(case_timeout)
+                await _run_with_hooks(conversation)
+        except _Stop as stop:
+            result.status, result.error = stop.status, stop.error
+            result._agent_failed = stop.agent
+        except TimeoutError:
+            result.status = Status.TIMEOUT
+            result.error = f"the case did not finish within its timeout ({format_duration(timeout)})"
+            result._agent_failed = True
+        finally:
+            result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+            result.total_turns = len(result.turns)
+        await _after_hook(conversation)
+    result.role_calls, result.cache_hits = calls.role_calls, calls.cache_hits
     return result
 
 

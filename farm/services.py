@@ -16,6 +16,7 @@ from farm.assertions import Outcome, Subject
 from farm.cases import AssertionSpec
 from farm.config import FarmConfig
 from farm.errors import FarmError
+from farm.rolecache import RoleCache
 from farm.roles import RolePlayer
 from farm.roletypes import HumanRequest, RoleError, SimulatorTurn, Verdict
 from farm.scripts import ScriptResolver, call_maybe_async
@@ -48,12 +49,20 @@ class LocalRoles:
 
     Simulator and validator calls each have a budget of their own (``concurrency``
     calls in flight) and HTTP clients of their own, so a slow judge never takes a
-    place or a connection from the agent under test.
+    place or a connection from the agent under test. ``cache``: the role cache
+    every player uses (unless its agent opts out); None: none.
     """
 
-    def __init__(self, config: FarmConfig, limiter_for: Callable[[str], Any] | None = None, concurrency: int = ROLE_CONCURRENCY):
+    def __init__(
+        self,
+        config: FarmConfig,
+        limiter_for: Callable[[str], Any] | None = None,
+        concurrency: int = ROLE_CONCURRENCY,
+        cache: RoleCache | None = None,
+    ):
         self.config = config
         self.limiter_for = limiter_for
+        self.cache = cache
         self._players: dict[tuple[str, str, str | None], RolePlayer] = {}
         self._budget = {"simulator": asyncio.Semaphore(concurrency), "validator": asyncio.Semaphore(concurrency)}
 
@@ -62,7 +71,7 @@ class LocalRoles:
         key = (role, agent_id, connector)
         if key not in self._players:
             try:
-                self._players[key] = RolePlayer.from_config(role, self.config, agent_id, self.limiter_for, connector=connector)
+                self._players[key] = RolePlayer.from_config(role, self.config, agent_id, self.limiter_for, connector=connector, cache=self.cache)
             except (FarmError, OSError) as exc:
                 raise RoleError(str(exc)) from None
         return self._players[key]

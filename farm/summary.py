@@ -55,6 +55,10 @@ class Summary:
     """Unix time the latest case ended: its start plus its duration."""
     tallies: dict[str, _Tally] = field(default_factory=dict)
     """Per case id: runs that were not skipped, and how many of them passed."""
+    role_calls: int = 0
+    """Calls the role cache could answer (roles, and an agent under test with ``cache = true``)."""
+    cache_hits: int = 0
+    """Of ``role_calls``, those the role cache answered."""
 
     def add(self, result: CaseResult) -> None:
         """Count one finished case run."""
@@ -65,6 +69,8 @@ class Summary:
         self.prompt_tokens += result.usage.prompt_tokens
         self.completion_tokens += result.usage.completion_tokens
         self.total_tokens += result.usage.total_tokens
+        self.role_calls += result.role_calls
+        self.cache_hits += result.cache_hits
         if result.started_at is not None:
             end = result.started_at + result.duration_ms / 1000
             if self.first_start is None or result.started_at < self.first_start:
@@ -123,6 +129,10 @@ class Summary:
     def repeated(self) -> bool:
         """Whether any case ran (not skipped) more than once."""
         return any(tally.runs > 1 for tally in self.tallies.values())
+
+    def role_cache(self) -> dict[str, int]:
+        """``{"role_calls": n, "cache_hits": n}``, as ``run.json`` and the ``summary`` event hold them."""
+        return {"role_calls": self.role_calls, "cache_hits": self.cache_hits}
 
     def count_dict(self) -> dict[str, int]:
         """``{"total": n, "passed": n, ...}`` with the status names as keys."""

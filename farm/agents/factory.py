@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from farm.agents.base import AgentClient, AgentError
 from farm.agents.http import HTTPAgent
@@ -14,6 +14,9 @@ from farm.agents.python import PythonAgent
 from farm.agents.transport import HTTPClient
 from farm.config import Connector, FarmConfig
 from farm.errors import FarmError, UsageError
+
+if TYPE_CHECKING:
+    from farm.rolecache import RoleCache
 
 __all__ = ["TargetClients", "build_agent"]
 
@@ -105,17 +108,25 @@ class TargetClients:
         connector_override: str | None = None,
         limiter_for: Callable[[str], Limiter] | None = None,
         http: HTTPClient | None = None,
+        cache: RoleCache | None = None,
     ):
         self.config = config
         self.agent_id = agent_id
         self.connector_override = connector_override
         self.limiter_for = limiter_for
         self.http = http
+        self.cache = cache
+        """Set when the agent says ``cache = true``: its calls go through the role cache."""
         self._default: AgentClient | None = None
         self._by_connector: dict[str, AgentClient] = {}
 
     def _build(self, connector: str | None) -> AgentClient:
-        return build_agent(self.config, self.agent_id, connector_override=connector, limiter_for=self.limiter_for, http=self.http)
+        client = build_agent(self.config, self.agent_id, connector_override=connector, limiter_for=self.limiter_for, http=self.http)
+        if self.cache is None:
+            return client
+        from farm.rolecache import CachedAgent
+
+        return CachedAgent(client, self.cache, self.agent_id)
 
     async def send(self, messages: list[Any], options: dict[str, Any]) -> Any:
         connector = options.get("connector")

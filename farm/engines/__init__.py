@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 from farm.config import FarmConfig
 from farm.errors import UsageError
 from farm.loader import LoadedCase
-from farm.results import CaseResult
+from farm.results import CaseResult, RetriedAttempt
+from farm.rolecache import CallTally
 from farm.runner import RunSettings
 
 if TYPE_CHECKING:
@@ -66,6 +67,18 @@ class Job:
     key: tuple[str, int]
     payload: LoadedCase
     attempt: int = 1
+    retried: list[RetriedAttempt] = field(default_factory=list)
+    """Earlier attempts that ended in an agent error or timeout (``--retries``)."""
+
+    def again(self, result: CaseResult) -> Job:
+        """The next attempt, after ``result`` ended in an agent error or timeout."""
+        failed = RetriedAttempt(attempt=self.attempt, status=result.status, error=result.error)
+        return Job(self.key, self.payload, self.attempt + 1, [*self.retried, failed])
+
+    def final(self, result: CaseResult) -> CaseResult:
+        """``result`` as this job's reported result: its run index, attempt and retried attempts."""
+        result.run_index, result.attempt, result.retried = self.key[1], self.attempt, list(self.retried)
+        return result
 
 
 @dataclass
@@ -86,6 +99,14 @@ class RunPlan:
     """``(case id, run index)`` already finished (``--resume``)."""
     terminal: Terminal | None = None
     """Set in interactive mode: the agent's questions go to a person here."""
+    retries: int = 0
+    """``--retries``: times a case that ended in an agent error or timeout is run again."""
+    driver_calls: CallTally = field(default_factory=CallTally)
+    """Role calls made in this process for the run before it started (the generator's)."""
+
+    def should_retry(self, job: Job, result: CaseResult) -> bool:
+        """Whether ``result`` (of ``job``) ended in an agent error or timeout with retries left."""
+        return result.agent_failed and len(job.retried) < self.retries
     replay: Replay | None = None
     """Set by ``farm rescore``: each case replays its recorded conversation instead of calling
     the agent (the local engine only; roles and assertions are the run's own)."""

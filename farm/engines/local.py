@@ -24,6 +24,7 @@ from farm.aio import run_sync
 from farm.engines import Job, RunPlan, Terminal
 from farm.ratelimit import local_limiters
 from farm.results import CaseResult
+from farm.rolecache import RoleCache, target_cache
 from farm.roletypes import HumanRequest
 from farm.runner import error_result, run_case
 from farm.scripts import ScriptResolver
@@ -65,8 +66,15 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None], should_st
     http = HTTPClient(plan.parallel)
     replay = plan.replay
     # a rescore calls no agent: no client for it is opened
-    target = None if replay else TargetClients(plan.config, settings.agent_id, connector_override=plan.connector_override, limiter_for=limiter_for, http=http)
-    roles = LocalRoles(plan.config, limiter_for=limiter_for)
+    target = None if replay else TargetClients(
+        plan.config,
+        settings.agent_id,
+        connector_override=plan.connector_override,
+        limiter_for=limiter_for,
+        http=http,
+        cache=target_cache(plan.config, settings.agent_id, settings.cache),
+    )
+    roles = LocalRoles(plan.config, limiter_for=limiter_for, cache=RoleCache.for_config(plan.config) if settings.cache else None)
     services = FarmServices(
         plan.config,
         roles,
@@ -75,16 +83,18 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None], should_st
     )
 
     async def one(job: Job) -> CaseResult:
-        try:
-            if replay is not None:
-                result = await replay.run(job.payload, job.key[1], services, settings)
-            else:
-                assert target is not None
-                result = await run_case(job.payload, target, services, settings)
-        except Exception as exc:  # noqa: BLE001 - a bug in the farm, not in the case
-            result = error_result(job.payload, settings, f"internal error while running the case: {exc!r}")
-        result.run_index, result.attempt = job.key[1], job.attempt
-        return result
+        while True:
+            try:
+                if replay is not None:
+                    result = await replay.run(job.payload, job.key[1], services, settings)
+                else:
+                    assert target is not None
+                    result = await run_case(job.payload, target, services, settings)
+            except Exception as exc:  # noqa: BLE001 - a bug in the farm, not in the case
+                result = error_result(job.payload, settings, f"internal error while running the case: {exc!r}")
+            if stopped or replay is not None or not plan.should_retry(job, result):
+                return job.final(result)
+            job = job.again(result)
 
     jobs = plan.jobs()
     in_flight: set[asyncio.Task[CaseResult]] = set()

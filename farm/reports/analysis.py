@@ -49,6 +49,7 @@ from farm.reports.models import (
     Comparison,
     Latency,
     Report,
+    Retries,
     RunSummary,
     Stability,
     StatusCounts,
@@ -116,7 +117,17 @@ def _summary(cases: pa.Table, **fields: Any) -> RunSummary:
         prompt_tokens=_sum(cases["prompt_tokens"]),
         completion_tokens=_sum(cases["completion_tokens"]),
         total_tokens=_sum(cases["total_tokens"]),
+        retries=_retries(cases),
         **fields,
+    )
+
+
+def _retries(cases: pa.Table) -> Retries:
+    retried = pc.greater(cases["retried"], 0)
+    return Retries(
+        cases=_sum(pc.cast(retried, pa.int64())),
+        attempts=_sum(cases["retried"]),
+        passed=_sum(pc.cast(pc.and_(retried, pc.equal(cases["status"], Status.PASSED.value)), pa.int64())),
     )
 
 

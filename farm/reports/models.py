@@ -19,6 +19,7 @@ __all__ = [
     "Comparison",
     "Latency",
     "Report",
+    "Retries",
     "RunSummary",
     "Stability",
     "StatusCounts",
@@ -41,6 +42,17 @@ class StatusCounts(BaseModel):
     """passed / (total - skipped); null when nothing ran."""
 
 
+class Retries(BaseModel):
+    """How often ``--retries`` was needed: a case run that ended in an agent error or timeout, run again."""
+
+    cases: int = 0
+    """Case runs that needed at least one retry."""
+    attempts: int = 0
+    """Attempts run again, over all of them."""
+    passed: int = 0
+    """Of ``cases``, those that passed after a retry."""
+
+
 class RunSummary(BaseModel):
     """One run (or, for the whole report, everything read)."""
 
@@ -60,6 +72,8 @@ class RunSummary(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    retries: Retries = Field(default_factory=Retries)
+    """How often ``--retries`` was needed."""
 
 
 class TokenUsage(BaseModel):

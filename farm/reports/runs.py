@@ -38,8 +38,10 @@ CASE_RUN_KEY = ["run_id", "run_index", "attempt", "case_id"]
 """What names one case run across the cases, turns and assertions tables."""
 _CASE_COLUMNS = [
     *CASE_RUN_KEY, "name", "status", "agent", "total_turns", "duration_ms",
-    "prompt_tokens", "completion_tokens", "total_tokens", "started_at", "error", "source",
+    "prompt_tokens", "completion_tokens", "total_tokens", "started_at", "error", "source", "retried",
 ]  # fmt: skip
+_ADDED_LATER = {"retried": 0}
+"""Case columns a run of an older farm lacks, and the value they read as."""
 _TURN_COLUMNS = [*CASE_RUN_KEY, "turn", "duration_ms"]
 _ASSERTION_COLUMNS = ["run_id", "case_id", "scope", "checkpoint_id", "type", "passed", "message", "required"]
 
@@ -153,16 +155,19 @@ def _projected(schema: pa.Schema, columns: list[str]) -> pa.Schema:
 def _read(path: Path, schema: pa.Schema, columns: list[str], filters: Any = None) -> pa.Table:
     try:
         present = set(pq.read_schema(path).names)
-        missing = [name for name in columns if name not in present]
+        missing = [name for name in columns if name not in present and name not in _ADDED_LATER]
         if missing:
             raise UsageError(
                 f"Cannot report on {path}, as it lacks the columns {', '.join(missing)}; "
                 "it was not written by this version of the farm."
             )
-        table = pq.read_table(path, columns=columns, filters=filters)
+        table = pq.read_table(path, columns=[name for name in columns if name in present], filters=filters)
     except (OSError, pa.ArrowException) as exc:
         raise UsageError(f"Cannot report on {path}, as it cannot be read ({exc}).") from None
-    return table.cast(_projected(schema, columns))
+    for name in columns:
+        if name not in present:
+            table = table.append_column(name, pa.array([_ADDED_LATER[name]] * table.num_rows, schema.field(name).type))
+    return table.select(columns).cast(_projected(schema, columns))
 
 
 def _read_jsonl(path: Path) -> tuple[pa.Table, pa.Table, pa.Table]:

@@ -183,7 +183,7 @@ class KeyRow(RowModel):
     run_index: Int32
     """Which of ``--runs N`` repetitions (0-based)."""
     attempt: Int32
-    """1, or more when a worker died and the case ran again."""
+    """1, or more when a worker died or ``--retries`` ran the case again."""
     case_id: str
     """The case id."""
 
@@ -241,6 +241,13 @@ class CaseRow(KeyRow):
     rescorable: bool | None
     """``farm rescore``: false when the case could not be rescored (its inputs changed, or it needs turns the
     run did not record); null in a live run."""
+    retried: Int32
+    """Earlier attempts that ended in an agent error or timeout and that ``--retries`` ran again (their errors
+    are in the JSONL's ``retried``)."""
+    role_calls: Int32
+    """Calls made for the case that the role cache could answer (role calls, and the agent's with ``cache = true``)."""
+    cache_hits: Int32
+    """Of ``role_calls``, those the role cache answered."""
     schema_version: Int16
     """Version of the result record's shape."""
 
@@ -261,6 +268,7 @@ class CaseRow(KeyRow):
                 "assertions_failed": len(scored) - passed,
                 "checkpoints_reached": sum(1 for c in result.checkpoints if c.reached),
                 "checkpoints_total": len(result.checkpoints),
+                "retried": len(result.retried),
                 "started_at": None if result.started_at is None else datetime.fromtimestamp(result.started_at, UTC),
             },
         )

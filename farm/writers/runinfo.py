@@ -72,6 +72,9 @@ class RunInfo(BaseModel):
     """Statuses of the whole run (every part, after a resume): total, passed, failed, skipped, errors, timeouts."""
     timings: dict[str, float] = Field(default_factory=dict)
     """Seconds from the start: engine ready, cases started, first and last result, outputs closed."""
+    role_cache: dict[str, int] = Field(default_factory=dict)
+    """``role_calls`` (calls the role cache could answer: the cases' simulator and validator calls,
+    the generator's and the reporter's) and ``cache_hits`` (those it answered), every part included."""
     rescored_from: dict[str, str] | None = None
     """For a ``farm rescore`` run: the source run's ``run_id`` and ``run_dir``, whose recorded
     conversations it re-evaluated; null for a live run."""

@@ -104,3 +104,21 @@ def test_a_released_job_frees_its_slot_before_it_is_reported_once():
     assert second.key != first.key
     assert d.finished(first) is True and d.finished(first) is False
     assert d.load["a"] == 1  # the second job still holds its slot
+
+
+def test_a_retried_job_goes_first_and_a_later_worker_death_keeps_its_history():
+    from farm.results import CaseResult, Status
+
+    d = Dispatcher(["a"], window=1, max_attempts=2)
+    d.add(jobs(2))
+    (_, first), = d.assign()
+    failed = CaseResult(id="case", status=Status.TIMEOUT, error="no answer")
+    assert d.again(first.again(failed))
+    (_, second), = d.assign()
+    assert second.key == first.key and second.attempt == 2
+    assert [(r.attempt, r.status) for r in second.retried] == [(1, Status.TIMEOUT)]
+    # a worker death after a retry: deaths are counted apart from --retries, and the history stays
+    third = d.lost(second)
+    assert third is not None and third.attempt == 3 and third.retried == second.retried
+    d.stop()
+    assert not d.again(third.again(failed))  # a stopping run retries nothing

@@ -200,10 +200,35 @@ def test_runs_n_records_run_index_and_stability(project: Path):
     assert "consistently_failing" in result.output and "highly_unstable" not in result.output  # f never passes: failing, not flaky
 
 
+def test_a_rerun_sends_no_role_request_the_first_run_made(project: Path, servers):
+    """The role cache: the second run of a dynamic case asks neither the simulator nor the validator."""
+    models = servers[2]
+    judged = {"type": "agent", "use": "agents:val", "value": "submitted"}
+    cases = [{"id": "dyn-cached", "simulator": SIM, "checkpoints": CHECKPOINTS, "final_assertions": [judged], "max_turns": 6}]
+    before = dict(models.calls)
+    result, got = run(project, cases)
+    assert result.exit_code == 0, result.output
+    first = {m: models.calls[m] - before.get(m, 0) for m in ("sim", "val")}
+    assert first["sim"] >= 3 and first["val"] == 1
+    row = got["dyn-cached"]
+    assert row["role_calls"] == first["sim"] + first["val"] and row["cache_hits"] == 0
+    sent = dict(models.calls)
+    result, got = run(project, cases)
+    assert result.exit_code == 0, result.output
+    assert dict(models.calls) == sent  # no role request again
+    assert got["dyn-cached"]["status"] == "passed"
+    assert got["dyn-cached"]["cache_hits"] == got["dyn-cached"]["role_calls"] == row["role_calls"]
+    assert f"Role calls: {row['role_calls']} ({row['role_calls']} from the cache)" in result.output
+    result, got = run(project, cases, "--no-cache", "--json")
+    assert models.calls["sim"] - sent["sim"] == first["sim"] and got["dyn-cached"]["cache_hits"] == 0
+    summary = [json.loads(line) for line in result.stdout.splitlines() if '"summary"' in line][-1]
+    assert (summary["role_calls"], summary["cache_hits"]) == (row["role_calls"], 0)
+
+
 def test_reporter_writes_report_md(project: Path):
     result, got = run(project, [{"id": "ok", "input": "Hello"}, {"id": "bad", "input": "Hello", "assertions": [{"type": "contains", "value": "nope"}]}], "-r", "rep")
     assert result.exit_code == 1
-    run_dir = next((project / "results").iterdir())
+    run_dir = next(p for p in (project / "results").iterdir() if not p.name.startswith("."))  # .cache: the role cache
     assert (run_dir / "report.md").read_text() == "# Run report\n\n1 failed: bad"
 
 

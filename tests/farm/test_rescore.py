@@ -148,6 +148,15 @@ def test_the_run_records_what_replay_needs(recorded_run):
     assert agent.requests > 0
 
 
+def test_rescore_without_the_cache_asks_the_judge_again(recorded_run):
+    folder, run, agent, roles = recorded_run
+    before, judged = agent.requests, roles.calls["val"]
+    outcome = farm.rescore(run.run_dir, config=folder / "farm.toml", quiet=True, cache=False)
+    assert agent.requests == before
+    assert roles.calls["val"] > judged
+    assert outcome.summary is not None and outcome.summary.cache_hits == 0
+
+
 def test_rescore_follows_the_edits_without_calling_the_agent(recorded_run):
     folder, run, agent, roles = recorded_run
     before, judged, simulated = agent.requests, roles.calls["val"], roles.calls["sim"]
@@ -155,7 +164,9 @@ def test_rescore_follows_the_edits_without_calling_the_agent(recorded_run):
     outcome = farm.rescore(run.run_dir, str(edited), config=folder / "farm.toml", quiet=True)
 
     assert agent.requests == before  # the agent's server is stopped and got nothing
-    assert roles.calls["sim"] == simulated and roles.calls["val"] == judged + 1  # the judge is called for real
+    # the judge's verdict on an unchanged conversation comes from the role cache the run filled
+    assert roles.calls["sim"] == simulated and roles.calls["val"] == judged
+    assert outcome.summary is not None and outcome.summary.cache_hits >= 1
     assert statuses(outcome.results) == EDITED_STATUSES
     assert outcome.exit_code == 1 and outcome.run_dir != run.run_dir and outcome.run_id != run.run_id
     rows = records(outcome.results)
