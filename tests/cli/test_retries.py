@@ -22,7 +22,7 @@ class Flaky:
 
     - ``fail once <tag>``: the first request with this text fails, the next ones answer "recovered";
     - ``always fail``: every request fails;
-    - ``slow``: answers after 2 seconds (past a 1 s turn timeout);
+    - ``slow``: answers after 1 second (past the tests' 300 ms turn timeout);
     - anything else: "hello".
     """
 
@@ -38,7 +38,7 @@ class Flaky:
         if text == "always fail" or (text.startswith("fail once") and count == 1):
             return Response({"error": {"message": f"refused (request {count})"}}, status=400)
         if text == "slow":
-            return Response(chat_completion("late"), delay=2.0)
+            return Response(chat_completion("late"), delay=1.0)
         return Response(chat_completion("recovered" if text.startswith("fail once") else "hello"))
 
 
@@ -91,7 +91,7 @@ def test_a_case_whose_agent_failed_once_passes_on_its_second_attempt(project: Pa
 def test_a_case_whose_agent_always_fails_runs_n_plus_1_times_and_ends_in_error(project: Path, server):
     agent = server[1]
     before = agent.seen["always fail"]
-    result, rows = run(project, [{"id": "down", "input": "always fail"}, {"id": "late", "input": "slow"}], retries=2, turn_timeout="1s")
+    result, rows = run(project, [{"id": "down", "input": "always fail"}, {"id": "late", "input": "slow"}], retries=2, turn_timeout="300ms")
     assert agent.seen["always fail"] - before == 3
     down = rows["down"]
     assert down["status"] == "error" and down["attempt"] == 3
