@@ -245,8 +245,10 @@ def _missed_checkpoints(failed: pa.Table, cut: int | None) -> tuple[list[Checkpo
 
 def _flags(cases: pa.Table) -> pa.Table:
     status = cases["status"]
+    # a case farm rescore could not judge (rescorable false) neither passed nor failed: it was not judged
+    judged = pc.invert(pc.fill_null(pc.equal(cases["rescorable"], False), False))
     return cases.append_column("is_pass", pc.cast(pc.equal(status, Status.PASSED.value), pa.int64())).append_column(
-        "is_fail", pc.cast(pc.is_in(status, value_set=pa.array(_FAILING)), pa.int64())
+        "is_fail", pc.cast(pc.and_(pc.is_in(status, value_set=pa.array(_FAILING)), judged), pa.int64())
     )
 
 
@@ -337,8 +339,29 @@ def _outcomes(cases: pa.Table, run_id: str, prefix: str) -> pa.Table:
     )
 
 
+def _matched(base: pa.Table, head: pa.Table) -> pa.Table:
+    """The cases of both runs side by side: by suite and id, then, for the cases left over on both
+    sides, by id alone where it names one case on each side (a suite renamed, or an edited copy of it
+    rescored with ``farm rescore RUN -i copy.jsonl``); the suite shown is the head's."""
+    both = base.join(head, keys=_CASE, join_type="inner")
+    matched = both["case_id"]
+    rest_base = base.filter(pc.invert(pc.is_in(base["case_id"], value_set=matched)))
+    rest_head = head.filter(pc.invert(pc.is_in(head["case_id"], value_set=matched)))
+    if rest_base.num_rows == 0 or rest_head.num_rows == 0:
+        return both
+    rest_base, rest_head = _unique_ids(rest_base).drop_columns(["suite"]), _unique_ids(rest_head)
+    by_id = rest_base.join(rest_head, keys="case_id", join_type="inner")
+    return pa.concat_tables([both, by_id.select(both.column_names)])
+
+
+def _unique_ids(table: pa.Table) -> pa.Table:
+    counts = table.group_by("case_id").aggregate([([], "count_all")])
+    once = counts.filter(pc.equal(counts["count_all"], 1))["case_id"]
+    return table.filter(pc.is_in(table["case_id"], value_set=once))
+
+
 def _compare(cases: pa.Table, base: str, head: str, cut: int | None) -> Comparison:
-    both = _outcomes(cases, base, "base").join(_outcomes(cases, head, "head"), keys=_CASE, join_type="inner")
+    both = _matched(_outcomes(cases, base, "base"), _outcomes(cases, head, "head"))
     base_ok = pc.and_(pc.equal(both["base_fail"], 0), pc.greater(both["base_pass"], 0))
     head_ok = pc.and_(pc.equal(both["head_fail"], 0), pc.greater(both["head_pass"], 0))
     base_bad, head_bad = pc.greater(both["base_fail"], 0), pc.greater(both["head_fail"], 0)

@@ -59,3 +59,32 @@ def test_a_folder_that_is_not_a_run_exits_2_with_one_sentence(tmp_path: Path):
     result = farm("rescore", str(tmp_path))
     assert result.exit_code == 2
     assert result.output.strip() == f"error: {tmp_path} is not a run folder: it has no run.json (give a folder that farm test wrote, e.g. results/<run_id>)"
+
+
+def test_farm_report_compares_a_run_with_its_rescore_of_an_edited_copy(tmp_path: Path):
+    """The README's flow: rescore an edited copy of the suite (another file), then farm report OLD NEW.
+    Cases match by id where the suite file differs; a case that could not be rescored is no regression."""
+    cases = [
+        {"id": "greet", "input": "Hello", "assertions": [{"type": "contains", "value": "expense"}]},
+        {"id": "loose", "input": "Hello", "assertions": [{"type": "contains", "value": "weather"}]},
+        {"id": "moved", "input": "Hello"},
+    ]
+    config = tmp_path / "farm.toml"
+    with JSONServer(ScriptedAgent()) as server:
+        config.write_text(farm_toml(server.url, engine="local"))
+        ran = farm("test", "-i", str(write(tmp_path / "suite.jsonl", cases)), "--config", str(config))
+    assert ran.exit_code == 1, ran.output
+    old = next((tmp_path / "results").iterdir())
+
+    cases[0]["assertions"] = [{"type": "contains", "value": "weather"}]  # passed -> failed
+    cases[1]["assertions"] = [{"type": "contains", "value": "expense"}]  # failed -> passed
+    cases[2]["input"] = "Hi"  # passed -> not rescorable: no regression
+    edited = write(tmp_path / "edited.jsonl", cases)
+    assert farm("rescore", str(old), "-i", str(edited), "--config", str(config)).exit_code == 1
+    new = next(p for p in (tmp_path / "results").iterdir() if p not in (old,) and not p.name.startswith("."))
+
+    report = farm("report", str(old), str(new), "--json")
+    assert report.exit_code == 0, report.output
+    comparison = json.loads(report.output)["comparison"]
+    assert [c["case_id"] for c in comparison["regressions"]] == ["greet"]
+    assert [c["case_id"] for c in comparison["fixes"]] == ["loose"]
