@@ -190,8 +190,9 @@ def _size(n: int) -> str:
     return f"{n / 1e6:g} MB" if n >= 1_000_000 else f"{n} bytes"
 
 
-def _attempts(n: int) -> str:
-    return f"{n} attempt" if n == 1 else f"{n} attempts"
+def _requests(n: int) -> str:
+    # "request", not "attempt": a case's own attempts (--retries, a lost worker) are another count
+    return f"{n} request" if n == 1 else f"{n} requests"
 
 
 async def request_json(
@@ -299,7 +300,7 @@ async def request_json(
         await sleep(delay)
 
     retried = "" if attempt > 1 or status is None or status in RETRY_STATUSES else " (not retried)"
-    message = secrets.scrub(f"Cannot get a reply from {what}: {reason}, after {_attempts(attempt)}{retried}.")
+    message = secrets.scrub(f"Cannot get a reply from {what}: {reason}, after {_requests(attempt)}{retried}.")
     if status is None:
         raise (AgentTimeoutError if timed_out else AgentConnectionError)(message)
     raise AgentHTTPError(message, status, retry_after)

@@ -265,4 +265,4 @@ def test_a_connector_timeout_that_spends_its_retries_is_a_timeout(tmp_path: Path
     assert result.exit_code == 1
     got = results(out)["stuck"]
     assert got["status"] == "timeout", got["error"]
-    assert "no answer came within the 0.2 s timeout" in got["error"] and "3 attempts" in got["error"]
+    assert "no answer came within the 0.2 s timeout" in got["error"] and "3 requests" in got["error"]

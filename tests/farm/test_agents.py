@@ -324,7 +324,7 @@ def test_400_is_not_retried():
     assert info.value.status_code == 400
     message = str(info.value)
     assert "400 Bad Request" in message and "model 'nope' not found" in message
-    assert "after 1 attempt" in message and "target" in message
+    assert "after 1 request" in message and "target" in message
 
 
 def test_exhausted_retries_raise_an_http_error_without_the_key(monkeypatch):
@@ -351,7 +351,7 @@ def test_exhausted_retries_raise_an_http_error_without_the_key(monkeypatch):
     text = " ".join([str(exc), repr(exc), *map(str, exc.args)])
     assert FAKE_KEY not in text
     assert "Bearer" not in text or "***" in text
-    assert "after 3 attempts" in str(exc) and "503 Service Unavailable" in str(exc)
+    assert "after 3 requests" in str(exc) and "503 Service Unavailable" in str(exc)
     assert exc.__cause__ is None
 
 
@@ -361,7 +361,7 @@ def test_connect_error_to_a_closed_port():
     with pytest.raises(AgentConnectionError) as info:
         run(send_once(OpenAIAgent(conn, agent(), limiter=limiter)))
     assert "could not be reached" in str(info.value)
-    assert "after 2 attempts" in str(info.value)
+    assert "after 2 requests" in str(info.value)
     assert limiter.released == [0, 0]
 
 
@@ -401,7 +401,7 @@ def test_a_connection_closed_before_the_answer_is_retried_then_reported():
     finally:
         listener.close()
     assert "the connection broke before an answer came" in str(info.value)
-    assert "after 2 attempts" in str(info.value)
+    assert "after 2 requests" in str(info.value)
     assert len(accepted) == 2 and accepted[0].startswith(b"POST /chat/completions HTTP/1.1")
     assert limiter.released == [0, 0]
 

@@ -104,7 +104,7 @@ def test_a_429_without_retry_after_backs_off_over_a_rate_limit_window():
 def test_server_errors_back_off_exponentially_then_give_up_after_every_attempt():
     http, sent = answering(*(httpx.Response(502) for _ in range(4)))
     limiter, sleeps = RecordingLimiter(), Sleeps()
-    with pytest.raises(AgentHTTPError, match=r"502 Bad Gateway, after 4 attempts\.$") as caught:
+    with pytest.raises(AgentHTTPError, match=r"502 Bad Gateway, after 4 requests\.$") as caught:
         call(http, limiter, sleeps, max_retries=3)
     assert caught.value.status_code == 502
     assert len(sent) == 4
@@ -118,7 +118,7 @@ def test_server_errors_back_off_exponentially_then_give_up_after_every_attempt()
 def test_a_status_that_is_not_worth_retrying_is_final_at_once():
     http, sent = answering(httpx.Response(404, json={"error": {"message": "no such model"}}))
     sleeps = Sleeps()
-    with pytest.raises(AgentHTTPError, match=r"404 Not Found \(no such model\), after 1 attempt \(not retried\)"):
+    with pytest.raises(AgentHTTPError, match=r"404 Not Found \(no such model\), after 1 request \(not retried\)"):
         call(http, RecordingLimiter(), sleeps)
     assert sleeps == [] and len(sent) == 1
 
@@ -127,7 +127,7 @@ def test_an_unreachable_endpoint_is_retried_then_a_connection_error():
     refused = httpx.ConnectError("connection refused")
     http, sent = answering(refused, refused, refused)
     limiter, sleeps = RecordingLimiter(), Sleeps()
-    with pytest.raises(AgentConnectionError, match="after 3 attempts"):
+    with pytest.raises(AgentConnectionError, match="after 3 requests"):
         call(http, limiter, sleeps, max_retries=2)
     assert len(sent) == 3 and len(sleeps) == 2
     assert limiter.released == [0, 0, 0]  # nothing reached the endpoint
@@ -136,6 +136,6 @@ def test_an_unreachable_endpoint_is_retried_then_a_connection_error():
 def test_no_retries_means_one_attempt_and_no_wait():
     http, sent = answering(httpx.Response(503))
     sleeps = Sleeps()
-    with pytest.raises(AgentHTTPError, match="after 1 attempt"):
+    with pytest.raises(AgentHTTPError, match="after 1 request"):
         call(http, RecordingLimiter(), sleeps, max_retries=0)
     assert sleeps == [] and len(sent) == 1
