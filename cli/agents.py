@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
 
-import typer
+from farm.cli.options import ConfigPath
 from rich.console import Console
 from rich.table import Table
 
 __all__ = ["agents"]
 
 
-def agents(config: Annotated[str | None, typer.Option("--config", help="Path to farm.toml.")] = None) -> None:
+def agents(config: ConfigPath = None) -> None:
     """List configured agents and connectors (API keys are never shown)."""
     from farm.cli.app import fail
 

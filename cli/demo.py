@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from farm.cli.options import JSONEvents, Verbose
 
 __all__ = ["demo", "demo_paths"]
 
@@ -19,11 +20,11 @@ def demo_paths() -> tuple[Path, Path]:
 
 
 def demo(
-    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Show every turn of every case.")] = False,
+    verbose: Verbose = False,
     results_dir: Annotated[Path | None, typer.Option("--results-dir", help="Where to write results (default: ./farm-results).")] = None,
     engine: Annotated[str | None, typer.Option("--engine", help="local (this process, the default for the demo's size), ray (the embedded Ray) or auto.")] = None,
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address for the ray engine; default: embedded local Ray.")] = None,
-    json_events: Annotated[bool, typer.Option("--json", help="NDJSON events on stdout instead of the console tree.")] = False,
+    json_events: JSONEvents = False,
 ) -> None:
     """Run the bundled demo suite on the bundled demo agent: offline, no keys."""
     from farm.cli.app import fail

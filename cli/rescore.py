@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from farm.cli.options import ConfigPath, HTMLPath, JSONEvents, JUnitPath, Match, Verbose
 
 from farm.errors import FarmError
 
@@ -18,13 +19,13 @@ def rescore(
     run_dir: Annotated[Path, typer.Argument(help="The run folder to rescore (results/<run_id>).", show_default=False)],
     input: Annotated[str | None, typer.Option("-i", "--input", help="The suite to judge with (an edited copy); default: the run's own.")] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Results JSONL path (default: <results_dir>/<new run_id>/results.jsonl).")] = None,
-    config: Annotated[str | None, typer.Option("--config", help="Path to farm.toml.")] = None,
-    run: Annotated[str | None, typer.Option("--run", help="Only cases whose id matches this regex.")] = None,
+    config: ConfigPath = None,
+    run: Match = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Call the validators even where the role cache has their answer.")] = False,
-    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Show every turn of every case.")] = False,
-    junit: Annotated[Path | None, typer.Option("--junit", help="Also write JUnit XML here.")] = None,
-    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")] = None,
-    json_events: Annotated[bool, typer.Option("--json", help="NDJSON events on stdout instead of the console tree.")] = False,
+    verbose: Verbose = False,
+    junit: JUnitPath = None,
+    html: HTMLPath = None,
+    json_events: JSONEvents = False,
 ) -> None:
     """Re-check a run's recorded conversations with the suite's (or an edited suite's) assertions; the agent is not called."""
     from farm.cli.app import fail

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from farm.cli.options import ConfigPath, HTMLPath, JSONEvents, JUnitPath, Match, Verbose
 
 from farm.errors import FarmError
 
@@ -18,7 +19,7 @@ def test(
     name: Annotated[str | None, typer.Option("-n", "--name", help="The agent under test (default: [farm].default_agent).")] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Results JSONL path (default: <results_dir>/<run_id>/results.jsonl).")] = None,
     connector: Annotated[str | None, typer.Option("-c", "--connector", help="Override the target agent's connector.")] = None,
-    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Show every turn of every case.")] = False,
+    verbose: Verbose = False,
     interactive: Annotated[bool, typer.Option("--interactive", help="A person answers on this terminal when the agent awaits input.")] = False,
     skip_interactive: Annotated[bool | None, typer.Option("--skip-interactive", help="Never wait for a person (default when stdin is not a terminal).")] = None,
     on_missing_input: Annotated[str | None, typer.Option("--on-missing-input", help="skip or fail when the agent awaits input and nothing can answer (default skip).")] = None,
@@ -29,15 +30,15 @@ def test(
     fail_fast: Annotated[bool, typer.Option("--fail-fast", help="Stop dispatching after the first failed case.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Load and validate the cases, print them (and write them with -o); run nothing.")] = False,
     runs: Annotated[int | None, typer.Option("--runs", min=1, help="Run every case N times (stability; default 1).")] = None,
-    run: Annotated[str | None, typer.Option("--run", help="Only cases whose id matches this regex.")] = None,
+    run: Match = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Only cases carrying this tag (repeatable).")] = None,
-    config: Annotated[str | None, typer.Option("--config", help="Path to farm.toml.")] = None,
+    config: ConfigPath = None,
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (auto, ray://host:10001) for the ray engine; default: embedded local Ray.")] = None,
     engine: Annotated[str | None, typer.Option("--engine", help="local (this process), ray (Ray actors) or auto (default; [farm].engine).")] = None,
     resume: Annotated[Path | None, typer.Option("--resume", help="Continue an interrupted run in this folder.")] = None,
-    junit: Annotated[Path | None, typer.Option("--junit", help="Also write JUnit XML here.")] = None,
-    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")] = None,
-    json_events: Annotated[bool, typer.Option("--json", help="NDJSON events on stdout instead of the console tree.")] = False,
+    junit: JUnitPath = None,
+    html: HTMLPath = None,
+    json_events: JSONEvents = False,
     golden: Annotated[Path | None, typer.Option("--golden", help="Compare every case's conversation with its golden one in DIR (default: cases that set 'golden', with [farm].golden_dir).")] = None,
     update_golden: Annotated[Path | None, typer.Option("--update-golden", help="Write every passed case's conversation as its golden file in DIR.")] = None,
     before: Annotated[str | None, typer.Option("--before", help="Global hook run once before any case (scripts:<id>); its failure stops the run.")] = None,

@@ -1,5 +1,5 @@
 """The public Python API: :func:`run` does everything ``farm test`` does, and
-:func:`rescore` what ``farm rescore`` does.
+:func:`rescore` (:mod:`farm.rescoring`) what ``farm rescore`` does.
 
 It finds the config, resolves the agent's defaults (``tool_mocks``,
 ``input_tools``), sizes ``parallel`` from the connector's limits, picks the
@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from rich.console import Console
 from rich.markup import escape
 
-from farm.durations import parse_duration
 from farm.errors import UsageError
+from farm.rescoring import rescore
 
 if TYPE_CHECKING:
     from farm.config import FarmConfig
@@ -42,9 +42,6 @@ if TYPE_CHECKING:
     from farm.writers import RunInfo
 
 __all__ = ["RunResult", "new_run_id", "rescore", "run", "run_async"]
-
-DEFAULT_TIMEOUT = "5m"
-DEFAULT_TURN_TIMEOUT = "2m"
 
 
 @dataclass
@@ -63,20 +60,16 @@ class RunResult:
     engine: str | None = None
     """``local`` or ``ray``."""
     run_id: str | None = None
+    """The run's id: its folder's name under ``results_dir`` (a resumed run keeps its own)."""
     interrupted: bool = False
+    """Whether Ctrl-C, SIGTERM or a lost engine ended the run before every case ran; the finished
+    results are kept (``exit_code`` 130, or 1 when the engine was lost)."""
 
 
 def new_run_id() -> str:
+    """A fresh run id: the local start time, then six random hex digits (``20250101-120000-1a2b3c``),
+    so run folders sort by time and two runs started in the same second do not collide."""
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
-
-
-def _seconds(flag: str, value: str | float) -> float:
-    if isinstance(value, (int, float)):
-        return float(value)
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise UsageError(f"{flag}: {exc}") from None
 
 
 def run(
@@ -136,34 +129,37 @@ def run(
     - ``retries``: times a case that ended in an agent error or timeout runs again (default 0).
     """
     from farm.rolecache import tally
+    from farm.runsetup import DEFAULT_TIMEOUT, DEFAULT_TURN_TIMEOUT, prepare, seconds
     from farm.writers import RunInfo, finished_keys, read_run_json
+    from farm.writers.runinfo import RunOptions
 
     previous: RunInfo | None = read_run_json(resume) if resume is not None else None
-    earlier = previous.options if previous is not None else {}
+    earlier = previous.options if previous is not None else RunOptions()
     input_value = input or (previous.input if previous else None)
     if not input_value:
         raise UsageError("no input: give -i/--input (a .jsonl file, a message, agents:<id>, scripts:<id> or -)")
-    on_missing = on_missing_input or earlier.get("on_missing_input") or "skip"
+    on_missing = on_missing_input or earlier.on_missing_input or "skip"
     if on_missing not in ("skip", "fail"):
         raise UsageError(f"--on-missing-input: '{on_missing}' is not one of: skip, fail")
-    case_timeout = _seconds("--timeout", timeout or earlier.get("timeout") or DEFAULT_TIMEOUT)
-    per_turn = _seconds("--turn-timeout", turn_timeout or earlier.get("turn_timeout") or DEFAULT_TURN_TIMEOUT)
+    case_timeout = seconds("--timeout", timeout or earlier.timeout or DEFAULT_TIMEOUT)
+    per_turn = seconds("--turn-timeout", turn_timeout or earlier.turn_timeout or DEFAULT_TURN_TIMEOUT)
     runs = runs or (previous.runs if previous else 1)
     if runs < 1:
         raise UsageError(f"--runs: {runs} is not a positive number")
-    connector = connector or earlier.get("connector")
-    retries = retries if retries is not None else earlier.get("retries", 0)
+    connector = connector or earlier.connector
+    retries = retries if retries is not None else earlier.retries or 0
     if retries < 0:
         raise UsageError(f"--retries: {retries} is not 0 or more")
 
     with tally() as driver_calls:  # a generator's call, before the run
-        cfg, agent_id, suite = _prepare(input_value, agent or (previous.agent if previous else None), config, match, tags, dry_run, cache)
+        cfg, agent_id, suite = prepare(input_value, agent or (previous.agent if previous else None), config, match, tags, dry_run, cache)
     from farm.validation import check_for_run  # every check that needs no agent call (SPEC 2)
 
-    check_for_run(suite, cfg, agent_id, simulator=simulator or earlier.get("simulator"), connector=connector, dry_run=dry_run)
-    if console is None:
-        console = Console(stderr=json_events, highlight=False)
-    show = not (quiet or json_events)
+    check_for_run(suite, cfg, agent_id, simulator=simulator or earlier.simulator, connector=connector, dry_run=dry_run)
+    from farm.runview import RunView
+
+    view = RunView(console, json_events=json_events, quiet=quiet, verbose=verbose)
+    console = view.console
     if dry_run:
         return RunResult(exit_code=_dry_run(suite, Path(output) if output else None, console, quiet))
 
@@ -171,8 +167,8 @@ def run(
         raise UsageError(f"{suite.description}: no test cases to run")
     from farm.golden import GoldenRecorder, attach
 
-    golden = golden or earlier.get("golden")
-    update_golden = update_golden or earlier.get("update_golden")
+    golden = golden or earlier.golden
+    update_golden = update_golden or earlier.update_golden
     recorder = GoldenRecorder(Path(update_golden)) if update_golden is not None else None
     if recorder is None:  # recording replaces comparing, as a snapshot update does
         attach(suite.cases, Path(golden) if golden is not None else cfg.golden_dir, every=golden is not None, input=input_value)
@@ -188,7 +184,7 @@ def run(
     from farm.engines import RunPlan, Terminal, choose_engine, make_engine
     from farm.execution import RunInterrupted, RunOutputs, RunStopped, execute
     from farm.ratelimit import DEFAULT_PARALLEL, default_parallel
-    from farm.runner import RunSettings
+    from farm.runsetup import extra_writers, run_settings
 
     parallel = parallel or (previous.parallel if previous else None) or (
         default_parallel(cfg.connectors[connector_name]) if connector_name else DEFAULT_PARALLEL
@@ -201,31 +197,32 @@ def run(
         engine or cfg.farm.engine or "auto", address=address, conversations=len(suite.cases) * runs - len(skip_keys)
     )
 
-    settings = RunSettings(
-        agent_id=agent_id,
-        run_id=run_id,
-        on_missing_input=on_missing,
-        case_timeout=case_timeout,
+    options = RunOptions(
+        timeout=case_timeout,
         turn_timeout=per_turn,
+        on_missing_input=on_missing,
+        simulator=simulator or earlier.simulator or cfg.farm.simulator,
+        fail_fast=fail_fast,
+        match=match,
+        tags=tags or [],
         interactive=interactive,
-        default_simulator=simulator or earlier.get("simulator") or cfg.farm.simulator,
-        input_tools=tuple(target.input_tools),
-        agent_tool_mocks=dict(target.tool_mocks),
-        max_tool_steps=target.max_tool_steps,
+        connector=connector,
+        golden=str(golden) if golden is not None else None,
+        update_golden=str(update_golden) if update_golden is not None else None,
+        retries=retries,
         cache=cache,
     )
-    say = _Say(console)
     plan = RunPlan(
         config=cfg,
         cases=suite.cases,
-        settings=settings,
+        settings=run_settings(cfg, agent_id, run_id, options),
         parallel=parallel,
         runs=runs,
         fail_fast=fail_fast,
         connector_override=connector,
         actors=cfg.farm.actors,
         skip_keys=skip_keys,
-        terminal=Terminal(sys.stdin, say) if interactive else None,
+        terminal=Terminal(sys.stdin, _Say(console)) if interactive else None,
         retries=retries,
         driver_calls=driver_calls,
     )
@@ -236,37 +233,17 @@ def run(
         agent=agent_id,
         connector=connector_name,
         config=cfg.safe_dump(),
-        options={
-            "timeout": case_timeout,
-            "turn_timeout": per_turn,
-            "on_missing_input": on_missing,
-            "simulator": settings.default_simulator,
-            "fail_fast": fail_fast,
-            "match": match,
-            "tags": tags or [],
-            "interactive": interactive,
-            "connector": connector,
-            "golden": str(golden) if golden is not None else None,
-            "update_golden": str(update_golden) if update_golden is not None else None,
-            "retries": retries,
-            "cache": cache,
-        },
+        options=options,
     )
     hook_info = {"input": input_value, "agent": agent_id, "connector": connector_name, "run_id": run_id, "cases": len(suite.cases)}
     if before:
         _global_hook(cfg, before, {"phase": "before", **hook_info})
 
-    from farm.console import ConsoleReporter
-
-    reports, streams = _extra_writers(junit, html, json_events, run_id, {**hook_info, "runs": runs, "parallel": parallel})
-    view = ConsoleReporter(console, verbose=verbose)
-    if show:
-        extra = {"Run": run_id, "Engine": engine_name}
-        if skip_keys:
-            extra["Resuming"] = f"{len(skip_keys)} finished"
-        view.header(agent_id, input_value, len(suite.cases), extra)
-        if not interactive:  # a live bar would draw over the questions
-            view.start_progress(plan.total)
+    reports, streams = extra_writers(junit, html, json_events, run_id, {**hook_info, "runs": runs, "parallel": parallel})
+    extra = {"Run": run_id, "Engine": engine_name}
+    if skip_keys:
+        extra["Resuming"] = f"{len(skip_keys)} finished"
+    view.start(agent_id, input_value, len(suite.cases), extra, plan.total, progress=not interactive)  # a live bar would draw over the questions
     problems: list[dict[str, Any]] = []  # a bounded sample of what went wrong, for the reporter
 
     def on_result(result: CaseResult) -> None:
@@ -274,32 +251,24 @@ def run(
             problems.append({"id": result.id, "name": result.name, "status": result.status.value, "error": result.error})
         if recorder is not None:
             recorder.offer(result)
-        if show:
-            view.advance(result)
-            view.case(result)
+        view.result(result)
 
     outputs = RunOutputs(run_dir=run_dir, jsonl=jsonl, reports=reports, streams=streams, resume=resume is not None)
     engine_impl = make_engine(engine_name, **({"address": address} if engine_name == "ray" else {}))
     try:
-        summary = execute(plan, outputs, engine_impl, info=info, on_result=on_result, on_phase=view.phase if show else lambda p: None)
+        summary = execute(plan, outputs, engine_impl, info=info, on_result=on_result, on_phase=view.phase)
     except RunInterrupted as stop:
-        view.stop_progress()
         again = f"farm test --resume {stop.run_dir}" + (f" --config {config}" if isinstance(config, (str, Path)) else "")
         if isinstance(stop, RunStopped):  # the engine went away: no case's fault
+            view.stop()
             console.print(
                 f"\n[red]error:[/red] {stop.reason}: {stop.done} of {stop.total} case runs finished, results kept; resume with: {escape(again)}",
                 soft_wrap=True,
             )
             return RunResult(1, run_dir, jsonl, stop.summary, engine_name, run_id, interrupted=True)
-        if not quiet:
-            console.print(f"\n[yellow]Interrupted[/yellow]: {stop.done} of {stop.total} case runs finished; their results are kept.", soft_wrap=True, emoji=False)
-            console.print(f"Resume with: {again}", soft_wrap=True, markup=False)
+        view.interrupted(stop, "finished", resume=again)
         return RunResult(130, run_dir, jsonl, stop.summary, engine_name, run_id, interrupted=True)
-    view.stop_progress()
-    if show:
-        lines = [f"Results: {jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"]
-        lines += [f"{w.label}: {w.path}" for w in reports if hasattr(w, "label")]
-        view.summary(summary, lines)
+    view.summary(summary, [f"Results: {jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"], reports)
     if recorder is not None and not quiet:
         for line in [recorder.line(), *recorder.problems]:
             console.print(line, soft_wrap=True, highlight=False, markup=False, emoji=False)
@@ -323,149 +292,6 @@ def run(
     return RunResult(code, run_dir, jsonl, summary, engine_name, run_id)
 
 
-def rescore(
-    run_dir: str | Path,
-    input: str | None = None,
-    *,
-    config: str | Path | FarmConfig | None = None,
-    output: str | Path | None = None,
-    match: str | None = None,
-    cache: bool = True,
-    junit: str | Path | None = None,
-    html: str | Path | None = None,
-    json_events: bool = False,
-    verbose: bool = False,
-    console: Console | None = None,
-    quiet: bool = False,
-    command: list[str] | None = None,
-) -> RunResult:
-    """Re-evaluate a suite's assertions against the conversations recorded in ``run_dir``
-    (``farm rescore``, SPEC section 2): nothing is sent to the agent under test or the simulator.
-
-    - ``input``: the suite, by default the run's own; an edited copy re-judges the same
-      conversations with its assertions, checkpoints and ``final_assertions``.
-    - ``config``: as for :func:`run`; by default found from the input as ``farm test`` does.
-    - ``match``: only cases whose id matches this regex (``--run``).
-    - ``cache``: whether role calls (the validators of ``agent`` assertions) may be answered
-      from the role cache; ``farm rescore --no-cache`` sets it False.
-
-    The result is a new run folder beside the source (its own ``run_id``, results JSONL, Parquet
-    tables, ``run.json`` with ``rescored_from``), written as ``farm test`` writes a run, so
-    ``farm report OLD NEW`` compares the two. A case that cannot be rescored (its inputs changed,
-    or the edited case needs more of the conversation than was recorded) is an ``error`` with
-    ``rescorable: false`` (:mod:`farm.replay`). Rescoring always runs in this process.
-    """
-    from farm.console import ConsoleReporter
-    from farm.engines import RunPlan, make_engine
-    from farm.execution import RunInterrupted, RunOutputs, execute
-    from farm.ratelimit import DEFAULT_PARALLEL
-    from farm.replay import Replay
-    from farm.results import CaseResult
-    from farm.runner import RunSettings
-    from farm.validation import check_suite
-    from farm.writers import RUN_JSON, RunInfo, read_jsonl_results, read_run_json
-
-    source = Path(run_dir)
-    if not (source / RUN_JSON).is_file():
-        raise UsageError(f"{run_dir} is not a run folder: it has no {RUN_JSON} (give a folder that farm test wrote, e.g. results/<run_id>)")
-    previous = read_run_json(source)
-    jsonl_in = source / "results.jsonl"
-    if not jsonl_in.is_file() and previous.results:
-        jsonl_in = Path(previous.results)
-    if not jsonl_in.is_file():
-        raise UsageError(f"{run_dir} holds no results to rescore: {jsonl_in} does not exist")
-    recorded: dict[tuple[str, int], CaseResult] = {}
-    for record in read_jsonl_results(jsonl_in):
-        result = CaseResult.model_validate(record)
-        recorded.setdefault((result.id, result.run_index), result)
-    input_value = input or previous.input
-    if not input_value:
-        raise UsageError(f"{source / RUN_JSON} names no input; give the suite with -i/--input")
-    if input is None and (input_value == "-" or input_value.startswith("agents:")):
-        raise UsageError(f"the run's input ({input_value}) cannot be read again; give the suite with -i/--input (farm test --dry-run -o FILE writes it)")
-    earlier = previous.options
-    cfg, agent_id, suite = _prepare(input_value, previous.agent, config, match, None, False)
-    default_simulator = earlier.get("simulator") or cfg.farm.simulator
-    check_suite(suite, cfg, default_simulator=default_simulator)  # the suite's own checks; the agent is not called
-    if not suite.cases:
-        raise UsageError(f"{suite.description}: no test cases to rescore")
-    from farm.golden import attach
-
-    golden = earlier.get("golden")  # golden conversations are judged again, as the run judged them
-    attach(suite.cases, Path(golden) if golden is not None else cfg.golden_dir, every=golden is not None, input=input_value)
-    assert agent_id is not None
-    target = cfg.agent(agent_id)
-    run_id = new_run_id()
-    out_dir = cfg.results_dir / run_id
-    jsonl = Path(output) if output else out_dir / "results.jsonl"
-    settings = RunSettings(
-        agent_id=agent_id,
-        run_id=run_id,
-        on_missing_input=earlier.get("on_missing_input") or "skip",
-        case_timeout=_seconds("--timeout", earlier.get("timeout") or DEFAULT_TIMEOUT),
-        turn_timeout=_seconds("--turn-timeout", earlier.get("turn_timeout") or DEFAULT_TURN_TIMEOUT),
-        interactive=bool(earlier.get("interactive")),
-        default_simulator=default_simulator,
-        input_tools=tuple(target.input_tools),
-        agent_tool_mocks=dict(target.tool_mocks),
-        max_tool_steps=target.max_tool_steps,
-        cache=cache,
-    )
-    plan = RunPlan(
-        config=cfg,
-        cases=suite.cases,
-        settings=settings,
-        parallel=previous.parallel or DEFAULT_PARALLEL,
-        runs=previous.runs or 1,
-        replay=Replay(recorded, previous.run_id or source.name),
-    )
-    info = RunInfo(
-        run_id=run_id,
-        command=command or ["farm.rescore", str(run_dir), *([input] if input else [])],
-        input=input_value,
-        agent=agent_id,
-        connector=previous.connector,
-        config=cfg.safe_dump(),
-        options={**earlier, "match": match, "cache": cache},
-        rescored_from={"run_id": previous.run_id or source.name, "run_dir": str(source)},
-    )
-    if console is None:
-        console = Console(stderr=json_events, highlight=False)
-    show = not (quiet or json_events)
-    hook_info = {"input": input_value, "agent": agent_id, "run_id": run_id, "cases": len(suite.cases), "rescored_from": info.rescored_from}
-    reports, streams = _extra_writers(junit, html, json_events, run_id, {**hook_info, "runs": plan.runs, "parallel": plan.parallel})
-    view = ConsoleReporter(console, verbose=verbose)
-    if show:
-        view.header(agent_id, input_value, len(suite.cases), {"Run": run_id, "Rescoring": previous.run_id or str(source)})
-        view.start_progress(plan.total)
-    unscored = 0
-
-    def on_result(result: CaseResult) -> None:
-        nonlocal unscored
-        unscored += result.rescorable is False
-        info.not_rescorable = unscored
-        if show:
-            view.advance(result)
-            view.case(result)
-
-    outputs = RunOutputs(run_dir=out_dir, jsonl=jsonl, reports=reports, streams=streams)
-    try:
-        summary = execute(plan, outputs, make_engine("local"), info=info, on_result=on_result, on_phase=view.phase if show else lambda p: None)
-    except RunInterrupted as stop:
-        view.stop_progress()
-        if not quiet:
-            console.print(f"\n[yellow]Interrupted[/yellow]: {stop.done} of {stop.total} case runs rescored; their results are kept.", soft_wrap=True, emoji=False)
-        return RunResult(130, out_dir, jsonl, stop.summary, "local", run_id, interrupted=True)
-    view.stop_progress()
-    if show:
-        lines = [f"Rescored from: {source}", f"Results: {jsonl}", f"Parquet: {out_dir}/ (cases, turns, assertions)"]
-        if unscored:
-            lines.append(f"{unscored} not rescorable: their inputs changed or they need turns the run did not record; rerun them with farm test")
-        lines += [f"{w.label}: {w.path}" for w in reports if hasattr(w, "label")]
-        view.summary(summary, lines)
-    return RunResult(summary.exit_code, out_dir, jsonl, summary, "local", run_id)
-
-
 async def run_async(input: str | None = None, **options: Any) -> RunResult:
     """:func:`run` for ``await`` in async code: the run goes on in a thread, the loop stays free."""
     return await asyncio.to_thread(run, input, **options)
@@ -479,35 +305,6 @@ class _Say:
 
     def __call__(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True, end="" if text.endswith(": ") else "\n")
-
-
-def _prepare(
-    input: str,
-    agent: str | None,
-    config: str | Path | FarmConfig | None,
-    match: str | None,
-    tags: list[str] | None,
-    dry_run: bool,
-    cache: bool = True,
-) -> tuple[FarmConfig, str | None, Suite]:
-    """The config, the agent under test and the selected cases."""
-    from farm.config import FarmConfig, find_config, load_config
-    from farm.inputs import input_path, resolve_input
-
-    if isinstance(config, FarmConfig):
-        cfg = config
-    else:
-        cfg = load_config(find_config(str(config) if config is not None else None, input_path(input)))
-    agent_id = agent or cfg.farm.default_agent
-    if agent_id is None and not dry_run and not input.startswith("scripts."):
-        raise UsageError("no agent to test: give -n/--name or set [farm].default_agent in farm.toml")
-    if agent_id is not None and not dry_run:
-        cfg.agent(agent_id)  # fail early, naming the configured agents
-    from farm.rolecache import RoleCache
-
-    role_cache = RoleCache.for_config(cfg) if cache else None
-    suite = resolve_input(input, cfg, agent_id, compact=not dry_run, cache=role_cache).select(match, tags or [])
-    return cfg, agent_id, suite
 
 
 def _agent_report(cfg: FarmConfig, agent_id: str, run_dir: Path, run_summary: dict[str, Any], cache: bool = True) -> Path:
@@ -529,8 +326,7 @@ def _count_after_run(run_dir: Path, summary: Summary, calls: CallTally) -> None:
     """Add role calls made after the run (the reporter's) to its summary and ``run.json``."""
     from farm.writers import read_run_json, write_run_json
 
-    summary.role_calls += calls.role_calls
-    summary.cache_hits += calls.cache_hits
+    summary.add_calls(calls)
     info = read_run_json(run_dir)
     info.role_cache = summary.role_cache()
     write_run_json(run_dir, info)
@@ -546,27 +342,6 @@ def _global_hook(cfg: FarmConfig, reference: str, payload: dict[str, Any]) -> No
         run_sync(call_maybe_async(fn, payload))
     except Exception as exc:
         raise UsageError(f"global {payload['phase']} hook {reference} failed: {type(exc).__name__}: {exc}") from None
-
-
-def _extra_writers(junit: str | Path | None, html: str | Path | None, json_events: bool, run_id: str, info: dict[str, Any]) -> tuple[list[Any], list[Any]]:
-    """``(reports, streams)``: JUnit and HTML files, and the NDJSON events on standard output."""
-    reports: list[Any] = []
-    streams: list[Any] = []
-    if json_events:
-        from farm.events import EventWriter
-
-        events = EventWriter(sys.stdout, run_id)
-        events.start(info)
-        streams.append(events)
-    if junit:
-        from farm.reports.junit import JUnitWriter
-
-        reports.append(JUnitWriter(Path(junit), run_id))
-    if html:
-        from farm.reports.html import HTMLWriter
-
-        reports.append(HTMLWriter(Path(html), run_id))
-    return reports, streams
 
 
 def _dry_run(suite: Suite, output: Path | None, console: Console, quiet: bool) -> int:

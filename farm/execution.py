@@ -18,8 +18,8 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +57,9 @@ class RunStopped(RunInterrupted):
 class RunOutputs:
     run_dir: Path
     jsonl: Path
-    reports: list[ResultWriter] = field(default_factory=list)
+    reports: Sequence[ResultWriter] = ()
     """Report files (JUnit, HTML) fed with every result of the run, earlier parts included on resume."""
-    streams: list[ResultWriter] = field(default_factory=list)
+    streams: Sequence[ResultWriter] = ()
     """Live outputs (NDJSON events) fed with the results of this part only."""
     resume: bool = False
 
@@ -151,8 +151,7 @@ def execute(
     for result in earlier:
         replayed.write(result)
         summary.add(result)
-    summary.role_calls += plan.driver_calls.role_calls  # the generator's, before the run
-    summary.cache_hits += plan.driver_calls.cache_hits
+    summary.add_calls(plan.driver_calls)  # the generator's, before the run
     writers = MultiWriter([JSONLWriter(outputs.jsonl, append=outputs.resume), parquet, *outputs.reports, *outputs.streams], scrubber)
     done_before = summary.total
     timings = info.timings
@@ -195,6 +194,8 @@ def execute(
                 info.ended_at = time.time()
                 info.counts = summary.count_dict()
                 info.role_cache = summary.role_cache()
+                if plan.replay is not None:  # a rescore says how many it could not judge
+                    info.not_rescorable = summary.not_rescorable
                 write_run_json(outputs.run_dir, info)
             finally:
                 engine.close()

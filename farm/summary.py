@@ -10,8 +10,12 @@ NDJSON events, the HTML and JUnit reports) counts with one of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from farm.results import CaseResult, Status, stability_class
+
+if TYPE_CHECKING:
+    from farm.rolecache import CallTally
 
 __all__ = ["CaseStability", "Summary"]
 
@@ -59,6 +63,9 @@ class Summary:
     """Calls the role cache could answer (roles, and an agent under test with ``cache = true``)."""
     cache_hits: int = 0
     """Of ``role_calls``, those the role cache answered."""
+    not_rescorable: int = 0
+    """Case runs a rescore could not judge (``rescorable: false``): their inputs changed, or they
+    need turns the run did not record. Always 0 for a live run."""
 
     def add(self, result: CaseResult) -> None:
         """Count one finished case run."""
@@ -71,6 +78,7 @@ class Summary:
         self.total_tokens += result.usage.total_tokens
         self.role_calls += result.role_calls
         self.cache_hits += result.cache_hits
+        self.not_rescorable += result.rescorable is False
         if result.started_at is not None:
             end = result.started_at + result.duration_ms / 1000
             if self.first_start is None or result.started_at < self.first_start:
@@ -84,28 +92,39 @@ class Summary:
             tally.runs += 1
             tally.passes += status is Status.PASSED
 
+    def add_calls(self, calls: CallTally) -> None:
+        """Count role calls made outside any case: the generator's before the run, the reporter's after it."""
+        self.role_calls += calls.role_calls
+        self.cache_hits += calls.cache_hits
+
     @property
     def total(self) -> int:
+        """Case runs counted, whatever their status."""
         return sum(self.counts.values())
 
     @property
     def passed(self) -> int:
+        """Case runs that passed."""
         return self.counts[Status.PASSED]
 
     @property
     def failed(self) -> int:
+        """Case runs that failed (an assertion, a checkpoint, a golden comparison, ...)."""
         return self.counts[Status.FAILED]
 
     @property
     def skipped(self) -> int:
+        """Case runs that were skipped (e.g. the agent awaited input and nothing could answer)."""
         return self.counts[Status.SKIPPED]
 
     @property
     def errors(self) -> int:
+        """Case runs that ended in an error (``not_rescorable`` ones included)."""
         return self.counts[Status.ERROR]
 
     @property
     def timeouts(self) -> int:
+        """Case runs that hit the case or turn timeout."""
         return self.counts[Status.TIMEOUT]
 
     @property
@@ -116,6 +135,7 @@ class Summary:
 
     @property
     def avg_turns(self) -> float:
+        """Turns per case run; 0.0 when nothing was counted."""
         return self.total_turns / self.total if self.total else 0.0
 
     @property

@@ -17,12 +17,45 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from farm.errors import UsageError
 
-__all__ = ["RUN_JSON", "RUN_INFO_VERSION", "RunInfo", "read_run_json", "write_run_json"]
+__all__ = ["RUN_JSON", "RUN_INFO_VERSION", "RunInfo", "RunOptions", "read_run_json", "write_run_json"]
 
 RUN_JSON = "run.json"
 
 RUN_INFO_VERSION = 2
 """Version 2: a typed record, with ``engine`` and ``options`` (version 1 was an untyped dict)."""
+
+
+class RunOptions(BaseModel):
+    """The options of a run that shape its results, as ``run.json`` records them for ``--resume``
+    (resolved: the command line's, else the resumed run's, else the defaults). Every field may be
+    missing from a file an older farm wrote; keys this record does not know are ignored."""
+
+    timeout: float | None = None
+    """``--timeout``: seconds a case may take."""
+    turn_timeout: float | None = None
+    """``--turn-timeout``: seconds a turn may take."""
+    on_missing_input: Literal["skip", "fail"] | None = None
+    """``--on-missing-input``: what a case does when the agent awaits input and nothing can answer."""
+    simulator: str | None = None
+    """The default simulator agent of dynamic cases (``--simulator``, else ``[farm].simulator``)."""
+    fail_fast: bool | None = None
+    """``--fail-fast``: stop dispatching after the first failed case."""
+    match: str | None = None
+    """``--run``: the regex case ids were selected with."""
+    tags: list[str] | None = None
+    """``--tag``: the tags cases were selected with."""
+    interactive: bool | None = None
+    """``--interactive``: a person answered when the agent awaited input."""
+    connector: str | None = None
+    """``-c/--connector``: the connector that replaced the target agent's own."""
+    golden: str | None = None
+    """``--golden``: the folder every case was compared with its golden conversation in."""
+    update_golden: str | None = None
+    """``--update-golden``: the folder passed cases' conversations were written to as golden files."""
+    retries: int | None = None
+    """``--retries``: times a case that ended in an agent error or timeout ran again."""
+    cache: bool | None = None
+    """False with ``--no-cache``: no role call was answered from the role cache."""
 
 
 class RunInfo(BaseModel):
@@ -60,7 +93,7 @@ class RunInfo(BaseModel):
     """Conversations in flight at most."""
     results: str | None = None
     """Path of the results JSONL."""
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: RunOptions = Field(default_factory=RunOptions)
     """The run options that shape the results (timeouts, on_missing_input, simulator, ...), for ``--resume``."""
     config: dict[str, Any] = Field(default_factory=dict)
     """The resolved configuration, with no secrets."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -182,12 +183,25 @@ def test_rescore_follows_the_edits_without_calling_the_agent(recorded_run):
 
     info = json.loads((outcome.run_dir / "run.json").read_text())
     assert info["rescored_from"] == {"run_id": run.run_id, "run_dir": str(run.run_dir)}
-    assert info["not_rescorable"] == 2 and info["counts"]["failed"] == 3
+    assert info["not_rescorable"] == outcome.summary.not_rescorable == 2 and info["counts"]["failed"] == 3
     lines = outcome.results.read_text().splitlines()
     assert pq.read_table(outcome.run_dir / "cases.parquet").num_rows == len(lines) == len(SUITE)
     assert pq.read_table(outcome.run_dir / "turns.parquet").num_rows == sum(len(json.loads(line)["turns"]) for line in lines)
     cases = pq.read_table(outcome.run_dir / "cases.parquet").to_pylist()
     assert {c["case_id"] for c in cases if c["rescorable"] is False} == {"changed", "two"}
+
+
+def test_the_rescore_records_its_own_options_and_the_runs_that_shaped_the_conversations(recorded_run, tmp_path: Path):
+    folder, run, _, _ = recorded_run
+    source = tmp_path / "source"
+    shutil.copytree(run.run_dir, source)
+    info = json.loads((source / "run.json").read_text())
+    info["options"].update(timeout=42.0, retries=2, update_golden=str(tmp_path / "golden"), fail_fast=True, tags=["x"])
+    (source / "run.json").write_text(json.dumps(info))
+    outcome = farm.rescore(source, config=folder / "farm.toml", match="greet", cache=False, quiet=True)
+    options = json.loads((outcome.run_dir / "run.json").read_text())["options"]
+    assert (options["timeout"], options["on_missing_input"], options["match"], options["cache"]) == (42.0, "skip", "greet", False)
+    assert (options["retries"], options["update_golden"], options["fail_fast"], options["tags"]) == (0, None, False, [])
 
 
 def test_rescore_with_the_runs_own_suite_gives_the_runs_statuses(recorded_run):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from farm.results import CaseResult, Status, TurnResult, Usage
+from farm.rolecache import CallTally
 from farm.summary import Summary
 
 
@@ -33,3 +34,18 @@ def test_turns_are_counted_from_the_turns_when_total_turns_is_not_set() -> None:
     summary.add(CaseResult(id="c", status=Status.PASSED, usage=Usage(prompt_tokens=7, completion_tokens=3, total_tokens=10)))
     assert (summary.total_turns, summary.avg_turns) == (5, 5 / 3)
     assert (summary.prompt_tokens, summary.completion_tokens, summary.total_tokens) == (7, 3, 10)
+
+
+def test_not_rescorable_counts_the_rescores_results_it_could_not_judge() -> None:
+    summary = Summary()
+    summary.add(CaseResult(id="live", status=Status.ERROR))  # a live run says nothing about rescoring
+    summary.add(CaseResult(id="judged", status=Status.FAILED, rescorable=True))
+    summary.add(CaseResult(id="changed", status=Status.ERROR, rescorable=False))
+    assert (summary.not_rescorable, summary.errors) == (1, 2)
+
+
+def test_role_calls_outside_the_cases_are_added_to_the_cases_own() -> None:
+    summary = Summary()
+    summary.add(CaseResult(id="a", status=Status.PASSED, role_calls=3, cache_hits=1))
+    summary.add_calls(CallTally(role_calls=2, cache_hits=2))
+    assert summary.role_cache() == {"role_calls": 5, "cache_hits": 3}

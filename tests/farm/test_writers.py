@@ -55,7 +55,7 @@ from farm.writers.rows import (
     arrow_schema,
     arrow_type,
 )
-from farm.writers.runinfo import RUN_INFO_VERSION, RunInfo
+from farm.writers.runinfo import RUN_INFO_VERSION, RunInfo, RunOptions
 from tests.factories import case_result, lookup_call, usage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -671,6 +671,20 @@ def test_run_json_from_another_tool_keeps_what_it_does_not_know(tmp_path):
     assert back.run_id == "old" and back.model_dump()["notes"] == "kept"
     (tmp_path / "run.json").write_text('{"run_id": "x", "status": "exploded"}')
     with pytest.raises(UsageError, match="status"):
+        read_run_json(tmp_path)
+
+
+def test_run_json_options_an_older_farm_wrote_read_as_run_options(tmp_path):
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "old", "options": {"timeout": 300.0, "on_missing_input": "fail", "tags": [], "gone": 1}}))
+    options = read_run_json(tmp_path).options
+    assert isinstance(options, RunOptions)
+    assert (options.timeout, options.on_missing_input, options.tags) == (300.0, "fail", [])
+    assert (options.retries, options.cache, options.golden) == (None, None, None)  # keys it did not write yet
+    assert "gone" not in options.model_dump()
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "older"}))
+    assert read_run_json(tmp_path).options == RunOptions()
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "x", "options": {"timeout": "soon"}}))
+    with pytest.raises(UsageError, match="options.timeout"):
         read_run_json(tmp_path)
 
 

@@ -1,0 +1,152 @@
+""":func:`rescore`, what ``farm rescore`` does: a suite's assertions judged again against the
+conversations a run recorded, with no call to the agent under test or the simulator.
+
+It reads the source run (its ``run.json`` and results JSONL), resolves the suite (the
+run's own or an edited copy) as :func:`farm.run` would, and runs it on the local engine
+with every case replaying its recording (:mod:`farm.replay`). The result is a new run
+folder, written as a run's is, whose ``run.json`` names the source.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from farm.errors import UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from farm.api import RunResult
+    from farm.config import FarmConfig
+    from farm.results import CaseResult
+
+__all__ = ["rescore"]
+
+
+def rescore(
+    run_dir: str | Path,
+    input: str | None = None,
+    *,
+    config: str | Path | FarmConfig | None = None,
+    output: str | Path | None = None,
+    match: str | None = None,
+    cache: bool = True,
+    junit: str | Path | None = None,
+    html: str | Path | None = None,
+    json_events: bool = False,
+    verbose: bool = False,
+    console: Console | None = None,
+    quiet: bool = False,
+    command: list[str] | None = None,
+) -> RunResult:
+    """Re-evaluate a suite's assertions against the conversations recorded in ``run_dir``
+    (``farm rescore``, SPEC section 2): nothing is sent to the agent under test or the simulator.
+
+    - ``input``: the suite, by default the run's own; an edited copy re-judges the same
+      conversations with its assertions, checkpoints and ``final_assertions``.
+    - ``config``: as for :func:`~farm.api.run`; by default found from the input as ``farm test`` does.
+    - ``match``: only cases whose id matches this regex (``--run``).
+    - ``cache``: whether role calls (the validators of ``agent`` assertions) may be answered
+      from the role cache; ``farm rescore --no-cache`` sets it False.
+
+    The result is a new run folder beside the source (its own ``run_id``, results JSONL, Parquet
+    tables, ``run.json`` with ``rescored_from``), written as ``farm test`` writes a run, so
+    ``farm report OLD NEW`` compares the two. A case that cannot be rescored (its inputs changed,
+    or the edited case needs more of the conversation than was recorded) is an ``error`` with
+    ``rescorable: false`` (:mod:`farm.replay`). Rescoring always runs in this process.
+    """
+    from farm.api import RunResult, new_run_id
+    from farm.engines import RunPlan, make_engine
+    from farm.execution import RunInterrupted, RunOutputs, execute
+    from farm.golden import attach
+    from farm.ratelimit import DEFAULT_PARALLEL
+    from farm.replay import Replay
+    from farm.runsetup import DEFAULT_TIMEOUT, DEFAULT_TURN_TIMEOUT, extra_writers, prepare, run_settings, seconds
+    from farm.runview import RunView
+    from farm.validation import check_suite
+    from farm.writers import RUN_JSON, RunInfo, read_run_json
+    from farm.writers.runinfo import RunOptions
+
+    source = Path(run_dir)
+    if not (source / RUN_JSON).is_file():
+        raise UsageError(f"{run_dir} is not a run folder: it has no {RUN_JSON} (give a folder that farm test wrote, e.g. results/<run_id>)")
+    previous = read_run_json(source)
+    recorded = _recorded(run_dir, previous.results)
+    input_value = input or previous.input
+    if not input_value:
+        raise UsageError(f"{source / RUN_JSON} names no input; give the suite with -i/--input")
+    if input is None and (input_value == "-" or input_value.startswith("agents:")):
+        raise UsageError(f"the run's input ({input_value}) cannot be read again; give the suite with -i/--input (farm test --dry-run -o FILE writes it)")
+    earlier = previous.options
+    cfg, agent_id, suite = prepare(input_value, previous.agent, config, match, None, False)
+    # The conversations are the run's, so what shaped them is too; match and cache are the rescore's own.
+    options = RunOptions(
+        timeout=seconds("--timeout", earlier.timeout or DEFAULT_TIMEOUT),
+        turn_timeout=seconds("--turn-timeout", earlier.turn_timeout or DEFAULT_TURN_TIMEOUT),
+        on_missing_input=earlier.on_missing_input or "skip",
+        simulator=earlier.simulator or cfg.farm.simulator,
+        fail_fast=False,
+        match=match,
+        tags=[],
+        interactive=bool(earlier.interactive),
+        golden=earlier.golden,  # golden conversations are judged again, as the run judged them
+        retries=0,
+        cache=cache,
+    )
+    check_suite(suite, cfg, default_simulator=options.simulator)  # the suite's own checks; the agent is not called
+    if not suite.cases:
+        raise UsageError(f"{suite.description}: no test cases to rescore")
+    attach(suite.cases, Path(options.golden) if options.golden is not None else cfg.golden_dir, every=options.golden is not None, input=input_value)
+    assert agent_id is not None
+    run_id = new_run_id()
+    out_dir = cfg.results_dir / run_id
+    jsonl = Path(output) if output else out_dir / "results.jsonl"
+    plan = RunPlan(
+        config=cfg,
+        cases=suite.cases,
+        settings=run_settings(cfg, agent_id, run_id, options),
+        parallel=previous.parallel or DEFAULT_PARALLEL,
+        runs=previous.runs or 1,
+        replay=Replay(recorded, previous.run_id or source.name),
+    )
+    info = RunInfo(
+        run_id=run_id,
+        command=command or ["farm.rescore", str(run_dir), *([input] if input else [])],
+        input=input_value,
+        agent=agent_id,
+        connector=previous.connector,
+        config=cfg.safe_dump(),
+        options=options,
+        rescored_from={"run_id": previous.run_id or source.name, "run_dir": str(source)},
+    )
+    view = RunView(console, json_events=json_events, quiet=quiet, verbose=verbose)
+    hook_info = {"input": input_value, "agent": agent_id, "run_id": run_id, "cases": len(suite.cases), "rescored_from": info.rescored_from}
+    reports, streams = extra_writers(junit, html, json_events, run_id, {**hook_info, "runs": plan.runs, "parallel": plan.parallel})
+    view.start(agent_id, input_value, len(suite.cases), {"Run": run_id, "Rescoring": previous.run_id or str(source)}, plan.total)
+    outputs = RunOutputs(run_dir=out_dir, jsonl=jsonl, reports=reports, streams=streams)
+    try:
+        summary = execute(plan, outputs, make_engine("local"), info=info, on_result=view.result, on_phase=view.phase)
+    except RunInterrupted as stop:
+        view.interrupted(stop, "rescored")
+        return RunResult(130, out_dir, jsonl, stop.summary, "local", run_id, interrupted=True)
+    view.summary(summary, [f"Rescored from: {source}", f"Results: {jsonl}", f"Parquet: {out_dir}/ (cases, turns, assertions)"], reports)
+    return RunResult(summary.exit_code, out_dir, jsonl, summary, "local", run_id)
+
+
+def _recorded(run_dir: str | Path, results: str | None) -> dict[tuple[str, int], CaseResult]:
+    """The source run's results by ``(case id, run index)``, the first record of each; from its
+    ``results.jsonl``, else from the path its ``run.json`` names (``-o``)."""
+    from farm.results import CaseResult
+    from farm.writers import read_jsonl_results
+
+    jsonl = Path(run_dir) / "results.jsonl"
+    if not jsonl.is_file() and results:
+        jsonl = Path(results)
+    if not jsonl.is_file():
+        raise UsageError(f"{run_dir} holds no results to rescore: {jsonl} does not exist")
+    recorded: dict[tuple[str, int], CaseResult] = {}
+    for record in read_jsonl_results(jsonl):
+        result = CaseResult.model_validate(record)
+        recorded.setdefault((result.id, result.run_index), result)
+    return recorded

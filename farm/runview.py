@@ -1,0 +1,95 @@
+"""What a run shows on the console, for :func:`farm.run` and :func:`farm.rescore` alike:
+the header, a live progress line, each result as it comes, an interrupt, and the summary
+with where the outputs went.
+
+:class:`RunView` decides *whether* to show (``quiet``, ``--json``) and *what* the run's
+lines are; :class:`~farm.console.ConsoleReporter` draws them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from farm.console import ConsoleReporter
+    from farm.execution import RunInterrupted
+    from farm.reports.streamed import StreamedReport
+    from farm.results import CaseResult
+    from farm.summary import Summary
+
+__all__ = ["RunView"]
+
+
+class RunView:
+    """The console side of one run.
+
+    ``console``: where the tree and the summary go (default: standard output, standard
+    error with ``json_events``, whose events own standard output). The tree, the
+    progress line and the summary show unless ``quiet`` or ``json_events``; an
+    interrupt is said unless ``quiet``.
+    """
+
+    def __init__(self, console: Console | None = None, *, json_events: bool = False, quiet: bool = False, verbose: bool = False):
+        self.console = console if console is not None else Console(stderr=json_events, highlight=False)
+        self.quiet = quiet
+        self.show = not (quiet or json_events)
+        self.verbose = verbose
+        self._reporter: ConsoleReporter | None = None
+
+    @property
+    def reporter(self) -> ConsoleReporter:
+        """The reporter that draws; made on first use, so a dry run never imports it."""
+        if self._reporter is None:
+            from farm.console import ConsoleReporter
+
+            self._reporter = ConsoleReporter(self.console, verbose=self.verbose)
+        return self._reporter
+
+    def start(self, agent: str, input: str, cases: int, extra: dict[str, str], total: int, progress: bool = True) -> None:
+        """The header (agent, input, ``extra`` lines), then a progress line over ``total`` case runs
+        unless ``progress`` is False (interactive questions would be drawn over)."""
+        if not self.show:
+            return
+        self.reporter.header(agent, input, cases, extra)
+        if progress:
+            self.reporter.start_progress(total)
+
+    def phase(self, text: str) -> None:
+        """Say on the progress line what the run waits for (``starting Ray…``)."""
+        if self.show:
+            self.reporter.phase(text)
+
+    def result(self, result: CaseResult) -> None:
+        """One finished case run: counted on the progress line, printed as a line or a tree."""
+        if self.show:
+            self.reporter.advance(result)
+            self.reporter.case(result)
+
+    def stop(self) -> None:
+        """Remove the progress line, printing the lines it held back."""
+        if self._reporter is not None:
+            self._reporter.stop_progress()
+
+    def interrupted(self, stop: RunInterrupted, done: str, resume: str | None = None) -> None:
+        """Ctrl-C or SIGTERM ended the run: how many case runs were ``done``, and how to ``resume``."""
+        self.stop()
+        if self.quiet:
+            return
+        self.console.print(f"\n[yellow]Interrupted[/yellow]: {stop.done} of {stop.total} case runs {done}; their results are kept.", soft_wrap=True, emoji=False)
+        if resume is not None:
+            self.console.print(f"Resume with: {resume}", soft_wrap=True, markup=False)
+
+    def summary(self, summary: Summary, lines: Sequence[str], reports: Sequence[StreamedReport] = ()) -> None:
+        """The summary block, then ``lines`` (where the results went), the rescore's cases it could
+        not judge, and the report files."""
+        self.stop()
+        if not self.show:
+            return
+        outputs = list(lines)
+        if summary.not_rescorable:
+            outputs.append(f"{summary.not_rescorable} not rescorable: their inputs changed or they need turns the run did not record; rerun them with farm test")
+        outputs += [f"{report.label}: {report.path}" for report in reports]
+        self.reporter.summary(summary, outputs)
