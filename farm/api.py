@@ -129,13 +129,13 @@ def run(
     - ``retries``: times a case that ended in an agent error or timeout runs again (default 0).
     """
     from farm.rolecache import tally
-    from farm.runsetup import DEFAULT_TIMEOUT, DEFAULT_TURN_TIMEOUT, prepare, seconds
+    from farm.runsetup import DEFAULT_TIMEOUT, DEFAULT_TURN_TIMEOUT, prepare, recorded_config, recorded_input, seconds
     from farm.writers import RunInfo, finished_keys, read_run_json
     from farm.writers.runinfo import RunOptions
 
     previous: RunInfo | None = read_run_json(resume) if resume is not None else None
     earlier = previous.options if previous is not None else RunOptions()
-    input_value = input or (previous.input if previous else None)
+    input_value = input or (recorded_input(previous) if previous else None)
     if not input_value:
         raise UsageError("no input: give -i/--input (a .jsonl file, a message, agents:<id>, scripts:<id> or -)")
     on_missing = on_missing_input or earlier.on_missing_input or "skip"
@@ -152,6 +152,8 @@ def run(
         raise UsageError(f"--retries: {retries} is not 0 or more")
 
     with tally() as driver_calls:  # a generator's call, before the run
+        if config is None and previous is not None:
+            config = recorded_config(previous)  # the run's own farm.toml, wherever the resume starts
         cfg, agent_id, suite = prepare(input_value, agent or (previous.agent if previous else None), config, match, tags, dry_run, cache)
     from farm.validation import check_for_run  # every check that needs no agent call (SPEC 2)
 
@@ -230,6 +232,7 @@ def run(
         run_id=run_id,
         command=command or ["farm.run", input_value],
         input=input_value,
+        cwd=str(Path.cwd()),
         agent=agent_id,
         connector=connector_name,
         config=cfg.safe_dump(),

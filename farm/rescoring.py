@@ -45,7 +45,8 @@ def rescore(
 
     - ``input``: the suite, by default the run's own; an edited copy re-judges the same
       conversations with its assertions, checkpoints and ``final_assertions``.
-    - ``config``: as for :func:`~farm.api.run`; by default found from the input as ``farm test`` does.
+    - ``config``: as for :func:`~farm.api.run`; by default the run's own ``farm.toml`` (where
+      ``run.json`` says it was), else found from the input as ``farm test`` does.
     - ``match``: only cases whose id matches this regex (``--run``).
     - ``cache``: whether role calls (the validators of ``agent`` assertions) may be answered
       from the role cache; ``farm rescore --no-cache`` sets it False.
@@ -62,24 +63,35 @@ def rescore(
     from farm.golden import attach
     from farm.ratelimit import DEFAULT_PARALLEL
     from farm.replay import Replay
-    from farm.runsetup import DEFAULT_TIMEOUT, DEFAULT_TURN_TIMEOUT, extra_writers, prepare, run_settings, seconds
+    from farm.runsetup import (
+        DEFAULT_TIMEOUT,
+        DEFAULT_TURN_TIMEOUT,
+        extra_writers,
+        prepare,
+        recorded_config,
+        recorded_input,
+        run_settings,
+        seconds,
+    )
     from farm.runview import RunView
     from farm.validation import check_suite
     from farm.writers import RUN_JSON, RunInfo, read_run_json
     from farm.writers.runinfo import RunOptions
 
-    source = Path(run_dir)
+    source = Path(run_dir).absolute()
+    if not source.exists():
+        raise UsageError(f"{run_dir} does not exist (give a run folder that farm test wrote, e.g. results/<run_id>)")
     if not (source / RUN_JSON).is_file():
         raise UsageError(f"{run_dir} is not a run folder: it has no {RUN_JSON} (give a folder that farm test wrote, e.g. results/<run_id>)")
     previous = read_run_json(source)
     recorded = _recorded(run_dir, previous.results)
-    input_value = input or previous.input
+    input_value = input or recorded_input(previous)
     if not input_value:
         raise UsageError(f"{source / RUN_JSON} names no input; give the suite with -i/--input")
     if input is None and (input_value == "-" or input_value.startswith("agents:")):
         raise UsageError(f"the run's input ({input_value}) cannot be read again; give the suite with -i/--input (farm test --dry-run -o FILE writes it)")
     earlier = previous.options
-    cfg, agent_id, suite = prepare(input_value, previous.agent, config, match, None, False)
+    cfg, agent_id, suite = prepare(input_value, previous.agent, config or recorded_config(previous), match, None, False)
     # The conversations are the run's, so what shaped them is too; match and cache are the rescore's own.
     options = RunOptions(
         timeout=seconds("--timeout", earlier.timeout or DEFAULT_TIMEOUT),
@@ -114,6 +126,7 @@ def rescore(
         run_id=run_id,
         command=command or ["farm.rescore", str(run_dir), *([input] if input else [])],
         input=input_value,
+        cwd=str(Path.cwd()),
         agent=agent_id,
         connector=previous.connector,
         config=cfg.safe_dump(),

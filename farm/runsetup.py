@@ -23,9 +23,18 @@ if TYPE_CHECKING:
     from farm.reports.streamed import StreamedReport
     from farm.runner import RunSettings
     from farm.writers import ResultWriter
-    from farm.writers.runinfo import RunOptions
+    from farm.writers.runinfo import RunInfo, RunOptions
 
-__all__ = ["DEFAULT_TIMEOUT", "DEFAULT_TURN_TIMEOUT", "extra_writers", "prepare", "run_settings", "seconds"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_TURN_TIMEOUT",
+    "extra_writers",
+    "prepare",
+    "recorded_config",
+    "recorded_input",
+    "run_settings",
+    "seconds",
+]
 
 DEFAULT_TIMEOUT = "5m"
 DEFAULT_TURN_TIMEOUT = "2m"
@@ -112,3 +121,26 @@ def extra_writers(
 
         reports.append(HTMLWriter(Path(html), run_id))
     return reports, streams
+
+
+def recorded_input(info: RunInfo) -> str | None:
+    """The input a run was started with, found from here: a relative suite file resolves against
+    the folder the run started in (``info.cwd``; for a run that did not record it, the folder of
+    its ``farm.toml``) when it is not beside us."""
+    from farm.inputs import input_path
+
+    value = info.input
+    path = input_path(value) if value else None
+    if value is None or path is None or path.is_absolute() or path.exists():
+        return value
+    config_path = info.config.get("path")
+    for folder in (info.cwd, str(Path(config_path).parent) if config_path else None):
+        if folder and (Path(folder) / path).exists():
+            return str(Path(folder) / path)
+    return value
+
+
+def recorded_config(info: RunInfo) -> Path | None:
+    """The ``farm.toml`` a run used, when it is still there."""
+    path = info.config.get("path")
+    return Path(path) if path and Path(path).is_file() else None

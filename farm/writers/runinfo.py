@@ -81,6 +81,9 @@ class RunInfo(BaseModel):
     """The command line (or ``farm.run(...)`` for the Python API)."""
     input: str | None = None
     """The ``-i`` input: a file, a message, ``agents:<id>``, ``scripts:<id>``."""
+    cwd: str | None = None
+    """The folder the run started in: a relative ``input`` is relative to it (``--resume`` and
+    ``farm rescore`` find the suite from anywhere)."""
     agent: str | None = None
     """The agent under test."""
     connector: str | None = None

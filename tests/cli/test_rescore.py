@@ -88,3 +88,29 @@ def test_farm_report_compares_a_run_with_its_rescore_of_an_edited_copy(tmp_path:
     comparison = json.loads(report.output)["comparison"]
     assert [c["case_id"] for c in comparison["regressions"]] == ["greet"]
     assert [c["case_id"] for c in comparison["fixes"]] == ["loose"]
+
+
+def test_rescore_finds_the_runs_suite_and_config_from_another_folder(tmp_path: Path, monkeypatch):
+    """run.json records the folder the run started in and its farm.toml: a rescore started
+    elsewhere reads the same suite with the same config, without -i or --config."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir(), elsewhere.mkdir()
+    cases = [{"id": "greet", "input": "Hello", "assertions": [{"type": "contains", "value": "expense"}]}]
+    with JSONServer(ScriptedAgent()) as server:
+        (project / "farm.toml").write_text(farm_toml(server.url, engine="local"))
+        write(project / "suite.jsonl", cases)
+        monkeypatch.chdir(project)
+        assert farm("test", "-i", "suite.jsonl").exit_code == 0
+    run_dir = next((project / "results").iterdir())
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["input"] == "suite.jsonl" and info["cwd"] == str(project)
+
+    monkeypatch.chdir(elsewhere)
+    result = farm("rescore", str(run_dir))
+    assert result.exit_code == 0, result.output
+    new = next(p for p in (project / "results").iterdir() if p != run_dir and not p.name.startswith("."))
+    assert [json.loads(line)["status"] for line in (new / "results.jsonl").read_text().splitlines()] == ["passed"]
+    assert json.loads((new / "run.json").read_text())["rescored_from"]["run_dir"] == str(run_dir)
+
+    gone = farm("rescore", str(elsewhere / "no-such-run"))
+    assert gone.exit_code == 2 and "does not exist" in gone.output
