@@ -54,10 +54,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from farm.agents.base import AgentClient, Message, Reply
-from farm.agents.http import HTTPAgent
-from farm.agents.openai import OpenAIAgent
-from farm.agents.python import PythonAgent
+from farm.agents.base import AgentClient, CacheKeyed, Message, Reply, stable_options
 from farm.config import AgentConfig, Connector, FarmConfig
 from farm.secrets import Scrubber
 
@@ -68,11 +65,6 @@ CACHE_DIR = Path(".cache") / "roles"
 
 ENTRY_VERSION = 1
 """The shape of an entry file; another version is a miss."""
-
-VOLATILE = frozenset({"session_id", "run_id", "turn_count", "turn_number"})
-"""Option and metadata keys left out of the key: they change between runs (ids) or repeat what
-the messages already say (turn counters), so keeping them would make every rerun a miss."""
-
 
 @dataclass
 class CallTally:
@@ -112,33 +104,12 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _stable_options(options: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in options.items() if k not in VOLATILE}
-    if isinstance(out.get("metadata"), dict):
-        out["metadata"] = {k: v for k, v in out["metadata"].items() if k not in VOLATILE}
-    return out
-
-
 def request_shape(client: AgentClient, messages: list[Message], options: dict[str, Any]) -> dict[str, Any]:
-    """What ``client`` sends for this call, as far as it decides the answer."""
-    if isinstance(client, OpenAIAgent):
-        # the body as sent: options reach it only as "user"; metadata and session ids never do
-        return {"kind": "openai", "agent": client.config.id, "connector": client.connector.name, "body": client.request_body(messages, options)}
-    if isinstance(client, HTTPAgent):
-        return {
-            "kind": "http",
-            "agent": client.config.id,
-            "connector": client.connector.name,
-            "url": client.url,
-            "model": client.connector.model,
-            "method": client.config.method,
-            "template": client.template,
-            "messages": messages,
-            "options": _stable_options(options),
-        }
-    if isinstance(client, PythonAgent):
-        return {"kind": "python", "agent": client.config.id, "entry": client.config.entry, "messages": messages, "options": _stable_options(options)}
-    return {"kind": type(client).__name__, "messages": messages, "options": _stable_options(options)}
+    """What ``client`` sends for this call, as far as it decides the answer: the parts it gives
+    (:class:`~farm.agents.base.CacheKeyed`), else its type with the messages and stable options."""
+    if isinstance(client, CacheKeyed):
+        return client.cache_key_parts(messages, options)
+    return {"kind": type(client).__name__, "messages": messages, "options": stable_options(options)}
 
 
 class RoleCache:
@@ -214,7 +185,10 @@ def target_cache(config: FarmConfig, agent_id: str, enabled: bool) -> RoleCache 
 
 class CachedAgent:
     """The agent under test through the cache (``cache = true`` on the agent): a call asked
-    before is answered from disk; a reply that came back without an error is stored."""
+    before is answered from disk; a reply that came back without an error is stored.
+
+    It lives here, with the role cache, because it is the same cache, keys and tally: the agent
+    under test opts into what every role call gets by default."""
 
     def __init__(self, client: AgentClient, cache: RoleCache, agent_id: str):
         self.client = client
