@@ -233,7 +233,7 @@ class Replay:
                 where = f"turn {len(recorded.turns)}" if recorded.turns else "its start"
                 return not_rescorable(loaded, settings, f"the run's conversation ends at {where} ({recorded.status.value}), and the edited case goes on past it")
             # the replay reached the recording's end, which was an error, a timeout or a simulator error
-            result.status, result.error = recorded.status, recorded.error
+            result.status, result.error, result.ended_by = recorded.status, recorded.error, recorded.ended_by
             del result.turns[len(recorded.turns):]
             if result.turns:
                 result.turns[-1].error = recorded.turns[-1].error
@@ -247,8 +247,11 @@ class Replay:
 def _ended_by_recording(recorded: CaseResult) -> bool:
     """Whether the recorded conversation ended because of the agent, a tool mock, the simulator
     or the case's timeout (which a replay reproduces), not because an assertion stopped it."""
+    if recorded.ended_by is not None:
+        return True
     if recorded.status not in (Status.ERROR, Status.TIMEOUT, Status.SKIPPED):
         return False
+    # a result written before ``ended_by`` existed: its error text tells
     error = recorded.error or ""
     last = recorded.turns[-1] if recorded.turns else None
     return bool(last and last.error) or error.startswith(("simulator error", "the case did not finish")) or "tool mock" in error
