@@ -41,7 +41,7 @@ from farm.assertions import AssertionEnv
 from farm.digest import changed_inputs, inputs_digest
 from farm.loader import LoadedCase
 from farm.results import CaseResult, Status, TurnResult
-from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
+from farm.roletypes import HumanRequest, RoleError, RoleRequest, SimulatorTurn
 from farm.runner import RunSettings, Services, error_result, run_case
 
 __all__ = ["NOT_RESCORABLE", "RecordingEnds", "Replay", "ReplayClient", "ReplayClock", "ReplayServices", "not_rescorable"]
@@ -142,8 +142,8 @@ class ReplayServices:
     def assertion_env(self) -> AssertionEnv | None:
         return self.base.assertion_env
 
-    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
-        number = int(metadata.get("turn_number") or 0)
+    async def simulate(self, request: RoleRequest) -> SimulatorTurn:
+        number = request.turn or 0
         turns = self.recorded.turns
         if 0 < number <= len(turns) and turns[number - 1].input_source in ("simulated", "human"):
             turn = turns[number - 1]

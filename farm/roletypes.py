@@ -8,16 +8,34 @@ the conversation engine for a type.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-__all__ = ["HumanRequest", "RoleError", "RoleOutcome", "SimulatorTurn", "Verdict"]
+__all__ = ["HumanRequest", "RoleError", "RoleOutcome", "RoleRequest", "SimulatorTurn", "Verdict"]
 
 T = TypeVar("T")
 
 
 class RoleError(Exception):
     """A role agent (simulator, validator, ...) failed or answered nothing usable."""
+
+
+@dataclass(frozen=True)
+class RoleRequest:
+    """One simulator or validator call: the role agent that answers, what it is shown, and
+    the connector it is reached on."""
+
+    agent_id: str
+    """The role agent's id (without ``agents:``)."""
+    messages: list[dict[str, Any]]
+    """The conversation so far, as OpenAI-style chat messages."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """What the role agent is told besides the conversation (its prompt's placeholders:
+    the goal, the persona, the criteria, the turn counters...)."""
+    connector: str | None = None
+    """The connector this call uses instead of the role agent's own (``options.connector``)."""
+    turn: int | None = None
+    """For a simulator call: the turn whose input it is asked for."""
 
 
 @dataclass

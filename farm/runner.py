@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from farm.agents.base import AgentClient, AgentError, AgentTimeoutError, Message
+from farm.agents.base import AgentClient, AgentError, AgentTimeoutError
 from farm.agents.permits import waiting_for_permits
 from farm.assertions import AssertionEnv, Subject, evaluate
 from farm.awaiting import detect_awaiting, last_sentence
@@ -31,7 +31,7 @@ from farm.loader import LoadedCase
 from farm.messages import user_messages
 from farm.results import AssertionResult, CaseResult, EndedBy, InputSource, Status, StepReply, TurnResult
 from farm.rolecache import tally
-from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
+from farm.roletypes import HumanRequest, RoleError, RoleRequest, SimulatorTurn
 
 __all__ = ["RunSettings", "Services", "error_result", "run_case"]
 
@@ -46,7 +46,7 @@ class Services(Protocol):
     @property
     def assertion_env(self) -> AssertionEnv | None: ...
 
-    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn: ...
+    async def simulate(self, request: RoleRequest) -> SimulatorTurn: ...
 
     async def ask_human(self, request: HumanRequest) -> str | None: ...
 
@@ -364,21 +364,21 @@ class _Conversation:
         if self.services is None:
             raise _Stop(Status.ERROR, "this run has no simulator service")
         spec = self.case.simulator
+        turn = len(self.result.turns) + 1
         metadata = {
             **(spec.options.metadata if spec else {}),
             "test_mode": "simulator",
             "test_id": self.case.id,
             "session_id": self.session.id,
-            "turn_number": len(self.result.turns) + 1,
+            "turn_number": turn,
             "turn_count": len(self.result.turns),
             "max_turns": self.case.max_turns,
             "last_response": self.result.turns[-1].output if self.result.turns else "",
             "tool_results": [r.model_dump() for r in self.session.tool_results],
         }
-        if spec and spec.options.connector:
-            metadata["_farm_connector"] = spec.options.connector  # farm.services.ROLE_CONNECTOR: picks this call's connector
+        request = RoleRequest(agent_id, list(self.session.messages), metadata, connector=spec.options.connector if spec else None, turn=turn)
         try:
-            sim = await self.services.simulate(agent_id, list(self.session.messages), metadata)
+            sim = await self.services.simulate(request)
         except RoleError as exc:
             raise _Stop(Status.SKIPPED, f"simulator error: {exc}", ended_by="simulator") from None
         if not sim.goal_achieved and sim.input in (None, ""):

@@ -20,7 +20,7 @@ from farm.errors import UsageError
 from farm.loader import parse_cases
 from farm.replay import RecordingEnds, Replay, ReplayClient, ReplayClock
 from farm.results import CaseResult, Status, StepReply, ToolCallRecord, TurnResult
-from farm.roletypes import RoleError, SimulatorTurn
+from farm.roletypes import RoleError, RoleRequest, SimulatorTurn
 from farm.runner import RunSettings, run_case
 from tests.scripted import Counting, RoleModels, ScriptedAgent, farm_toml, roles_toml
 
@@ -331,7 +331,7 @@ class _Roles:
         self.answers = answers
         self.calls = 0
 
-    async def simulate(self, agent_id: str, messages: list[Any], metadata: dict[str, Any]) -> SimulatorTurn:
+    async def simulate(self, request: RoleRequest) -> SimulatorTurn:
         self.calls += 1
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):

@@ -17,7 +17,7 @@ from farm.config import AgentConfig, load_config
 from farm.demo.server import JSONServer, Response
 from farm.rolecache import CACHE_DIR, RoleCache, tally
 from farm.roles import RolePlayer
-from farm.roletypes import Verdict
+from farm.roletypes import RoleRequest, Verdict
 from farm.services import LocalRoles
 from tests.scripted import RoleModels, ScriptedAgent, farm_toml, roles_toml
 
@@ -119,9 +119,9 @@ def test_volatile_values_stay_out_of_the_key(project: Path, servers):
     async def three():
         try:
             return (
-                await roles.simulate("sim", [], {**meta, "session_id": "s-1", "turn_number": 1, "turn_count": 0}),
-                await roles.simulate("sim", [], {**meta, "session_id": "s-2", "turn_number": 1, "turn_count": 0}),
-                await roles.simulate("sim", [], {**meta, "goal": "another goal", "session_id": "s-3"}),
+                await roles.simulate(RoleRequest("sim", [], {**meta, "session_id": "s-1", "turn_number": 1, "turn_count": 0})),
+                await roles.simulate(RoleRequest("sim", [], {**meta, "session_id": "s-2", "turn_number": 1, "turn_count": 0})),
+                await roles.simulate(RoleRequest("sim", [], {**meta, "goal": "another goal", "session_id": "s-3"})),
             )
         finally:
             await roles.aclose()

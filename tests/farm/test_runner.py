@@ -49,8 +49,8 @@ class Services:
         self.inputs = inputs
         self.seen: list[dict] = []
 
-    async def simulate(self, agent_id, messages, metadata):
-        self.seen.append(metadata)
+    async def simulate(self, request):
+        self.seen.append(request.metadata)
         if isinstance(self.inputs, Exception):
             raise self.inputs
         if not self.inputs:
