@@ -58,7 +58,7 @@ async def _counted(call: Awaitable[T]) -> RoleOutcome[T]:
     the session actor counts for the case it asked for (:func:`farm.rolecache.record`)."""
     with tally() as calls:
         outcome = await RoleOutcome.of(call)
-    return dataclasses.replace(outcome, calls=(calls.role_calls, calls.cache_hits))
+    return dataclasses.replace(outcome, calls=calls)
 
 
 def start_pool(name: str, size: int, config: FarmConfig, limits: LimiterPlan | None, concurrency: int = 256, cache: bool = True) -> dict[str, Any]:
@@ -94,7 +94,7 @@ class PoolRoles:
                 if attempt == RESTART_TRIES:
                     raise RoleError(f"the {method} pool did not answer after {attempt} tries: {exc}") from None
                 await asyncio.sleep(RESTART_WAIT)
-        record(*answer.calls)
+        record(answer.calls.role_calls, answer.calls.cache_hits)
         return answer
 
     async def simulate(self, request: RoleRequest) -> SimulatorTurn:

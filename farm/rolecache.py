@@ -48,7 +48,6 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +55,7 @@ from pydantic import ValidationError
 
 from farm.agents.base import AgentClient, CacheKeyed, Message, Reply, stable_options
 from farm.config import AgentConfig, Connector, FarmConfig
+from farm.roletypes import CallTally
 from farm.secrets import Scrubber
 
 __all__ = ["CACHE_DIR", "CachedAgent", "CallTally", "RoleCache", "caches_role", "record", "tally", "target_cache"]
@@ -65,17 +65,6 @@ CACHE_DIR = Path(".cache") / "roles"
 
 ENTRY_VERSION = 1
 """The shape of an entry file; another version is a miss."""
-
-@dataclass
-class CallTally:
-    """Role calls made, and how many of them the cache answered."""
-
-    role_calls: int = 0
-    cache_hits: int = 0
-
-    def add(self, role_calls: int, cache_hits: int) -> None:
-        self.role_calls += role_calls
-        self.cache_hits += cache_hits
 
 
 _TALLY: ContextVar[CallTally | None] = ContextVar("farm_role_tally", default=None)

@@ -11,7 +11,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-__all__ = ["HumanRequest", "RoleError", "RoleOutcome", "RoleRequest", "SimulatorTurn", "Verdict"]
+__all__ = ["CallTally", "HumanRequest", "RoleError", "RoleOutcome", "RoleRequest", "SimulatorTurn", "Verdict"]
 
 T = TypeVar("T")
 
@@ -58,6 +58,18 @@ class Verdict:
     suggestions: list[str] | None = None
 
 
+@dataclass
+class CallTally:
+    """Role calls made, and how many of them the role cache answered (:func:`farm.rolecache.tally`)."""
+
+    role_calls: int = 0
+    cache_hits: int = 0
+
+    def add(self, role_calls: int, cache_hits: int) -> None:
+        self.role_calls += role_calls
+        self.cache_hits += cache_hits
+
+
 @dataclass(frozen=True)
 class RoleOutcome(Generic[T]):
     """A role call's answer, or the message of the :class:`RoleError` it raised.
@@ -70,9 +82,9 @@ class RoleOutcome(Generic[T]):
     answer: T | None = None
     error: str | None = None
     """The :class:`RoleError`'s message; None when the call answered."""
-    calls: tuple[int, int] = (0, 0)
-    """The role calls made to answer, and how many of them the role cache answered
-    (:class:`farm.rolecache.CallTally`), for the case that asked."""
+    calls: CallTally = field(default_factory=CallTally)
+    """The role calls made to answer, and how many of them the role cache answered, for the
+    case that asked."""
 
     @classmethod
     async def of(cls, call: Awaitable[T]) -> RoleOutcome[T]:
