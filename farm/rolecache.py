@@ -23,10 +23,10 @@ The key is the SHA-256 of a canonical JSON of what decides the answer: the
 role and role agent, the connector and model, and the request as the agent's
 kind sends it (an ``openai`` agent's body: messages, tools, temperature,
 max_tokens, params; an ``http`` agent's template with the messages and
-options; a ``python`` agent's entry with the messages and options). Values
-that change from run to run without changing the answer (session ids, run
-ids, turn counters already told by the messages) are left out, or a rerun
-would never hit.
+options; a ``python`` agent's entry with the messages and options), which each
+agent kind gives through its ``cache_key_parts``. Values that change from run
+to run without changing the answer (session ids, run ids, turn counters
+already told by the messages) are left out, or a rerun would never hit.
 
 Writes are atomic (a temporary file in the same folder, then ``os.replace``),
 so any number of processes (session and pool actors, both engines,

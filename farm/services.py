@@ -144,8 +144,8 @@ class FarmServices:
             {"role": "assistant", "content": subject.content},
         ]
         try:
-            connector = spec.options.connector if spec.options else None
-            verdict = await self.roles.validate(RoleRequest(agent_id, conversation, metadata, connector=connector))
+            request = RoleRequest(agent_id, conversation, metadata, connector=spec.options.connector if spec.options else None)
+            verdict = await self.roles.validate(request)
         except RoleError as exc:
             return Outcome(False, message=f"validator error: {exc}", error=True)
         return Outcome(
