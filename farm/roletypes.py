@@ -39,6 +39,18 @@ class RoleRequest:
 
 
 @dataclass
+class CallTally:
+    """Role calls made, and how many of them the role cache answered (:func:`farm.rolecache.tally`)."""
+
+    role_calls: int = 0
+    cache_hits: int = 0
+
+    def add(self, role_calls: int, cache_hits: int) -> None:
+        self.role_calls += role_calls
+        self.cache_hits += cache_hits
+
+
+@dataclass
 class SimulatorTurn:
     """The simulator's answer: the next user input, or that the goal is achieved."""
 
@@ -56,18 +68,6 @@ class Verdict:
     """From 0.0 to 1.0, when the validator gave one."""
     reason: str | None = None
     suggestions: list[str] | None = None
-
-
-@dataclass
-class CallTally:
-    """Role calls made, and how many of them the role cache answered (:func:`farm.rolecache.tally`)."""
-
-    role_calls: int = 0
-    cache_hits: int = 0
-
-    def add(self, role_calls: int, cache_hits: int) -> None:
-        self.role_calls += role_calls
-        self.cache_hits += cache_hits
 
 
 @dataclass(frozen=True)
