@@ -41,14 +41,14 @@ def test_other_exceptions_are_not_taken_for_a_role_error():
         asyncio.run(RoleOutcome.of(_crash()))
 
 
-def test_a_verdict_survives_pickling():
-    verdict = Verdict(passed=False, score=0.25, reason="rude", suggestions=["say please"])
-    assert pickle.loads(pickle.dumps(RoleOutcome(answer=verdict))).unwrap() == verdict
-
-
 def test_the_calls_an_outcome_counts_and_a_role_request_survive_pickling():
     outcome = RoleOutcome(answer=Verdict(passed=True), calls=CallTally(role_calls=2, cache_hits=1))
     assert pickle.loads(pickle.dumps(outcome)).calls == CallTally(role_calls=2, cache_hits=1)
     assert RoleOutcome(answer=None).calls == CallTally()
     request = RoleRequest("sim", [{"role": "user", "content": "hi"}], {"goal": "g"}, connector="other", turn=2)
     assert pickle.loads(pickle.dumps(request)) == request
+
+
+def test_a_verdict_survives_pickling():
+    verdict = Verdict(passed=False, score=0.25, reason="rude", suggestions=["say please"])
+    assert pickle.loads(pickle.dumps(RoleOutcome(answer=verdict))).unwrap() == verdict
