@@ -19,6 +19,7 @@ from farm.actors.cluster import Cluster, connect
 from farm.actors.driver import run_plan
 
 from farm.engines import RunPlan
+from farm.errors import UsageError
 from farm.results import CaseResult
 
 __all__ = ["RayEngine"]
@@ -43,6 +44,8 @@ class RayEngine:
         }
 
     def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> None:
+        if plan.replay is not None:  # session actors would call the real agent instead of the recording
+            raise UsageError("rescoring runs on the local engine: the ray engine cannot replay a recorded run")
         if plan.terminal is None:
             run_plan(plan, on_result, should_stop)
             return

@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import ray
 
-from farm.agents.base import Message
 from farm.config import FarmConfig
 from farm.rolecache import RoleCache, record, tally
-from farm.roletypes import RoleError, RoleOutcome, SimulatorTurn, Verdict
+from farm.roletypes import RoleError, RoleOutcome, RoleRequest, SimulatorTurn, Verdict
 from farm.services import LocalRoles
 
 if TYPE_CHECKING:
@@ -44,11 +43,11 @@ class RoleActor:
         self.roles = LocalRoles(config, limiter_for=limiter_factory(limits), cache=RoleCache.for_config(config) if cache else None)
         preload()  # roles are LLMs behind HTTP
 
-    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> RoleOutcome[SimulatorTurn]:
-        return await _counted(self.roles.simulate(agent_id, messages, metadata))
+    async def simulate(self, request: RoleRequest) -> RoleOutcome[SimulatorTurn]:
+        return await _counted(self.roles.simulate(request))
 
-    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> RoleOutcome[Verdict]:
-        return await _counted(self.roles.validate(agent_id, messages, metadata))
+    async def validate(self, request: RoleRequest) -> RoleOutcome[Verdict]:
+        return await _counted(self.roles.validate(request))
 
     async def ping(self) -> bool:
         return True
@@ -59,7 +58,7 @@ async def _counted(call: Awaitable[T]) -> RoleOutcome[T]:
     the session actor counts for the case it asked for (:func:`farm.rolecache.record`)."""
     with tally() as calls:
         outcome = await RoleOutcome.of(call)
-    return dataclasses.replace(outcome, calls=(calls.role_calls, calls.cache_hits))
+    return dataclasses.replace(outcome, calls=calls)
 
 
 def start_pool(name: str, size: int, config: FarmConfig, limits: LimiterPlan | None, concurrency: int = 256, cache: bool = True) -> dict[str, Any]:
@@ -83,25 +82,25 @@ class PoolRoles:
         self._val = itertools.cycle([ray.get_actor(n) for n in validators]) if validators else None
 
     @staticmethod
-    async def _call(pool: Any, method: str, *args: Any) -> RoleOutcome[Any]:
+    async def _call(pool: Any, method: str, request: RoleRequest) -> RoleOutcome[Any]:
         if pool is None:
             raise RoleError(f"this run has no {method} pool")
         for attempt in range(1, RESTART_TRIES + 1):
             try:
-                answer = await getattr(next(pool), method).remote(*args)
+                answer = await getattr(next(pool), method).remote(request)
                 break
             except ray.exceptions.RayActorError as exc:
                 # the pool actor died: it restarts (max_restarts=-1), or the next one answers
                 if attempt == RESTART_TRIES:
                     raise RoleError(f"the {method} pool did not answer after {attempt} tries: {exc}") from None
                 await asyncio.sleep(RESTART_WAIT)
-        record(*answer.calls)
+        record(answer.calls.role_calls, answer.calls.cache_hits)
         return answer
 
-    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
-        outcome: RoleOutcome[SimulatorTurn] = await self._call(self._sim, "simulate", agent_id, messages, metadata)
+    async def simulate(self, request: RoleRequest) -> SimulatorTurn:
+        outcome: RoleOutcome[SimulatorTurn] = await self._call(self._sim, "simulate", request)
         return outcome.unwrap()
 
-    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> Verdict:
-        outcome: RoleOutcome[Verdict] = await self._call(self._val, "validate", agent_id, messages, metadata)
+    async def validate(self, request: RoleRequest) -> Verdict:
+        outcome: RoleOutcome[Verdict] = await self._call(self._val, "validate", request)
         return outcome.unwrap()

@@ -41,7 +41,7 @@ from farm.assertions import AssertionEnv
 from farm.digest import changed_inputs, inputs_digest
 from farm.loader import LoadedCase
 from farm.results import CaseResult, Status, TurnResult
-from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
+from farm.roletypes import HumanRequest, RoleError, RoleRequest, SimulatorTurn
 from farm.runner import RunSettings, Services, error_result, run_case
 
 __all__ = ["NOT_RESCORABLE", "RecordingEnds", "Replay", "ReplayClient", "ReplayClock", "ReplayServices", "not_rescorable"]
@@ -142,8 +142,8 @@ class ReplayServices:
     def assertion_env(self) -> AssertionEnv | None:
         return self.base.assertion_env
 
-    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
-        number = int(metadata.get("turn_number") or 0)
+    async def simulate(self, request: RoleRequest) -> SimulatorTurn:
+        number = request.turn or 0
         turns = self.recorded.turns
         if 0 < number <= len(turns) and turns[number - 1].input_source in ("simulated", "human"):
             turn = turns[number - 1]
@@ -233,7 +233,7 @@ class Replay:
                 where = f"turn {len(recorded.turns)}" if recorded.turns else "its start"
                 return not_rescorable(loaded, settings, f"the run's conversation ends at {where} ({recorded.status.value}), and the edited case goes on past it")
             # the replay reached the recording's end, which was an error, a timeout or a simulator error
-            result.status, result.error = recorded.status, recorded.error
+            result.status, result.error, result.ended_by = recorded.status, recorded.error, recorded.ended_by
             del result.turns[len(recorded.turns):]
             if result.turns:
                 result.turns[-1].error = recorded.turns[-1].error
@@ -247,8 +247,11 @@ class Replay:
 def _ended_by_recording(recorded: CaseResult) -> bool:
     """Whether the recorded conversation ended because of the agent, a tool mock, the simulator
     or the case's timeout (which a replay reproduces), not because an assertion stopped it."""
+    if recorded.ended_by is not None:
+        return True
     if recorded.status not in (Status.ERROR, Status.TIMEOUT, Status.SKIPPED):
         return False
+    # a result written before ``ended_by`` existed: its error text tells
     error = recorded.error or ""
     last = recorded.turns[-1] if recorded.turns else None
     return bool(last and last.error) or error.startswith(("simulator error", "the case did not finish")) or "tool mock" in error

@@ -8,9 +8,9 @@ defines. ``SCHEMA_VERSION`` changes whenever a field changes meaning or type.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -18,6 +18,8 @@ __all__ = [
     "CaseResult",
     "StepReply",
     "CheckpointResult",
+    "EndedBy",
+    "InputSource",
     "RetriedAttempt",
     "Status",
     "ACTUAL_LIMIT",
@@ -58,6 +60,13 @@ class Status(StrEnum):
     def ok(self) -> bool:
         """Whether this status lets the run exit 0."""
         return self in (Status.PASSED, Status.SKIPPED)
+
+
+EndedBy = Literal["agent", "simulator", "tool_mock", "case_timeout"]
+"""Which side ended a conversation early (:attr:`CaseResult.ended_by`)."""
+
+InputSource = Literal["static", "simulated", "human"]
+"""Where a turn's input came from: the case, the simulator or a person at the terminal."""
 
 
 class Usage(BaseModel):
@@ -157,7 +166,7 @@ class TurnResult(BaseModel):
     """1-based turn number."""
     input: Any = None
     """What the user sent."""
-    input_source: str = "static"
+    input_source: InputSource = "static"
     """``static``, ``simulated`` or ``human``."""
     output: str = ""
     """The agent's reply content; a written row keeps its first ``OUTPUT_LIMIT`` (65536) characters."""
@@ -279,15 +288,11 @@ class CaseResult(BaseModel):
     calls, and the agent's own when it sets ``cache = true``."""
     cache_hits: int = 0
     """Of ``role_calls``, those answered from the role cache (no request sent)."""
-
-    _agent_failed: bool = PrivateAttr(default=False)
-    """Whether the error or timeout came from the agent's side (a turn's agent error or
-    timeout, the case's timeout): what ``--retries`` runs again. Not written."""
-
-    @property
-    def agent_failed(self) -> bool:
-        """Whether it ended in an error or timeout from the agent's side (``--retries`` retries those)."""
-        return self._agent_failed and self.status in (Status.ERROR, Status.TIMEOUT)
+    ended_by: EndedBy | None = None
+    """Which side ended the conversation early: ``agent`` (a turn's agent error or timeout),
+    ``simulator`` (it failed or answered no input), ``tool_mock`` (a ``scripts:`` mock failed)
+    or ``case_timeout`` (the case's timeout ran out). Null when the conversation ended normally
+    or an assertion, a checkpoint or a missing input stopped it."""
     goal_achieved_at: int | None = None
     """The turn for which the simulator said the goal is achieved instead of giving an input
     that was sent (the conversation ended there); null otherwise."""
@@ -300,6 +305,12 @@ class CaseResult(BaseModel):
     since the run, or the recording ends before a turn the edited case needs); null in a live run."""
     rescored_from: str | None = None
     """Set by ``farm rescore``: the run id whose recorded conversation this result re-evaluated."""
+
+    @property
+    def agent_failed(self) -> bool:
+        """Whether it ended in an error or timeout from the agent's side, the case's timeout
+        included (``--retries`` runs those again)."""
+        return self.ended_by in ("agent", "case_timeout") and self.status in (Status.ERROR, Status.TIMEOUT)
 
     def to_json_line(self) -> str:
         return self.model_dump_json(exclude_none=False)

@@ -23,10 +23,10 @@ The key is the SHA-256 of a canonical JSON of what decides the answer: the
 role and role agent, the connector and model, and the request as the agent's
 kind sends it (an ``openai`` agent's body: messages, tools, temperature,
 max_tokens, params; an ``http`` agent's template with the messages and
-options; a ``python`` agent's entry with the messages and options). Values
-that change from run to run without changing the answer (session ids, run
-ids, turn counters already told by the messages) are left out, or a rerun
-would never hit.
+options; a ``python`` agent's entry with the messages and options), which each
+agent kind gives through its ``cache_key_parts``. Values that change from run
+to run without changing the answer (session ids, run ids, turn counters
+already told by the messages) are left out, or a rerun would never hit.
 
 Writes are atomic (a temporary file in the same folder, then ``os.replace``),
 so any number of processes (session and pool actors, both engines,
@@ -48,17 +48,14 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from farm.agents.base import AgentClient, Message, Reply
-from farm.agents.http import HTTPAgent
-from farm.agents.openai import OpenAIAgent
-from farm.agents.python import PythonAgent
+from farm.agents.base import AgentClient, CacheKeyed, Message, Reply, stable_options
 from farm.config import AgentConfig, Connector, FarmConfig
+from farm.roletypes import CallTally
 from farm.secrets import Scrubber
 
 __all__ = ["CACHE_DIR", "CachedAgent", "CallTally", "RoleCache", "caches_role", "record", "tally", "target_cache"]
@@ -68,22 +65,6 @@ CACHE_DIR = Path(".cache") / "roles"
 
 ENTRY_VERSION = 1
 """The shape of an entry file; another version is a miss."""
-
-VOLATILE = frozenset({"session_id", "run_id", "turn_count", "turn_number"})
-"""Option and metadata keys left out of the key: they change between runs (ids) or repeat what
-the messages already say (turn counters), so keeping them would make every rerun a miss."""
-
-
-@dataclass
-class CallTally:
-    """Role calls made, and how many of them the cache answered."""
-
-    role_calls: int = 0
-    cache_hits: int = 0
-
-    def add(self, role_calls: int, cache_hits: int) -> None:
-        self.role_calls += role_calls
-        self.cache_hits += cache_hits
 
 
 _TALLY: ContextVar[CallTally | None] = ContextVar("farm_role_tally", default=None)
@@ -112,33 +93,12 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _stable_options(options: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in options.items() if k not in VOLATILE}
-    if isinstance(out.get("metadata"), dict):
-        out["metadata"] = {k: v for k, v in out["metadata"].items() if k not in VOLATILE}
-    return out
-
-
 def request_shape(client: AgentClient, messages: list[Message], options: dict[str, Any]) -> dict[str, Any]:
-    """What ``client`` sends for this call, as far as it decides the answer."""
-    if isinstance(client, OpenAIAgent):
-        # the body as sent: options reach it only as "user"; metadata and session ids never do
-        return {"kind": "openai", "agent": client.config.id, "connector": client.connector.name, "body": client.request_body(messages, options)}
-    if isinstance(client, HTTPAgent):
-        return {
-            "kind": "http",
-            "agent": client.config.id,
-            "connector": client.connector.name,
-            "url": client.url,
-            "model": client.connector.model,
-            "method": client.config.method,
-            "template": client.template,
-            "messages": messages,
-            "options": _stable_options(options),
-        }
-    if isinstance(client, PythonAgent):
-        return {"kind": "python", "agent": client.config.id, "entry": client.config.entry, "messages": messages, "options": _stable_options(options)}
-    return {"kind": type(client).__name__, "messages": messages, "options": _stable_options(options)}
+    """What ``client`` sends for this call, as far as it decides the answer: the parts it gives
+    (:class:`~farm.agents.base.CacheKeyed`), else its type with the messages and stable options."""
+    if isinstance(client, CacheKeyed):
+        return client.cache_key_parts(messages, options)
+    return {"kind": type(client).__name__, "messages": messages, "options": stable_options(options)}
 
 
 class RoleCache:
@@ -214,7 +174,10 @@ def target_cache(config: FarmConfig, agent_id: str, enabled: bool) -> RoleCache 
 
 class CachedAgent:
     """The agent under test through the cache (``cache = true`` on the agent): a call asked
-    before is answered from disk; a reply that came back without an error is stored."""
+    before is answered from disk; a reply that came back without an error is stored.
+
+    It lives here, with the role cache, because it is the same cache, keys and tally: the agent
+    under test opts into what every role call gets by default."""
 
     def __init__(self, client: AgentClient, cache: RoleCache, agent_id: str):
         self.client = client

@@ -8,16 +8,46 @@ the conversation engine for a type.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-__all__ = ["HumanRequest", "RoleError", "RoleOutcome", "SimulatorTurn", "Verdict"]
+__all__ = ["CallTally", "HumanRequest", "RoleError", "RoleOutcome", "RoleRequest", "SimulatorTurn", "Verdict"]
 
 T = TypeVar("T")
 
 
 class RoleError(Exception):
     """A role agent (simulator, validator, ...) failed or answered nothing usable."""
+
+
+@dataclass(frozen=True)
+class RoleRequest:
+    """One simulator or validator call: the role agent that answers, what it is shown, and
+    the connector it is reached on."""
+
+    agent_id: str
+    """The role agent's id (without ``agents:``)."""
+    messages: list[dict[str, Any]]
+    """The conversation so far, as OpenAI-style chat messages."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """What the role agent is told besides the conversation (its prompt's placeholders:
+    the goal, the persona, the criteria, the turn counters...)."""
+    connector: str | None = None
+    """The connector this call uses instead of the role agent's own (``options.connector``)."""
+    turn: int | None = None
+    """For a simulator call: the turn whose input it is asked for."""
+
+
+@dataclass
+class CallTally:
+    """Role calls made, and how many of them the role cache answered (:func:`farm.rolecache.tally`)."""
+
+    role_calls: int = 0
+    cache_hits: int = 0
+
+    def add(self, role_calls: int, cache_hits: int) -> None:
+        self.role_calls += role_calls
+        self.cache_hits += cache_hits
 
 
 @dataclass
@@ -52,9 +82,9 @@ class RoleOutcome(Generic[T]):
     answer: T | None = None
     error: str | None = None
     """The :class:`RoleError`'s message; None when the call answered."""
-    calls: tuple[int, int] = (0, 0)
-    """The role calls made to answer, and how many of them the role cache answered
-    (:class:`farm.rolecache.CallTally`), for the case that asked."""
+    calls: CallTally = field(default_factory=CallTally)
+    """The role calls made to answer, and how many of them the role cache answered, for the
+    case that asked."""
 
     @classmethod
     async def of(cls, call: Awaitable[T]) -> RoleOutcome[T]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from farm.agents.base import AgentClient, AgentError, AgentTimeoutError, Message
+from farm.agents.base import AgentClient, AgentError, AgentTimeoutError
 from farm.agents.permits import waiting_for_permits
 from farm.assertions import AssertionEnv, Subject, evaluate
 from farm.awaiting import detect_awaiting, last_sentence
@@ -29,9 +29,9 @@ from farm.errors import FarmError
 from farm.jsontext import as_text
 from farm.loader import LoadedCase
 from farm.messages import user_messages
-from farm.results import AssertionResult, CaseResult, Status, StepReply, TurnResult
+from farm.results import AssertionResult, CaseResult, EndedBy, InputSource, Status, StepReply, TurnResult
 from farm.rolecache import tally
-from farm.roletypes import HumanRequest, RoleError, SimulatorTurn
+from farm.roletypes import HumanRequest, RoleError, RoleRequest, SimulatorTurn
 
 __all__ = ["RunSettings", "Services", "error_result", "run_case"]
 
@@ -46,7 +46,7 @@ class Services(Protocol):
     @property
     def assertion_env(self) -> AssertionEnv | None: ...
 
-    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn: ...
+    async def simulate(self, request: RoleRequest) -> SimulatorTurn: ...
 
     async def ask_human(self, request: HumanRequest) -> str | None: ...
 
@@ -82,12 +82,12 @@ class RunSettings:
 class _Stop(Exception):
     """Ends a conversation with a status (raised inside the mode loops)."""
 
-    def __init__(self, status: Status, error: str | None = None, agent: bool = False):
+    def __init__(self, status: Status, error: str | None = None, ended_by: EndedBy | None = None):
         super().__init__(error)
         self.status = status
         self.error = error
-        self.agent = agent
-        """The agent failed (an agent error, a turn timeout): ``--retries`` may run the case again."""
+        self.ended_by = ended_by
+        """The side that ended it (:attr:`CaseResult.ended_by`); None for the case's own verdicts."""
 
 
 class _Conversation:
@@ -118,7 +118,7 @@ class _Conversation:
 
     # -- one exchange --------------------------------------------------------
 
-    async def exchange(self, user_input: Any, source: str, options: Options, attachments: list[Any], timeout: float | None) -> TurnResult:
+    async def exchange(self, user_input: Any, source: InputSource, options: Options, attachments: list[Any], timeout: float | None) -> TurnResult:
         """Send one user input and read the reply, answering mocked tool calls in between."""
         self.session.turn_count += 1
         turn = TurnResult(turn=self.session.turn_count, input=user_input, input_source=source)
@@ -141,13 +141,13 @@ class _Conversation:
         except TimeoutError:
             limit = format_duration(timeout or self.settings.turn_timeout)
             turn.error = f"the agent did not answer within the turn timeout ({limit})"
-            raise _Stop(Status.TIMEOUT, f"turn {turn.turn}: {turn.error}", agent=True) from None
+            raise _Stop(Status.TIMEOUT, f"turn {turn.turn}: {turn.error}", ended_by="agent") from None
         except AgentTimeoutError as exc:
             turn.error = f"agent error: {exc}"
-            raise _Stop(Status.TIMEOUT, f"turn {turn.turn}: {turn.error}", agent=True) from None
+            raise _Stop(Status.TIMEOUT, f"turn {turn.turn}: {turn.error}", ended_by="agent") from None
         except AgentError as exc:
             turn.error = f"agent error: {exc}"
-            raise _Stop(Status.ERROR, f"turn {turn.turn}: {turn.error}", agent=True) from None
+            raise _Stop(Status.ERROR, f"turn {turn.turn}: {turn.error}", ended_by="agent") from None
         finally:
             queued = wait.seconds if wait is not None else 0.0
             turn.queued_ms = round(queued * 1000, 3)
@@ -195,10 +195,10 @@ class _Conversation:
             try:
                 return await self.services.mock_tool(mock, arguments)
             except FarmError as exc:  # a reference that escapes scripts_dir, a missing module: the user's to fix
-                raise _Stop(Status.ERROR, f"turn {self.session.turn_count}: tool mock {mock}: {exc}") from None
+                raise _Stop(Status.ERROR, f"turn {self.session.turn_count}: tool mock {mock}: {exc}", ended_by="tool_mock") from None
             except Exception as exc:  # the user's mock function raised
                 message = f"turn {self.session.turn_count}: tool mock {mock} failed: {type(exc).__name__}: {exc}"
-                raise _Stop(Status.ERROR, message) from None
+                raise _Stop(Status.ERROR, message, ended_by="tool_mock") from None
         return mock
 
     # -- assertions ----------------------------------------------------------
@@ -261,6 +261,7 @@ class _Conversation:
         case = self.case
         turns = case.turns or []
         last: TurnResult | None = None
+        source: InputSource
         for index, spec in enumerate(turns):
             user_input, source = spec.input, "static"
             if self.settings.interactive and index > 0 and last is not None and last.awaiting_input:
@@ -316,6 +317,7 @@ class _Conversation:
         checkpoints = CheckpointTracker(case.checkpoints or [])
         self.result.checkpoints = checkpoints.results
         first = True
+        source: InputSource
         while True:
             if first and case.input is not None:
                 user_input, source, reasoning = case.input, "static", None
@@ -362,25 +364,25 @@ class _Conversation:
         if self.services is None:
             raise _Stop(Status.ERROR, "this run has no simulator service")
         spec = self.case.simulator
+        turn = len(self.result.turns) + 1
         metadata = {
             **(spec.options.metadata if spec else {}),
             "test_mode": "simulator",
             "test_id": self.case.id,
             "session_id": self.session.id,
-            "turn_number": len(self.result.turns) + 1,
+            "turn_number": turn,
             "turn_count": len(self.result.turns),
             "max_turns": self.case.max_turns,
             "last_response": self.result.turns[-1].output if self.result.turns else "",
             "tool_results": [r.model_dump() for r in self.session.tool_results],
         }
-        if spec and spec.options.connector:
-            metadata["_farm_connector"] = spec.options.connector  # farm.services.ROLE_CONNECTOR: picks this call's connector
+        request = RoleRequest(agent_id, list(self.session.messages), metadata, connector=spec.options.connector if spec else None, turn=turn)
         try:
-            sim = await self.services.simulate(agent_id, list(self.session.messages), metadata)
+            sim = await self.services.simulate(request)
         except RoleError as exc:
-            raise _Stop(Status.SKIPPED, f"simulator error: {exc}") from None
+            raise _Stop(Status.SKIPPED, f"simulator error: {exc}", ended_by="simulator") from None
         if not sim.goal_achieved and sim.input in (None, ""):
-            raise _Stop(Status.SKIPPED, "simulator error: it answered no input")
+            raise _Stop(Status.SKIPPED, "simulator error: it answered no input", ended_by="simulator")
         return sim
 
     async def ask_human(self, last: TurnResult, proposed: Any) -> str | None:
@@ -476,12 +478,11 @@ async def run_case(loaded: LoadedCase, target: AgentClient, services: Services |
                 conversation.timeouts.append(case_timeout)
                 await _run_with_hooks(conversation)
         except _Stop as stop:
-            result.status, result.error = stop.status, stop.error
-            result._agent_failed = stop.agent
+            result.status, result.error, result.ended_by = stop.status, stop.error, stop.ended_by
         except TimeoutError:
             result.status = Status.TIMEOUT
             result.error = f"the case did not finish within its timeout ({format_duration(timeout)})"
-            result._agent_failed = True
+            result.ended_by = "case_timeout"
         finally:
             result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
             result.total_turns = len(result.turns)

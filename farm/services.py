@@ -11,21 +11,16 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from farm.agents.base import Message
 from farm.assertions import Outcome, Subject
 from farm.cases import AssertionSpec
 from farm.config import FarmConfig
 from farm.errors import FarmError
 from farm.rolecache import RoleCache
 from farm.roles import RolePlayer
-from farm.roletypes import HumanRequest, RoleError, SimulatorTurn, Verdict
+from farm.roletypes import HumanRequest, RoleError, RoleRequest, SimulatorTurn, Verdict
 from farm.scripts import ScriptResolver, call_maybe_async
 
-__all__ = ["ROLE_CONCURRENCY", "ROLE_CONNECTOR", "FarmServices", "LocalRoles", "RoleCaller", "strip_agent_prefix"]
-
-ROLE_CONNECTOR = "_farm_connector"
-"""Metadata key that carries a role call's ``options.connector`` to the role player
-(through the Ray pools unchanged); it is taken out before the role agent sees the metadata."""
+__all__ = ["ROLE_CONCURRENCY", "FarmServices", "LocalRoles", "RoleCaller", "strip_agent_prefix"]
 
 
 def strip_agent_prefix(use: str) -> str:
@@ -35,9 +30,9 @@ def strip_agent_prefix(use: str) -> str:
 class RoleCaller(Protocol):
     """How the services reach the role agents; both raise :class:`RoleError` when a role fails."""
 
-    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn: ...
+    async def simulate(self, request: RoleRequest) -> SimulatorTurn: ...
 
-    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> Verdict: ...
+    async def validate(self, request: RoleRequest) -> Verdict: ...
 
 
 #: Role calls of one kind (simulator, validator) in flight at once in one process.
@@ -76,17 +71,13 @@ class LocalRoles:
                 raise RoleError(str(exc)) from None
         return self._players[key]
 
-    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
-        metadata = dict(metadata)
-        connector = metadata.pop(ROLE_CONNECTOR, None)
+    async def simulate(self, request: RoleRequest) -> SimulatorTurn:
         async with self._budget["simulator"]:
-            return await self.player("simulator", agent_id, connector).simulate(messages, metadata)
+            return await self.player("simulator", request.agent_id, request.connector).simulate(request.messages, request.metadata)
 
-    async def validate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> Verdict:
-        metadata = dict(metadata)
-        connector = metadata.pop(ROLE_CONNECTOR, None)
+    async def validate(self, request: RoleRequest) -> Verdict:
         async with self._budget["validator"]:
-            return await self.player("validator", agent_id, connector).validate(messages, metadata)
+            return await self.player("validator", request.agent_id, request.connector).validate(request.messages, request.metadata)
 
     async def aclose(self) -> None:
         for player in self._players.values():
@@ -117,8 +108,8 @@ class FarmServices:
     def assertion_env(self) -> FarmServices:
         return self
 
-    async def simulate(self, agent_id: str, messages: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
-        return await self.roles.simulate(agent_id, messages, metadata)
+    async def simulate(self, request: RoleRequest) -> SimulatorTurn:
+        return await self.roles.simulate(request)
 
     async def ask_human(self, request: HumanRequest) -> str | None:
         if self.human is None:
@@ -143,8 +134,6 @@ class FarmServices:
             return Outcome(False, message="an 'agent' assertion needs 'use' (e.g. agents:workers.test.validator) or [farm].validator", error=True)
         options = spec.options.model_dump(exclude_none=True) if spec.options else {}
         metadata = {**subject.metadata, **options.get("metadata", {})}
-        if spec.options and spec.options.connector:
-            metadata[ROLE_CONNECTOR] = spec.options.connector  # this validator call's connector
         for key in ("criteria", "value"):
             if key == "value" and spec.value is not None and "criteria" not in metadata:
                 metadata["criteria"] = spec.value
@@ -155,7 +144,8 @@ class FarmServices:
             {"role": "assistant", "content": subject.content},
         ]
         try:
-            verdict = await self.roles.validate(agent_id, conversation, metadata)
+            request = RoleRequest(agent_id, conversation, metadata, connector=spec.options.connector if spec.options else None)
+            verdict = await self.roles.validate(request)
         except RoleError as exc:
             return Outcome(False, message=f"validator error: {exc}", error=True)
         return Outcome(

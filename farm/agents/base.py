@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from farm.results import Usage
 
 __all__ = [
+    "VOLATILE_OPTIONS",
     "AgentClient",
     "AgentConnectionError",
     "AgentError",
@@ -26,9 +27,11 @@ __all__ = [
     "AgentReplyTooLargeError",
     "AgentResponseError",
     "AgentTimeoutError",
+    "CacheKeyed",
     "Message",
     "Reply",
     "ToolCall",
+    "stable_options",
 ]
 
 Message = dict[str, Any]
@@ -95,3 +98,24 @@ class AgentClient(Protocol):
     async def send(self, messages: list[Message], options: dict[str, Any]) -> Reply: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class CacheKeyed(Protocol):
+    """An agent that says which parts of a call decide its answer (:mod:`farm.rolecache` keys
+    a cached call on them); the cache falls back to the messages and stable options otherwise."""
+
+    def cache_key_parts(self, messages: list[Message], options: dict[str, Any]) -> dict[str, Any]: ...
+
+
+VOLATILE_OPTIONS = frozenset({"session_id", "run_id", "turn_count", "turn_number"})
+"""Option and metadata keys that never decide an answer: they change between runs (ids) or
+repeat what the messages already say (turn counters)."""
+
+
+def stable_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` (and their ``metadata``) without the :data:`VOLATILE_OPTIONS`."""
+    out = {k: v for k, v in options.items() if k not in VOLATILE_OPTIONS}
+    if isinstance(out.get("metadata"), dict):
+        out["metadata"] = {k: v for k, v in out["metadata"].items() if k not in VOLATILE_OPTIONS}
+    return out

@@ -36,7 +36,7 @@ from typing import Any
 
 from jsonpath_ng.ext import parse as parse_jsonpath
 
-from farm.agents.base import AgentResponseError, Message, Reply
+from farm.agents.base import AgentResponseError, Message, Reply, stable_options
 from farm.agents.openai import (
     as_bool,
     content_text,
@@ -188,6 +188,21 @@ class HTTPAgent:
                 "model": self.connector.model,
             },
         )
+
+    def cache_key_parts(self, messages: list[Message], options: dict[str, Any]) -> dict[str, Any]:
+        """What decides the answer (:mod:`farm.rolecache`): the endpoint and the template with the
+        messages and stable options; the session id, new in every run, is left out."""
+        return {
+            "kind": "http",
+            "agent": self.config.id,
+            "connector": self.connector.name,
+            "url": self.url,
+            "model": self.connector.model,
+            "method": self.config.method,
+            "template": self.template,
+            "messages": messages,
+            "options": stable_options(options),
+        }
 
     def request_headers(self, options: dict[str, Any]) -> dict[str, str]:
         headers = dict(self.connector.headers)

@@ -86,6 +86,11 @@ class OpenAIAgent:
         body.update(config.params)
         return body
 
+    def cache_key_parts(self, messages: list[Message], options: dict[str, Any]) -> dict[str, Any]:
+        """What decides the answer (:mod:`farm.rolecache`): the body as sent, where options reach
+        only as ``user`` and metadata and session ids never do."""
+        return {"kind": "openai", "agent": self.config.id, "connector": self.connector.name, "body": self.request_body(messages, options)}
+
     def request_headers(self) -> dict[str, str]:
         headers = dict(self.connector.headers)
         key = self.connector.api_key()

@@ -22,7 +22,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from farm.agents.base import AgentError, AgentResponseError, Message, Reply
+from farm.agents.base import AgentError, AgentResponseError, Message, Reply, stable_options
 from farm.agents.openai import (
     as_bool,
     content_text,
@@ -74,6 +74,10 @@ class PythonAgent:
     def __init__(self, agent_config: AgentConfig, fn: Callable[..., Any] | None = None):
         self.config = agent_config
         self.fn = fn if fn is not None else load_entry(agent_config.entry, agent_config.id)
+
+    def cache_key_parts(self, messages: list[Message], options: dict[str, Any]) -> dict[str, Any]:
+        """What decides the answer (:mod:`farm.rolecache`): the entry, the messages and the stable options."""
+        return {"kind": "python", "agent": self.config.id, "entry": self.config.entry, "messages": messages, "options": stable_options(options)}
 
     async def send(self, messages: list[Message], options: dict[str, Any]) -> Reply:
         messages = [dict(m) for m in messages]

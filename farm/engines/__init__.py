@@ -103,13 +103,14 @@ class RunPlan:
     """``--retries``: times a case that ended in an agent error or timeout is run again."""
     driver_calls: CallTally = field(default_factory=CallTally)
     """Role calls made in this process for the run before it started (the generator's)."""
+    replay: Replay | None = None
+    """Set by ``farm rescore``: each case replays its recorded conversation instead of calling
+    the agent (the local engine only: the ray engine refuses such a plan; roles and assertions
+    are the run's own)."""
 
     def should_retry(self, job: Job, result: CaseResult) -> bool:
         """Whether ``result`` (of ``job``) ended in an agent error or timeout with retries left."""
         return result.agent_failed and len(job.retried) < self.retries
-    replay: Replay | None = None
-    """Set by ``farm rescore``: each case replays its recorded conversation instead of calling
-    the agent (the local engine only; roles and assertions are the run's own)."""
 
     def jobs(self) -> Iterator[Job]:
         """Every case run still to do, run by run, in suite order."""

@@ -216,6 +216,9 @@ class CaseRow(KeyRow):
     """Wall time of the case."""
     error: str | None
     """Why it failed, errored, timed out or was skipped, in one sentence."""
+    ended_by: str | None
+    """Which side ended the conversation early: ``agent``, ``simulator``, ``tool_mock`` or ``case_timeout``; null when
+    it ended normally or an assertion stopped it."""
     awaiting_question: str | None
     """The agent's question, when the case stopped because the agent awaited input."""
     hint: str | None

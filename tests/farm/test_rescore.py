@@ -21,7 +21,7 @@ from farm.errors import UsageError
 from farm.loader import parse_cases
 from farm.replay import RecordingEnds, Replay, ReplayClient, ReplayClock
 from farm.results import CaseResult, Status, StepReply, ToolCallRecord, TurnResult
-from farm.roletypes import RoleError, SimulatorTurn
+from farm.roletypes import RoleError, RoleRequest, SimulatorTurn
 from farm.runner import RunSettings, run_case
 from tests.scripted import Counting, RoleModels, ScriptedAgent, farm_toml, roles_toml
 
@@ -345,7 +345,7 @@ class _Roles:
         self.answers = answers
         self.calls = 0
 
-    async def simulate(self, agent_id: str, messages: list[Any], metadata: dict[str, Any]) -> SimulatorTurn:
+    async def simulate(self, request: RoleRequest) -> SimulatorTurn:
         self.calls += 1
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
@@ -362,11 +362,15 @@ class _Roles:
         return None
 
 
-def _live_then_replay(case: dict[str, Any], agent: _Agent, answers: list[Any], edited: dict[str, Any] | None = None) -> tuple[CaseResult, CaseResult, _Roles]:
+def _live_then_replay(
+    case: dict[str, Any], agent: _Agent, answers: list[Any], edited: dict[str, Any] | None = None, older: bool = False
+) -> tuple[CaseResult, CaseResult, _Roles]:
+    """``older``: the live result as a run written before results had ``ended_by`` reads back."""
     settings = RunSettings(agent_id="bot", run_id="r1")
     (loaded,) = parse_cases([("t.jsonl:1", case)])
     live = asyncio.run(run_case(loaded, agent, _Roles(answers), settings))
-    live = CaseResult.model_validate_json(live.to_json_line())  # as read back from the JSONL
+    line = live.model_dump(mode="json", exclude={"ended_by"} if older else None)
+    live = CaseResult.model_validate(line)  # as read back from the JSONL
     (again,) = parse_cases([("t.jsonl:1", edited or case)])
     roles = _Roles([])
     replay = Replay({(live.id, 0): live}, "r1")
@@ -399,3 +403,15 @@ def test_an_agent_error_is_replayed_and_a_loosened_case_past_it_is_not_rescorabl
     live, again, _ = _live_then_replay(failing, _Agent(), [], edited=case)
     assert live.status == Status.FAILED and again.status == Status.ERROR and again.rescorable is False
     assert again.error == "not rescorable: the run's conversation ends at turn 1 (failed), and the edited case goes on past it; rerun it"
+
+
+@pytest.mark.parametrize("older", [False, True], ids=["ended_by", "written before ended_by"])
+def test_a_recording_that_the_agent_or_the_simulator_ended_is_replayed_to_that_end(older: bool):
+    dynamic = {"id": "d", "simulator": {"use": "sim"}, "checkpoints": CHECKS}
+    live, again, _ = _live_then_replay(dynamic, _Agent(), [SimulatorTurn(input="hi"), RoleError("no JSON")], older=older)
+    assert live.ended_by == again.ended_by == (None if older else "simulator")
+    assert (again.status, again.error, again.rescorable) == (Status.SKIPPED, "simulator error: no JSON", True)
+    static = {"id": "s", "turns": [{"input": "one"}, {"input": "two"}, {"input": "done"}]}
+    live, again, _ = _live_then_replay(static, _Agent(fail_on="two"), [], older=older)
+    assert live.ended_by == again.ended_by == (None if older else "agent")
+    assert (again.status, again.error, again.rescorable) == (Status.ERROR, live.error, True)

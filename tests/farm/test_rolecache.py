@@ -17,7 +17,7 @@ from farm.config import AgentConfig, load_config
 from farm.demo.server import JSONServer, Response
 from farm.rolecache import CACHE_DIR, RoleCache, tally
 from farm.roles import RolePlayer
-from farm.roletypes import Verdict
+from farm.roletypes import RoleRequest, Verdict
 from farm.services import LocalRoles
 from tests.scripted import RoleModels, ScriptedAgent, farm_toml, roles_toml
 
@@ -119,9 +119,9 @@ def test_volatile_values_stay_out_of_the_key(project: Path, servers):
     async def three():
         try:
             return (
-                await roles.simulate("sim", [], {**meta, "session_id": "s-1", "turn_number": 1, "turn_count": 0}),
-                await roles.simulate("sim", [], {**meta, "session_id": "s-2", "turn_number": 1, "turn_count": 0}),
-                await roles.simulate("sim", [], {**meta, "goal": "another goal", "session_id": "s-3"}),
+                await roles.simulate(RoleRequest("sim", [], {**meta, "session_id": "s-1", "turn_number": 1, "turn_count": 0})),
+                await roles.simulate(RoleRequest("sim", [], {**meta, "session_id": "s-2", "turn_number": 1, "turn_count": 0})),
+                await roles.simulate(RoleRequest("sim", [], {**meta, "goal": "another goal", "session_id": "s-3"})),
             )
         finally:
             await roles.aclose()
@@ -242,3 +242,44 @@ def test_who_decides_whether_a_role_is_cached():
     assert not caches_role(judge.model_copy(update={"cache": False}), judge, conn.model_copy(update={"cache": True}))  # the agent wins
     player = AgentConfig(id="llm", kind="openai", connector="c", temperature=0.9)
     assert not caches_role(judge.model_copy(update={"uses": "llm"}), player, conn)  # the player's temperature counts
+
+
+class Other:
+    """A client of a kind the cache knows nothing of."""
+
+    async def send(self, messages, options):
+        return Reply(content="ok")
+
+    async def aclose(self):
+        pass
+
+
+def test_each_kind_of_agent_keeps_the_keys_earlier_runs_wrote(tmp_path: Path):
+    """Keys computed before the agents gave their own key parts: a cache filled by an earlier
+    run must still answer."""
+    from farm.agents.http import HTTPAgent
+    from farm.agents.openai import OpenAIAgent
+    from farm.config import Connector
+
+    connector = Connector(name="llm", base_url="http://127.0.0.1:1/v1", model="m-1")
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    clients = {
+        "openai": OpenAIAgent(connector, AgentConfig(id="judge", kind="openai", connector="llm", system_prompt="Judge.", temperature=0, max_tokens=50, params={"top_p": 1}, tools=tools)),
+        "http": HTTPAgent(connector, AgentConfig(id="judge", kind="http", connector="llm")),
+        "http with a template": HTTPAgent(
+            None,
+            AgentConfig(id="judge", kind="http", url="http://127.0.0.1:1/judge", method="PUT", request={"q": "{{input}}", "m": "{{model}}"}, session_header="X-Session"),
+        ),
+        "python": PythonAgent(AgentConfig(id="judge", kind="python", entry="x:y"), fn=lambda m, o: "ok"),
+        "another kind": Other(),
+    }
+    options = {"session_id": "s-1", "user": "u-7", "metadata": {"session_id": "s-1", "turn_number": 2, "turn_count": 1, "goal": "g"}, "extra": 3}
+    cache = RoleCache(tmp_path)
+    keys = {name: cache.key(client, CONVERSATION, options, role="validator", agent_id="judge") for name, client in clients.items()}
+    assert keys == {
+        "openai": "db3fb35e48321eabd6158ec7d75484ea4d6c528b322c17bfef436e5f0b6875ca",
+        "http": "57f1ce9770bd4d4e78690a3a6022e2c0e4ea24a19c5da631910f8b2fc38d4846",
+        "http with a template": "77dcc09367eff7584b0cb60b0fb25a4df71417e2750070967dbcb3ef77260a8f",
+        "python": "7dcec1f8ebf052668f481d781ce16e69461fd8078e45e0eca6cdfdab411f5f84",
+        "another kind": "72ab6a01438ad19ea57ac4896c65f497581902e9f123276c35088ef61cdb2072",
+    }

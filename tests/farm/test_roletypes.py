@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from farm.roletypes import RoleError, RoleOutcome, SimulatorTurn, Verdict
+from farm.roletypes import CallTally, RoleError, RoleOutcome, RoleRequest, SimulatorTurn, Verdict
 
 
 async def _answer() -> SimulatorTurn:
@@ -39,6 +39,14 @@ def test_a_role_error_travels_as_its_message_and_is_raised_again_unchanged():
 def test_other_exceptions_are_not_taken_for_a_role_error():
     with pytest.raises(ValueError, match="a bug"):
         asyncio.run(RoleOutcome.of(_crash()))
+
+
+def test_the_calls_an_outcome_counts_and_a_role_request_survive_pickling():
+    outcome = RoleOutcome(answer=Verdict(passed=True), calls=CallTally(role_calls=2, cache_hits=1))
+    assert pickle.loads(pickle.dumps(outcome)).calls == CallTally(role_calls=2, cache_hits=1)
+    assert RoleOutcome(answer=None).calls == CallTally()
+    request = RoleRequest("sim", [{"role": "user", "content": "hi"}], {"goal": "g"}, connector="other", turn=2)
+    assert pickle.loads(pickle.dumps(request)) == request
 
 
 def test_a_verdict_survives_pickling():

@@ -49,8 +49,8 @@ class Services:
         self.inputs = inputs
         self.seen: list[dict] = []
 
-    async def simulate(self, agent_id, messages, metadata):
-        self.seen.append(metadata)
+    async def simulate(self, request):
+        self.seen.append(request.metadata)
         if isinstance(self.inputs, Exception):
             raise self.inputs
         if not self.inputs:
@@ -219,6 +219,33 @@ def test_turn_timeout_gives_status_timeout():
     r = run({"id": "s", "input": "slow"}, Agent({"slow": 1.0}), turn_timeout=0.2)
     assert r.status == "timeout"
     assert "turn timeout" in r.error
+
+
+class FailingMock(Services):
+    async def mock_tool(self, mock, arguments):
+        raise ValueError("no such expense")
+
+
+def test_a_result_says_which_side_ended_the_conversation():
+    tool_reply = Reply(content="", tool_calls=[ToolCall(id="c1", name="create", arguments={})])
+    mocked = {"id": "s", "input": "make", "tool_mocks": {"create": "scripts:mocks.create"}}
+    ended = {
+        "passed": run({"id": "s", "input": "hello"}, Agent(AGENT)),
+        "failed": run({"id": "s", "input": "hello", "assertions": [{"type": "contains", "value": "nope"}]}, Agent(AGENT)),
+        "agent": run({"id": "s", "input": "slow"}, Agent({"slow": 1.0}), turn_timeout=0.2),
+        "case_timeout": run({**DYNAMIC, "timeout": "0.3s"}, Agent({"slow": 2.0}), Services(["slow"])),
+        "simulator": run(DYNAMIC, Agent(AGENT), Services(RoleError("no JSON in the answer"))),
+        "tool_mock": run(mocked, Agent({"make": tool_reply}), FailingMock([])),
+    }
+    assert {name: (r.status.value, r.ended_by) for name, r in ended.items()} == {
+        "passed": ("passed", None),
+        "failed": ("failed", None),
+        "agent": ("timeout", "agent"),
+        "case_timeout": ("timeout", "case_timeout"),
+        "simulator": ("skipped", "simulator"),
+        "tool_mock": ("error", "tool_mock"),
+    }
+    assert [name for name, r in ended.items() if r.agent_failed] == ["agent", "case_timeout"]
 
 
 def test_invalid_case_is_an_error_result():

@@ -14,8 +14,8 @@ import pytest
 from farm.assertions import Subject
 from farm.cases import AssertionSpec
 from farm.config import load_config
-from farm.roletypes import HumanRequest, RoleError
-from farm.services import ROLE_CONNECTOR, FarmServices, LocalRoles
+from farm.roletypes import HumanRequest, RoleError, RoleRequest
+from farm.services import FarmServices, LocalRoles
 
 JUDGE = '''
 import json
@@ -139,7 +139,7 @@ def test_a_validator_call_on_another_connector_is_checked_and_not_shown_to_the_a
     farm, seen = services(project)
     spec = agent_spec({"passed": True}, options={"connector": "llm", "metadata": {"answer": '{"passed": true}'}})
     assert asyncio.run(farm.validate(spec, SUBJECT)).passed
-    assert ROLE_CONNECTOR not in seen[0]["metadata"]
+    assert "llm" not in seen[0]["metadata"].values()
     unknown = agent_spec({"passed": True}, options={"connector": "nowhere", "metadata": {"answer": "{}"}})
     outcome = asyncio.run(farm.validate(unknown, SUBJECT))
     assert outcome.error
@@ -157,13 +157,13 @@ def test_an_agent_assertion_without_a_validator_says_how_to_name_one(project):
 def test_an_unknown_role_agent_is_a_role_error(project):
     farm, _ = services(project)
     with pytest.raises(RoleError, match="agent 'ghost' is not configured"):
-        asyncio.run(farm.simulate("ghost", [], {}))
+        asyncio.run(farm.simulate(RoleRequest("ghost", [])))
 
 
 def test_the_simulator_is_played_by_its_agent_and_its_player_is_built_once(project):
     folder, _ = project
     roles = LocalRoles(load_config(folder / "farm.toml"))
-    turn = asyncio.run(roles.simulate("sim", [], {"persona": "Ann"}))
+    turn = asyncio.run(roles.simulate(RoleRequest("sim", [], {"persona": "Ann"})))
     assert turn.input == "next from Ann" and turn.goal_achieved is False
     assert roles.player("simulator", "sim") is roles.player("simulator", "sim")
     assert roles.player("simulator", "sim") is not roles.player("simulator", "sim", "llm")

@@ -14,8 +14,8 @@ from farm.config import FarmConfig
 from farm.durations import parse_duration
 from farm.loader import load_file
 from farm.results import ToolCallRecord
-from farm.roletypes import Verdict
-from farm.services import ROLE_CONNECTOR, FarmServices, LocalRoles
+from farm.roletypes import RoleRequest, Verdict
+from farm.services import FarmServices, LocalRoles
 
 
 def check(spec: dict[str, Any], content: str = "", env: Any = None, **subject: Any):
@@ -126,10 +126,10 @@ def test_script_results_in_both_shapes(answer, passed):
 
 class _Roles:
     def __init__(self):
-        self.seen: list[dict] = []
+        self.seen: list[RoleRequest] = []
 
-    async def validate(self, agent_id, messages, metadata):
-        self.seen.append(metadata)
+    async def validate(self, request):
+        self.seen.append(request)
         return Verdict(passed=True)
 
 
@@ -138,7 +138,8 @@ def test_agent_assertion_connector_travels_to_the_role_caller():
     services = FarmServices(FarmConfig(), roles=roles)
     spec = {"type": "agent", "use": "agents:judge", "options": {"connector": "other-llm", "metadata": {"criteria": "polite"}}}
     assert check(spec, "hi", env=services).passed
-    assert roles.seen[0][ROLE_CONNECTOR] == "other-llm" and roles.seen[0]["criteria"] == "polite"
+    assert roles.seen[0].connector == "other-llm" and roles.seen[0].metadata["criteria"] == "polite"
+    assert "other-llm" not in roles.seen[0].metadata.values()
 
 
 def test_local_roles_build_the_player_on_the_named_connector():
