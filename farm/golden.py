@@ -25,10 +25,8 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 import re
 import shlex
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +37,7 @@ from pydantic import BaseModel, Field, ValidationError
 from farm.assertions import AssertionEnv, Outcome, Subject
 from farm.cases import AssertionSpec, GoldenRule
 from farm.errors import UsageError
+from farm.files import atomic_file
 from farm.loader import LoadedCase
 from farm.results import AssertionResult, CaseResult, Status, TurnResult
 
@@ -166,14 +165,8 @@ def write_golden(folder: Path, result: CaseResult) -> Path:
     """Write ``result``'s conversation as its golden file, atomically (a reader never sees half a file)."""
     path = golden_path(folder, result.id, result.source)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".golden-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(GoldenConversation.from_result(result).to_text())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path, fsync=False) as out:
+        out.write(GoldenConversation.from_result(result).to_text())
     return path
 
 

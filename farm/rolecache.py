@@ -43,8 +43,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -59,6 +57,7 @@ from farm.agents.http import HTTPAgent
 from farm.agents.openai import OpenAIAgent
 from farm.agents.python import PythonAgent
 from farm.config import AgentConfig, Connector, FarmConfig
+from farm.files import atomic_file
 from farm.secrets import Scrubber
 
 __all__ = ["CACHE_DIR", "CachedAgent", "CallTally", "RoleCache", "caches_role", "record", "tally", "target_cache"]
@@ -179,14 +178,8 @@ class RoleCache:
         path = self.path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as file:
-                    file.write(text)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            with atomic_file(path, fsync=False) as file:
+                file.write(text)
         except OSError:
             pass
 
