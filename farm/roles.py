@@ -217,20 +217,10 @@ class RolePlayer:
         return SimulatorTurn(input=text, goal_achieved=bool(data.get("goal_achieved")), reasoning=data.get("reasoning"))
 
     async def validate(self, conversation: list[Message], metadata: dict[str, Any]) -> Verdict:
-        data = await self._call_json(conversation, metadata)
-        if not isinstance(data, dict) or "passed" not in data:
+        verdict = Verdict.from_json(await self._call_json(conversation, metadata))
+        if verdict is None:
             raise RoleError("the validator's answer has no 'passed'")
-        passed = data["passed"]
-        if isinstance(passed, str):
-            passed = passed.strip().lower() in ("true", "yes", "pass", "passed")
-        score = data.get("score")
-        suggestions = data.get("suggestions")
-        return Verdict(
-            passed=bool(passed),
-            score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
-            reason=data.get("reason"),
-            suggestions=[str(s) for s in suggestions] if isinstance(suggestions, list) else None,
-        )
+        return verdict
 
     async def generate(self, metadata: dict[str, Any]) -> list[Any]:
         data = await self._call_json([], metadata)
