@@ -38,6 +38,7 @@ from farm.assertions import AssertionEnv, Outcome, Subject
 from farm.cases import AssertionSpec, GoldenRule
 from farm.errors import UsageError
 from farm.files import atomic_file
+from farm.jsontext import NO_JSON, json_value, pretty_json, whole_json
 from farm.loader import LoadedCase
 from farm.results import AssertionResult, CaseResult, Status, TurnResult
 
@@ -108,9 +109,9 @@ class GoldenConversation(BaseModel):
             turns=[
                 GoldenTurn(
                     turn=turn.turn,
-                    input=_plain(turn.input),
+                    input=json_value(turn.input),
                     reply=turn.output,
-                    tool_calls=[GoldenToolCall(name=c.name, arguments=_plain(c.args), result=_plain(c.result)) for c in turn.tool_calls],
+                    tool_calls=[GoldenToolCall(name=c.name, arguments=json_value(c.args), result=json_value(c.result)) for c in turn.tool_calls],
                     awaiting_input=turn.awaiting_input,
                 )
                 for turn in result.turns
@@ -302,11 +303,11 @@ async def _compare_turn(check: GoldenCheck, before: GoldenTurn, now: TurnResult,
     score: float | None = None
     reason: str | None = None
     error = False
-    old_json, new_json = _json_reply(before.reply), _json_reply(now.output)
-    if old_json is not _NOT_JSON and new_json is not _NOT_JSON:
+    old_json, new_json = whole_json(before.reply), whole_json(now.output)
+    if old_json is not NO_JSON and new_json is not NO_JSON:
         if old_json != new_json:
             problems.append("the JSON reply differs from the golden one")
-            diffs.append(_diff(_pretty(old_json).splitlines(), _pretty(new_json).splitlines(), check.path, f"turn {before.turn} reply"))
+            diffs.append(_diff(pretty_json(old_json, sort_keys=True).splitlines(), pretty_json(new_json, sort_keys=True).splitlines(), check.path, f"turn {before.turn} reply"))
     elif before.reply == now.output:
         pass  # the same text passes every rule: no validator call for it
     elif rule.text == "exact":
@@ -355,37 +356,14 @@ async def _judge(rule: GoldenRule, before: GoldenTurn, now: TurnResult, env: Ass
     return await env.validate(spec, subject)
 
 
-_NOT_JSON = object()
-
-
-def _json_reply(text: str) -> Any:
-    """The reply as JSON when the whole of it is an object or an array, else ``_NOT_JSON``."""
-    stripped = text.strip()
-    if not stripped or stripped[0] not in "[{":
-        return _NOT_JSON
-    try:
-        return json.loads(stripped)
-    except ValueError:
-        return _NOT_JSON
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as JSON has it (tuples as lists, other objects as text), so a read-back file compares equal."""
-    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
-
-
 def _text_lines(text: str) -> list[str]:
     """Reply text as the diff compares it: one line per sentence, so that one changed word in a
     long paragraph is one changed sentence, not the whole paragraph."""
     return [part for line in text.splitlines() for part in re.split(r"(?<=[.!?])\s+", line)]
 
 
-def _pretty(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, default=str)
-
-
 def _call_line(name: str, arguments: Any) -> str:
-    return f"{name}({json.dumps(_plain(arguments), sort_keys=True, ensure_ascii=False)})"
+    return f"{name}({json.dumps(json_value(arguments), sort_keys=True, ensure_ascii=False)})"
 
 
 def _calls_problem(before: GoldenTurn, now: TurnResult) -> str:
@@ -393,7 +371,7 @@ def _calls_problem(before: GoldenTurn, now: TurnResult) -> str:
     new = [c.name for c in now.tool_calls]
     if old != new:
         return f"the tool calls are [{', '.join(new)}], the golden ones [{', '.join(old)}]"
-    changed = [f"{i + 1} ({name})" for i, (name, a, b) in enumerate(zip(old, before.tool_calls, now.tool_calls, strict=True)) if _plain(a.arguments) != _plain(b.args)]
+    changed = [f"{i + 1} ({name})" for i, (name, a, b) in enumerate(zip(old, before.tool_calls, now.tool_calls, strict=True)) if json_value(a.arguments) != json_value(b.args)]
     return f"the arguments of tool call {', '.join(changed)} differ from the golden ones"
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from farm.agents.base import AgentClient, AgentError, Message, Reply
 from farm.aio import run_sync
-from farm.jsontext import NO_JSON, extract_json
+from farm.jsontext import NO_JSON, as_text, extract_json
 from farm.messages import content_text
 from farm.rolecache import RoleCache, caches_role, record
 from farm.roletypes import RoleError, SimulatorTurn, Verdict
@@ -173,8 +173,8 @@ class RolePlayer:
     def _messages(self, conversation: list[Message], metadata: dict[str, Any]) -> list[Message]:
         if not self.builtin_prompt:
             return list(conversation)
-        fields = _Defaults({k: (v if isinstance(v, str) else json.dumps(v, default=str)) for k, v in metadata.items()})
-        fields.setdefault("context", json.dumps({k: v for k, v in metadata.items() if k not in ("criteria",)}, default=str))
+        fields = _Defaults({k: as_text(v, ensure_ascii=True) for k, v in metadata.items()})
+        fields.setdefault("context", as_text({k: v for k, v in metadata.items() if k not in ("criteria",)}, ensure_ascii=True))
         system = self.prompt.format_map(fields)
         transcript = render_transcript(conversation) or "(no conversation yet: write the user's first message)"
         return [{"role": "system", "content": system}, {"role": "user", "content": transcript}]
@@ -212,8 +212,8 @@ class RolePlayer:
         if not isinstance(data, dict):
             raise RoleError("the simulator's answer is not a JSON object")
         text = data.get("input", data.get("message"))
-        if text is not None and not isinstance(text, str):
-            text = json.dumps(text)
+        if text is not None:
+            text = as_text(text, ensure_ascii=True)
         return SimulatorTurn(input=text, goal_achieved=bool(data.get("goal_achieved")), reasoning=data.get("reasoning"))
 
     async def validate(self, conversation: list[Message], metadata: dict[str, Any]) -> Verdict:

@@ -20,7 +20,6 @@ without knowing the type; :func:`describe` asks it.
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -159,10 +158,7 @@ def truncate(value: Any, limit: int = ACTUAL_LIMIT) -> Any:
         return value
     if isinstance(value, str):
         return clip(value, limit, _CUT, within=False)
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
+    text = json_text(value)
     return value if len(text) <= limit else clip(text, limit, _CUT, within=False)
 
 
