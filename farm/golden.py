@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field, ValidationError
 from farm.assertions import AssertionEnv, Outcome, Subject
 from farm.cases import AssertionSpec, GoldenRule
 from farm.errors import UsageError
+from farm.excerpts import clip
 from farm.files import atomic_file
 from farm.jsontext import NO_JSON, json_value, pretty_json, whole_json
 from farm.loader import LoadedCase
@@ -377,7 +378,7 @@ def _calls_problem(before: GoldenTurn, now: TurnResult) -> str:
 
 def _turn_line(turn: int, reply: str) -> str:
     text = reply.replace("\n", " ")
-    return f"turn {turn}: {text[:200]}{'…' if len(text) > 200 else ''}"
+    return f"turn {turn}: {clip(text, 200, within=False)}"
 
 
 def _diff(old: list[str], new: list[str], path: str, what: str) -> str:

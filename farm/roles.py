@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from farm.agents.base import AgentClient, AgentError, Message, Reply
 from farm.aio import run_sync
+from farm.excerpts import NOTHING, clip
 from farm.jsontext import NO_JSON, as_text, extract_json
 from farm.messages import content_text
 from farm.rolecache import RoleCache, caches_role, record
@@ -204,7 +205,7 @@ class RolePlayer:
                     self.cache.store(key, reply)  # only an answer that parsed is kept
                 return value
             cached = None  # an entry that no longer reads (a changed parser): ask the agent
-            problem = f"the {self.role} answered no JSON: {reply.content[:120]!r}"
+            problem = f"the {self.role} answered no JSON: {clip(reply.content, 120, NOTHING)!r}"
         raise RoleError(problem)
 
     async def simulate(self, conversation: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:

@@ -36,7 +36,7 @@ from itertools import pairwise
 from typing import Any
 
 from farm.durations import format_duration
-from farm.excerpts import clip
+from farm.excerpts import MORE_CHARACTERS, clip
 from farm.jsontext import pretty_json
 from farm.reports.streamed import StreamedReport
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
@@ -485,4 +485,4 @@ def _text(value: Any) -> str:
 
 
 def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
-    return clip(text, limit, "… ({more} more characters)", within=False)
+    return clip(text, limit, MORE_CHARACTERS, within=False)
