@@ -40,7 +40,7 @@ from farm.errors import UsageError
 from farm.excerpts import clip
 from farm.files import atomic_file
 from farm.jsontext import NO_JSON, json_value, pretty_json, whole_json
-from farm.loader import LoadedCase
+from farm.loader import FILE_SUFFIXES, LoadedCase
 from farm.results import AssertionResult, CaseResult, Status, TurnResult
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "compare",
     "golden_path",
     "safe_name",
+    "write_golden",
 ]
 
 GOLDEN_FORMAT = 1
@@ -61,9 +62,6 @@ GOLDEN_FORMAT = 1
 
 #: Longest file or folder name made from an id, before its hash.
 NAME_LIMIT = 80
-
-_SUITE_SUFFIXES = (".jsonl", ".json", ".ndjson")
-
 
 class GoldenToolCall(BaseModel):
     """A tool call as the golden file holds it."""
@@ -101,10 +99,12 @@ class GoldenConversation(BaseModel):
 
     @classmethod
     def from_result(cls, result: CaseResult) -> GoldenConversation:
+        """The conversation ``result`` recorded: each turn's input, reply, tool calls and
+        ``awaiting_input``, with the values as a JSON file gives them back."""
         return cls(
             id=result.id,
             name=result.name,
-            suite=suite_file(result.source),
+            suite=_suite_file(result.source),
             mode=result.mode,
             agent=result.agent,
             turns=[
@@ -138,7 +138,7 @@ def safe_name(text: str) -> str:
     return f"{cleaned or 'case'}-{digest}"
 
 
-def suite_file(source: str | None) -> str | None:
+def _suite_file(source: str | None) -> str | None:
     """The suite file's name from a ``file:line`` source (``<message>`` for a direct message)."""
     if not source:
         return None
@@ -149,8 +149,8 @@ def suite_file(source: str | None) -> str | None:
 
 def golden_path(folder: Path, case_id: str, source: str | None) -> Path:
     """``folder/<suite>/<case>.json``: always inside ``folder``, whatever the id holds."""
-    suite = suite_file(source) or "suite"
-    for suffix in _SUITE_SUFFIXES:
+    suite = _suite_file(source) or "suite"
+    for suffix in FILE_SUFFIXES:
         if suite.endswith(suffix) and len(suite) > len(suffix):
             suite = suite[: -len(suffix)]
             break

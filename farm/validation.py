@@ -38,8 +38,10 @@ __all__ = [
     "TooLargeInteger",
     "raw_problems",
     "case_problems",
+    "assertion_problem",
     "check_suite",
     "check_run",
+    "check_for_run",
     "nearest",
 ]
 

@@ -35,7 +35,6 @@ from farm.results import Usage
 __all__ = [
     "OpenAIAgent",
     "as_bool",
-    "content_text",
     "declared_awaiting",
     "excerpt",
     "parse_arguments",
