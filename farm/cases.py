@@ -26,6 +26,7 @@ __all__ = [
     "TestCase",
     "Turn",
     "CaseRuleError",
+    "validator_id",
 ]
 
 
@@ -223,6 +224,12 @@ class GoldenRule(BaseModel):
     """For ``judge``: the validator agent (default ``[farm].validator``)."""
     enabled: bool = True
     """``golden: false`` is ``{"enabled": false}``: never compared, not even with ``--golden DIR``."""
+
+
+def validator_id(use: str | None, default: str | None) -> str | None:
+    """The validator agent an ``agent`` assertion or a ``judge`` golden rule asks: the one its
+    ``use`` names (``agents:<id>`` or ``<id>``), else ``default`` (``[farm].validator``)."""
+    return use.removeprefix("agents:").strip() if use else default
 
 
 def _has_assertions(data: dict[str, Any]) -> bool:

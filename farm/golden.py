@@ -25,10 +25,8 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 import re
 import shlex
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +37,10 @@ from pydantic import BaseModel, Field, ValidationError
 from farm.assertions import AssertionEnv, Outcome, Subject
 from farm.cases import AssertionSpec, GoldenRule
 from farm.errors import UsageError
-from farm.loader import LoadedCase
+from farm.excerpts import clip
+from farm.files import atomic_file
+from farm.jsontext import NO_JSON, json_value, pretty_json, whole_json
+from farm.loader import FILE_SUFFIXES, LoadedCase
 from farm.results import AssertionResult, CaseResult, Status, TurnResult
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "compare",
     "golden_path",
     "safe_name",
+    "write_golden",
 ]
 
 GOLDEN_FORMAT = 1
@@ -60,9 +62,6 @@ GOLDEN_FORMAT = 1
 
 #: Longest file or folder name made from an id, before its hash.
 NAME_LIMIT = 80
-
-_SUITE_SUFFIXES = (".jsonl", ".json", ".ndjson")
-
 
 class GoldenToolCall(BaseModel):
     """A tool call as the golden file holds it."""
@@ -100,18 +99,20 @@ class GoldenConversation(BaseModel):
 
     @classmethod
     def from_result(cls, result: CaseResult) -> GoldenConversation:
+        """The conversation ``result`` recorded: each turn's input, reply, tool calls and
+        ``awaiting_input``, with the values as a JSON file gives them back."""
         return cls(
             id=result.id,
             name=result.name,
-            suite=suite_file(result.source),
+            suite=_suite_file(result.source),
             mode=result.mode,
             agent=result.agent,
             turns=[
                 GoldenTurn(
                     turn=turn.turn,
-                    input=_plain(turn.input),
+                    input=json_value(turn.input),
                     reply=turn.output,
-                    tool_calls=[GoldenToolCall(name=c.name, arguments=_plain(c.args), result=_plain(c.result)) for c in turn.tool_calls],
+                    tool_calls=[GoldenToolCall(name=c.name, arguments=json_value(c.args), result=json_value(c.result)) for c in turn.tool_calls],
                     awaiting_input=turn.awaiting_input,
                 )
                 for turn in result.turns
@@ -137,7 +138,7 @@ def safe_name(text: str) -> str:
     return f"{cleaned or 'case'}-{digest}"
 
 
-def suite_file(source: str | None) -> str | None:
+def _suite_file(source: str | None) -> str | None:
     """The suite file's name from a ``file:line`` source (``<message>`` for a direct message)."""
     if not source:
         return None
@@ -148,8 +149,8 @@ def suite_file(source: str | None) -> str | None:
 
 def golden_path(folder: Path, case_id: str, source: str | None) -> Path:
     """``folder/<suite>/<case>.json``: always inside ``folder``, whatever the id holds."""
-    suite = suite_file(source) or "suite"
-    for suffix in _SUITE_SUFFIXES:
+    suite = _suite_file(source) or "suite"
+    for suffix in FILE_SUFFIXES:
         if suite.endswith(suffix) and len(suite) > len(suffix):
             suite = suite[: -len(suffix)]
             break
@@ -166,14 +167,8 @@ def write_golden(folder: Path, result: CaseResult) -> Path:
     """Write ``result``'s conversation as its golden file, atomically (a reader never sees half a file)."""
     path = golden_path(folder, result.id, result.source)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".golden-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(GoldenConversation.from_result(result).to_text())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path, fsync=False) as out:
+        out.write(GoldenConversation.from_result(result).to_text())
     return path
 
 
@@ -309,11 +304,11 @@ async def _compare_turn(check: GoldenCheck, before: GoldenTurn, now: TurnResult,
     score: float | None = None
     reason: str | None = None
     error = False
-    old_json, new_json = _json_reply(before.reply), _json_reply(now.output)
-    if old_json is not _NOT_JSON and new_json is not _NOT_JSON:
+    old_json, new_json = whole_json(before.reply), whole_json(now.output)
+    if old_json is not NO_JSON and new_json is not NO_JSON:
         if old_json != new_json:
             problems.append("the JSON reply differs from the golden one")
-            diffs.append(_diff(_pretty(old_json).splitlines(), _pretty(new_json).splitlines(), check.path, f"turn {before.turn} reply"))
+            diffs.append(_diff(pretty_json(old_json, sort_keys=True).splitlines(), pretty_json(new_json, sort_keys=True).splitlines(), check.path, f"turn {before.turn} reply"))
     elif before.reply == now.output:
         pass  # the same text passes every rule: no validator call for it
     elif rule.text == "exact":
@@ -362,37 +357,14 @@ async def _judge(rule: GoldenRule, before: GoldenTurn, now: TurnResult, env: Ass
     return await env.validate(spec, subject)
 
 
-_NOT_JSON = object()
-
-
-def _json_reply(text: str) -> Any:
-    """The reply as JSON when the whole of it is an object or an array, else ``_NOT_JSON``."""
-    stripped = text.strip()
-    if not stripped or stripped[0] not in "[{":
-        return _NOT_JSON
-    try:
-        return json.loads(stripped)
-    except ValueError:
-        return _NOT_JSON
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as JSON has it (tuples as lists, other objects as text), so a read-back file compares equal."""
-    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
-
-
 def _text_lines(text: str) -> list[str]:
     """Reply text as the diff compares it: one line per sentence, so that one changed word in a
     long paragraph is one changed sentence, not the whole paragraph."""
     return [part for line in text.splitlines() for part in re.split(r"(?<=[.!?])\s+", line)]
 
 
-def _pretty(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, default=str)
-
-
 def _call_line(name: str, arguments: Any) -> str:
-    return f"{name}({json.dumps(_plain(arguments), sort_keys=True, ensure_ascii=False)})"
+    return f"{name}({json.dumps(json_value(arguments), sort_keys=True, ensure_ascii=False)})"
 
 
 def _calls_problem(before: GoldenTurn, now: TurnResult) -> str:
@@ -400,13 +372,13 @@ def _calls_problem(before: GoldenTurn, now: TurnResult) -> str:
     new = [c.name for c in now.tool_calls]
     if old != new:
         return f"the tool calls are [{', '.join(new)}], the golden ones [{', '.join(old)}]"
-    changed = [f"{i + 1} ({name})" for i, (name, a, b) in enumerate(zip(old, before.tool_calls, now.tool_calls, strict=True)) if _plain(a.arguments) != _plain(b.args)]
+    changed = [f"{i + 1} ({name})" for i, (name, a, b) in enumerate(zip(old, before.tool_calls, now.tool_calls, strict=True)) if json_value(a.arguments) != json_value(b.args)]
     return f"the arguments of tool call {', '.join(changed)} differ from the golden ones"
 
 
 def _turn_line(turn: int, reply: str) -> str:
     text = reply.replace("\n", " ")
-    return f"turn {turn}: {text[:200]}{'…' if len(text) > 200 else ''}"
+    return f"turn {turn}: {clip(text, 200, within=False)}"
 
 
 def _diff(old: list[str], new: list[str], path: str, what: str) -> str:

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["as_text", "extract_json", "NO_JSON"]
+__all__ = ["NO_JSON", "arguments_text", "as_text", "extract_json", "json_text", "json_value", "pretty_json", "whole_json"]
 
 
 class _NoJSON:
@@ -27,6 +27,22 @@ def as_text(value: Any, *, ensure_ascii: bool = False) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=ensure_ascii, default=str)
 
 
+def pretty_json(value: Any, *, sort_keys: bool = False) -> str:
+    """``value`` as indented JSON for people to read, a string as it is (``repr`` if it is no JSON at all)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=sort_keys, default=str)
+    except (TypeError, ValueError):  # a circular structure, keys JSON cannot hold
+        return repr(value)
+
+
+def json_value(value: Any) -> Any:
+    """``value`` as JSON holds it (tuples as lists, other objects as their ``str``), so that it
+    compares equal to the same value read back from a JSON file."""
+    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
+
+
 def json_text(value: Any) -> str:
     """``value`` as compact JSON for people to read (strings quoted; ``repr`` if it is no JSON at all)."""
     try:
@@ -36,7 +52,7 @@ def json_text(value: Any) -> str:
 
 
 def arguments_text(arguments: Any) -> str:
-    """Tool arguments as the seed writes them, on one line: ``{amount: 3500, type: "travel"}``."""
+    """Tool arguments as the console tree writes them (SPEC section 7), on one line: ``{amount: 3500, type: "travel"}``."""
     if arguments is None:
         return ""
     if isinstance(arguments, dict):
@@ -44,6 +60,18 @@ def arguments_text(arguments: Any) -> str:
     else:
         text = arguments if isinstance(arguments, str) else json_text(arguments)
     return " ".join(text.split())
+
+
+def whole_json(text: str) -> Any:
+    """The JSON object or array that is the whole of ``text`` (spaces aside), or :data:`NO_JSON`:
+    a reply that *is* structured data, unlike one that has JSON somewhere in it (:func:`extract_json`)."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "[{":
+        return NO_JSON
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        return NO_JSON
 
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)

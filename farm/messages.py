@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from farm.excerpts import clip
+from farm.excerpts import DOTS, clip
 
 __all__ = ["MAX_ATTACHMENT_BYTES", "attachment_part", "content_text", "user_messages"]
 
@@ -156,7 +156,7 @@ def attachment_part(attachment: Any, base_dir: Path | None, name: str = "attachm
     if not isinstance(source, str) or not source.strip():
         raise ValueError(f"{name} has no source; give \"source\": \"file://...\", an https URL or a data URL")
     source = source.strip()
-    label = f"{name} ({_short(source)})"
+    label = f"{name} ({clip(source, 60, DOTS)})"
     kind = spec.get("type")
     if kind is not None and kind not in _OUR_TYPES:
         raise ValueError(f"{label} has type {kind!r}; use image, file or audio")
@@ -193,10 +193,6 @@ def attachment_part(attachment: Any, base_dir: Path | None, name: str = "attachm
             raise ValueError(f"{label} has audio type {mime!r}; give \"format\" (wav or mp3)")
         return {"type": "input_audio", "input_audio": {"data": data, "format": audio_format}}
     return {"type": "file", "file": {"filename": filename, "file_data": f"data:{mime};base64,{data}"}}
-
-
-def _short(source: str) -> str:
-    return clip(source, 60, "...")
 
 
 def _guess_mime(name: str) -> str:

@@ -43,8 +43,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -55,6 +53,7 @@ from pydantic import ValidationError
 
 from farm.agents.base import AgentClient, CacheKeyed, Message, Reply, stable_options
 from farm.config import AgentConfig, Connector, FarmConfig
+from farm.files import atomic_file
 from farm.roletypes import CallTally
 from farm.secrets import Scrubber
 
@@ -139,14 +138,8 @@ class RoleCache:
         path = self.path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as file:
-                    file.write(text)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            with atomic_file(path, fsync=False) as file:
+                file.write(text)
         except OSError:
             pass
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from farm.agents.base import AgentClient, AgentError, Message, Reply
 from farm.aio import run_sync
-from farm.jsontext import NO_JSON, extract_json
+from farm.excerpts import NOTHING, clip
+from farm.jsontext import NO_JSON, as_text, extract_json
 from farm.messages import content_text
 from farm.rolecache import RoleCache, caches_role, record
 from farm.roletypes import RoleError, SimulatorTurn, Verdict
@@ -173,8 +174,8 @@ class RolePlayer:
     def _messages(self, conversation: list[Message], metadata: dict[str, Any]) -> list[Message]:
         if not self.builtin_prompt:
             return list(conversation)
-        fields = _Defaults({k: (v if isinstance(v, str) else json.dumps(v, default=str)) for k, v in metadata.items()})
-        fields.setdefault("context", json.dumps({k: v for k, v in metadata.items() if k not in ("criteria",)}, default=str))
+        fields = _Defaults({k: as_text(v, ensure_ascii=True) for k, v in metadata.items()})
+        fields.setdefault("context", as_text({k: v for k, v in metadata.items() if k not in ("criteria",)}, ensure_ascii=True))
         system = self.prompt.format_map(fields)
         transcript = render_transcript(conversation) or "(no conversation yet: write the user's first message)"
         return [{"role": "system", "content": system}, {"role": "user", "content": transcript}]
@@ -204,7 +205,7 @@ class RolePlayer:
                     self.cache.store(key, reply)  # only an answer that parsed is kept
                 return value
             cached = None  # an entry that no longer reads (a changed parser): ask the agent
-            problem = f"the {self.role} answered no JSON: {reply.content[:120]!r}"
+            problem = f"the {self.role} answered no JSON: {clip(reply.content, 120, NOTHING)!r}"
         raise RoleError(problem)
 
     async def simulate(self, conversation: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
@@ -212,25 +213,15 @@ class RolePlayer:
         if not isinstance(data, dict):
             raise RoleError("the simulator's answer is not a JSON object")
         text = data.get("input", data.get("message"))
-        if text is not None and not isinstance(text, str):
-            text = json.dumps(text)
+        if text is not None:
+            text = as_text(text, ensure_ascii=True)
         return SimulatorTurn(input=text, goal_achieved=bool(data.get("goal_achieved")), reasoning=data.get("reasoning"))
 
     async def validate(self, conversation: list[Message], metadata: dict[str, Any]) -> Verdict:
-        data = await self._call_json(conversation, metadata)
-        if not isinstance(data, dict) or "passed" not in data:
+        verdict = Verdict.from_json(await self._call_json(conversation, metadata))
+        if verdict is None:
             raise RoleError("the validator's answer has no 'passed'")
-        passed = data["passed"]
-        if isinstance(passed, str):
-            passed = passed.strip().lower() in ("true", "yes", "pass", "passed")
-        score = data.get("score")
-        suggestions = data.get("suggestions")
-        return Verdict(
-            passed=bool(passed),
-            score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
-            reason=data.get("reason"),
-            suggestions=[str(s) for s in suggestions] if isinstance(suggestions, list) else None,
-        )
+        return verdict
 
     async def generate(self, metadata: dict[str, Any]) -> list[Any]:
         data = await self._call_json([], metadata)

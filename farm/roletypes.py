@@ -69,6 +69,27 @@ class Verdict:
     reason: str | None = None
     suggestions: list[str] | None = None
 
+    @classmethod
+    def from_json(cls, data: Any) -> Verdict | None:
+        """The verdict in a validator's or a script's JSON answer: the farm's ``{passed, reason,
+        score, suggestions}`` or Yao's ``{pass, message}``; None when ``data`` is no object with
+        ``passed`` or ``pass``. A ``passed`` written as text is true when it says so ("yes", "true",
+        "pass", "passed"); a score that is no number is left out."""
+        if not isinstance(data, dict) or ("passed" not in data and "pass" not in data):
+            return None
+        passed = data["passed"] if "passed" in data else data["pass"]
+        if isinstance(passed, str):
+            passed = passed.strip().lower() in ("true", "yes", "pass", "passed")
+        score = data.get("score")
+        reason = data.get("reason", data.get("message"))
+        suggestions = data.get("suggestions")
+        return cls(
+            passed=bool(passed),
+            score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+            reason=None if reason is None else str(reason),
+            suggestions=[str(s) for s in suggestions] if isinstance(suggestions, list) else None,
+        )
+
 
 @dataclass(frozen=True)
 class RoleOutcome(Generic[T]):

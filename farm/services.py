@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from farm.assertions import Outcome, Subject
-from farm.cases import AssertionSpec
+from farm.cases import AssertionSpec, validator_id
 from farm.config import FarmConfig
 from farm.errors import FarmError
 from farm.rolecache import RoleCache
@@ -20,11 +20,7 @@ from farm.roles import RolePlayer
 from farm.roletypes import HumanRequest, RoleError, RoleRequest, SimulatorTurn, Verdict
 from farm.scripts import ScriptResolver, call_maybe_async
 
-__all__ = ["ROLE_CONCURRENCY", "FarmServices", "LocalRoles", "RoleCaller", "strip_agent_prefix"]
-
-
-def strip_agent_prefix(use: str) -> str:
-    return use.removeprefix("agents:").strip()
+__all__ = ["ROLE_CONCURRENCY", "FarmServices", "LocalRoles", "RoleCaller"]
 
 
 class RoleCaller(Protocol):
@@ -129,7 +125,7 @@ class FarmServices:
         return await call_maybe_async(fn, arguments)
 
     async def validate(self, spec: AssertionSpec, subject: Subject) -> Outcome:
-        agent_id = strip_agent_prefix(spec.use) if spec.use else self.default_validator
+        agent_id = validator_id(spec.use, self.default_validator)
         if not agent_id:
             return Outcome(False, message="an 'agent' assertion needs 'use' (e.g. agents:workers.test.validator) or [farm].validator", error=True)
         options = spec.options.model_dump(exclude_none=True) if spec.options else {}
@@ -168,16 +164,13 @@ class FarmServices:
         value = await call_maybe_async(fn, subject.content, subject.input, options)
         if isinstance(value, bool):
             return Outcome(value, actual=subject.content, message=None if value else f"script {spec.use} returned false")
-        if isinstance(value, dict) and ("passed" in value or "pass" in value):
-            # the farm's {passed, reason, score}, or Yao's {pass, message}
-            passed = bool(value["passed"] if "passed" in value else value["pass"])
-            reason = value.get("reason", value.get("message"))
-            score = value.get("score")
+        verdict = Verdict.from_json(value)
+        if verdict is not None:
             return Outcome(
-                passed,
+                verdict.passed,
                 actual=subject.content,
-                message=None if passed else f"script {spec.use}: {reason or 'failed'}",
-                score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
-                reason=None if reason is None else str(reason),
+                message=None if verdict.passed else f"script {spec.use}: {verdict.reason or 'failed'}",
+                score=verdict.score,
+                reason=verdict.reason,
             )
         return Outcome(False, message=f"script {spec.use} returned {type(value).__name__}, not a bool, {{passed, reason, score}} or {{pass, message}}", error=True)

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from farm.cases import TestCase, Turn
+from farm.cases import TestCase, Turn, validator_id
 from farm.errors import FarmError, UsageError
 
 if TYPE_CHECKING:
@@ -38,8 +38,10 @@ __all__ = [
     "TooLargeInteger",
     "raw_problems",
     "case_problems",
+    "assertion_problem",
     "check_suite",
     "check_run",
+    "check_for_run",
     "nearest",
 ]
 
@@ -365,7 +367,7 @@ def _config_problems(case: TestCase, config: FarmConfig, simulator: str | None, 
         if spec.options:
             connector(f"{where}.options", spec.options)
         if spec.type == "agent":
-            validator = spec.use.removeprefix("agents:").strip() if spec.use else config.farm.validator
+            validator = validator_id(spec.use, config.farm.validator)
             if validator:
                 agent(f"{where}.use", validator)
             elif checked:
@@ -373,7 +375,7 @@ def _config_problems(case: TestCase, config: FarmConfig, simulator: str | None, 
         if spec.type == "script" and spec.use:
             script(f"{where}.script", spec.use)
     if case.golden is not None and case.golden.enabled and case.golden.text == "judge":
-        validator = case.golden.use.removeprefix("agents:").strip() if case.golden.use else config.farm.validator
+        validator = validator_id(case.golden.use, config.farm.validator)
         if validator:
             agent("golden.use", validator)
         elif checked:
@@ -462,7 +464,7 @@ def check_for_run(
                 roles.append(case.simulator.use.removeprefix("agents:"))
             for _, spec in _walk(case):
                 if spec.type == "agent":
-                    roles.append(spec.use.removeprefix("agents:").strip() if spec.use else (config.farm.validator or ""))
+                    roles.append(validator_id(spec.use, config.farm.validator) or "")
             if case.golden is not None and case.golden.text == "judge":
-                roles.append(case.golden.use.removeprefix("agents:").strip() if case.golden.use else (config.farm.validator or ""))
+                roles.append(validator_id(case.golden.use, config.farm.validator) or "")
     check_run(config, agent_id, connector, dict.fromkeys(r for r in roles if r))

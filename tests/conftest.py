@@ -1,8 +1,11 @@
-"""Shared fixtures: one real local Ray for the whole session, and real agent servers on 127.0.0.1."""
+"""Shared fixtures: one real local Ray for the whole session, real agent servers on 127.0.0.1,
+and projects whose agents are Python functions."""
 
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -55,6 +58,27 @@ def demo_server():
     """The demo expense agent behind a real HTTP server on 127.0.0.1."""
     with JSONServer(demo_handle) as server:
         yield server
+
+
+@pytest.fixture
+def python_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., str]:
+    """Lays out a project in ``tmp_path`` whose agents are functions of a Python module beside
+    its farm.toml. Call it with the module's source, the farm.toml text (``{module}`` stands for
+    the module's name) and ``scripts`` (file name to source, under ``scripts/``); it returns the
+    module's name, new for each test, so that tests never share the module's state. ``tmp_path``
+    is on ``sys.path`` until the test ends."""
+
+    def build(source: str, toml: str, scripts: dict[str, str]) -> str:
+        module = f"agents_{uuid.uuid4().hex}"
+        (tmp_path / f"{module}.py").write_text(source)
+        (tmp_path / "scripts").mkdir()
+        for name, text in scripts.items():
+            (tmp_path / "scripts" / name).write_text(text)
+        (tmp_path / "farm.toml").write_text(toml.replace("{module}", module))
+        monkeypatch.syspath_prepend(str(tmp_path.resolve()))
+        return module
+
+    return build
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -27,7 +27,7 @@ from farm.agents.permits import Limiter, NoLimit, estimate_tokens
 from farm.agents.retry import request_json
 from farm.agents.transport import HTTPClient
 from farm.config import AgentConfig, Connector
-from farm.excerpts import clip
+from farm.excerpts import DOTS, clip
 from farm.jsontext import as_text
 from farm.messages import content_text
 from farm.results import Usage
@@ -35,7 +35,6 @@ from farm.results import Usage
 __all__ = [
     "OpenAIAgent",
     "as_bool",
-    "content_text",
     "declared_awaiting",
     "excerpt",
     "parse_arguments",
@@ -144,7 +143,7 @@ def _end_user(options: dict[str, Any]) -> str | None:
 
 def excerpt(value: Any, limit: int = 200) -> str:
     """A short JSON rendering of ``value`` for an error message."""
-    return clip(as_text(value), limit, "...")
+    return clip(as_text(value), limit, DOTS)
 
 
 def parse_completion(data: Any) -> Reply:

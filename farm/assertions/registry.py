@@ -20,13 +20,12 @@ without knowing the type; :func:`describe` asks it.
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from farm.cases import AssertionSpec
-from farm.excerpts import clip
+from farm.excerpts import LENGTH, NOTHING, clip
 from farm.jsontext import as_text, extract_json, json_text
 from farm.results import ACTUAL_LIMIT, AssertionResult, ToolCallRecord
 
@@ -150,20 +149,14 @@ def known_types() -> set[str]:
     return set(_REGISTRY)
 
 
-_CUT = "… ({length} chars)"
-
-
 def truncate(value: Any, limit: int = ACTUAL_LIMIT) -> Any:
     """``value`` cut to about ``limit`` characters (structures are cut as JSON text)."""
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, str):
-        return clip(value, limit, _CUT, within=False)
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return value if len(text) <= limit else clip(text, limit, _CUT, within=False)
+        return clip(value, limit, LENGTH, within=False)
+    text = json_text(value)
+    return value if len(text) <= limit else clip(text, limit, LENGTH, within=False)
 
 
 async def evaluate(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None = None) -> AssertionResult:
@@ -206,6 +199,6 @@ async def evaluate(spec: AssertionSpec, subject: Subject, env: AssertionEnv | No
 
 
 def _short(value: Any) -> str:
-    text = as_text(value, ensure_ascii=True)
-    return repr(text[:80]) if isinstance(value, str) else text[:80]
+    text = clip(as_text(value, ensure_ascii=True), 80, NOTHING)
+    return repr(text) if isinstance(value, str) else text
 

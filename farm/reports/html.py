@@ -27,7 +27,6 @@ then), copies the sections after it and renames the page into place.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -37,7 +36,8 @@ from itertools import pairwise
 from typing import Any
 
 from farm.durations import format_duration
-from farm.excerpts import clip
+from farm.excerpts import MORE_CHARACTERS, clip
+from farm.jsontext import pretty_json
 from farm.reports.streamed import StreamedReport
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
 
@@ -416,8 +416,8 @@ def _turn(turn: TurnResult) -> str:
         out.append(
             f'<div class="tool"><div class="who">Tool call <code>{escape(call.name)}</code>{mocked}'
             f"{' id ' + escape(call.id) if call.id else ''}</div>"
-            f'<div class="label">arguments</div><pre class="tool-args">{escape(_clip(_pretty(call.args)))}</pre>'
-            f'<div class="label">result</div><pre class="tool-result">{escape(_clip(_pretty(call.result)))}</pre></div>'
+            f'<div class="label">arguments</div><pre class="tool-args">{escape(_clip(pretty_json(call.args)))}</pre>'
+            f'<div class="label">result</div><pre class="tool-result">{escape(_clip(pretty_json(call.result)))}</pre></div>'
         )
     out.append(f'<div class="who">Agent</div><pre class="output">{escape(_clip(turn.output))}</pre>')
     if turn.awaiting_input:
@@ -481,17 +481,8 @@ def _checkpoint(checkpoint: CheckpointResult) -> str:
 def _text(value: Any) -> str:
     if value is None:
         return ""
-    return value if isinstance(value, str) else _pretty(value)
-
-
-def _pretty(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, indent=2, default=str)
-    except ValueError:  # a circular structure
-        return repr(value)
+    return pretty_json(value)
 
 
 def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
-    return clip(text, limit, "… ({more} more characters)", within=False)
+    return clip(text, limit, MORE_CHARACTERS, within=False)

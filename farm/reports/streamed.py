@@ -11,6 +11,7 @@ import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+from farm.files import atomic_file
 from farm.results import CaseResult
 from farm.summary import Summary
 from farm.writers.base import ClosingWriter
@@ -73,14 +74,10 @@ class StreamedReport(ClosingWriter, ABC):
         try:
             self._parts.flush()
             self._parts.seek(0)
-            tmp = self.path.with_name(f".{self.path.name}.tmp")
-            with open(tmp, "w", encoding="utf-8") as out:
+            with atomic_file(self.path) as out:
                 out.write(self.head())
                 shutil.copyfileobj(self._parts, out)
                 out.write(self.foot())
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self.path)
         finally:
             self._parts.close()
             Path(self._parts.name).unlink(missing_ok=True)

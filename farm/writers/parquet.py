@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from farm.errors import UsageError
+from farm.files import atomic_file
 from farm.results import CaseResult
 from farm.writers.base import ClosingWriter
 from farm.writers.rows import AssertionRow, CaseRow, KeyRow, Row, TurnRow, arrow_schema
@@ -161,7 +162,8 @@ class ParquetWriter(ClosingWriter):
         for table, rows in self._buffers.items():
             if rows:
                 part = pa.Table.from_pylist(rows, schema=_SCHEMAS[table])
-                _write_atomically(part, self._parts_dir / f"{table}-{self._next_part:06d}.parquet")
+                with atomic_file(self._parts_dir / f"{table}-{self._next_part:06d}.parquet", "wb") as sink:
+                    pq.write_table(part, sink, compression=COMPRESSION)
         _fsync_dir(self._parts_dir)
         # Buffers are cleared only once every part is in place: a failed write is retried
         # whole, under the same part number, by the next write/flush/close.
@@ -169,15 +171,6 @@ class ParquetWriter(ClosingWriter):
             rows.clear()
         self._next_part += 1
         self._oldest = None
-
-
-def _write_atomically(table: pa.Table, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as sink:
-        pq.write_table(table, sink, compression=COMPRESSION)
-        sink.flush()
-        os.fsync(sink.fileno())
-    os.replace(tmp, path)
 
 
 # --- consolidating -----------------------------------------------------------
@@ -221,9 +214,8 @@ def _consolidate_table(run_dir: Path, table: str, schema: pa.Schema, parts: list
         return pq.read_metadata(target).num_rows
     sources = ([target] if target.exists() else []) + [path for _, path in new]
     last = max([merged, *(number for number, _ in new)])
-    tmp = run_dir / f".{target.name}.tmp"
     rows = 0
-    with open(tmp, "wb") as sink:
+    with atomic_file(target, "wb") as sink:
         with pq.ParquetWriter(
             sink, schema.with_metadata({LAST_PART_KEY: str(last).encode()}), compression=COMPRESSION
         ) as writer:
@@ -238,9 +230,6 @@ def _consolidate_table(run_dir: Path, table: str, schema: pa.Schema, parts: list
                         rows += _write_row_group(writer, pending)
                         pending_rows = pending_bytes = 0
             rows += _write_row_group(writer, pending)
-        sink.flush()
-        os.fsync(sink.fileno())
-    os.replace(tmp, target)
     return rows
 
 

@@ -23,15 +23,21 @@ JSON text.
 the row model, at the place the column should take in the table. A field
 named like a field of the record the row is built from (``CaseResult`` for
 :class:`CaseRow`, ``TurnResult`` for :class:`TurnRow`, ``AssertionResult``
-for :class:`AssertionRow`) is copied from it; any other is given in the
-model's ``from_…`` builder. Then regenerate the doc's tables with
+for :class:`AssertionRow`) is copied from it, and without a docstring of its
+own it takes that field's; any other is given in the model's ``from_…``
+builder. Then regenerate the doc's tables with
 ``python -m farm.writers.schema_doc`` (a test fails until they match). A
 column that changes meaning or type bumps :data:`farm.results.SCHEMA_VERSION`.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
+import itertools
 import json
+import sys
 import types
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -118,7 +124,8 @@ class RowModel(BaseModel):
 
     model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
 
-    #: The record whose same-named fields fill the row (see the module docstring).
+    #: The record whose same-named fields fill the row, and lend their docstrings to
+    #: the row's fields that have none (see the module docstring).
     built_from: ClassVar[type[BaseModel] | None] = None
 
     # Worked out once per model, from its fields:
@@ -133,6 +140,13 @@ class RowModel(BaseModel):
         super().__pydantic_init_subclass__(**kwargs)
         fields = cls.model_fields
         record_fields = cls.built_from.model_fields if cls.built_from else {}
+        if cls.built_from is not None:
+            # Read once, when the model is made; the row models' JSON schema, built
+            # before this, is not used (the doc comes from model_fields).
+            docstrings = _field_docstrings(cls.built_from)
+            for name, field in fields.items():
+                if field.description is None and name in docstrings:
+                    field.description = docstrings[name]
         cls._copied = tuple(name for name in fields if name in record_fields)
         cls._take = _taker(cls._copied)
         cls._conversions = tuple((name, convert) for name, field in fields.items() if (convert := _conversion(field)))
@@ -154,6 +168,36 @@ class RowModel(BaseModel):
         for name, convert in cls._conversions:
             row[name] = convert(row[name])
         return row
+
+
+def _field_docstrings(model: type[BaseModel]) -> dict[str, str]:
+    """The docstrings under the fields of ``model`` and its bases, by field name, read from their
+    source: what ``use_attribute_docstrings`` gives a model that does not set it."""
+    found: dict[str, str] = {}
+    for owner in reversed(model.__mro__[: model.__mro__.index(BaseModel)]):
+        body = next((node for node in _module_tree(owner.__module__) if getattr(node, "name", None) == owner.__name__), None)
+        if not isinstance(body, ast.ClassDef):
+            continue
+        for node, after in itertools.pairwise(body.body):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                found[node.target.id] = inspect.cleandoc(after.value.value)
+    return found
+
+
+@functools.cache
+def _module_tree(name: str) -> list[ast.stmt]:
+    """The top-level statements of module ``name``; none when its source is not installed
+    (the rows are the same, only their doc is shorter)."""
+    try:
+        return ast.parse(inspect.getsource(sys.modules[name])).body
+    except (OSError, TypeError, KeyError):
+        return []
 
 
 def _taker(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
@@ -199,17 +243,13 @@ class CaseRow(KeyRow):
     built_from = CaseResult
 
     name: str | None
-    """The case name."""
     status: str
-    """``passed``, ``failed``, ``skipped``, ``error`` or ``timeout``."""
     mode: str | None
     """``single``, ``static`` or ``dynamic``; null when the case did not load."""
     agent: str | None
-    """The target agent's id."""
     tags: list[str]
     """The case's tags (empty list when none)."""
     source: str | None
-    """``file:line`` the case came from."""
     total_turns: Int32
     """Turns taken."""
     duration_ms: float
@@ -222,7 +262,6 @@ class CaseRow(KeyRow):
     awaiting_question: str | None
     """The agent's question, when the case stopped because the agent awaited input."""
     hint: str | None
-    """What the user can do about it."""
     prompt_tokens: int
     """Prompt tokens the target agent reported over the case."""
     completion_tokens: int
@@ -240,7 +279,6 @@ class CaseRow(KeyRow):
     started_at: Timestamp | None
     """When the case started."""
     worker: str | None
-    """The actor (or process) the conversation ran on."""
     rescorable: bool | None
     """``farm rescore``: false when the case could not be rescored (its inputs changed, or it needs turns the
     run did not record); null in a live run."""
@@ -256,6 +294,8 @@ class CaseRow(KeyRow):
 
     @classmethod
     def from_result(cls, result: CaseResult) -> Row:
+        """``result``'s row: its own fields, its token usage, and how many of its assertions
+        passed and failed and of its checkpoints were reached."""
         scored = [a for turn in result.turns for a in turn.assertions] + list(result.final_assertions)
         passed = sum(1 for a in scored if a.passed)
         usage = result.usage
@@ -285,16 +325,15 @@ class ToolCallRow(RowModel):
     id: str | None
     """The agent's call id."""
     name: str
-    """The tool's name."""
     args: JsonText | None
     """JSON text."""
     result: JsonText | None
     """JSON text: what the farm answered."""
     mocked: bool
-    """Whether ``result`` came from a ``tool_mocks`` entry."""
 
     @classmethod
     def from_record(cls, call: ToolCallRecord) -> Row:
+        """``call`` as a ``tool_calls`` struct (its ``step`` is no column)."""
         return cls._row(call, {})
 
 
@@ -304,11 +343,9 @@ class TurnRow(KeyRow):
     built_from = TurnResult
 
     turn: Int32
-    """1-based turn number."""
     input: TextOrJson | None
     """What the user sent: the text itself, or JSON text when structured."""
     input_source: str
-    """``static``, ``simulated`` or ``human``."""
     output: str
     """The agent's reply content, cut at 65536 characters."""
     output_chars: int | None
@@ -316,11 +353,8 @@ class TurnRow(KeyRow):
     tool_calls: list[ToolCallRow]
     """The turn's tool calls in order."""
     awaiting_input: bool
-    """Whether the agent awaits user input after this reply."""
     awaiting_reason: str
-    """``agent_declared``, ``tool_requires_confirmation``, ``content_is_question``, ``tool_calls`` or ``completed``."""
     input_hint: str | None
-    """The hint the agent gave for the input it awaits."""
     duration_ms: float
     """The agent's time in the turn, all its steps included, without waits for rate-limit permits."""
     queued_ms: float
@@ -339,12 +373,11 @@ class TurnRow(KeyRow):
     """What is worth knowing about the turn that is no error, e.g. "stopped after 8 tool steps" when the
     tool loop hit ``max_tool_steps``."""
     simulator_reasoning: str | None
-    """The simulator's reasoning for a simulated input."""
     error: str | None
-    """What went wrong in this turn, if anything."""
 
     @classmethod
     def from_turn(cls, key: Row, turn: TurnResult) -> Row:
+        """``turn``'s row under the case's ``key`` (:meth:`KeyRow.of`); ``output`` cut to its limit."""
         output, output_chars = clip_output(turn.output)
         usage = turn.usage
         return cls._row(
@@ -381,7 +414,6 @@ class AssertionRow(KeyRow):
     passed: bool
     """Whether it passed (after ``negate``); for a checkpoint, whether it was reached."""
     negate: bool = False
-    """Whether the assertion was negated."""
     error: bool = False
     """True when it could not be evaluated at all (not a plain failure)."""
     expected: JsonText | None = None
@@ -391,13 +423,9 @@ class AssertionRow(KeyRow):
     message: str | None = None
     """Why it failed (or the user's ``message``); null when it passed."""
     score: float | None = None
-    """A validator's or script's score, when it gave one."""
     reason: str | None = None
-    """A validator's or script's reason."""
     suggestions: list[str] | None = None
-    """A validator's suggestions."""
     matched_by: str | None = None
-    """For ``tool_called``: which rule matched the tool name (``exact``, ``suffix``, ``substring``)."""
     diff: str | None = None
     """For ``golden``: the unified diff of the turn's reply and tool calls against the golden conversation."""
     required: bool | None = None
@@ -409,6 +437,8 @@ class AssertionRow(KeyRow):
     def from_assertion(
         cls, key: Row, scope: str, turn: int | None, position: int, assertion: AssertionResult
     ) -> Row:
+        """``assertion``'s row under the case's ``key``: ``scope`` and ``turn`` say where it was
+        checked, ``position`` its place there."""
         return cls._row(assertion, {**key, "scope": scope, "turn": turn, "position": position})
 
     @classmethod

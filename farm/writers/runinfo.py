@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from farm.errors import UsageError
+from farm.files import atomic_file
 
 __all__ = ["RUN_JSON", "RUN_INFO_VERSION", "RunInfo", "RunOptions", "read_run_json", "write_run_json"]
 
@@ -129,13 +130,9 @@ def write_run_json(run_dir: str | os.PathLike[str], info: RunInfo | dict[str, An
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / RUN_JSON
-    tmp = run_dir / f".{RUN_JSON}.tmp"
     text = json.dumps(info.model_dump(mode="json"), indent=2, ensure_ascii=False, default=str) + "\n"
-    with open(tmp, "w", encoding="utf-8") as file:
+    with atomic_file(path) as file:
         file.write(text)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(tmp, path)
     return path
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import uuid
 from pathlib import Path
 
 import pytest
@@ -35,35 +34,37 @@ def test_input_path_is_a_file_only_for_file_inputs(tmp_path: Path):
         assert input_path(value) is None
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    module = f"gen_{uuid.uuid4().hex}"
-    (tmp_path / f"{module}.py").write_text(
-        "import json\n\n"
-        "def generate(messages, options):\n"
-        "    meta = options['metadata']\n"
-        "    return json.dumps({'cases': [{'id': f'g{i}', 'input': meta['focus']} for i in range(meta['count'])]})\n\n"
-        "def mute(messages, options):\n"
-        "    return 'no cases today'\n"
-    )
-    (tmp_path / "scripts").mkdir()
-    (tmp_path / "scripts" / "gen.py").write_text(
-        "def main(meta):\n"
-        "    return {'cases': [{'id': 'a', 'input': meta['target_agent']}, {'id': 'b', 'input': str(meta['count'])}]}\n\n"
-        "def one(meta):\n"
-        "    return {'id': 'only', 'input': meta['focus']}\n\n"
-        "def number(meta):\n"
-        "    return 7\n\n"
-        "def fails(meta):\n"
-        "    raise RuntimeError('no inspiration')\n"
-    )
-    (tmp_path / "farm.toml").write_text(
-        f"""
+GENERATORS = """
+import json
+
+def generate(messages, options):
+    meta = options['metadata']
+    return json.dumps({'cases': [{'id': f'g{i}', 'input': meta['focus']} for i in range(meta['count'])]})
+
+def mute(messages, options):
+    return 'no cases today'
+"""
+
+GENERATOR_SCRIPTS = """
+def main(meta):
+    return {'cases': [{'id': 'a', 'input': meta['target_agent']}, {'id': 'b', 'input': str(meta['count'])}]}
+
+def one(meta):
+    return {'id': 'only', 'input': meta['focus']}
+
+def number(meta):
+    return 7
+
+def fails(meta):
+    raise RuntimeError('no inspiration')
+"""
+
+FARM_TOML = """
 [agents.target]
 kind = "python"
 entry = "{module}:generate"
 description = "files expenses"
-tools = [{{type = "function", function = {{name = "create_expense"}}}}, {{name = "lookup"}}, "plain"]
+tools = [{type = "function", function = {name = "create_expense"}}, {name = "lookup"}, "plain"]
 
 [agents.gen-code]
 kind = "python"
@@ -81,8 +82,11 @@ entry = "{module}:mute"
 kind = "generator"
 uses = "mute-code"
 """
-    )
-    monkeypatch.syspath_prepend(str(tmp_path.resolve()))
+
+
+@pytest.fixture
+def project(tmp_path: Path, python_project) -> Path:
+    python_project(GENERATORS, FARM_TOML, {"gen.py": GENERATOR_SCRIPTS})
     return tmp_path
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from farm.jsontext import NO_JSON, extract_json
+from pathlib import Path
+
+from farm.jsontext import NO_JSON, extract_json, json_value, pretty_json, whole_json
 
 
 def test_the_whole_text_is_json():
@@ -41,3 +43,23 @@ def test_a_value_that_is_not_text_is_returned_as_it_is():
     document = {"already": "parsed"}
     assert extract_json(document) is document
     assert extract_json(None) is None
+
+
+def test_only_a_reply_that_is_an_object_or_array_as_a_whole_is_whole_json():
+    assert whole_json(' {"a": 1}\n') == {"a": 1}
+    assert whole_json("[1, 2]") == [1, 2]
+    assert whole_json('Sure: {"a": 1}') is NO_JSON  # extract_json would find it
+    assert whole_json("3") is NO_JSON and whole_json("{broken") is NO_JSON and whole_json("  ") is NO_JSON
+
+
+def test_pretty_json_indents_values_and_leaves_text_as_it_is():
+    assert pretty_json({"b": "é", "a": 1}) == '{\n  "b": "é",\n  "a": 1\n}'
+    assert pretty_json({"b": 2, "a": 1}, sort_keys=True) == '{\n  "a": 1,\n  "b": 2\n}'
+    assert pretty_json("as written") == "as written"
+    circular: list = []
+    circular.append(circular)
+    assert pretty_json(circular) == "[[...]]"
+
+
+def test_json_value_is_what_a_json_file_gives_back():
+    assert json_value({"at": (1, 2), "when": Path("x")}) == {"at": [1, 2], "when": "x"}

@@ -52,3 +52,17 @@ def test_the_calls_an_outcome_counts_and_a_role_request_survive_pickling():
 def test_a_verdict_survives_pickling():
     verdict = Verdict(passed=False, score=0.25, reason="rude", suggestions=["say please"])
     assert pickle.loads(pickle.dumps(RoleOutcome(answer=verdict))).unwrap() == verdict
+
+
+@pytest.mark.parametrize(
+    ("data", "verdict"),
+    [
+        ({"passed": "Yes", "score": 1, "reason": "polite", "suggestions": ["shorter", 2]}, Verdict(True, 1.0, "polite", ["shorter", "2"])),
+        ({"passed": "nope", "score": True}, Verdict(False)),
+        ({"pass": False, "message": "too long"}, Verdict(False, reason="too long")),
+        ({"score": 1}, None),
+        ([True], None),
+    ],
+)
+def test_a_verdict_is_read_from_the_farms_json_or_yaos(data, verdict):
+    assert Verdict.from_json(data) == verdict

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +42,7 @@ def echo(payload):
 '''
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
-    """A farm.toml with a validator and a simulator played by a Python module beside it."""
-    module = f"judge_{uuid.uuid4().hex}"
-    (tmp_path / f"{module}.py").write_text(JUDGE)
-    (tmp_path / "scripts").mkdir()
-    (tmp_path / "scripts" / "checks.py").write_text(SCRIPT)
-    (tmp_path / "farm.toml").write_text(
-        f"""
+FARM_TOML = """
 [farm]
 validator = "judge"
 
@@ -74,9 +65,12 @@ entry = "{module}:simulate"
 kind = "simulator"
 uses = "sim-code"
 """
-    )
-    monkeypatch.syspath_prepend(str(tmp_path.resolve()))  # undone after the test (the factory would add it for good)
-    return tmp_path, module
+
+
+@pytest.fixture
+def project(tmp_path: Path, python_project) -> tuple[Path, str]:
+    """A farm.toml with a validator and a simulator played by a Python module beside it."""
+    return tmp_path, python_project(JUDGE, FARM_TOML, {"checks.py": SCRIPT})
 
 
 def services(project: tuple[Path, str]) -> tuple[FarmServices, list[dict[str, Any]]]:

@@ -207,6 +207,12 @@ def test_every_column_is_nullable_and_documented():
         assert [name for name, field in row.model_fields.items() if not field.description] == [], row
 
 
+def test_a_column_without_a_docstring_of_its_own_takes_its_records():
+    assert CaseRow.model_fields["hint"].description == "What the user can do about it."
+    assert ToolCallRow.model_fields["mocked"].description == "Whether ``result`` came from a ``tool_mocks`` entry."
+    assert CaseRow.model_fields["mode"].description == "``single``, ``static`` or ``dynamic``; null when the case did not load."  # its own
+
+
 def test_arrow_types_follow_the_annotations():
     assert arrow_type(str) == pa.string() and arrow_type(str | None) == pa.string()
     assert (arrow_type(int), arrow_type(Int32), arrow_type(Int16 | None)) == (pa.int64(), pa.int32(), pa.int16())
