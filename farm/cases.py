@@ -26,7 +26,7 @@ __all__ = [
     "TestCase",
     "Turn",
     "CaseRuleError",
-    "validator_id",
+    "role_agent_id",
 ]
 
 
@@ -226,9 +226,10 @@ class GoldenRule(BaseModel):
     """``golden: false`` is ``{"enabled": false}``: never compared, not even with ``--golden DIR``."""
 
 
-def validator_id(use: str | None, default: str | None) -> str | None:
-    """The validator agent an ``agent`` assertion or a ``judge`` golden rule asks: the one its
-    ``use`` names (``agents:<id>`` or ``<id>``), else ``default`` (``[farm].validator``)."""
+def role_agent_id(use: str | None, default: str | None) -> str | None:
+    """The role agent a ``use`` names (``agents:<id>`` or ``<id>``: a case's simulator, an ``agent``
+    assertion's or a ``judge`` golden rule's validator), else ``default`` (``[farm].simulator``,
+    ``[farm].validator``)."""
     return use.removeprefix("agents:").strip() if use else default
 
 

@@ -19,7 +19,7 @@ from farm.agents.base import AgentClient, AgentError, AgentTimeoutError
 from farm.agents.permits import waiting_for_permits
 from farm.assertions import AssertionEnv, Subject, evaluate
 from farm.awaiting import detect_awaiting, last_sentence
-from farm.cases import AssertionSpec, Mode, Options, TestCase
+from farm.cases import AssertionSpec, Mode, Options, TestCase, role_agent_id
 from farm.checkpoints import CheckpointTracker
 from farm.config import DEFAULT_INPUT_TOOLS
 from farm.conversation import Session
@@ -355,7 +355,7 @@ class _Conversation:
 
     def simulator_id(self) -> str:
         sim = self.case.simulator
-        agent_id = (sim.use if sim else None) or self.settings.default_simulator
+        agent_id = role_agent_id(sim.use if sim else None, self.settings.default_simulator)
         if not agent_id:
             raise _Stop(Status.ERROR, "no simulator: give 'simulator.use' in the case, --simulator, or [farm].simulator")
         return agent_id

@@ -163,18 +163,18 @@ class Assert:
         passed = value is not None
         return self._record(AssertionResult(type="not_nil", actual=value, passed=passed, message=None if passed else (message or "expected a value, got None")))
 
-    async def aagent(self, response: Any, validator_id: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def aagent(self, response: Any, role_agent_id: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
         """An LLM validator judges ``response``; returns ``{passed, score, reason, suggestions}``."""
         if self.t.services is None:
             raise _Stop(Status.ERROR, "t.assert_.agent needs a validator service")
-        spec = AssertionSpec.model_validate({"type": "agent", "use": f"agents:{validator_id}", "options": options or {}})
+        spec = AssertionSpec.model_validate({"type": "agent", "use": f"agents:{role_agent_id}", "options": options or {}})
         content = _content(response)
         result = await evaluate(spec, Subject(content=content, input=None), self.t.services.assertion_env)
         self._record(result)
         return {"passed": result.passed, "score": result.score, "reason": result.reason, "suggestions": result.suggestions}
 
-    def agent(self, response: Any, validator_id: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
-        return self.t.bridge.run(self.aagent(response, validator_id, options))
+    def agent(self, response: Any, role_agent_id: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self.t.bridge.run(self.aagent(response, role_agent_id, options))
 
 
 class T:

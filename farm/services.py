@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from farm.assertions import Outcome, Subject
-from farm.cases import AssertionSpec, validator_id
+from farm.cases import AssertionSpec, role_agent_id
 from farm.config import FarmConfig
 from farm.errors import FarmError
 from farm.rolecache import RoleCache
@@ -125,7 +125,7 @@ class FarmServices:
         return await call_maybe_async(fn, arguments)
 
     async def validate(self, spec: AssertionSpec, subject: Subject) -> Outcome:
-        agent_id = validator_id(spec.use, self.default_validator)
+        agent_id = role_agent_id(spec.use, self.default_validator)
         if not agent_id:
             return Outcome(False, message="an 'agent' assertion needs 'use' (e.g. agents:workers.test.validator) or [farm].validator", error=True)
         options = spec.options.model_dump(exclude_none=True) if spec.options else {}

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from farm.cases import TestCase, Turn, validator_id
+from farm.cases import TestCase, Turn, role_agent_id
 from farm.errors import FarmError, UsageError
 
 if TYPE_CHECKING:
@@ -355,7 +355,7 @@ def _config_problems(case: TestCase, config: FarmConfig, simulator: str | None, 
     if case.checkpoints is not None or case.simulator is not None:
         sim_id = case.simulator.use if case.simulator and case.simulator.use else None
         if sim_id:
-            agent("simulator.use", sim_id.removeprefix("agents:"))
+            agent("simulator.use", role_agent_id(sim_id, None) or sim_id)
         elif case.checkpoints is not None and not simulator:
             out.append("field 'simulator': the case has checkpoints but no simulator; give 'simulator.use' in the case, or a default simulator with --simulator or [farm].simulator")
         if case.simulator:
@@ -367,7 +367,7 @@ def _config_problems(case: TestCase, config: FarmConfig, simulator: str | None, 
         if spec.options:
             connector(f"{where}.options", spec.options)
         if spec.type == "agent":
-            validator = validator_id(spec.use, config.farm.validator)
+            validator = role_agent_id(spec.use, config.farm.validator)
             if validator:
                 agent(f"{where}.use", validator)
             elif checked:
@@ -375,7 +375,7 @@ def _config_problems(case: TestCase, config: FarmConfig, simulator: str | None, 
         if spec.type == "script" and spec.use:
             script(f"{where}.script", spec.use)
     if case.golden is not None and case.golden.enabled and case.golden.text == "judge":
-        validator = validator_id(case.golden.use, config.farm.validator)
+        validator = role_agent_id(case.golden.use, config.farm.validator)
         if validator:
             agent("golden.use", validator)
         elif checked:
@@ -461,10 +461,10 @@ def check_for_run(
             case = loaded.materialized().case
             assert case is not None
             if case.simulator and case.simulator.use:
-                roles.append(case.simulator.use.removeprefix("agents:"))
+                roles.append(role_agent_id(case.simulator.use, None) or "")
             for _, spec in _walk(case):
                 if spec.type == "agent":
-                    roles.append(validator_id(spec.use, config.farm.validator) or "")
+                    roles.append(role_agent_id(spec.use, config.farm.validator) or "")
             if case.golden is not None and case.golden.text == "judge":
-                roles.append(validator_id(case.golden.use, config.farm.validator) or "")
+                roles.append(role_agent_id(case.golden.use, config.farm.validator) or "")
     check_run(config, agent_id, connector, dict.fromkeys(r for r in roles if r))

@@ -89,6 +89,21 @@ def test_dynamic_passes_when_required_checkpoints_are_reached():
     assert [t.input_source for t in r.turns] == ["simulated", "simulated"]
 
 
+def test_a_simulator_named_with_the_agents_prefix_is_that_agent():
+    services = Services(["expense please", "travel"])
+    seen: list[str] = []
+    simulate = services.simulate
+
+    async def recording(request):
+        seen.append(request.agent_id)
+        return await simulate(request)
+
+    services.simulate = recording  # type: ignore[method-assign]
+    r = run({**DYNAMIC, "simulator": {"use": "agents:sim"}}, Agent(AGENT), services)
+    assert r.status == "passed", r.error
+    assert seen == ["sim", "sim"]
+
+
 def test_dynamic_case_input_is_the_first_turn():
     r = run({**DYNAMIC, "input": "expense please"}, Agent(AGENT), Services(["travel"]))
     assert r.status == "passed"
