@@ -198,8 +198,8 @@ class GoldenRecorder:
         return len(self.seen - self.written)
 
     def line(self) -> str:
-        """``golden: 3 written, 1 not passed (DIR)``."""
-        return f"golden: {len(self.written)} written, {self.not_passed} not passed ({self.folder})"
+        """``golden: 3 written, 1 not passed (in DIR)``."""
+        return f"golden: {len(self.written)} written, {self.not_passed} not passed (in {self.folder})"
 
 
 # -- comparing -------------------------------------------------------------------------------------
@@ -318,7 +318,8 @@ async def _compare_turn(check: GoldenCheck, before: GoldenTurn, now: TurnResult,
         ratio = difflib.SequenceMatcher(None, before.reply, now.output).ratio()
         score = round(ratio, 3)
         if ratio < rule.threshold:
-            problems.append(f"the reply text is {ratio:.2f} similar to the golden one (at least {rule.threshold:.2f} needed)")
+            # three places: 0.899 must not read as the 0.90 it misses
+            problems.append(f"the reply text is {ratio:.3f} similar to the golden one (at least {rule.threshold:.3f} needed)")
     else:
         outcome = await _judge(rule, before, now, env, case_id)
         score, reason, error = outcome.score, outcome.reason, outcome.error
