@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from farm.cases import TestCase
+from farm.cases import Options, TestCase
 
 if TYPE_CHECKING:
     from farm.results import TurnResult
@@ -41,10 +41,16 @@ def _hash(value: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def _options(options: Any) -> Any:
+    return None if options is None else options.model_dump(mode="json", exclude_none=True)
+
+
 # The parts most cases share with the whole run are hashed once, not once per case.
 _NOTHING = _hash(None)
 _NO_TURNS = _hash([])
 _NO_MOCKS = _hash({})
+_NO_OPTIONS = Options()
+_NO_OPTIONS_DIGEST = _hash([_options(_NO_OPTIONS), None, None])
 
 
 @lru_cache(maxsize=32)
@@ -58,10 +64,6 @@ def _input_tools(names: tuple[str, ...]) -> str:
     return _hash(list(names))
 
 
-def _options(options: Any) -> Any:
-    return None if options is None else options.model_dump(mode="json", exclude_none=True)
-
-
 def inputs_digest(case: TestCase, settings: RunSettings) -> dict[str, str]:
     """The digest of each part of ``case`` (run with ``settings``) that shapes its conversation."""
     turns = case.turns or []
@@ -71,6 +73,10 @@ def inputs_digest(case: TestCase, settings: RunSettings) -> dict[str, str]:
     else:
         simulator_digest = _NOTHING if case.checkpoints is None else _run_simulator(settings.default_simulator)
     mocks = {**settings.agent_tool_mocks, **case.tool_mocks}
+    if case.options == _NO_OPTIONS and case.user is None and case.team is None:
+        options_digest = _NO_OPTIONS_DIGEST
+    else:
+        options_digest = _hash([_options(case.options), case.user, case.team])
     return {
         "agent": settings.agent_id,
         "mode": case.resolved_mode.value,
@@ -82,7 +88,7 @@ def inputs_digest(case: TestCase, settings: RunSettings) -> dict[str, str]:
         "max_tool_steps": str(case.max_tool_steps or settings.max_tool_steps or ""),
         "tool_mocks": _hash(mocks) if mocks else _NO_MOCKS,
         "input_tools": _input_tools(tuple(settings.input_tools)),
-        "options": _hash([_options(case.options), case.user, case.team]),
+        "options": options_digest,
     }
 
 
