@@ -13,12 +13,14 @@ every finished result and raises :class:`RunInterrupted` naming the folder to re
 
 from __future__ import annotations
 
+import gc
 import platform
 import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,22 @@ class RunOutputs:
     streams: Sequence[ResultWriter] = ()
     """Live outputs (NDJSON events) fed with the results of this part only."""
     resume: bool = False
+
+
+@contextmanager
+def _loaded_heap_frozen() -> Iterator[None]:
+    """Keep what is loaded before the cases run (libraries, models, the suite) out of the garbage
+    collector's passes while they run: it lives for the whole run, and each full pass, several in a
+    long run, would walk all of it again. Unfrozen after, so the collector reaches everything again;
+    a process that froze its own heap already keeps its own policy."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 class _Interrupts:
@@ -180,7 +198,8 @@ def execute(
             write_run_json(outputs.run_dir, info)
             on_phase("running")
             timings["cases_started_s"] = elapsed()
-            engine.run(plan, record)
+            with _loaded_heap_frozen():
+                engine.run(plan, record)
         except KeyboardInterrupt:
             interrupted = True
         except EngineLost as exc:
