@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import gc
 
-from farm.execution import _loaded_heap_frozen
+from farm.execution import YOUNG_THRESHOLD, _collector_for_the_run
 
 
-def test_the_heap_frozen_for_the_cases_is_unfrozen_after():
+def test_the_collector_is_set_for_the_run_and_restored_after():
+    thresholds = gc.get_threshold()
     assert gc.get_freeze_count() == 0
-    with _loaded_heap_frozen():
+    with _collector_for_the_run():
         assert gc.get_freeze_count() > 0  # what was loaded before is out of the collector's passes
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, *thresholds[1:])
     assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == thresholds
 
 
-def test_a_heap_the_process_froze_itself_stays_frozen():
+def test_a_process_that_froze_its_heap_keeps_its_policy():
+    thresholds = gc.get_threshold()
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()
-        with _loaded_heap_frozen():
-            pass
+        with _collector_for_the_run():
+            assert gc.get_threshold() == thresholds
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
