@@ -69,6 +69,12 @@ class RunOutputs:
 #: The collector's first threshold while the cases run (Python's default: 700).
 YOUNG_THRESHOLD = 7000
 
+_collector_lock = threading.Lock()
+_collector_runs = 0
+"""Runs in this process inside :func:`_collector_for_the_run` (concurrent ``farm.run`` calls)."""
+_collector_restore: tuple[int, ...] | None = None
+"""The thresholds to restore when the last of them ends; None when the process's own policy stands."""
+
 
 @contextmanager
 def _collector_for_the_run() -> Iterator[None]:
@@ -81,19 +87,25 @@ def _collector_for_the_run() -> Iterator[None]:
       counting frees: a young pass every :data:`YOUNG_THRESHOLD` allocations, not 700, finds the
       same few cycles in a tenth of the passes.
 
-    A process that froze its own heap keeps its own policy.
+    The first of concurrent runs sets them and the last restores them. A process that froze
+    its own heap keeps its own policy.
     """
-    if gc.get_freeze_count():
-        yield
-        return
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(YOUNG_THRESHOLD, *thresholds[1:])
+    global _collector_runs, _collector_restore
+    with _collector_lock:
+        if _collector_runs == 0 and not gc.get_freeze_count():
+            _collector_restore = gc.get_threshold()
+            gc.freeze()
+            gc.set_threshold(YOUNG_THRESHOLD, *_collector_restore[1:])
+        _collector_runs += 1
     try:
         yield
     finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
+        with _collector_lock:
+            _collector_runs -= 1
+            if _collector_runs == 0 and _collector_restore is not None:
+                gc.set_threshold(*_collector_restore)
+                gc.unfreeze()
+                _collector_restore = None
 
 
 class _Interrupts:
