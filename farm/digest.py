@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from farm.cases import TestCase
+from farm.cases import Options, TestCase
 
 if TYPE_CHECKING:
     from farm.results import TurnResult
@@ -31,8 +32,12 @@ if TYPE_CHECKING:
 __all__ = ["changed_inputs", "inputs_digest"]
 
 
+# One encoder for every digest: json.dumps with options builds a new one per call, a cost on every case.
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
+
+
 def _hash(value: Any) -> str:
-    text = json.dumps(to_jsonable_python(value, fallback=str), sort_keys=True, ensure_ascii=False, default=str)
+    text = _ENCODER.encode(to_jsonable_python(value, fallback=str))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
@@ -40,27 +45,50 @@ def _options(options: Any) -> Any:
     return None if options is None else options.model_dump(mode="json", exclude_none=True)
 
 
+# The parts most cases share with the whole run are hashed once, not once per case.
+_NOTHING = _hash(None)
+_NO_TURNS = _hash([])
+_NO_MOCKS = _hash({})
+_NO_OPTIONS = Options()
+_NO_OPTIONS_DIGEST = _hash([_options(_NO_OPTIONS), None, None])
+
+
+@lru_cache(maxsize=32)
+def _run_simulator(default_simulator: str | None) -> str:
+    """The digest of a simulator the case leaves to the run's default."""
+    return _hash([default_simulator, None])
+
+
+@lru_cache(maxsize=32)
+def _input_tools(names: tuple[str, ...]) -> str:
+    return _hash(list(names))
+
+
 def inputs_digest(case: TestCase, settings: RunSettings) -> dict[str, str]:
     """The digest of each part of ``case`` (run with ``settings``) that shapes its conversation."""
     turns = case.turns or []
     simulator = case.simulator
-    uses_simulator = simulator is not None or case.checkpoints is not None
+    if simulator is not None:
+        simulator_digest = _hash([simulator.use or settings.default_simulator, _options(simulator.options)])
+    else:
+        simulator_digest = _NOTHING if case.checkpoints is None else _run_simulator(settings.default_simulator)
+    mocks = {**settings.agent_tool_mocks, **case.tool_mocks}
+    if case.options == _NO_OPTIONS and case.user is None and case.team is None:
+        options_digest = _NO_OPTIONS_DIGEST
+    else:
+        options_digest = _hash([_options(case.options), case.user, case.team])
     return {
         "agent": settings.agent_id,
         "mode": case.resolved_mode.value,
         "input": _hash([case.input, case.attachments]),
         "turn_count": str(len(turns)),
-        "turns": _hash([[t.input, t.attachments, _options(t.options)] for t in turns]),
-        "simulator": _hash(
-            [(simulator.use if simulator else None) or settings.default_simulator, _options(simulator.options) if simulator else None]
-            if uses_simulator
-            else None
-        ),
+        "turns": _hash([[t.input, t.attachments, _options(t.options)] for t in turns]) if turns else _NO_TURNS,
+        "simulator": simulator_digest,
         "max_turns": str(case.max_turns),
         "max_tool_steps": str(case.max_tool_steps or settings.max_tool_steps or ""),
-        "tool_mocks": _hash({**settings.agent_tool_mocks, **case.tool_mocks}),
-        "input_tools": _hash(list(settings.input_tools)),
-        "options": _hash([_options(case.options), case.user, case.team]),
+        "tool_mocks": _hash(mocks) if mocks else _NO_MOCKS,
+        "input_tools": _input_tools(tuple(settings.input_tools)),
+        "options": options_digest,
     }
 
 

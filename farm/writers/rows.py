@@ -119,10 +119,15 @@ class RowModel(BaseModel):
     The writer makes rows by the thousand from records that pydantic has
     validated already, so :meth:`_row` builds each as a plain dict, not as an
     instance; what a model would add at that point is only its cost.
-    ``Model.model_validate(row)`` checks a row where that is wanted (the tests).
+    ``Model.model_validate(row)`` checks a row where that is wanted (the tests),
+    so pydantic builds a model's validator then (``defer_build``), not at import.
+
+    A field's docstring is read from the source, as for the record's (pydantic's
+    ``use_attribute_docstrings`` finds each class's source by walking the stack through
+    ``inspect.getmodule``, before Python 3.13: some 15 ms at every start of the farm).
     """
 
-    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     #: The record whose same-named fields fill the row, and lend their docstrings to
     #: the row's fields that have none (see the module docstring).
@@ -140,10 +145,10 @@ class RowModel(BaseModel):
         super().__pydantic_init_subclass__(**kwargs)
         fields = cls.model_fields
         record_fields = cls.built_from.model_fields if cls.built_from else {}
-        if cls.built_from is not None:
-            # Read once, when the model is made; the row models' JSON schema, built
-            # before this, is not used (the doc comes from model_fields).
-            docstrings = _field_docstrings(cls.built_from)
+        # The row's own docstrings, then the record's for the fields that have none. Read once,
+        # when the model is made and before its schema is (defer_build).
+        for documented in (cls, cls.built_from):
+            docstrings = _field_docstrings(documented) if documented is not None else {}
             for name, field in fields.items():
                 if field.description is None and name in docstrings:
                     field.description = docstrings[name]
