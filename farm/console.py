@@ -36,7 +36,7 @@ from farm.durations import format_duration
 from farm.excerpts import clip
 from farm.jsontext import arguments_text, json_text
 from farm.messages import content_text
-from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
+from farm.results import AssertionResult, CaseResult, CheckpointResult, StabilityClass, Status, TurnResult
 from farm.secrets import scrub_result
 from farm.summary import Summary
 
@@ -125,8 +125,7 @@ class ConsoleReporter:
         self.stability_rows = stability_rows
         self._progress: Progress | None = None
         self._task: Any = None
-        self._done = 0
-        self._counts: dict[str, int] = {}
+        self._tally = Summary()  # the cases the progress line counted
         self._gap_needed = False  # compact lines were printed since the last blank line
         self._lines: list[Text] = []  # passed cases' lines not printed yet
         self._printed_at = 0.0  # the first line is printed at once
@@ -292,8 +291,7 @@ class ConsoleReporter:
 
     def start_progress(self, total: int) -> None:
         """Show a transient progress line for ``total`` cases (terminals only)."""
-        self._done = 0
-        self._counts = {status.value: 0 for status in Status}
+        self._tally = Summary()
         if not self.console.is_terminal or self._progress is not None:
             return
         self._progress = Progress(
@@ -318,10 +316,8 @@ class ConsoleReporter:
 
     def advance(self, result: CaseResult) -> None:
         """Count one finished case on the progress line."""
-        self._done += 1
-        key = Status(result.status).value
-        self._counts[key] = self._counts.get(key, 0) + 1
-        self.progress(self._done, None, self._counts)
+        self._tally.add(result)
+        self.progress(self._tally.total, None, self._tally.count_dict())
 
     def progress(self, done: int, total: int | None, counts: dict[str, int]) -> None:
         """Set the progress line to ``done`` of ``total`` with ``counts`` per status value."""
@@ -382,13 +378,8 @@ class ConsoleReporter:
     def _stability(self, summary: Summary) -> None:
         stats = summary.stability()
         self.console.print()
-        by_class: dict[str, int] = {}
-        for stat in stats.values():
-            by_class[stat.stability_class] = by_class.get(stat.stability_class, 0) + 1
-        order = ("stable", "mostly_stable", "unstable", "highly_unstable", "consistently_failing")
-        self.console.print(
-            Text("  Stability: " + ", ".join(f"{by_class[c]} {c}" for c in order if c in by_class))
-        )
+        classes = summary.stability_counts()
+        self.console.print(Text("  Stability: " + ", ".join(f"{count} {name}" for name, count in classes.items() if count)))
         any_pass = sum(stat.pass_at_k == 1.0 for stat in stats.values())
         self.console.print(Text(f"  pass@k (k = runs): {any_pass}/{len(stats)} cases"))
 
@@ -443,7 +434,13 @@ class ConsoleReporter:
         self.console.print(line)
 
 
-_CLASS_STYLE = {"stable": "green", "mostly_stable": "green", "unstable": "yellow", "highly_unstable": "red", "consistently_failing": "red"}
+_CLASS_STYLE = {
+    StabilityClass.STABLE: "green",
+    StabilityClass.MOSTLY_STABLE: "green",
+    StabilityClass.UNSTABLE: "yellow",
+    StabilityClass.HIGHLY_UNSTABLE: "red",
+    StabilityClass.CONSISTENTLY_FAILING: "red",
+}
 
 
 def _word(status: Status | str) -> str:
