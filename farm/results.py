@@ -21,6 +21,7 @@ __all__ = [
     "EndedBy",
     "InputSource",
     "RetriedAttempt",
+    "StabilityClass",
     "Status",
     "ACTUAL_LIMIT",
     "OUTPUT_LIMIT",
@@ -316,16 +317,31 @@ class CaseResult(BaseModel):
         return self.model_dump_json(exclude_none=False)
 
 
-def stability_class(rate: float) -> str:
-    """A case's stability over repeated runs: ``stable`` (100% passed), ``mostly_stable``
-    (>= 80%), ``unstable`` (>= 50%), ``highly_unstable`` (passed sometimes, < 50%) or
-    ``consistently_failing`` (never passed: not flaky, just failing)."""
+class StabilityClass(StrEnum):
+    """How stable a case is over repeated runs, best first (the order every listing uses)."""
+
+    STABLE = "stable"
+    """Passed every run."""
+    MOSTLY_STABLE = "mostly_stable"
+    """Passed at least 80% of its runs."""
+    UNSTABLE = "unstable"
+    """Passed at least 50% of its runs."""
+    HIGHLY_UNSTABLE = "highly_unstable"
+    """Passed sometimes, under 50% of its runs."""
+    CONSISTENTLY_FAILING = "consistently_failing"
+    """Never passed: not flaky, just failing."""
+
+
+def stability_class(rate: float) -> StabilityClass:
+    """A case's :class:`StabilityClass` from its pass rate (0.0 to 1.0) over repeated runs:
+    ``stable`` (100% passed), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%),
+    ``highly_unstable`` (passed sometimes, < 50%) or ``consistently_failing`` (never passed)."""
     if rate >= 1.0:
-        return "stable"
+        return StabilityClass.STABLE
     if rate <= 0.0:
-        return "consistently_failing"
+        return StabilityClass.CONSISTENTLY_FAILING
     if rate >= 0.8:
-        return "mostly_stable"
+        return StabilityClass.MOSTLY_STABLE
     if rate >= 0.5:
-        return "unstable"
-    return "highly_unstable"
+        return StabilityClass.UNSTABLE
+    return StabilityClass.HIGHLY_UNSTABLE

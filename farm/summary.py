@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from farm.results import CaseResult, Status, stability_class
+from farm.results import CaseResult, StabilityClass, Status, stability_class
 
 if TYPE_CHECKING:
     from farm.rolecache import CallTally
@@ -34,7 +34,7 @@ class CaseStability:
     passes: int
     pass_rate: float
     """``passes / runs``, from 0.0 to 1.0."""
-    stability_class: str
+    stability_class: StabilityClass
     """``stable`` (100%), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%), ``highly_unstable`` or ``consistently_failing`` (0%)."""
     pass_at_k: float
     """pass@k with k = ``runs``: 1.0 if any run passed, else 0.0."""
@@ -176,3 +176,11 @@ class Summary:
                 pass_at_k=1.0 if tally.passes else 0.0,
             )
         return out
+
+    def stability_counts(self) -> dict[StabilityClass, int]:
+        """Cases per :class:`~farm.results.StabilityClass`, every class in its order (best first),
+        0 for a class no case is in; cases that only ever skipped are not counted."""
+        counts = dict.fromkeys(StabilityClass, 0)
+        for tally in self.tallies.values():
+            counts[stability_class(tally.passes / tally.runs)] += 1
+        return counts

@@ -56,7 +56,7 @@ from farm.reports.models import (
     TokenUsage,
 )
 from farm.reports.runs import CASE_RUN_KEY, RunSource, RunTables, find_runs, load_runs
-from farm.results import Status, stability_class
+from farm.results import StabilityClass, Status, stability_class
 
 __all__ = ["analyse"]
 
@@ -66,8 +66,6 @@ _CASE = ["suite", "case_id"]
 """What names one case across runs: the suite file it came from and its id (ids repeat across suites)."""
 _FAILING = [Status.FAILED.value, Status.ERROR.value, Status.TIMEOUT.value]
 _UNKNOWN_AGENT = "(unknown)"
-_STABILITY_CLASSES = ("stable", "mostly_stable", "unstable", "highly_unstable", "consistently_failing")
-"""The classes :func:`farm.results.stability_class` gives, in the order the report lists them."""
 
 
 def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
@@ -266,7 +264,7 @@ def _stability(cases: pa.Table, cut: int | None) -> Stability:
     ran = per_case.filter(pc.greater(per_case["runs"], 0))
     rate = ran["pass_rate"]
     counted = Counter(stability_class(value) for value in rate.to_pylist())
-    classes = {name: counted[name] for name in _STABILITY_CLASSES}
+    classes = {name: counted[name] for name in StabilityClass}
     worst_first = [("pass_rate", "ascending"), ("case_id", "ascending"), ("suite", "ascending")]
     flaky = ran.filter(pc.and_(pc.greater(ran["is_pass_sum"], 0), pc.greater(ran["is_fail_sum"], 0))).sort_by(
         worst_first
@@ -316,7 +314,7 @@ def _case_rate(row: dict[str, Any], statuses: dict[tuple[str, str], dict[str, in
     )
 
 
-def _stability_class(rate: float | None) -> str | None:
+def _stability_class(rate: float | None) -> StabilityClass | None:
     return None if rate is None else stability_class(rate)
 
 

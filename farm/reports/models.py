@@ -10,6 +10,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from farm.results import StabilityClass
+
 __all__ = [
     "REPORT_SCHEMA_VERSION",
     "AssertionFailure",
@@ -133,7 +135,7 @@ class CaseRate(BaseModel):
     """Runs that failed, errored or timed out."""
     skips: int
     pass_rate: float | None
-    stability_class: str | None
+    stability_class: StabilityClass | None
     """``stable`` (100%), ``mostly_stable`` (>= 80%), ``unstable`` (>= 50%), ``highly_unstable`` (> 0%)
     or ``consistently_failing`` (0%); as the console."""
     statuses: dict[str, int] = Field(default_factory=dict)
@@ -146,7 +148,8 @@ class Stability(BaseModel):
     """Distinct cases (suite and id) that ran, not only skipped."""
     repeated: bool
     """Whether any case ran more than once; without that there is nothing to call flaky."""
-    classes: dict[str, int]
+    classes: dict[StabilityClass, int]
+    """Cases per stability class, every class in its order (best first)."""
     flaky_total: int
     flaky: list[CaseRate]
     """Passed in some runs and failed, errored or timed out in others; lowest pass rate first."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from farm.results import CaseResult, Status, TurnResult, Usage
+from farm.results import CaseResult, StabilityClass, Status, TurnResult, Usage
 from farm.rolecache import CallTally
 from farm.summary import Summary
 
@@ -49,3 +49,26 @@ def test_role_calls_outside_the_cases_are_added_to_the_cases_own() -> None:
     summary.add(CaseResult(id="a", status=Status.PASSED, role_calls=3, cache_hits=1))
     summary.add_calls(CallTally(role_calls=2, cache_hits=2))
     assert summary.role_cache() == {"role_calls": 5, "cache_hits": 3}
+
+
+def test_stability_counts_list_every_class_best_first_and_leave_skip_only_cases_out() -> None:
+    summary = Summary()
+    for case_id, statuses in {
+        "always": "PP",
+        "never": "FE",
+        "half": "PF",
+        "skips": "SS",
+    }.items():
+        for letter in statuses:
+            status = {"P": Status.PASSED, "F": Status.FAILED, "E": Status.ERROR, "S": Status.SKIPPED}[letter]
+            summary.add(CaseResult(id=case_id, status=status))
+    counts = summary.stability_counts()
+    assert list(counts) == list(StabilityClass)
+    assert [str(name) for name in counts] == ["stable", "mostly_stable", "unstable", "highly_unstable", "consistently_failing"]
+    assert counts == {
+        StabilityClass.STABLE: 1,
+        StabilityClass.MOSTLY_STABLE: 0,
+        StabilityClass.UNSTABLE: 1,
+        StabilityClass.HIGHLY_UNSTABLE: 0,
+        StabilityClass.CONSISTENTLY_FAILING: 1,
+    }

@@ -1,0 +1,86 @@
+"""The live progress line: a transient line on a terminal, counting the run's cases as they end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from farm.results import CaseResult, Status
+from farm.summary import Summary
+
+__all__ = ["ProgressLine"]
+
+_FAILING = (Status.FAILED, Status.ERROR, Status.TIMEOUT)
+"""The statuses the line counts as failed."""
+
+
+class ProgressLine:
+    """Spinner, phase, bar, cases done of the total, passed and failed, elapsed time and ETA.
+
+    Drawn on terminals only (elsewhere every method still counts, and draws nothing); the
+    cases are counted by a :class:`~farm.summary.Summary`, :attr:`tally`.
+    """
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self.tally = Summary()
+        """The cases counted since :meth:`start`."""
+
+    def start(self, total: int) -> None:
+        """Count from zero, and show the line for ``total`` cases when the console is a terminal."""
+        self.tally = Summary()
+        if not self._console.is_terminal or self._progress is not None:
+            return
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.fields[phase]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} failed[/]"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self._console,
+            transient=True,
+        )
+        self._task = self._progress.add_task("cases", total=total, passed=0, failed=0, phase="Running")
+        self._progress.start()
+
+    def phase(self, text: str) -> None:
+        """Say what the run is doing ("starting Ray…", "running")."""
+        if self._progress is not None:
+            self._progress.update(self._task, phase=escape(text[:1].upper() + text[1:]))
+
+    def advance(self, result: CaseResult) -> None:
+        """Count one finished case."""
+        self.tally.add(result)
+        self.update(self.tally.total, None, self.tally.count_dict())
+
+    def update(self, done: int, total: int | None, counts: dict[str, int]) -> None:
+        """Show ``done`` of ``total`` (None: unchanged) with ``counts`` per status value."""
+        if self._progress is None:
+            return
+        failed = sum(counts.get(status.value, 0) for status in _FAILING)
+        self._progress.update(
+            self._task, completed=done, total=total, passed=counts.get(Status.PASSED.value, 0), failed=failed
+        )
+
+    def stop(self) -> None:
+        """Remove the line."""
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+            self._task = None

@@ -1,0 +1,138 @@
+"""The reporter a run prints through: the banner, each case as it ends, the live progress
+line and the summary, laid out with the seed's rules and blank lines."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from rich.console import Console
+from rich.text import Text
+
+from farm.console.progress import ProgressLine
+from farm.console.safe import SafeConsole
+from farm.console.summary import print_summary
+from farm.console.tree import passed_line, print_tree
+from farm.results import CaseResult, Status
+from farm.secrets import scrub_result
+from farm.summary import Summary
+
+__all__ = ["ConsoleReporter"]
+
+#: Width of the banner and section rules (the seed's), narrowed to the console.
+RULE_WIDTH = 63
+
+LINES_AT_ONCE = 200
+"""Passed cases' lines printed in one go at most."""
+
+LINES_EVERY = 0.1
+"""Seconds a passed case's line may wait to be printed with the next ones."""
+
+
+class ConsoleReporter:
+    """Prints a run to ``console``: :meth:`header`, :meth:`case` per result, :meth:`summary`.
+
+    ``verbose`` prints every case's tree, passed ones too; ``stability_rows``
+    caps the Stability table (the least stable cases come first).
+    """
+
+    def __init__(self, console: Console, verbose: bool = False, stability_rows: int = 20) -> None:
+        self.console = SafeConsole(console)
+        self.verbose = verbose
+        self.stability_rows = stability_rows
+        self._progress = ProgressLine(console)
+        self._gap_needed = False  # compact lines were printed since the last blank line
+        self._lines: list[Text] = []  # passed cases' lines not printed yet
+        self._printed_at = 0.0  # the first line is printed at once
+
+    # -- banner
+
+    def header(self, agent: str, input_desc: str, count: int, extra: dict[str, str] | None = None) -> None:
+        """The banner: agent, input with its case count, any ``extra`` lines, then the "Running Tests" rule."""
+        self._section("Agent Test Farm", "═")
+        cases = "test case" if count == 1 else "test cases"
+        self._info("Agent", agent)
+        self._info("Input", f"{input_desc} ({count} {cases})")
+        for key, value in (extra or {}).items():
+            self._info(key, value)
+        self.console.print()
+        self._section("Running Tests", "─")
+        self.console.print()
+
+    # -- one case
+
+    def case(self, result: CaseResult) -> None:
+        """Print one finished case: a line when it passed (unless verbose), else its tree."""
+        scrub_result(result)  # already done by the writers' fan-out when it came first; cheap then
+        if result.status == Status.PASSED and not self.verbose:
+            self._lines.append(passed_line(result))
+            self._gap_needed = True
+            if len(self._lines) >= LINES_AT_ONCE or time.monotonic() - self._printed_at >= LINES_EVERY:
+                self.flush()
+            return
+        self.flush()
+        self._gap()
+        print_tree(self.console, result, self.verbose)
+        self._gap_needed = False
+
+    def flush(self) -> None:
+        """Print the passed cases' lines held back: one print for many lines costs a fraction
+        of one print per line (Rich renders per call), which counted at thousands of cases."""
+        if self._lines:
+            self.console.print(Text("\n").join(self._lines), soft_wrap=True)
+            self._lines.clear()
+        self._printed_at = time.monotonic()
+
+    # -- live progress
+
+    def start_progress(self, total: int) -> None:
+        """Show a transient progress line for ``total`` cases (terminals only)."""
+        self._progress.start(total)
+
+    def phase(self, text: str) -> None:
+        """Say on the progress line what the run is doing ("starting Ray…", "running")."""
+        self._progress.phase(text)
+
+    def advance(self, result: CaseResult) -> None:
+        """Count one finished case on the progress line."""
+        self._progress.advance(result)
+
+    def progress(self, done: int, total: int | None, counts: dict[str, int]) -> None:
+        """Set the progress line to ``done`` of ``total`` with ``counts`` per status value."""
+        self._progress.update(done, total, counts)
+
+    def stop_progress(self) -> None:
+        """Remove the progress line (printing the lines held back first)."""
+        self.flush()
+        self._progress.stop()
+
+    # -- summary
+
+    def summary(self, summary: Summary, outputs: Iterable[str] = ()) -> None:
+        """The seed's Summary block, a Stability table after ``--runs N``, then ``outputs`` lines."""
+        self._gap()
+        self._section("Summary", "─")
+        print_summary(self.console, summary, self.stability_rows)
+        lines = list(outputs)
+        if lines:
+            self.console.print()
+            for line in lines:
+                self.console.print(Text(f"  {line}"), soft_wrap=True)
+
+    # -- layout
+
+    def _gap(self) -> None:
+        if self._gap_needed:
+            self.console.print()
+            self._gap_needed = False
+
+    def _section(self, title: str, char: str) -> None:
+        bar = char * min(RULE_WIDTH, self.console.width)
+        self.console.print(bar, style="dim")
+        self.console.print(Text(f"  {title}", style="bold"))
+        self.console.print(bar, style="dim")
+
+    def _info(self, key: str, value: str) -> None:
+        line = Text("ℹ ", style="blue")
+        line.append(f"{key}: {value}")
+        self.console.print(line)

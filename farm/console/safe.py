@@ -1,0 +1,45 @@
+"""A console that cannot be driven by what it prints: agent replies and case ids are user
+text, so terminal control characters in them are shown as harmless symbols."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+__all__ = ["SafeConsole", "neutralise"]
+
+_CONTROLS = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)}
+_CONTROLS[0x7F] = 0x2421
+_CONTROLS.update({c: 0xFFFD for c in range(0x80, 0xA0)})
+
+
+def neutralise(text: str) -> str:
+    """``text`` with terminal control characters (ESC, OSC, BEL, CR, C1...) shown as
+    harmless symbols (ESC as ␛), one for one, so an agent's reply cannot drive the terminal."""
+    return text.translate(_CONTROLS)
+
+
+class SafeConsole:
+    """Wraps a :class:`rich.console.Console` (kept as :attr:`raw`): everything it prints is
+    neutralised; emoji codes such as ``:100:`` print as they are. Other attributes are the
+    wrapped console's."""
+
+    def __init__(self, console: Console):
+        self.raw = console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        safe = []
+        for item in objects:
+            if isinstance(item, Text):
+                item = item.copy()
+                item.plain = neutralise(item.plain)
+            elif isinstance(item, str):
+                item = neutralise(item)
+            safe.append(item)
+        kwargs.setdefault("emoji", False)
+        self.raw.print(*safe, **kwargs)

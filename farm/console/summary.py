@@ -1,0 +1,92 @@
+"""The summary block that ends a run: the counts per status, turns, time, tokens, role
+calls and, after ``--runs N``, how stable each case was."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from farm.console.safe import SafeConsole, neutralise
+from farm.durations import format_duration
+from farm.results import StabilityClass
+from farm.summary import Summary
+
+__all__ = ["print_summary"]
+
+_CLASS_STYLE = {
+    StabilityClass.STABLE: "green",
+    StabilityClass.MOSTLY_STABLE: "green",
+    StabilityClass.UNSTABLE: "yellow",
+    StabilityClass.HIGHLY_UNSTABLE: "red",
+    StabilityClass.CONSISTENTLY_FAILING: "red",
+}
+
+
+def print_summary(console: SafeConsole, summary: Summary, stability_rows: int) -> None:
+    """The seed's Summary block (below its rule), then a Stability table of at most
+    ``stability_rows`` cases (the least stable first) when a case ran more than once."""
+    rows = [
+        ("Total", Text(f"{summary.total} {'test' if summary.total == 1 else 'tests'}")),
+        ("Passed", _count(summary.passed, "green")),
+        ("Failed", _count(summary.failed, "red")),
+        ("Skipped", _count(summary.skipped, "yellow")),
+        ("Errors", _count(summary.errors, "red")),
+        ("Timeouts", _count(summary.timeouts, "yellow")),
+    ]
+    width = max(len(label) for label, _ in rows) + 2
+    for label, value in rows:
+        console.print(Text(f"  {label + ':':<{width}}").append_text(value))
+    console.print()
+    console.print(f"  Total turns: {summary.total_turns}", highlight=False)
+    console.print(f"  Avg turns/test: {summary.avg_turns:.1f}", highlight=False)
+    console.print(f"  Total time: {format_duration(summary.duration_ms / 1000)}", highlight=False)
+    if summary.wall_seconds is not None:
+        console.print(f"  Wall time: {format_duration(summary.wall_seconds)}", highlight=False)
+    if summary.total_tokens:
+        console.print(
+            f"  Tokens: {summary.total_tokens} "
+            f"(prompt {summary.prompt_tokens}, completion {summary.completion_tokens})",
+            highlight=False,
+        )
+    if summary.role_calls:
+        console.print(f"  Role calls: {summary.role_calls} ({summary.cache_hits} from the cache)", highlight=False)
+    if summary.repeated:
+        _stability(console, summary, stability_rows)
+
+
+def _stability(console: SafeConsole, summary: Summary, rows: int) -> None:
+    stats = summary.stability()
+    console.print()
+    classes = summary.stability_counts()
+    console.print(Text("  Stability: " + ", ".join(f"{count} {name}" for name, count in classes.items() if count)))
+    any_pass = sum(stat.pass_at_k == 1.0 for stat in stats.values())
+    console.print(Text(f"  pass@k (k = runs): {any_pass}/{len(stats)} cases"))
+
+    table = Table(title="Stability", title_justify="left")
+    for column, justify in (
+        ("Case", "left"),
+        ("Runs", "right"),
+        ("Passed", "right"),
+        ("Pass rate", "right"),
+        ("Class", "left"),
+        ("pass@k", "right"),
+    ):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    worst_first = sorted(stats.items(), key=lambda item: (item[1].pass_rate, item[0]))
+    for case_id, stat in worst_first[:rows]:
+        table.add_row(
+            Text(neutralise(case_id)),
+            str(stat.runs),
+            str(stat.passes),
+            f"{stat.pass_rate:.0%}",
+            Text(stat.stability_class, style=_CLASS_STYLE[stat.stability_class]),
+            f"{stat.pass_at_k:.0f}",
+        )
+    console.print(table)
+    hidden = len(worst_first) - rows
+    if hidden > 0:
+        console.print(Text(f"  … and {hidden} more cases", style="dim"))
+
+
+def _count(value: int, style: str) -> Text:
+    return Text(str(value), style=style if value else "")
