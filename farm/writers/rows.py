@@ -5,8 +5,8 @@ one :class:`CaseRow`, :class:`TurnRow` and :class:`AssertionRow` per row.
 Each field is a column: its name, its type and, in the docstring under it,
 its meaning. From these models come
 
-- the Arrow schemas (:func:`arrow_schema`; ``CASES_SCHEMA`` and the others in
-  :mod:`farm.writers.parquet`),
+- the Arrow schemas (:func:`farm.writers.arrowschema.arrow_schema`; ``CASES_SCHEMA``
+  and the others in :mod:`farm.writers.parquet`),
 - the rows themselves (``CaseRow.from_result`` and its siblings, which
   :func:`~farm.writers.parquet.rows_from_result` calls), and
 - the column tables of ``docs/results.md`` (``python -m farm.writers.schema_doc``).
@@ -32,17 +32,11 @@ column that changes meaning or type bumps :data:`farm.results.SCHEMA_VERSION`.
 
 from __future__ import annotations
 
-import ast
-import functools
-import inspect
-import itertools
 import json
-import sys
-import types
 from collections.abc import Callable
 from datetime import UTC, datetime
 from operator import itemgetter
-from typing import Annotated, Any, ClassVar, Union, get_args, get_origin
+from typing import Annotated, Any, ClassVar, get_args
 
 import pyarrow as pa
 from pydantic import BaseModel, BeforeValidator, ConfigDict
@@ -71,9 +65,6 @@ __all__ = [
     "Timestamp",
     "ToolCallRow",
     "TurnRow",
-    "arrow_schema",
-    "arrow_type",
-    "type_name",
 ]
 
 
@@ -100,13 +91,6 @@ JsonText = Annotated[str, BeforeValidator(_json_text)]
 #: Text kept as it is; any other value stored as its JSON text.
 TextOrJson = Annotated[str, BeforeValidator(_text_or_json)]
 
-_PLAIN_TYPES: dict[Any, pa.DataType] = {
-    str: pa.string(),
-    int: pa.int64(),
-    float: pa.float64(),
-    bool: pa.bool_(),
-    datetime: pa.timestamp("ms", tz="UTC"),
-}
 
 
 Row = dict[str, Any]
@@ -122,15 +106,14 @@ class RowModel(BaseModel):
     ``Model.model_validate(row)`` checks a row where that is wanted (the tests),
     so pydantic builds a model's validator then (``defer_build``), not at import.
 
-    A field's docstring is read from the source, as for the record's (pydantic's
-    ``use_attribute_docstrings`` finds each class's source by walking the stack through
-    ``inspect.getmodule``, before Python 3.13: some 15 ms at every start of the farm).
+    A field's docstring is its column's meaning; only the docs need it, so it is read from the
+    source there (:func:`farm.writers.schema_doc.column_docs`), not at every start of the farm.
     """
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
     #: The record whose same-named fields fill the row, and lend their docstrings to
-    #: the row's fields that have none (see the module docstring).
+    #: the row's fields that have none in the docs (see the module docstring).
     built_from: ClassVar[type[BaseModel] | None] = None
 
     # Worked out once per model, from its fields:
@@ -145,13 +128,6 @@ class RowModel(BaseModel):
         super().__pydantic_init_subclass__(**kwargs)
         fields = cls.model_fields
         record_fields = cls.built_from.model_fields if cls.built_from else {}
-        # The row's own docstrings, then the record's for the fields that have none. Read once,
-        # when the model is made and before its schema is (defer_build).
-        for documented in (cls, cls.built_from):
-            docstrings = _field_docstrings(documented) if documented is not None else {}
-            for name, field in fields.items():
-                if field.description is None and name in docstrings:
-                    field.description = docstrings[name]
         cls._copied = tuple(name for name in fields if name in record_fields)
         cls._take = _taker(cls._copied)
         cls._conversions = tuple((name, convert) for name, field in fields.items() if (convert := _conversion(field)))
@@ -173,36 +149,6 @@ class RowModel(BaseModel):
         for name, convert in cls._conversions:
             row[name] = convert(row[name])
         return row
-
-
-def _field_docstrings(model: type[BaseModel]) -> dict[str, str]:
-    """The docstrings under the fields of ``model`` and its bases, by field name, read from their
-    source: what ``use_attribute_docstrings`` gives a model that does not set it."""
-    found: dict[str, str] = {}
-    for owner in reversed(model.__mro__[: model.__mro__.index(BaseModel)]):
-        body = next((node for node in _module_tree(owner.__module__) if getattr(node, "name", None) == owner.__name__), None)
-        if not isinstance(body, ast.ClassDef):
-            continue
-        for node, after in itertools.pairwise(body.body):
-            if (
-                isinstance(node, ast.AnnAssign)
-                and isinstance(node.target, ast.Name)
-                and isinstance(after, ast.Expr)
-                and isinstance(after.value, ast.Constant)
-                and isinstance(after.value.value, str)
-            ):
-                found[node.target.id] = inspect.cleandoc(after.value.value)
-    return found
-
-
-@functools.cache
-def _module_tree(name: str) -> list[ast.stmt]:
-    """The top-level statements of module ``name``; none when its source is not installed
-    (the rows are the same, only their doc is shorter)."""
-    try:
-        return ast.parse(inspect.getsource(sys.modules[name])).body
-    except (OSError, TypeError, KeyError):
-        return []
 
 
 def _taker(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
@@ -462,52 +408,3 @@ class AssertionRow(KeyRow):
                 "description": checkpoint.description,
             },
         )
-
-
-# --- the Arrow schema ----------------------------------------------------------
-
-
-def arrow_type(annotation: Any) -> pa.DataType:
-    """The Arrow type of a row field annotated ``annotation`` (see the module docstring)."""
-    if isinstance(annotation, type) and issubclass(annotation, RowModel):
-        return pa.struct(_arrow_fields(annotation))
-    origin = get_origin(annotation)
-    if origin is Annotated:
-        declared = [meta for meta in annotation.__metadata__ if isinstance(meta, pa.DataType)]
-        return declared[0] if declared else arrow_type(get_args(annotation)[0])
-    if origin in (Union, types.UnionType):
-        (inner,) = [arg for arg in get_args(annotation) if arg is not type(None)]
-        return arrow_type(inner)
-    if origin is list:
-        # "element" is the name Parquet gives list items, so a table read back equals its schema.
-        return pa.list_(pa.field("element", arrow_type(get_args(annotation)[0])))
-    if annotation in _PLAIN_TYPES:
-        return _PLAIN_TYPES[annotation]
-    raise TypeError(f"No Arrow type for a row field annotated {annotation!r}; see farm.writers.rows.")
-
-
-def arrow_schema(row: type[RowModel]) -> pa.Schema:
-    """The Arrow schema of the table whose rows are ``row``: one nullable column per field, in order."""
-    return pa.schema(_arrow_fields(row))
-
-
-def type_name(data_type: pa.DataType) -> str:
-    """``data_type`` as the docs name it: ``int32``, ``float64``, ``list<string>``, ``timestamp[ms, UTC]``."""
-    if pa.types.is_list(data_type):
-        return f"list<{type_name(data_type.value_type)}>"
-    if pa.types.is_struct(data_type):
-        return "struct<…>"
-    if pa.types.is_timestamp(data_type):
-        return f"timestamp[{data_type.unit}, {data_type.tz}]"
-    if pa.types.is_floating(data_type):
-        return f"float{data_type.bit_width}"
-    return str(data_type)
-
-
-def _arrow_fields(row: type[RowModel]) -> list[pa.Field]:
-    fields = []
-    for name, field in row.model_fields.items():
-        # pydantic keeps the metadata of a field's outer Annotated apart from its annotation
-        declared = [meta for meta in field.metadata if isinstance(meta, pa.DataType)]
-        fields.append(pa.field(name, declared[0] if declared else arrow_type(field.annotation)))
-    return fields

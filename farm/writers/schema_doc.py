@@ -17,13 +17,20 @@ From the repository root::
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
+import inspect
+import itertools
 import re
 import sys
 from pathlib import Path
 
-from farm.writers.rows import AssertionRow, CaseRow, RowModel, TurnRow, arrow_schema, arrow_type, type_name
+from pydantic import BaseModel
 
-__all__ = ["COMMAND", "DOC", "TABLES", "column_table", "main", "update"]
+from farm.writers.arrowschema import arrow_schema, arrow_type, type_name
+from farm.writers.rows import AssertionRow, CaseRow, RowModel, TurnRow
+
+__all__ = ["COMMAND", "DOC", "TABLES", "column_docs", "column_table", "main", "update"]
 
 #: The page, relative to the repository root.
 DOC = Path("docs") / "results.md"
@@ -35,16 +42,26 @@ TABLES: dict[str, type[RowModel]] = {"cases": CaseRow, "turns": TurnRow, "assert
 _BLOCK = re.compile(r"(<!-- columns: (?P<table>\w+) -->\n).*?(<!-- end columns -->)", re.DOTALL)
 
 
+def column_docs(row: type[RowModel]) -> dict[str, str]:
+    """What each column of ``row`` means: the docstring under its field, or, for a field with none,
+    the one under the same-named field of the record it is built from (``row.built_from``)."""
+    own = _field_docstrings(row)
+    lent = _field_docstrings(row.built_from) if row.built_from is not None else {}
+    return {name: doc for name in row.model_fields if (doc := own.get(name) or lent.get(name))}
+
+
 def column_table(row: type[RowModel]) -> str:
     """``row``'s columns as a Markdown table: name, Arrow type, meaning."""
     lines = ["| column | type | meaning |", "|---|---|---|"]
+    docs = column_docs(row)
     for field in arrow_schema(row):
-        meaning = _markdown(row.model_fields[field.name].description)
+        meaning = _markdown(docs.get(field.name))
         struct = _struct_of(row, field.name)
         if struct is not None:
+            struct_docs = column_docs(struct)
             meaning = meaning.rstrip(".") + ", each a struct of " + ", ".join(
                 f"`{name}` {type_name(arrow_type(info.annotation))}"
-                + (f" ({_clause(info.description)})" if info.description else "")
+                + (f" ({_clause(struct_docs[name])})" if name in struct_docs else "")
                 for name, info in struct.model_fields.items()
             ) + "."
         lines.append(f"| `{field.name}` | {type_name(field.type)} | {meaning} |")
@@ -101,6 +118,36 @@ def _clause(docstring: str) -> str:
     """A one-sentence docstring as a clause in parentheses: "The agent's call id." -> "the agent's call id"."""
     text = _markdown(docstring).rstrip(".")
     return text[:1].lower() + text[1:] if text[1:2].islower() else text
+
+
+def _field_docstrings(model: type[BaseModel]) -> dict[str, str]:
+    """The docstrings under the fields of ``model`` and its bases, by field name, read from their
+    source: what ``use_attribute_docstrings`` gives a model that does not set it."""
+    found: dict[str, str] = {}
+    for owner in reversed(model.__mro__[: model.__mro__.index(BaseModel)]):
+        body = next((node for node in _module_tree(owner.__module__) if getattr(node, "name", None) == owner.__name__), None)
+        if not isinstance(body, ast.ClassDef):
+            continue
+        for node, after in itertools.pairwise(body.body):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                found[node.target.id] = inspect.cleandoc(after.value.value)
+    return found
+
+
+@functools.cache
+def _module_tree(name: str) -> list[ast.stmt]:
+    """The top-level statements of module ``name``; none when its source is not installed
+    (its columns then go without a meaning)."""
+    try:
+        return ast.parse(inspect.getsource(sys.modules[name])).body
+    except (OSError, TypeError, KeyError):
+        return []
 
 
 if __name__ == "__main__":

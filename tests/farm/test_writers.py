@@ -42,6 +42,7 @@ from farm.writers import (
     write_run_json,
 )
 from farm.writers import parquet as parquet_module
+from farm.writers.arrowschema import arrow_schema, arrow_type
 from farm.writers.rows import (
     AssertionRow,
     CaseRow,
@@ -52,8 +53,6 @@ from farm.writers.rows import (
     Timestamp,
     ToolCallRow,
     TurnRow,
-    arrow_schema,
-    arrow_type,
 )
 from farm.writers.runinfo import RUN_INFO_VERSION, RunInfo, RunOptions
 from tests.factories import case_result, lookup_call, usage
@@ -204,13 +203,13 @@ def test_every_column_is_nullable_and_documented():
     for schema in (CASES_SCHEMA, TURNS_SCHEMA, ASSERTIONS_SCHEMA):
         assert all(field.nullable for field in schema)  # older tables and partial rows still cast
     for row in (CaseRow, TurnRow, AssertionRow, ToolCallRow):  # every column is documented where it is defined
-        assert [name for name, field in row.model_fields.items() if not field.description] == [], row
+        assert [name for name in row.model_fields if name not in schema_doc.column_docs(row)] == [], row
 
 
 def test_a_column_without_a_docstring_of_its_own_takes_its_records():
-    assert CaseRow.model_fields["hint"].description == "What the user can do about it."
-    assert ToolCallRow.model_fields["mocked"].description == "Whether ``result`` came from a ``tool_mocks`` entry."
-    assert CaseRow.model_fields["mode"].description == "``single``, ``static`` or ``dynamic``; null when the case did not load."  # its own
+    assert schema_doc.column_docs(CaseRow)["hint"] == "What the user can do about it."
+    assert schema_doc.column_docs(ToolCallRow)["mocked"] == "Whether ``result`` came from a ``tool_mocks`` entry."
+    assert schema_doc.column_docs(CaseRow)["mode"] == "``single``, ``static`` or ``dynamic``; null when the case did not load."  # its own
 
 
 def test_arrow_types_follow_the_annotations():
