@@ -3,8 +3,22 @@
 from __future__ import annotations
 
 import gc
+import time
 
+import pytest
+
+from farm import execution
 from farm.execution import YOUNG_THRESHOLD, _collector_for_the_run
+
+
+@pytest.fixture(autouse=True)
+def no_run_in_progress():
+    """The collector's settings are the process's: wait until a run an earlier test started in a
+    thread of its own (a notebook-style call) has ended, so that these tests see only their own."""
+    deadline = time.monotonic() + 30
+    while execution._collector_runs and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert execution._collector_runs == 0, "a run of an earlier test is still going"
 
 
 def test_the_collector_is_set_for_the_runs_and_restored_when_the_last_ends():
