@@ -49,18 +49,6 @@ class Dispatcher:
             if job.key not in self.done:
                 self.pending.append(job)
 
-    def add_worker(self, worker: str) -> None:
-        if worker not in self.load:
-            self.workers.append(worker)
-            self.load[worker] = 0
-
-    def remove_worker(self, worker: str) -> list[Job]:
-        """Forget a worker; its running jobs are returned (the caller reports them lost)."""
-        if worker in self.load:
-            self.workers.remove(worker)
-            del self.load[worker]
-        return [job for w, job in self.running.values() if w == worker]
-
     def bench(self, worker: str, until: float) -> None:
         """Give ``worker`` no new job before ``until`` (it died and may still be restarting,
         or its node is going away): its now-low load would otherwise draw every retry to it."""

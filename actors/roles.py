@@ -49,9 +49,6 @@ class RoleActor:
     async def validate(self, request: RoleRequest) -> RoleOutcome[Verdict]:
         return await _counted(self.roles.validate(request))
 
-    async def ping(self) -> bool:
-        return True
-
 
 async def _counted(call: Awaitable[T]) -> RoleOutcome[T]:
     """``RoleOutcome.of(call)`` with the role calls it made and the cache hits among them, which

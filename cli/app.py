@@ -10,6 +10,8 @@ from rich.text import Text
 
 from farm.errors import FarmError, InputError
 
+__all__ = ["app", "err_console", "fail", "main"]
+
 app = typer.Typer(
     name="farm",
     help="Agent Test Farm: run test suites against conversational AI agents, in parallel on Ray.",
@@ -44,6 +46,7 @@ _register()
 
 
 def main() -> None:
+    """The ``farm`` console script: run the app; a user error prints one sentence and exits 2."""
     try:
         try:
             app()

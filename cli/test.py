@@ -16,7 +16,7 @@ __all__ = ["test"]
 
 def test(
     input: Annotated[str | None, typer.Option("-i", "--input", help="A .jsonl/.json file, a message, agents:<id>?k=v, scripts:<id>?k=v, scripts.<module>, or - for stdin.")] = None,
-    name: Annotated[str | None, typer.Option("-n", "--name", help="The agent under test (default: [farm].default_agent).")] = None,
+    name: Annotated[str | None, typer.Option("-n", "--name", help="The agent under test (default: \\[farm].default_agent).")] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Results JSONL path (default: <results_dir>/<run_id>/results.jsonl).")] = None,
     connector: Annotated[str | None, typer.Option("-c", "--connector", help="Override the target agent's connector.")] = None,
     verbose: Verbose = False,
@@ -34,17 +34,23 @@ def test(
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Only cases carrying this tag (repeatable).")] = None,
     config: ConfigPath = None,
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (auto, ray://host:10001) for the ray engine; default: embedded local Ray.")] = None,
-    engine: Annotated[str | None, typer.Option("--engine", help="local (this process), ray (Ray actors) or auto (default; [farm].engine).")] = None,
+    engine: Annotated[str | None, typer.Option("--engine", help="local (this process), ray (Ray actors) or auto (default; \\[farm].engine).")] = None,
     resume: Annotated[Path | None, typer.Option("--resume", help="Continue an interrupted run in this folder.")] = None,
     junit: JUnitPath = None,
     html: HTMLPath = None,
     json_events: JSONEvents = False,
-    golden: Annotated[Path | None, typer.Option("--golden", help="Compare every case's conversation with its golden one in DIR (default: cases that set 'golden', with [farm].golden_dir).")] = None,
-    update_golden: Annotated[Path | None, typer.Option("--update-golden", help="Write every passed case's conversation as its golden file in DIR.")] = None,
+    golden: Annotated[
+        Path | None,
+        typer.Option("--golden", metavar="DIR", help="Compare every case's conversation with its golden one in DIR (default: cases that set 'golden', with \\[farm].golden_dir)."),
+    ] = None,
+    update_golden: Annotated[Path | None, typer.Option("--update-golden", metavar="DIR", help="Write every passed case's conversation as its golden file in DIR.")] = None,
     before: Annotated[str | None, typer.Option("--before", help="Global hook run once before any case (scripts:<id>); its failure stops the run.")] = None,
     reporter_agent: Annotated[str | None, typer.Option("-r", "--reporter", help="A reporter agent that writes report.md from the run's summary.")] = None,
     after: Annotated[str | None, typer.Option("--after", help="Global hook run once after every case (scripts:<id>); it gets the summary.")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Send every role call (simulator, validator, generator, reporter); answer none from the role cache.")] = False,
+    no_cache: Annotated[
+        bool,
+        typer.Option("--no-cache", help="Send every role call (simulator, validator, generator, reporter), and an agent under test's with cache = true; answer none from the role cache."),
+    ] = False,
     retries: Annotated[int | None, typer.Option("--retries", min=0, help="Run a case that ended in an agent error or timeout again, up to N more times (default 0).")] = None,
 ) -> None:
     """Run test cases against an agent: in this process, or in parallel on Ray."""

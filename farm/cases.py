@@ -9,7 +9,7 @@ that nothing downstream needs to know there were two.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -226,6 +226,9 @@ class GoldenRule(BaseModel):
     """``golden: false`` is ``{"enabled": false}``: never compared, not even with ``--golden DIR``."""
 
 
+_TEXT_RULES: tuple[str, ...] = get_args(GoldenRule.model_fields["text"].annotation)
+
+
 def role_agent_id(use: str | None, default: str | None) -> str | None:
     """The role agent a ``use`` names (``agents:<id>`` or ``<id>``: a case's simulator, an ``agent``
     assertion's or a ``judge`` golden rule's validator), else ``default`` (``[farm].simulator``,
@@ -346,9 +349,11 @@ class TestCase(BaseModel):
         if isinstance(v, bool):
             return {"enabled": v}
         if isinstance(v, str):
+            if v not in _TEXT_RULES:  # said here: pydantic would name 'golden.text', which the user never wrote
+                raise ValueError(f"{v!r} is not a rule ({', '.join(_TEXT_RULES)})")
             return {"text": v}
         if v is not None and not isinstance(v, dict):
-            raise ValueError("must be true, false, a rule name (exact, similar, judge) or an object {text, threshold, use}")
+            raise ValueError("must be true, false, a rule name (exact, similar, judge) or an object {text, threshold, use, enabled}")
         return v
 
     @field_validator("id")

@@ -195,6 +195,7 @@ class GoldenRecorder:
 
     @property
     def not_passed(self) -> int:
+        """Cases seen that never passed, so got no golden file."""
         return len(self.seen - self.written)
 
     def line(self) -> str:

@@ -64,6 +64,7 @@ class ReplayClock:
         return self.now
 
     def advance(self, seconds: float) -> None:
+        """Move the clock on by ``seconds`` (a replayed turn's recorded agent time)."""
         self.now += seconds
 
 
@@ -96,6 +97,8 @@ class ReplayClient:
         self._timed = -1
 
     async def send(self, messages: list[Message], options: dict[str, Any]) -> Reply:
+        """The next recorded step's reply (see :class:`~farm.agents.base.AgentClient`); raises
+        :class:`RecordingEnds` past the recording."""
         while self.turn < len(self.turns):
             turn = self.turns[self.turn]
             if self._timed != self.turn:
@@ -124,7 +127,7 @@ class ReplayClient:
         )
 
     async def aclose(self) -> None:
-        pass
+        """Nothing to close: no connection was opened (see :class:`~farm.agents.base.AgentClient`)."""
 
 
 class ReplayServices:
@@ -140,9 +143,12 @@ class ReplayServices:
 
     @property
     def assertion_env(self) -> AssertionEnv | None:
+        """The real services' assertion environment (see :class:`~farm.runner.Services`)."""
         return self.base.assertion_env
 
     async def simulate(self, request: RoleRequest) -> SimulatorTurn:
+        """The recorded simulated (or human) input of the turn asked for, or the recorded end
+        of the goal (see :class:`~farm.runner.Services`); a :class:`RoleError` past the recording."""
         number = request.turn or 0
         turns = self.recorded.turns
         if 0 < number <= len(turns) and turns[number - 1].input_source in ("simulated", "human"):
@@ -154,6 +160,7 @@ class ReplayServices:
         raise RoleError(f"the run recorded no simulated input for turn {number}")
 
     async def ask_human(self, request: HumanRequest) -> str | None:
+        """The person's recorded answer for that turn, else None (see :class:`~farm.runner.Services`)."""
         turns = self.recorded.turns
         if 0 < request.turn <= len(turns) and turns[request.turn - 1].input_source == "human":
             value = turns[request.turn - 1].input
@@ -161,15 +168,19 @@ class ReplayServices:
         return None
 
     async def mock_tool(self, mock: Any, arguments: Any) -> Any:
+        """The next recorded result of a ``scripts:`` tool mock in this step (see
+        :class:`~farm.runner.Services`); :class:`RecordingEnds` when none is left."""
         if not self.client.script_results:
             self.ended = True
             raise RecordingEnds("the run recorded no result for this tool call")
         return self.client.script_results.pop(0)
 
     async def run_hook(self, reference: str, payload: dict[str, Any]) -> Any:
+        """Runs nothing (see :class:`~farm.runner.Services`)."""
         return None  # hooks prepare the agent's world; a replay calls no agent
 
     async def run_script_test(self, loaded: LoadedCase, result: CaseResult) -> None:  # pragma: no cover - refused before
+        """Refused: a script test is code, not a recording (see :class:`~farm.runner.Services`)."""
         raise RecordingEnds("script tests are not replayed")
 
 

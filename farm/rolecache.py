@@ -118,6 +118,7 @@ class RoleCache:
         return hashlib.sha256(_canonical(shape).encode("utf-8")).hexdigest()
 
     def path(self, key: str) -> Path:
+        """The entry file of ``key``: ``<folder>/<first two hex digits>/<key>.json``."""
         return self.folder / key[:2] / f"{key}.json"
 
     def load(self, key: str) -> Reply | None:
@@ -178,6 +179,8 @@ class CachedAgent:
         self.agent_id = agent_id
 
     async def send(self, messages: list[Message], options: dict[str, Any]) -> Reply:
+        """The cached reply to this request, else the agent's, which the cache keeps when it is
+        usable (see :class:`~farm.agents.base.AgentClient`)."""
         key = self.cache.key(self.client, messages, options, agent_id=self.agent_id)
         reply = self.cache.load(key)
         record(1, int(reply is not None))
@@ -188,5 +191,6 @@ class CachedAgent:
         return reply
 
     async def aclose(self) -> None:
+        """Close the wrapped client (see :class:`~farm.agents.base.AgentClient`)."""
         await self.client.aclose()
 

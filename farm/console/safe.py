@@ -33,6 +33,7 @@ class SafeConsole:
         return getattr(self.raw, name)
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
+        """:meth:`rich.console.Console.print` with every object neutralised first."""
         safe = []
         for item in objects:
             if isinstance(item, Text):

@@ -81,6 +81,7 @@ def update(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m farm.writers.schema_doc [PATH] [--check]``: write the tables, or exit 1 when they are stale."""
     parser = argparse.ArgumentParser(prog=COMMAND, description="Write the column tables of docs/results.md.")
     parser.add_argument("path", nargs="?", type=Path, default=DOC, help=f"the page (default: {DOC})")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if the tables are out of date")

@@ -66,3 +66,11 @@ def test_demo_runs_offline_and_says_where_results_went(tmp_path: Path, ray_sessi
     assert statuses["large-expense"] == "skipped"
     assert statuses["expense-dynamic"] == "passed" and statuses["judged-confirmation"] == "passed"
     assert str(run_dir / "results.jsonl") in result.output.replace("\n", "")
+
+
+def test_test_help_keeps_config_section_names_and_metavars():
+    result = CliRunner().invoke(app, ["test", "--help"], catch_exceptions=False, terminal_width=240, env={"COLUMNS": "240"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())  # help lines may still wrap inside their box
+    assert "[farm].default_agent" in text and "[farm].engine" in text and "[farm].golden_dir" in text
+    assert "--golden DIR" in text and "--update-golden DIR" in text

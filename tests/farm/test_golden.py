@@ -258,12 +258,18 @@ def test_golden_dir_flag_compares_every_case_except_golden_false(project: Path, 
 
 
 def test_an_invalid_golden_value_names_file_line_and_field():
-    lines = [{"id": "a", "input": "x", "golden": {"text": "fuzzy"}}, {"id": "b", "input": "x", "golden": 3}, {"id": "c", "input": "x", "golden": {"txt": "exact"}}]
+    lines = [
+        {"id": "a", "input": "x", "golden": {"text": "fuzzy"}},
+        {"id": "b", "input": "x", "golden": 3},
+        {"id": "c", "input": "x", "golden": {"txt": "exact"}},
+        {"id": "d", "input": "x", "golden": "fuzzy"},
+    ]
     suite = load_text("\n".join(json.dumps(c) for c in lines), "suite.jsonl")
     errors = {c.id: (c.source, c.error) for c in suite.cases}
     assert errors["a"] == ("suite.jsonl:1", "field 'golden.text': Input should be 'exact', 'similar' or 'judge'")
-    assert errors["b"][1] == "field 'golden': must be true, false, a rule name (exact, similar, judge) or an object {text, threshold, use}"
+    assert errors["b"][1] == "field 'golden': must be true, false, a rule name (exact, similar, judge) or an object {text, threshold, use, enabled}"
     assert errors["c"][1] == "field 'golden.txt': unknown field"
+    assert errors["d"] == ("suite.jsonl:4", "field 'golden': 'fuzzy' is not a rule (exact, similar, judge)")
 
 
 def test_golden_without_a_folder_is_a_usage_error(tmp_path: Path, agent_server: JSONServer):
