@@ -39,6 +39,8 @@ def test_a_process_that_froze_its_heap_keeps_its_policy():
         frozen = gc.get_freeze_count()
         with _collector_for_the_run():
             assert gc.get_threshold() == thresholds
-        assert gc.get_freeze_count() == frozen
+        # still frozen, and not frozen again: a frozen object that reference counting frees meanwhile
+        # leaves the count, so it may only have fallen, never to 0
+        assert 0 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
