@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["ConfigPath", "HTMLPath", "JSONEvents", "JUnitPath", "Match", "Verbose"]
+__all__ = ["ConfigPath", "HTMLPath", "JSONEvents", "JUnitPath", "Match", "Tags", "Verbose"]
 
 ConfigPath = Annotated[str | None, typer.Option("--config", help="Path to farm.toml.")]
 Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show every turn of every case.")]
@@ -22,3 +22,4 @@ Match = Annotated[str | None, typer.Option("--run", help="Only cases whose id ma
 JUnitPath = Annotated[Path | None, typer.Option("--junit", help="Also write JUnit XML here.")]
 HTMLPath = Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")]
 JSONEvents = Annotated[bool, typer.Option("--json", help="NDJSON events on stdout instead of the console tree.")]
+Tags = Annotated[list[str] | None, typer.Option("--tag", help="Only cases carrying this tag (repeatable).")]

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from farm.cli.options import ConfigPath, HTMLPath, JSONEvents, JUnitPath, Match, Verbose
+from farm.cli.options import ConfigPath, HTMLPath, JSONEvents, JUnitPath, Match, Tags, Verbose
 
 from farm.errors import FarmError
 
@@ -18,16 +18,17 @@ __all__ = ["rescore"]
 def rescore(
     run_dir: Annotated[Path, typer.Argument(help="The run folder to rescore (results/<run_id>).", show_default=False)],
     input: Annotated[str | None, typer.Option("-i", "--input", help="The suite to judge with (an edited copy); default: the run's own.")] = None,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Results JSONL path (default: <results_dir>/<new run_id>/results.jsonl).")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Results JSONL path (default: <new run_id>/results.jsonl beside the run folder).")] = None,
     config: ConfigPath = None,
     run: Match = None,
+    tag: Tags = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Call the validators even where the role cache has their answer.")] = False,
     verbose: Verbose = False,
     junit: JUnitPath = None,
     html: HTMLPath = None,
     json_events: JSONEvents = False,
 ) -> None:
-    """Re-check a run's recorded conversations with the suite's (or an edited suite's) assertions; the agent is not called."""
+    """Re-check a run's recorded conversations with the suite's (or an edited suite's) assertions; the agent is not called. The run's own --run/--tag selection is kept unless given."""
     from farm.cli.app import fail
 
     import farm
@@ -39,6 +40,7 @@ def rescore(
             config=config,
             output=output,
             match=run,
+            tags=tag,
             cache=not no_cache,
             junit=junit,
             html=html,

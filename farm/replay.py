@@ -221,7 +221,7 @@ class Replay:
             return kept
         if not loaded.ok:
             return error_result(loaded, settings, loaded.error or "the case did not load")
-        assert loaded.case is not None
+        assert loaded.case is not None  # materialized(): a case that loaded holds its model
         if skip:
             return error_result(loaded, settings, skip, Status.SKIPPED)
         if loaded.script:

@@ -31,6 +31,7 @@ def rescore(
     config: str | Path | FarmConfig | None = None,
     output: str | Path | None = None,
     match: str | None = None,
+    tags: list[str] | None = None,
     cache: bool = True,
     junit: str | Path | None = None,
     html: str | Path | None = None,
@@ -47,11 +48,13 @@ def rescore(
       conversations with its assertions, checkpoints and ``final_assertions``.
     - ``config``: as for :func:`~farm.api.run`; by default the run's own ``farm.toml`` (where
       ``run.json`` says it was), else found from the input as ``farm test`` does.
-    - ``match``: only cases whose id matches this regex (``--run``).
+    - ``match``, ``tags``: the cases to rescore (``--run``, ``--tag``); each, when not given,
+      is the source run's own, so a run of a selection is rescored as that selection.
     - ``cache``: whether role calls (the validators of ``agent`` assertions) may be answered
       from the role cache; ``farm rescore --no-cache`` sets it False.
 
-    The result is a new run folder beside the source (its own ``run_id``, results JSONL, Parquet
+    The result is a new run folder beside the source, whose role cache (the ``.cache`` folder
+    there) it uses (its own ``run_id``, results JSONL, Parquet
     tables, ``run.json`` with ``rescored_from``), written as ``farm test`` writes a run, so
     ``farm report OLD NEW`` compares the two. A case that cannot be rescored (its inputs changed,
     or the edited case needs more of the conversation than was recorded) is an ``error`` with
@@ -67,6 +70,7 @@ def rescore(
         DEFAULT_TIMEOUT,
         DEFAULT_TURN_TIMEOUT,
         extra_writers,
+        farm_config,
         prepare,
         recorded_config,
         recorded_input,
@@ -91,8 +95,17 @@ def rescore(
     if input is None and (input_value == "-" or input_value.startswith("agents:")):
         raise UsageError(f"the run's input ({input_value}) cannot be read again; give the suite with -i/--input (farm test --dry-run -o FILE writes it)")
     earlier = previous.options
-    cfg, agent_id, suite = prepare(input_value, previous.agent, config or recorded_config(previous), match, None, False)
-    # The conversations are the run's, so what shaped them is too; match and cache are the rescore's own.
+    # The run's folder and role cache are where the run wrote them, whatever results_dir its config
+    # names (farm demo and a moved run write elsewhere): the rescore's go beside them.
+    loaded = farm_config(config or recorded_config(previous), input_value)
+    cfg = loaded.model_copy(update={"farm": loaded.farm.model_copy(update={"results_dir": str(source.parent)})})
+    match = match if match is not None else earlier.match
+    tags = tags if tags is not None else list(earlier.tags or [])
+    cfg, agent_id, suite = prepare(input_value, previous.agent, cfg, match, tags, False)
+    if agent_id is None:
+        raise UsageError(f"{source / RUN_JSON} names no agent and the config sets no [farm].default_agent: there is no agent to rescore the run of")
+    # The conversations are the run's, so what shaped them is too; the selection (by default the
+    # run's own) and the cache are the rescore's.
     options = RunOptions(
         timeout=seconds("--timeout", earlier.timeout or DEFAULT_TIMEOUT),
         turn_timeout=seconds("--turn-timeout", earlier.turn_timeout or DEFAULT_TURN_TIMEOUT),
@@ -100,7 +113,7 @@ def rescore(
         simulator=earlier.simulator or cfg.farm.simulator,
         fail_fast=False,
         match=match,
-        tags=[],
+        tags=tags,
         interactive=bool(earlier.interactive),
         golden=earlier.golden,  # golden conversations are judged again, as the run judged them
         retries=0,
@@ -110,7 +123,6 @@ def rescore(
     if not suite.cases:
         raise UsageError(f"{suite.description}: no test cases to rescore")
     attach(suite.cases, Path(options.golden) if options.golden is not None else cfg.golden_dir, every=options.golden is not None, input=input_value)
-    assert agent_id is not None
     run_id = new_run_id()
     out_dir = cfg.results_dir / run_id
     jsonl = Path(output) if output else out_dir / "results.jsonl"

@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "DEFAULT_TURN_TIMEOUT",
     "extra_writers",
+    "farm_config",
     "prepare",
     "recorded_config",
     "recorded_input",
@@ -50,6 +51,16 @@ def seconds(flag: str, value: str | float) -> float:
         raise UsageError(f"{flag}: {exc}") from None
 
 
+def farm_config(config: str | Path | FarmConfig | None, input: str) -> FarmConfig:
+    """``config`` itself, else the ``farm.toml`` it names, else the one found from ``input``."""
+    from farm.config import FarmConfig, find_config, load_config
+    from farm.inputs import input_path
+
+    if isinstance(config, FarmConfig):
+        return config
+    return load_config(find_config(str(config) if config is not None else None, input_path(input)))
+
+
 def prepare(
     input: str,
     agent: str | None,
@@ -60,13 +71,9 @@ def prepare(
     cache: bool = True,
 ) -> tuple[FarmConfig, str | None, Suite]:
     """The config, the agent under test and the selected cases."""
-    from farm.config import FarmConfig, find_config, load_config
-    from farm.inputs import input_path, resolve_input
+    from farm.inputs import resolve_input
 
-    if isinstance(config, FarmConfig):
-        cfg = config
-    else:
-        cfg = load_config(find_config(str(config) if config is not None else None, input_path(input)))
+    cfg = farm_config(config, input)
     agent_id = agent or cfg.farm.default_agent
     if agent_id is None and not dry_run and not input.startswith("scripts."):
         raise UsageError("no agent to test: give -n/--name or set [farm].default_agent in farm.toml")

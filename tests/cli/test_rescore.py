@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from farm.cli.app import app
 from typer.testing import CliRunner
 
+from farm import demo as demo_package
 from farm.demo.server import JSONServer
 from tests.scripted import Counting, ScriptedAgent, farm_toml
 
@@ -114,3 +116,47 @@ def test_rescore_finds_the_runs_suite_and_config_from_another_folder(tmp_path: P
 
     gone = farm("rescore", str(elsewhere / "no-such-run"))
     assert gone.exit_code == 2 and "does not exist" in gone.output
+
+
+def test_a_demo_run_is_rescored_beside_it_from_the_cache_the_run_filled(tmp_path: Path):
+    """farm demo writes to ./farm-results, not to the results_dir of its bundled farm.toml: the
+    rescore's folder goes beside the run, and its validator calls are answered by that folder's cache."""
+    results = tmp_path / "farm-results"
+    assert farm("demo", "--engine", "local", "--results-dir", str(results)).exit_code == 0
+    (run_dir,) = (p for p in results.iterdir() if p.name != ".cache")
+    bundled = Path(demo_package.__file__).parent / "farm-results"
+    bundled_before = set(bundled.iterdir()) if bundled.exists() else set()
+
+    result = farm("rescore", str(run_dir))
+    assert result.exit_code == 0, result.output
+    (new_dir,) = (p for p in results.iterdir() if p not in (run_dir, results / ".cache"))
+    assert (new_dir / "results.jsonl").is_file() and str(new_dir / "results.jsonl") in result.output.replace("\n", "")
+    assert (set(bundled.iterdir()) if bundled.exists() else set()) == bundled_before
+    calls = re.search(r"Role calls: (\d+) \((\d+) from the cache\)", result.output)
+    assert calls is not None and int(calls[1]) == int(calls[2]) >= 1, result.output
+
+
+def test_a_run_of_a_tag_is_rescored_as_that_selection_unless_rescore_says_otherwise(tmp_path: Path):
+    cases = [
+        {"id": "greet", "input": "Hello", "tags": ["smoke", "fast"], "assertions": [{"type": "contains", "value": "expense"}]},
+        {"id": "policy", "input": "What is the travel policy?", "tags": ["smoke"]},
+        {"id": "other", "input": "Hello"},
+    ]
+    config = tmp_path / "farm.toml"
+    suite = write(tmp_path / "suite.jsonl", cases)
+    with JSONServer(ScriptedAgent()) as server:
+        config.write_text(farm_toml(server.url, engine="local"))
+        assert farm("test", "-i", str(suite), "--config", str(config), "--tag", "smoke").exit_code == 0
+    (run_dir,) = (p for p in (tmp_path / "results").iterdir() if p.name != ".cache")
+
+    kept = farm("rescore", str(run_dir), "--config", str(config))
+    assert kept.exit_code == 0, kept.output
+    assert "not rescorable" not in kept.output
+    new_dir = next(p for p in (tmp_path / "results").iterdir() if p not in (run_dir, tmp_path / "results" / ".cache"))
+    assert sorted(json.loads(line)["id"] for line in (new_dir / "results.jsonl").read_text().splitlines()) == ["greet", "policy"]
+    assert json.loads((new_dir / "run.json").read_text())["options"]["tags"] == ["smoke"]
+
+    narrowed = farm("rescore", str(run_dir), "--config", str(config), "--tag", "fast", "--json")
+    assert narrowed.exit_code == 0, narrowed.output
+    ids = [e["case"]["id"] for e in map(json.loads, narrowed.stdout.splitlines()) if e["event"] == "case_result"]
+    assert ids == ["greet"]

@@ -15,6 +15,7 @@ import pytest
 import farm
 from farm.agents.base import AgentError, Reply
 from farm.cases import TestCase
+from farm.config import load_config
 from farm.demo.server import JSONServer
 from farm.digest import changed_inputs, inputs_digest
 from farm.errors import UsageError
@@ -196,12 +197,49 @@ def test_the_rescore_records_its_own_options_and_the_runs_that_shaped_the_conver
     source = tmp_path / "source"
     shutil.copytree(run.run_dir, source)
     info = json.loads((source / "run.json").read_text())
-    info["options"].update(timeout=42.0, retries=2, update_golden=str(tmp_path / "golden"), fail_fast=True, tags=["x"])
+    info["options"].update(timeout=42.0, retries=2, update_golden=str(tmp_path / "golden"), fail_fast=True)
     (source / "run.json").write_text(json.dumps(info))
     outcome = farm.rescore(source, config=folder / "farm.toml", match="greet", cache=False, quiet=True)
     options = json.loads((outcome.run_dir / "run.json").read_text())["options"]
     assert (options["timeout"], options["on_missing_input"], options["match"], options["cache"]) == (42.0, "skip", "greet", False)
     assert (options["retries"], options["update_golden"], options["fail_fast"], options["tags"]) == (0, None, False, [])
+
+
+def test_a_rescore_keeps_the_runs_selection_unless_given_its_own(tmp_path: Path):
+    """A run of ``--run REGEX`` recorded only the cases it selected: its rescore selects the same."""
+    with JSONServer(ScriptedAgent()) as server:
+        (tmp_path / "farm.toml").write_text(farm_toml(server.url, engine="local"))
+        suite = write_suite(tmp_path / "suite.jsonl", SUITE[:3])
+        run = farm.run(str(suite), config=tmp_path / "farm.toml", match="^(greet|strict)$", quiet=True)
+    outcome = farm.rescore(run.run_dir, config=tmp_path / "farm.toml", quiet=True)
+    assert statuses(outcome.results) == {"greet": "passed", "strict": "failed"}
+    assert outcome.summary is not None and outcome.summary.not_rescorable == 0
+    options = json.loads((outcome.run_dir / "run.json").read_text())["options"]
+    assert (options["match"], options["tags"]) == ("^(greet|strict)$", [])
+    narrowed = farm.rescore(run.run_dir, config=tmp_path / "farm.toml", match="greet", quiet=True)
+    assert statuses(narrowed.results) == {"greet": "passed"}
+
+
+def test_a_run_written_outside_its_configs_results_dir_is_rescored_beside_it_with_its_cache(tmp_path: Path):
+    """As ``farm demo`` does, the run's results_dir is not its farm.toml's: the rescore's folder and
+    role cache are the run's (the validator's verdict comes from the cache the run filled)."""
+    agent, roles = Counting(ScriptedAgent()), RoleModels()
+    elsewhere = tmp_path / "elsewhere"
+    with JSONServer(roles) as role_server, JSONServer(agent) as server:
+        (tmp_path / "farm.toml").write_text(farm_toml(server.url, engine="local") + roles_toml(role_server.url))
+        config = load_config(tmp_path / "farm.toml")
+        config.farm.results_dir = str(elsewhere)
+        suite = write_suite(tmp_path / "suite.jsonl", [c for c in SUITE if c["id"] in ("greet", "judged")])
+        run = farm.run(str(suite), config=config, quiet=True)
+        assert run.run_dir.parent == elsewhere and roles.calls["val"] == 1
+        outcome = farm.rescore(run.run_dir, quiet=True)  # the config is the run's farm.toml, as run.json says
+    assert outcome.run_dir.parent == elsewhere and outcome.results == outcome.run_dir / "results.jsonl"
+    assert not (tmp_path / "results").exists()
+    assert statuses(outcome.results) == {"greet": "passed", "judged": "passed"}
+    assert roles.calls["val"] == 1
+    assert outcome.summary is not None and outcome.summary.role_calls == outcome.summary.cache_hits == 1
+    recorded = json.loads((outcome.run_dir / "run.json").read_text())["config"]["farm"]["results_dir"]
+    assert Path(recorded) == elsewhere
 
 
 def test_rescore_with_the_runs_own_suite_gives_the_runs_statuses(recorded_run):
