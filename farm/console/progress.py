@@ -17,7 +17,6 @@ from rich.progress import (
 )
 
 from farm.results import CaseResult, Status
-from farm.summary import Summary
 
 __all__ = ["ProgressLine"]
 
@@ -28,20 +27,23 @@ _FAILING = (Status.FAILED, Status.ERROR, Status.TIMEOUT)
 class ProgressLine:
     """Spinner, phase, bar, cases done of the total, passed and failed, elapsed time and ETA.
 
-    Drawn on terminals only (elsewhere every method still counts, and draws nothing); the
-    cases are counted by a :class:`~farm.summary.Summary`, :attr:`tally`.
+    Drawn on terminals only (elsewhere every method still counts, and draws nothing). What
+    it counts is display state of this part of the run: the run's tally, earlier parts
+    included, is the :class:`~farm.summary.Summary` that ``execute`` keeps.
     """
 
     def __init__(self, console: Console) -> None:
         self._console = console
         self._progress: Progress | None = None
         self._task: Any = None
-        self.tally = Summary()
-        """The cases counted since :meth:`start`."""
+        self.done = 0
+        """Cases counted since :meth:`start`."""
+        self.counts: dict[str, int] = {}
+        """Of them, how many ended with each status value."""
 
     def start(self, total: int) -> None:
         """Count from zero, and show the line for ``total`` cases when the console is a terminal."""
-        self.tally = Summary()
+        self.done, self.counts = 0, {}
         if not self._console.is_terminal or self._progress is not None:
             return
         self._progress = Progress(
@@ -66,8 +68,10 @@ class ProgressLine:
 
     def advance(self, result: CaseResult) -> None:
         """Count one finished case."""
-        self.tally.add(result)
-        self.update(self.tally.total, None, self.tally.count_dict())
+        self.done += 1
+        status = Status(result.status).value
+        self.counts[status] = self.counts.get(status, 0) + 1
+        self.update(self.done, None, self.counts)
 
     def update(self, done: int, total: int | None, counts: dict[str, int]) -> None:
         """Show ``done`` of ``total`` (None: unchanged) with ``counts`` per status value."""
