@@ -2,7 +2,7 @@
 
 One Ray call per conversation; a bounded window of calls in flight; each new
 case goes to the least-loaded actor (the bookkeeping is
-:class:`~actors.dispatch.Dispatcher`). ``--parallel`` is shared out among the
+:class:`~farm.engines.scheduler.Scheduler`, which the local engine shares). ``--parallel`` is shared out among the
 actors as the number of conversations each may run at once; each also holds
 as many calls again queued (:data:`QUEUED_SHARE`), so that a conversation
 that ends is followed at once by the next, without waiting for the round
@@ -20,16 +20,14 @@ from collections.abc import Callable
 from typing import Any
 
 import ray
-from farm.actors.dispatch import Dispatcher
 from farm.actors.limiter import start_limiters
-from farm.actors.roles import start_pool
+from farm.actors.roles import PoolRoles, RolePools, start_pool
 from farm.actors.session import SessionActor
 from ray.exceptions import RayActorError, RaySystemError, RayTaskError
 
-from farm.engines import EngineLost, Job, RunPlan
-from farm.loader import LoadedCase
+from farm.engines import EngineLost, Job, RunPlan, StopReason, Worker
+from farm.engines.feed import ThreadFeed
 from farm.results import CaseResult
-from farm.runner import RunSettings, error_result
 
 __all__ = ["actor_count", "run_plan"]
 
@@ -67,115 +65,114 @@ def run_plan(
     on_result: Callable[[CaseResult], None],
     should_stop: Callable[[], bool] = lambda: False,
     human: str | None = None,
-) -> None:
-    """Run every case of ``plan`` (``runs`` times) on the connected Ray cluster.
+) -> StopReason | None:
+    """Run every case of ``plan`` (``runs`` times, on each agent) on the connected Ray cluster.
 
-    ``on_result`` gets each result once, as it arrives. ``should_stop`` is polled
-    between arrivals: once it is true (or, with ``fail_fast``, once a case has
-    failed) nothing more is dispatched and what is in flight finishes. An
-    interrupt (``KeyboardInterrupt``) kills the actors, cancelling what is in flight.
-    ``human``: the name of the actor that answers interactive questions.
+    ``on_result`` gets each result once, as it arrives. ``should_stop`` is polled between
+    arrivals: once it is true (or the scheduler stops: ``--fail-fast``, ``--max-cost``) nothing
+    more is dispatched and what is in flight finishes. An interrupt (``KeyboardInterrupt``) kills
+    the actors, cancelling what is in flight. ``human``: the name of the actor that answers
+    interactive questions.
     """
-    settings = plan.settings
     cpus = float(ray.cluster_resources().get("CPU", 1))
     n_actors = min(actor_count(plan, cpus), plan.parallel)
     shares = [min(MAX_PER_ACTOR, plan.parallel // n_actors + (i < plan.parallel % n_actors)) for i in range(n_actors)]
     queued = int(plan.parallel * QUEUED_SHARE) if plan.parallel >= QUEUE_FROM else 0
-    scope = settings.run_id or uuid.uuid4().hex[:8]
+    scope = plan.settings.run_id or uuid.uuid4().hex[:8]
 
     limiter_handles, limits = start_limiters(plan.config, list(plan.config.connectors), scope)
     need_sim, need_val = plan.needs_roles()
     pool_size = max(1, min(2, n_actors))
+    cache = plan.settings.cache
     pools = {
-        "simulator": start_pool(f"farm-sim-{scope}", pool_size, plan.config, limits, cache=settings.cache) if need_sim else {},
-        "validator": start_pool(f"farm-val-{scope}", pool_size, plan.config, limits, cache=settings.cache) if need_val else {},
+        role: start_pool(f"farm-{role}-{scope}", pool_size, plan.config, limits, cache=cache) if needed else {}
+        for role, needed in (("sim", need_sim), ("val", need_val), ("gen", plan.stream is not None))
     }
-    pool_names = {role: list(handles) for role, handles in pools.items()}
+    names = RolePools(simulators=list(pools["sim"]), validators=list(pools["val"]), generators=list(pools["gen"]))
     actors: dict[str, Any] = {}
+    workers: list[Worker] = []
     for i, share in enumerate(shares):
         name = f"session-{i}"
-        actors[name] = SessionActor.options(
-            max_concurrency=share + queued + 4, scheduling_strategy="SPREAD"
-        ).remote(name, plan.config, settings, plan.connector_override, share, pool_names, limits, human)
+        slots = share + queued // n_actors + (i < queued % n_actors)
+        actors[name] = SessionActor.options(max_concurrency=slots + 4, scheduling_strategy="SPREAD").remote(
+            name, plan.config, plan.agent_settings, plan.connector_override, share, names, limits, human
+        )
+        workers.append(Worker(name, slots))
 
-    dispatcher = Dispatcher(list(actors), window=sum(shares) + queued, max_attempts=plan.max_attempts)
+    scheduler = plan.scheduler(workers)
     in_flight: dict[Any, Job] = {}
-    failed_seen = False
+    told_to_stop = False
+    for result in scheduler.add(plan.cases):
+        on_result(result)
+    feed = ThreadFeed(plan.stream, lambda: PoolRoles(generators=names.generators).generate, plan.on_generation) if plan.stream else None
+    if feed is None:
+        scheduler.close()
 
-    def report(result: CaseResult, job: Job) -> None:
-        nonlocal failed_seen
-        if dispatcher.finished(job):
-            on_result(job.final(result))
-            if not result.status.ok:
-                failed_seen = True
-
-    # cases that did not load are reported at once; they never reach an actor
-    runnable: list[Job] = []
-    for job in plan.jobs():
-        loaded: LoadedCase = job.payload
-        if loaded.ok:
-            runnable.append(job)
-        else:
-            result = error_result(loaded, settings, loaded.error or "the case did not load")
-            result.run_index = job.key[1]
-            report(result, job)
-    dispatcher.add(runnable)
-
-    def stopping() -> bool:
-        if not dispatcher.stopped and (should_stop() or (plan.fail_fast and failed_seen)):
-            dispatcher.stop()
+    def stopping() -> None:
+        nonlocal told_to_stop
+        if not scheduler.stopped and should_stop():
+            scheduler.stop()
+        if scheduler.stopped and not told_to_stop:
+            told_to_stop = True
             for handle in actors.values():
                 handle.stop.remote()  # the calls queued on the actors never start
-        return dispatcher.stopped
 
     def submit() -> None:
-        for worker, job in dispatcher.assign(time.monotonic()):
-            in_flight[actors[worker].run.remote(job.payload, job.key[1], job.attempt)] = job
+        stopping()
+        for worker, job in scheduler.assign(time.monotonic()):
+            in_flight[actors[worker].run.remote(job.payload, job.run_index, job.agent)] = job
+
+    def take_arrivals(wait: float) -> None:
+        if feed is None or not feed.open:
+            return
+        for batch in feed.take(wait):
+            for result in scheduler.add(batch):
+                on_result(result)
+        if not feed.open:
+            scheduler.close()
 
     try:
         while True:
-            if not stopping():
-                submit()
-            if not in_flight:
+            take_arrivals(0.0)
+            submit()
+            if scheduler.done:
                 break
+            if not in_flight:  # waiting for a generator's next batch
+                take_arrivals(0.1)
+                continue
             try:
-                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
+                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.05 if feed is not None and feed.open else 0.5)
             except (RaySystemError, ConnectionError) as exc:  # the local raylet or the GCS is gone
                 raise EngineLost(f"the Ray cluster stopped answering ({type(exc).__name__})") from None
             if not ready:
                 continue
             # take everything else that is ready too, without waiting
             more, _ = ray.wait([r for r in in_flight if r not in ready], num_returns=len(in_flight) - len(ready), timeout=0)
-            arrived: list[tuple[CaseResult, Job]] = []
+            arrived: list[CaseResult] = []
             for ref in ready + more:
                 job = in_flight.pop(ref)
                 try:
                     result = ray.get(ref)
-                except RayActorError as exc:
+                except RayActorError:
                     if not _cluster_alive():
                         raise EngineLost("the Ray node running this farm stopped") from None
-                    worker = dispatcher.running.get(job.key, (None,))[0]
-                    if worker is not None:
-                        dispatcher.bench(worker, time.monotonic() + BENCH_SECONDS)
-                    _lost(dispatcher, job, exc, report, settings)
+                    arrived += scheduler.lost(job, time.monotonic(), BENCH_SECONDS)
                     continue
                 except RayTaskError as exc:  # a bug in the farm, not in the case
-                    result = error_result(job.payload, settings, f"internal error while running the case: {exc.cause!r}")
-                    result.run_index, result.attempt = job.key[1], job.attempt
-                dispatcher.release(job)
-                if result is None:  # it was queued when the run stopped, and never began
+                    arrived += scheduler.crashed(job, repr(exc.cause))
                     continue
-                if plan.should_retry(job, result) and not stopping() and dispatcher.again(job.again(result)):
-                    continue  # --retries: the next attempt replaces this one, which is not reported
-                arrived.append((result, job))
+                if result is None:  # it was queued when the run stopped, and never began
+                    scheduler.dropped(job)
+                else:
+                    arrived += scheduler.finished(job, result)
             # refill the freed slots before the slower work of writing and printing
             # the results, so that the actors never wait for the driver's console
-            failed_seen = failed_seen or any(not r.status.ok for r, _ in arrived)
-            if not stopping():
-                submit()
-            for result, job in arrived:
-                report(result, job)
+            submit()
+            for result in arrived:
+                on_result(result)
     finally:
+        if feed is not None:
+            feed.close()
         for handle in actors.values():
             ray.kill(handle, no_restart=True)
         for pool in pools.values():
@@ -183,6 +180,7 @@ def run_plan(
                 ray.kill(handle, no_restart=True)
         for handle in limiter_handles.values():
             ray.kill(handle, no_restart=True)
+    return scheduler.stop_reason if scheduler.stop_reason != StopReason.REQUESTED else None
 
 
 def _cluster_alive() -> bool:
@@ -191,15 +189,3 @@ def _cluster_alive() -> bool:
         return any(node.get("Alive") and node.get("Resources", {}).get("CPU", 0) > 0 for node in ray.nodes())
     except Exception:  # noqa: BLE001 - no answer from the GCS is no cluster
         return False
-
-
-def _lost(dispatcher: Dispatcher, job: Job, exc: Exception, report: Callable[[CaseResult, Job], None], settings: RunSettings) -> None:
-    retry = dispatcher.lost(job)
-    if retry is None and not dispatcher.stopped:
-        result = error_result(
-            job.payload,
-            settings,
-            f"the worker running this case died {job.attempt} time(s); gave up after {job.attempt} attempts",
-        )
-        result.run_index, result.attempt = job.key[1], job.attempt
-        report(result, job)

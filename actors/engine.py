@@ -18,7 +18,7 @@ import ray
 from farm.actors.cluster import Cluster, connect
 from farm.actors.driver import run_plan
 
-from farm.engines import RunPlan
+from farm.engines import RunPlan, StopReason
 from farm.errors import UsageError
 from farm.results import CaseResult
 
@@ -43,19 +43,18 @@ class RayEngine:
             "versions": {"ray": ray.__version__},
         }
 
-    def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> None:
+    def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> StopReason | None:
         if plan.replay is not None:  # session actors would call the real agent instead of the recording
             raise UsageError("rescoring runs on the local engine: the ray engine cannot replay a recorded run")
         if plan.terminal is None:
-            run_plan(plan, on_result, should_stop)
-            return
+            return run_plan(plan, on_result, should_stop)
         from farm.actors.human import HumanDesk, TerminalDesk
 
         name = f"farm-human-{plan.settings.run_id}"
         desk = HumanDesk.options(name=name).remote()
         terminal = TerminalDesk(desk, plan.terminal.stdin, plan.terminal.write).start()
         try:
-            run_plan(plan, on_result, should_stop, human=name)
+            return run_plan(plan, on_result, should_stop, human=name)
         finally:
             terminal.stop()
             ray.kill(desk, no_restart=True)

@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import itertools
 from collections.abc import Awaitable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import ray
@@ -22,7 +23,7 @@ from farm.services import LocalRoles
 if TYPE_CHECKING:
     from farm.actors.limiter import LimiterPlan
 
-__all__ = ["RoleActor", "PoolRoles", "start_pool"]
+__all__ = ["PoolRoles", "RoleActor", "RolePools", "start_pool"]
 
 T = TypeVar("T")
 
@@ -49,6 +50,9 @@ class RoleActor:
     async def validate(self, request: RoleRequest) -> RoleOutcome[Verdict]:
         return await _counted(self.roles.validate(request))
 
+    async def generate(self, request: RoleRequest) -> RoleOutcome[list[Any]]:
+        return await _counted(self.roles.generate(request))
+
 
 async def _counted(call: Awaitable[T]) -> RoleOutcome[T]:
     """``RoleOutcome.of(call)`` with the role calls it made and the cache hits among them, which
@@ -74,9 +78,10 @@ class PoolRoles:
     session actor finds them again (ray-project/ray#53727).
     """
 
-    def __init__(self, simulators: list[str], validators: list[str]):
+    def __init__(self, simulators: list[str] = [], validators: list[str] = [], generators: list[str] = []):  # noqa: B006 - never mutated
         self._sim = itertools.cycle([ray.get_actor(n) for n in simulators]) if simulators else None
         self._val = itertools.cycle([ray.get_actor(n) for n in validators]) if validators else None
+        self._gen = itertools.cycle([ray.get_actor(n) for n in generators]) if generators else None
 
     @staticmethod
     async def _call(pool: Any, method: str, request: RoleRequest) -> RoleOutcome[Any]:
@@ -101,3 +106,16 @@ class PoolRoles:
     async def validate(self, request: RoleRequest) -> Verdict:
         outcome: RoleOutcome[Verdict] = await self._call(self._val, "validate", request)
         return outcome.unwrap()
+
+    async def generate(self, request: RoleRequest) -> list[Any]:
+        outcome: RoleOutcome[list[Any]] = await self._call(self._gen, "generate", request)
+        return outcome.unwrap()
+
+
+@dataclass(frozen=True)
+class RolePools:
+    """The names of a run's role pool actors, by role (empty: the run has no such pool)."""
+
+    simulators: list[str] = field(default_factory=list)
+    validators: list[str] = field(default_factory=list)
+    generators: list[str] = field(default_factory=list)

@@ -13,79 +13,68 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
-from farm.agents.factory import TargetClients
 from farm.agents.transport import HTTPClient, preload
 from farm.config import FarmConfig
+from farm.engines.worker import CaseWorker
 from farm.loader import LoadedCase
 from farm.results import CaseResult
-from farm.rolecache import target_cache
-from farm.runner import RunSettings, run_case
-from farm.scripts import ScriptResolver
-from farm.services import FarmServices
+from farm.runner import RunSettings
 
 if TYPE_CHECKING:
     from farm.actors.limiter import LimiterPlan
+    from farm.actors.roles import RolePools
 
 __all__ = ["SessionActor"]
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class SessionActor:
+    """Runs conversations of every agent it serves, ``concurrency`` at once; calls beyond them wait
+    here ready to start, so that a slot that frees refills without a round trip through the driver."""
+
     def __init__(
         self,
         name: str,
         config: FarmConfig,
-        settings: RunSettings,
+        agent_settings: dict[str, RunSettings],
         connector_override: str | None,
         concurrency: int,
-        pools: dict[str, list[str]],
+        pools: RolePools,
         limits: LimiterPlan | None = None,
         human: str | None = None,
     ):
         from farm.actors.limiter import limiter_factory
         from farm.actors.roles import PoolRoles
 
-        self.name = name
-        self.config = config
-        self.settings = settings
-        self.settings.worker = f"{name}@{ray.util.get_node_ip_address()}:{os.getpid()}"
-        self.limiter_for = limiter_factory(limits)
+        limiter_for = limiter_factory(limits)
         self.http = HTTPClient(concurrency)
-        target = config.agents.get(settings.agent_id or "")
-        if target is None or target.kind != "python":
+        if any(config.agents.get(agent) is None or config.agents[agent].kind != "python" for agent in agent_settings):
             preload()  # an HTTP agent: import aiohttp before the first conversation, not in it
         self.slots = asyncio.Semaphore(concurrency)
-        """Conversations run at once; calls beyond them wait here, ready to start."""
         self.stopping = False
-        self.target = TargetClients(
-            config,
-            settings.agent_id,
-            connector_override=connector_override,
-            limiter_for=self.limiter_for,
-            http=self.http,
-            cache=target_cache(config, settings.agent_id, settings.cache),
-        )
         self.human = ray.get_actor(human) if human else None
-        self.services = FarmServices(
+        self.worker = CaseWorker(
             config,
-            PoolRoles(pools.get("simulator", []), pools.get("validator", [])),
-            ScriptResolver(config.scripts_dir),
-            human=self._ask_human if human is not None else None,
+            agent_settings,
+            worker=f"{name}@{ray.util.get_node_ip_address()}:{os.getpid()}",
+            roles=PoolRoles(pools.simulators, pools.validators),
+            http=self.http,
+            limiter_for=limiter_for,
+            connector_override=connector_override,
+            ask_human=self._ask_human if human is not None else None,
         )
 
     async def _ask_human(self, request: Any) -> str | None:
         return await self.human.ask.remote(request)
 
-    async def run(self, loaded: LoadedCase, run_index: int, attempt: int) -> CaseResult | None:
+    async def run(self, loaded: LoadedCase, run_index: int, agent: str) -> CaseResult | None:
         """Run one conversation; None when it waited for a slot and the run stopped meanwhile
         (see :meth:`stop`)."""
         waited = self.slots.locked()  # beyond this actor's share: queued, not yet dispatched
         async with self.slots:
             if waited and self.stopping:
                 return None
-            result = await run_case(loaded, self.target, self.services, self.settings)
-        result.run_index, result.attempt = run_index, attempt
-        return result
+            return await self.worker.run(loaded, run_index, agent)
 
     async def stop(self) -> None:
         """Start none of the calls queued beyond this actor's share (``--fail-fast``): they return None."""
@@ -95,6 +84,5 @@ class SessionActor:
         return os.getpid()
 
     async def close(self) -> None:
-        await self.target.aclose()
+        await self.worker.aclose()
         await self.http.aclose()
-

@@ -16,7 +16,10 @@ __all__ = ["test"]
 
 def test(
     input: Annotated[str | None, typer.Option("-i", "--input", help="A .jsonl/.json file, a message, agents:<id>?k=v, scripts:<id>?k=v, scripts.<module>, or - for stdin.")] = None,
-    name: Annotated[str | None, typer.Option("-n", "--name", help="The agent under test (default: \\[farm].default_agent).")] = None,
+    name: Annotated[
+        list[str] | None,
+        typer.Option("-n", "--name", help="The agent under test (default: \\[farm].default_agent); repeat it to run every case on each agent."),
+    ] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Results JSONL path (default: <results_dir>/<run_id>/results.jsonl).")] = None,
     connector: Annotated[str | None, typer.Option("-c", "--connector", help="Override the target agent's connector.")] = None,
     verbose: Verbose = False,
@@ -52,6 +55,10 @@ def test(
         typer.Option("--no-cache", help="Send every role call (simulator, validator, generator, reporter), and an agent under test's with cache = true; answer none from the role cache."),
     ] = False,
     retries: Annotated[int | None, typer.Option("--retries", min=0, help="Run a case that ended in an agent error or timeout again, up to N more times (default 0).")] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option("--max-cost", metavar="USD", help="Dispatch nothing more once the run has spent this much (default: \\[farm].max_cost)."),
+    ] = None,
 ) -> None:
     """Run test cases against an agent: in this process, or in parallel on Ray."""
     from farm.cli.app import fail
@@ -92,6 +99,7 @@ def test(
             command=sys.argv,
             cache=not no_cache,
             retries=retries,
+            max_cost=max_cost,
         )
     except FarmError as exc:
         fail(exc)

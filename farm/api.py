@@ -23,6 +23,7 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -76,7 +77,7 @@ def run(
     input: str | None = None,
     *,
     config: str | Path | FarmConfig | None = None,
-    agent: str | None = None,
+    agent: str | Sequence[str] | None = None,
     engine: Literal["auto", "local", "ray"] | None = None,
     output: str | Path | None = None,
     connector: str | None = None,
@@ -108,6 +109,7 @@ def run(
     command: list[str] | None = None,
     cache: bool = True,
     retries: int | None = None,
+    max_cost: float | None = None,
 ) -> RunResult:
     """Run a suite against an agent; the options are ``farm test``'s (SPEC section 2).
 
@@ -116,7 +118,8 @@ def run(
       with ``resume``, the run's own input by default.
     - ``config``: a ``farm.toml`` path or a loaded :class:`~farm.config.FarmConfig`;
       by default ``./farm.toml``, else the input file's folder and its parents.
-    - ``agent``: the agent under test (default ``[farm].default_agent``).
+    - ``agent``: the agent under test (default ``[farm].default_agent``), or a list of agents
+      (``-n A -n B``): every case runs on each, in one run, each result naming its ``agent``.
     - ``engine``: ``local``, ``ray`` or ``auto`` (default ``[farm].engine``, else ``auto``).
     - ``match``: only cases whose id matches this regex (``--run``); ``tags``: only these tags.
     - ``golden``: compare every case with its golden conversation in this folder (``--golden``);
@@ -127,6 +130,8 @@ def run(
     - ``command``: what ``run.json`` records as the command line (default: this call).
     - ``cache``: False (``--no-cache``) sends every role call, none answered from the role cache.
     - ``retries``: times a case that ended in an agent error or timeout runs again (default 0).
+    - ``max_cost``: USD after which nothing more is dispatched (``--max-cost``, else ``[farm].max_cost``);
+      what is in flight finishes, and ``resume`` with a larger budget runs the rest.
     """
     from farm.rolecache import tally
     from farm.runsetup import DEFAULT_TIMEOUT, DEFAULT_TURN_TIMEOUT, prepare, recorded_config, recorded_input, seconds
@@ -151,13 +156,23 @@ def run(
     if retries < 0:
         raise UsageError(f"--retries: {retries} is not 0 or more")
 
+    agents = [agent] if isinstance(agent, str) else list(agent or [])
+    if not agents and previous is not None:
+        agents = list(previous.agents or ([previous.agent] if previous.agent else []))
+    if len(set(agents)) != len(agents):
+        raise UsageError(f"-n/--name: {', '.join(agents)} names an agent twice")
     with tally() as driver_calls:  # a generator's call, before the run
         if config is None and previous is not None:
             config = recorded_config(previous)  # the run's own farm.toml, wherever the resume starts
-        cfg, agent_id, suite = prepare(input_value, agent or (previous.agent if previous else None), config, match, tags, dry_run, cache)
+        cfg, agent_id, suite = prepare(input_value, agents[0] if agents else None, config, match, tags, dry_run, cache)
+    for other in agents[1:]:
+        cfg.agent(other)  # fail early, naming the configured agents
+    agents = agents or ([agent_id] if agent_id else [])
     from farm.validation import check_for_run  # every check that needs no agent call (SPEC 2)
 
-    check_for_run(suite, cfg, agent_id, simulator=simulator or earlier.simulator, connector=connector, dry_run=dry_run)
+    checked: list[str | None] = list(agents) or [agent_id]
+    for each in checked:
+        check_for_run(suite, cfg, each, simulator=simulator or earlier.simulator, connector=connector, dry_run=dry_run)
     from farm.runview import RunView
 
     view = RunView(console, json_events=json_events, quiet=quiet, verbose=verbose)
@@ -176,27 +191,32 @@ def run(
         attach(suite.cases, Path(golden) if golden is not None else cfg.golden_dir, every=golden is not None, input=input_value)
     if interactive and (skip_interactive or not sys.stdin.isatty()):
         raise UsageError("--interactive needs a terminal on stdin (and cannot be combined with --skip-interactive)")
-    assert agent_id is not None
-    target = cfg.agent(agent_id)
-    connector_name = connector or target.connector
-    if connector_name:
-        cfg.connector(connector_name)  # fail early, naming the configured connectors
+    if agent_id is None:
+        raise UsageError("no agent to test: give -n/--name or set [farm].default_agent in farm.toml")
+    connectors = {each: connector or cfg.agent(each).connector for each in agents}
+    for name in connectors.values():
+        if name:
+            cfg.connector(name)  # fail early, naming the configured connectors
+    connector_name = connectors[agent_id]
     cfg.check_keys()  # a key with a stray newline is a usage error before anything runs
 
-    from farm.engines import RunPlan, Terminal, choose_engine, make_engine
+    from farm.engines import RunPlan, StopReason, Terminal, choose_engine, make_engine
     from farm.execution import RunInterrupted, RunOutputs, RunStopped, execute
     from farm.ratelimit import DEFAULT_PARALLEL, default_parallel
     from farm.runsetup import extra_writers, run_settings
 
-    parallel = parallel or (previous.parallel if previous else None) or (
-        default_parallel(cfg.connectors[connector_name]) if connector_name else DEFAULT_PARALLEL
+    parallel = parallel or (previous.parallel if previous else None) or sum(
+        default_parallel(cfg.connectors[name]) if name else DEFAULT_PARALLEL for name in dict.fromkeys(connectors.values())
     )
+    max_cost = next((c for c in (max_cost, earlier.max_cost, cfg.farm.max_cost) if c is not None), None)
+    if max_cost is not None and max_cost <= 0:
+        raise UsageError(f"--max-cost: {max_cost} is not a positive amount of USD")
     run_id = (previous.run_id if previous else None) or new_run_id()
     run_dir = Path(resume) if resume is not None else cfg.results_dir / run_id
     jsonl = Path(output) if output else Path(previous.results if previous and previous.results else run_dir / "results.jsonl")
-    skip_keys = finished_keys(jsonl) if resume is not None and jsonl.exists() else set()
+    skip_keys = finished_keys(jsonl, agent_id) if resume is not None and jsonl.exists() else set()
     engine_name = choose_engine(
-        engine or cfg.farm.engine or "auto", address=address, conversations=len(suite.cases) * runs - len(skip_keys)
+        engine or cfg.farm.engine or "auto", address=address, conversations=len(suite.cases) * runs * len(agents) - len(skip_keys)
     )
 
     options = RunOptions(
@@ -213,11 +233,15 @@ def run(
         update_golden=str(update_golden) if update_golden is not None else None,
         retries=retries,
         cache=cache,
+        max_cost=max_cost,
     )
+    agent_settings = {each: run_settings(cfg, each, run_id, options) for each in agents}
     plan = RunPlan(
         config=cfg,
         cases=suite.cases,
-        settings=run_settings(cfg, agent_id, run_id, options),
+        settings=agent_settings[agent_id],
+        agent_settings=agent_settings,
+        max_cost=max_cost,
         parallel=parallel,
         runs=runs,
         fail_fast=fail_fast,
@@ -234,11 +258,12 @@ def run(
         input=input_value,
         cwd=str(Path.cwd()),
         agent=agent_id,
+        agents=agents,
         connector=connector_name,
         config=cfg.safe_dump(),
         options=options,
     )
-    hook_info = {"input": input_value, "agent": agent_id, "connector": connector_name, "run_id": run_id, "cases": len(suite.cases)}
+    hook_info = {"input": input_value, "agent": agent_id, "agents": agents, "connector": connector_name, "run_id": run_id, "cases": len(suite.cases)}
     if before:
         _global_hook(cfg, before, {"phase": "before", **hook_info})
 
@@ -246,7 +271,7 @@ def run(
     extra = {"Run": run_id, "Engine": engine_name}
     if skip_keys:
         extra["Resuming"] = f"{len(skip_keys)} finished"
-    view.start(agent_id, input_value, len(suite.cases), extra, plan.total, progress=not interactive)  # a live bar would draw over the questions
+    view.start(", ".join(agents), input_value, len(suite.cases), extra, plan.total, progress=not interactive)  # a live bar would draw over the questions
     problems: list[dict[str, Any]] = []  # a bounded sample of what went wrong, for the reporter
 
     def on_result(result: CaseResult) -> None:
@@ -276,6 +301,16 @@ def run(
         for line in [recorder.line(), *recorder.problems]:
             console.print(line, soft_wrap=True, highlight=False, markup=False, emoji=False)
     code = summary.exit_code
+    if info.stop_reason == StopReason.MAX_COST:
+        again = f"farm test --resume {run_dir} --max-cost <more>" + (f" --config {config}" if isinstance(config, (str, Path)) else "")
+        if not quiet:
+            console.print(
+                f"[yellow]stopped:[/yellow] the run spent its budget of ${max_cost:g}: {summary.total} case runs finished, "
+                f"the rest were not started; resume with: {escape(again)}",
+                soft_wrap=True,
+                highlight=False,
+            )
+        code = max(code, 1)
     if reporter:
         try:
             with tally() as reporter_calls:

@@ -149,6 +149,8 @@ class FarmSettings(BaseModel):
     """Where conversations run when ``--engine`` is not given (default: ``auto``)."""
     golden_dir: str | None = None
     """Where golden conversations are, for the cases that set ``golden`` (``--golden DIR`` overrides)."""
+    max_cost: float | None = Field(default=None, gt=0)
+    """A run's budget in USD when ``--max-cost`` is not given: nothing more is dispatched once it is spent."""
 
 
 class FarmConfig(BaseModel):

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from farm import __version__
-from farm.engines import Engine, EngineLost, RunPlan
+from farm.engines import Engine, EngineLost, RunPlan, case_cost
 from farm.results import CaseResult
 from farm.secrets import Scrubber
 from farm.summary import Summary
@@ -145,11 +145,11 @@ def _earlier_results(outputs: RunOutputs) -> list[CaseResult]:
     """The results of the run's earlier parts, once each, from the JSONL (the source of truth)."""
     if not (outputs.resume and outputs.jsonl.exists()):
         return []
-    seen: set[tuple[str, int]] = set()
+    seen: set[tuple[str, int, str | None]] = set()
     earlier: list[CaseResult] = []
     for record in read_jsonl_results(outputs.jsonl):
         result = CaseResult.model_validate(record)
-        key = (result.id, result.run_index)
+        key = (result.id, result.run_index, result.agent)
         if key not in seen:
             seen.add(key)
             earlier.append(result)
@@ -195,6 +195,7 @@ def execute(
     for result in earlier:
         replayed.write(result)
         summary.add(result)
+        plan.spent_before += case_cost(result)
     summary.add_calls(plan.driver_calls)  # the generator's, before the run
     writers = MultiWriter([JSONLWriter(outputs.jsonl, append=outputs.resume), parquet, *outputs.reports, *outputs.streams], scrubber)
     done_before = summary.total
@@ -225,7 +226,8 @@ def execute(
             on_phase("running")
             timings["cases_started_s"] = elapsed()
             with _collector_for_the_run():
-                engine.run(plan, record)
+                stop_reason = engine.run(plan, record)
+                info.stop_reason = stop_reason.value if stop_reason is not None else None
         except KeyboardInterrupt:
             interrupted = True
         except EngineLost as exc:
@@ -235,7 +237,7 @@ def execute(
                 writers.close()
                 summary.wall_seconds = time.time() - started
                 timings["closed_s"] = round(summary.wall_seconds, 3)
-                info.status = "interrupted" if interrupted else "stopped" if lost else "finished"
+                info.status = "interrupted" if interrupted else "stopped" if lost or info.stop_reason == "max_cost" else "finished"
                 info.ended_at = time.time()
                 info.counts = summary.count_dict()
                 info.role_cache = summary.role_cache()

@@ -75,6 +75,10 @@ class LocalRoles:
         async with self._budget["validator"]:
             return await self.player("validator", request.agent_id, request.connector).validate(request.messages, request.metadata)
 
+    async def generate(self, request: RoleRequest) -> list[Any]:
+        """One generator call: the cases it wrote, as raw objects."""
+        return await self.player("generator", request.agent_id, request.connector).generate(request.metadata)
+
     async def aclose(self) -> None:
         for player in self._players.values():
             await player.client.aclose()

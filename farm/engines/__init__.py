@@ -16,22 +16,39 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from farm.config import FarmConfig
+from farm.engines.scheduler import Job, JobKey, Scheduler, StopReason, Worker
 from farm.errors import UsageError
 from farm.loader import LoadedCase
-from farm.results import CaseResult, RetriedAttempt
+from farm.results import CaseResult
 from farm.rolecache import CallTally
-from farm.runner import RunSettings
+from farm.runner import RunSettings, error_result
 
 if TYPE_CHECKING:
+    from farm.generation import CaseStream, GenerationStats
     from farm.replay import Replay
 
-__all__ = ["AUTO_RAY_FROM", "ENGINES", "Engine", "EngineLost", "Job", "RunPlan", "Terminal", "choose_engine", "make_engine"]
+__all__ = [
+    "AUTO_RAY_FROM",
+    "ENGINES",
+    "Engine",
+    "EngineLost",
+    "Job",
+    "JobKey",
+    "RunPlan",
+    "Scheduler",
+    "StopReason",
+    "Terminal",
+    "Worker",
+    "case_cost",
+    "choose_engine",
+    "make_engine",
+]
 
 ENGINES = {
     "local": "farm.engines.local:LocalEngine",
@@ -61,33 +78,13 @@ class Terminal:
 
 
 @dataclass
-class Job:
-    """One run of one case: ``key`` is ``(case id, run index)``; ``attempt`` counts from 1."""
-
-    key: tuple[str, int]
-    payload: LoadedCase
-    attempt: int = 1
-    retried: list[RetriedAttempt] = field(default_factory=list)
-    """Earlier attempts that ended in an agent error or timeout (``--retries``)."""
-
-    def again(self, result: CaseResult) -> Job:
-        """The next attempt, after ``result`` ended in an agent error or timeout."""
-        failed = RetriedAttempt(attempt=self.attempt, status=result.status, error=result.error)
-        return Job(self.key, self.payload, self.attempt + 1, [*self.retried, failed])
-
-    def final(self, result: CaseResult) -> CaseResult:
-        """``result`` as this job's reported result: its run index, attempt and retried attempts."""
-        result.run_index, result.attempt, result.retried = self.key[1], self.attempt, list(self.retried)
-        return result
-
-
-@dataclass
 class RunPlan:
     """Everything an engine needs to run a suite; :func:`farm.run` builds it."""
 
     config: FarmConfig
     cases: list[LoadedCase]
     settings: RunSettings
+    """The runner's settings for the first agent under test (the others' are in ``agent_settings``)."""
     parallel: int = 64
     runs: int = 1
     fail_fast: bool = False
@@ -95,38 +92,77 @@ class RunPlan:
     actors: int | None = None
     """Session actors (the ray engine); None: sized to the cluster."""
     max_attempts: int = 3
-    skip_keys: set[tuple[str, int]] = field(default_factory=set)
-    """``(case id, run index)`` already finished (``--resume``)."""
+    skip_keys: set[tuple[str, int, str]] = field(default_factory=set)
+    """``(case id, run index, agent)`` already finished (``--resume``)."""
     terminal: Terminal | None = None
     """Set in interactive mode: the agent's questions go to a person here."""
     retries: int = 0
     """``--retries``: times a case that ended in an agent error or timeout is run again."""
+    max_cost: float | None = None
+    """``--max-cost``: USD after which nothing more is dispatched."""
+    spent_before: float = 0.0
+    """USD the run's earlier parts spent (``--resume``): counted against ``max_cost``."""
     driver_calls: CallTally = field(default_factory=CallTally)
     """Role calls made in this process for the run before it started (the generator's)."""
     replay: Replay | None = None
     """Set by ``farm rescore``: each case replays its recorded conversation instead of calling
     the agent (the local engine only: the ray engine refuses such a plan; roles and assertions
     are the run's own)."""
+    agent_settings: dict[str, RunSettings] = field(default_factory=dict)
+    """The runner's settings per agent under test, in the order of ``-n``; empty: ``settings``' agent alone."""
+    stream: CaseStream | None = None
+    """Cases that arrive while the run goes (a generator's), after ``cases``."""
+    on_generation: Callable[[GenerationStats], None] | None = None
+    """Told how the generation goes, after each batch (the progress line)."""
 
-    def should_retry(self, job: Job, result: CaseResult) -> bool:
-        """Whether ``result`` (of ``job``) ended in an agent error or timeout with retries left."""
-        return result.agent_failed and len(job.retried) < self.retries
+    def __post_init__(self) -> None:
+        if not self.agent_settings:
+            self.agent_settings = {self.settings.agent_id: self.settings}
 
-    def jobs(self) -> Iterator[Job]:
-        """Every case run still to do, run by run, in suite order."""
-        for run_index in range(self.runs):
-            for loaded in self.cases:
-                key = (loaded.id, run_index)
-                if key not in self.skip_keys:
-                    yield Job(key, loaded)
+    @property
+    def agents(self) -> list[str]:
+        """The agents under test: every case runs on each of them."""
+        return list(self.agent_settings)
+
+    def settings_for(self, agent: str) -> RunSettings:
+        return self.agent_settings.get(agent, self.settings)
+
+    def scheduler(self, workers: list[Worker]) -> Scheduler:
+        """The run's scheduler over ``workers``: its rules are this plan's."""
+        def make_error(job: Job, message: str) -> CaseResult:
+            return error_result(job.payload, self.settings_for(job.agent), message)
+
+        return Scheduler(
+            workers,
+            make_error=make_error,
+            agents=self.agents,
+            runs=self.runs,
+            fail_fast=self.fail_fast,
+            retries=0 if self.replay is not None else self.retries,
+            max_attempts=self.max_attempts,
+            max_cost=self.max_cost,
+            cost_of=case_cost,
+            finished_before=self.skip_keys,
+            spent=self.spent_before,
+        )
 
     @property
     def total(self) -> int:
-        return len(self.cases) * self.runs - len(self.skip_keys)
+        """Case runs to do in this part (those known so far; a generator may add more)."""
+        cases = max(len(self.cases), self.stream.asked) if self.stream is not None else len(self.cases)
+        return max(0, cases * self.runs * len(self.agents) - len(self.skip_keys))
 
     def needs_roles(self) -> tuple[bool, bool]:
-        """Whether any case needs a simulator, and any an ``agent`` assertion (a validator)."""
+        """Whether any case needs a simulator, and any an ``agent`` assertion (a validator). Cases
+        that a generator writes may need either: both are ready when a generator streams."""
+        if self.stream is not None:
+            return True, True
         return any(c.needs[0] for c in self.cases), any(c.needs[1] for c in self.cases)
+
+
+def case_cost(result: CaseResult) -> float:
+    """What a finished case spent, in USD: the agent's and its roles' (0 where nothing is priced)."""
+    return float(getattr(result, "cost_usd", None) or 0.0) + float(getattr(result, "role_cost_usd", None) or 0.0)
 
 
 class Engine(Protocol):
@@ -141,12 +177,13 @@ class Engine(Protocol):
         ``run_dir``: the run folder, for the engine's own log (the ray engine's ``ray.log``)."""
         ...
 
-    def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> None:
+    def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> StopReason | None:
         """Run every job of ``plan``; hand each result to ``on_result`` once, as it finishes.
 
-        Once ``should_stop()`` is true (or, with ``fail_fast``, a case failed) nothing
-        more starts and what is in flight finishes. ``KeyboardInterrupt`` cancels
-        what is in flight and propagates; :class:`EngineLost` says the engine is gone.
+        Once ``should_stop()`` is true (or the plan's scheduler stops: ``fail_fast``, ``max_cost``)
+        nothing more starts and what is in flight finishes; returns why it stopped early, if it did.
+        ``KeyboardInterrupt`` cancels what is in flight and propagates; :class:`EngineLost` says
+        the engine is gone.
         """
         ...
 

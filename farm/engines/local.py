@@ -11,24 +11,22 @@ in flight at most, started in suite order.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from farm.agents.factory import TargetClients
 from farm.agents.transport import HTTPClient
 from farm.aio import run_sync
-from farm.engines import Job, RunPlan, Terminal
+from farm.engines import Job, RunPlan, StopReason, Terminal, Worker
+from farm.engines.feed import Arrival, pump
+from farm.engines.worker import CaseWorker
 from farm.ratelimit import local_limiters
 from farm.results import CaseResult
-from farm.rolecache import RoleCache, target_cache
+from farm.rolecache import RoleCache
 from farm.roletypes import HumanRequest
-from farm.runner import error_result, run_case
-from farm.scripts import ScriptResolver
-from farm.services import FarmServices, LocalRoles
+from farm.services import LocalRoles
 from farm.terminal import ask_on_terminal
 
 __all__ = ["LocalEngine"]
@@ -41,8 +39,8 @@ class LocalEngine:
     def start(self, run_dir: Path | None = None) -> dict[str, Any]:
         return {}
 
-    def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> None:
-        run_sync(_run(plan, on_result, should_stop))
+    def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> StopReason | None:
+        return run_sync(_run(plan, on_result, should_stop))
 
     def close(self) -> None:
         pass
@@ -60,71 +58,78 @@ class _TerminalAsker:
             return await asyncio.to_thread(ask_on_terminal, request, self.terminal.stdin, self.terminal.write)
 
 
-async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool]) -> None:
-    settings = dataclasses.replace(plan.settings, worker=f"local@{socket.gethostname()}:{os.getpid()}")
+async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool]) -> StopReason | None:
     limiter_for = local_limiters(plan.config)
     http = HTTPClient(plan.parallel)
-    replay = plan.replay
-    # a rescore calls no agent: no client for it is opened
-    target = None if replay else TargetClients(
+    roles = LocalRoles(plan.config, limiter_for=limiter_for, cache=RoleCache.for_config(plan.config) if plan.settings.cache else None)
+    worker = CaseWorker(
         plan.config,
-        settings.agent_id,
-        connector_override=plan.connector_override,
-        limiter_for=limiter_for,
+        plan.agent_settings,
+        worker=f"local@{socket.gethostname()}:{os.getpid()}",
+        roles=roles,
         http=http,
-        cache=target_cache(plan.config, settings.agent_id, settings.cache),
+        limiter_for=limiter_for,
+        connector_override=plan.connector_override,
+        ask_human=_TerminalAsker(plan.terminal) if plan.terminal is not None else None,
+        replay=plan.replay,
     )
-    roles = LocalRoles(plan.config, limiter_for=limiter_for, cache=RoleCache.for_config(plan.config) if settings.cache else None)
-    services = FarmServices(
-        plan.config,
-        roles,
-        ScriptResolver(plan.config.scripts_dir),
-        human=_TerminalAsker(plan.terminal) if plan.terminal is not None else None,
-    )
+    scheduler = plan.scheduler([Worker("local", plan.parallel)])
+    for result in scheduler.add(plan.cases):
+        on_result(result)
+    arrived: list[Arrival] = []
+    wake = asyncio.Event()
 
-    async def one(job: Job) -> CaseResult:
-        while True:
-            try:
-                if replay is not None:
-                    result = await replay.run(job.payload, job.key[1], services, settings)
-                else:
-                    assert target is not None
-                    result = await run_case(job.payload, target, services, settings)
-            except Exception as exc:  # noqa: BLE001 - a bug in the farm, not in the case
-                result = error_result(job.payload, settings, f"internal error while running the case: {exc!r}")
-            if stopped or replay is not None or not plan.should_retry(job, result):
-                return job.final(result)
-            job = job.again(result)
+    def put(item: Arrival) -> None:
+        arrived.append(item)
+        wake.set()
 
-    jobs = plan.jobs()
-    in_flight: set[asyncio.Task[CaseResult]] = set()
-    stopped = False
+    feed = asyncio.ensure_future(pump(plan.stream, roles.generate, put, plan.on_generation)) if plan.stream is not None else None
+    if feed is None:
+        scheduler.close()
+    running: dict[asyncio.Future[CaseResult], Job] = {}
     try:
         while True:
-            while not stopped and len(in_flight) < plan.parallel:
-                job = next(jobs, None)
-                if job is None:
-                    break
-                if not job.payload.ok:  # a case that did not load: its error at once
-                    result = error_result(job.payload, settings, job.payload.error or "the case did not load")
-                    result.run_index = job.key[1]
-                    on_result(result)
-                    stopped = stopped or plan.fail_fast
-                    continue
-                in_flight.add(asyncio.ensure_future(one(job)))
-            if not in_flight:
+            if should_stop():
+                scheduler.stop()
+            for _, job in scheduler.assign():
+                running[asyncio.ensure_future(worker.run(job.payload, job.run_index, job.agent))] = job
+            if scheduler.done:
                 break
-            done, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+            waiting: list[asyncio.Future[Any]] = list(running)
+            waker = asyncio.ensure_future(wake.wait()) if scheduler.open else None
+            if waker is not None:
+                waiting.append(waker)
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if waker is not None:
+                waker.cancel()
+                wake.clear()
+            for item in arrived:
+                if item is None:
+                    scheduler.close()
+                elif isinstance(item, Exception):
+                    raise item
+                else:
+                    for result in scheduler.add(item):
+                        on_result(result)
+            arrived.clear()
             for task in done:
-                result = task.result()
-                on_result(result)
-                stopped = stopped or (plan.fail_fast and not result.status.ok)
-            stopped = stopped or should_stop()
+                if task is waker:
+                    continue
+                job = running.pop(task)
+                try:
+                    ended = task.result()
+                except Exception as exc:  # noqa: BLE001 - a bug in the farm, not in the case
+                    results = scheduler.crashed(job, repr(exc))
+                else:
+                    results = scheduler.finished(job, ended)
+                for result in results:
+                    on_result(result)
     finally:
-        for task in in_flight:
+        pending: list[asyncio.Future[Any]] = [*running, *([feed] if feed is not None else [])]
+        for task in pending:
             task.cancel()
-        await asyncio.gather(*in_flight, return_exceptions=True)
-        if target is not None:
-            await target.aclose()
+        await asyncio.gather(*pending, return_exceptions=True)
+        await worker.aclose()
         await roles.aclose()
         await http.aclose()
+    return scheduler.stop_reason if scheduler.stop_reason != StopReason.REQUESTED else None

@@ -93,18 +93,19 @@ def read_jsonl_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return [record for _, record in _records(Path(path))]
 
 
-def finished_keys(path: str | os.PathLike[str]) -> set[tuple[str, int]]:
-    """``(case id, run_index)`` of every result in ``path``: what a resume need not run again.
+def finished_keys(path: str | os.PathLike[str], agent: str | None = None) -> set[tuple[str, int, str]]:
+    """``(case id, run_index, agent)`` of every result in ``path``: what a resume need not run
+    again. ``agent``: the agent of a result that names none.
 
     Reads line by line (no list of all results), skipping a torn last line.
     """
     path = Path(path)
-    keys: set[tuple[str, int]] = set()
+    keys: set[tuple[str, int, str]] = set()
     for number, record in _records(path):
         case_id = record.get("id")
         if not isinstance(case_id, str):
             raise UsageError(f"Cannot resume from {path}:{number}, as the result on that line has no case id.")
-        keys.add((case_id, int(record.get("run_index", 0))))
+        keys.add((case_id, int(record.get("run_index", 0)), str(record.get("agent") or agent or "")))
     return keys
 
 

@@ -55,6 +55,8 @@ class RunOptions(BaseModel):
     """``--update-golden``: the folder passed cases' conversations were written to as golden files."""
     retries: int | None = None
     """``--retries``: times a case that ended in an agent error or timeout ran again."""
+    max_cost: float | None = None
+    """``--max-cost``: the run's budget in USD, if any."""
     cache: bool | None = None
     """False with ``--no-cache``: no role call was answered from the role cache."""
 
@@ -86,7 +88,9 @@ class RunInfo(BaseModel):
     """The folder the run started in: a relative ``input`` is relative to it (``--resume`` and
     ``farm rescore`` find the suite from anywhere)."""
     agent: str | None = None
-    """The agent under test."""
+    """The agent under test (the first, when several are)."""
+    agents: list[str] = Field(default_factory=list)
+    """Every agent under test, in the order of ``-n``: each case ran on each of them."""
     connector: str | None = None
     """The target agent's connector (after ``-c``)."""
     cases: int = 0
@@ -115,6 +119,9 @@ class RunInfo(BaseModel):
     rescored_from: dict[str, str] | None = None
     """For a ``farm rescore`` run: the source run's ``run_id`` and ``run_dir``, whose recorded
     conversations it re-evaluated; null for a live run."""
+    stop_reason: str | None = None
+    """Why the run dispatched no more before every case ran: ``max_cost`` (``--max-cost`` reached;
+    resume with a larger budget), ``fail_fast``; null when it ran everything (or was interrupted)."""
     not_rescorable: int | None = None
     """For a ``farm rescore`` run: case runs that could not be rescored (rerun them)."""
 

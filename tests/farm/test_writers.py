@@ -436,7 +436,7 @@ def test_torn_last_line_is_ignored(tmp_path, torn):
     with open(path, "ab") as file:
         file.write(torn)
 
-    assert finished_keys(path) == {(r.id, r.run_index) for r in mixed_results(5)}
+    assert finished_keys(path) == {(r.id, r.run_index, r.agent or "") for r in mixed_results(5)}
     assert len(read_jsonl_results(path)) == 5
 
 
@@ -454,8 +454,8 @@ def test_append_cuts_a_torn_tail_and_keeps_a_whole_one(tmp_path):
     for path in (torn, whole):
         with JSONLWriter(path, append=True) as writer:
             writer.write(static_result(1))
-    assert finished_keys(torn) == {("a", 0), ("case-0001", 1)}
-    assert finished_keys(whole) == {("a", 0), ("b", 1), ("case-0001", 1)}
+    assert finished_keys(torn, "bot") == {("a", 0, "bot"), ("case-0001", 1, "support-bot")}  # each result's own agent first
+    assert finished_keys(whole, "bot") == {("a", 0, "bot"), ("b", 1, "bot"), ("case-0001", 1, "support-bot")}
 
 
 def test_jsonl_without_append_starts_afresh(tmp_path):
@@ -463,7 +463,7 @@ def test_jsonl_without_append_starts_afresh(tmp_path):
     path.write_text('{"id": "old", "run_index": 0}\n')
     with JSONLWriter(path) as writer:
         writer.write(static_result(2))
-    assert finished_keys(path) == {("case-0002", 2)}
+    assert finished_keys(path) == {("case-0002", 2, "support-bot")}
 
 
 # --- Parquet parts ------------------------------------------------------------------------

@@ -1,0 +1,300 @@
+"""The scheduler: the one bookkeeping of a run, shared by both engines.
+
+Pure (no Ray, no asyncio): each engine is a thin pump that starts what the
+scheduler assigns and hands it back what happened.
+
+    add(cases)            -> results of the cases that did not load (report them); the rest
+                             become jobs, one per (case, run index, agent) not finished before
+    close()               -> no more cases will arrive (a generator is done)
+    assign(now)           -> (worker, job) pairs to start: the oldest job first, on the least-loaded
+                             worker that serves its agent, never beyond a worker's slots
+    finished(job, result) -> the results to report: none when ``--retries`` queues the job again or
+                             the job was reported already; ``--fail-fast`` and ``--max-cost`` stop here
+    lost(job, now)        -> its worker died: queued again as attempt + 1 (the worker benched for a
+                             while), or given up as an error result
+    crashed(job, text)    -> the farm failed while running the job: an error result
+    dropped(job)          -> the job was queued on a worker when the run stopped and never began
+    stop(reason)          -> dispatch nothing more; returns the jobs that will never start
+    done                  -> nothing pending or running, and no more cases will arrive
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NamedTuple
+
+from farm.loader import LoadedCase
+from farm.results import CaseResult, RetriedAttempt
+
+__all__ = ["Job", "JobKey", "Scheduler", "StopReason", "Worker"]
+
+
+class JobKey(NamedTuple):
+    """What one job runs: a case, which repetition of it (``--runs``), on which agent."""
+
+    case_id: str
+    run_index: int
+    agent: str
+
+
+@dataclass
+class Job:
+    """One run of one case on one agent; ``attempt`` counts from 1."""
+
+    key: JobKey
+    payload: LoadedCase
+    attempt: int = 1
+    retried: list[RetriedAttempt] = field(default_factory=list)
+    """Earlier attempts that ended in an agent error or timeout (``--retries``)."""
+    order: int = 0
+    """Place in the run's order: a job queued again keeps its place and goes before later ones."""
+
+    @property
+    def agent(self) -> str:
+        return self.key.agent
+
+    @property
+    def run_index(self) -> int:
+        return self.key.run_index
+
+    @property
+    def deaths(self) -> int:
+        """Attempts lost with their worker (``--retries`` attempts apart)."""
+        return self.attempt - 1 - len(self.retried)
+
+    def again(self, result: CaseResult) -> Job:
+        """The next attempt, after ``result`` ended in an agent error or timeout."""
+        failed = RetriedAttempt(attempt=self.attempt, status=result.status, error=result.error)
+        return Job(self.key, self.payload, self.attempt + 1, [*self.retried, failed], self.order)
+
+    def final(self, result: CaseResult) -> CaseResult:
+        """``result`` as this job's reported result: its run index, attempt and retried attempts."""
+        result.run_index, result.attempt, result.retried = self.key.run_index, self.attempt, list(self.retried)
+        return result
+
+
+@dataclass(frozen=True)
+class Worker:
+    """Where jobs run: the local engine's one loop, or one session actor."""
+
+    name: str
+    slots: int
+    """Jobs it holds at once (those it runs and those queued on it, ready to start)."""
+    agents: frozenset[str] | None = None
+    """The agents whose jobs it takes; None: every agent."""
+
+    def serves(self, agent: str) -> bool:
+        return self.agents is None or agent in self.agents
+
+
+class StopReason(StrEnum):
+    """Why a run dispatched no more."""
+
+    FAIL_FAST = "fail_fast"
+    """``--fail-fast``: a case failed."""
+    MAX_COST = "max_cost"
+    """``--max-cost``: the run's spend reached the budget."""
+    REQUESTED = "requested"
+    """The caller asked (an interrupt, a lost engine)."""
+
+
+MakeError = Callable[["Job", str], CaseResult]
+
+
+def _no_cost(result: CaseResult) -> float:
+    return 0.0
+
+
+class Scheduler:
+    """Which job runs where, what is queued again, and when the run stops dispatching.
+
+    ``make_error(job, message)`` builds the error result of a job that cannot run (it did not
+    load, its worker died too often, the farm failed); ``cost_of(result)`` is a finished job's
+    spend in USD, counted against ``max_cost``.
+    """
+
+    def __init__(
+        self,
+        workers: Sequence[Worker],
+        *,
+        make_error: MakeError,
+        agents: Sequence[str] = ("",),
+        runs: int = 1,
+        fail_fast: bool = False,
+        retries: int = 0,
+        max_attempts: int = 3,
+        max_cost: float | None = None,
+        cost_of: Callable[[CaseResult], float] = _no_cost,
+        finished_before: Iterable[tuple[str, int, str]] = (),
+        spent: float = 0.0,
+    ):
+        if not workers or any(w.slots < 1 for w in workers):
+            raise ValueError("a scheduler needs workers with at least one slot each")
+        self.workers = {w.name: w for w in workers}
+        self.agents = tuple(agents)
+        for agent in self.agents:
+            if not any(w.serves(agent) for w in workers):
+                raise ValueError(f"no worker serves agent {agent!r}")
+        self.make_error = make_error
+        self.runs = runs
+        self.fail_fast = fail_fast
+        self.retries = retries
+        self.max_attempts = max_attempts
+        self.max_cost = max_cost
+        self.cost_of = cost_of
+        self.spent = spent
+        """USD the run has spent: its earlier parts' and the jobs finished since."""
+        self.reported: set[JobKey] = {JobKey(*key) for key in finished_before}
+        self.pending: dict[str, deque[Job]] = {agent: deque() for agent in self.agents}
+        self.running: dict[JobKey, tuple[str, Job]] = {}
+        self.load: dict[str, int] = dict.fromkeys(self.workers, 0)
+        self.benched: dict[str, float] = {}
+        """Workers that just lost a job, and until when they get no new one."""
+        self.stop_reason: StopReason | None = None
+        if max_cost is not None and spent >= max_cost:
+            self.stop(StopReason.MAX_COST)
+        self.open = True
+        """Whether more cases may still arrive (:meth:`close` ends it)."""
+        self.cases = 0
+        """Cases added so far."""
+        self._order = 0
+
+    # -- what comes in --------------------------------------------------------
+
+    def add(self, cases: Iterable[LoadedCase]) -> list[CaseResult]:
+        """Queue every run of ``cases`` on every agent that is not finished already; returns the
+        results to report at once: those of cases that did not load."""
+        out: list[CaseResult] = []
+        batch = list(cases)
+        self.cases += len(batch)
+        for run_index in range(self.runs):
+            for loaded in batch:
+                for agent in self.agents:
+                    key = JobKey(loaded.id, run_index, agent)
+                    if key in self.reported:
+                        continue
+                    self._order += 1
+                    job = Job(key, loaded, order=self._order)
+                    if not loaded.ok:
+                        out.extend(self._report(job, self.make_error(job, loaded.error or "the case did not load")))
+                    elif not self.stopped:
+                        self.pending[agent].append(job)
+        return out
+
+    def close(self) -> None:
+        """No more cases will arrive."""
+        self.open = False
+
+    # -- what goes out --------------------------------------------------------
+
+    def assign(self, now: float = 0.0) -> list[tuple[str, Job]]:
+        """Jobs to start now, oldest first, each on the least-loaded worker that serves its agent
+        and is not benched at ``now`` (when every such worker is benched, they are used all the same)."""
+        out: list[tuple[str, Job]] = []
+        if self.stopped:
+            return out
+        while True:
+            best: tuple[int, str, str] | None = None  # (order, agent, worker)
+            for agent, queue in self.pending.items():
+                if queue and (best is None or queue[0].order < best[0]):
+                    worker = self._free_worker(agent, now)
+                    if worker is not None:
+                        best = (queue[0].order, agent, worker)
+            if best is None:
+                return out
+            _, agent, worker = best
+            job = self.pending[agent].popleft()
+            self.running[job.key] = (worker, job)
+            self.load[worker] += 1
+            out.append((worker, job))
+
+    def _free_worker(self, agent: str, now: float) -> str | None:
+        free = [w for w in self.workers.values() if w.serves(agent) and self.load[w.name] < w.slots]
+        rested = [w for w in free if self.benched.get(w.name, 0.0) <= now]
+        if not rested and any(self.benched.get(w.name, 0.0) <= now for w in self.workers.values() if w.serves(agent)):
+            return None  # a rested worker will free up: wait for it rather than load a benched one
+        choice = min(rested or free, key=lambda w: (self.load[w.name] / w.slots, w.name), default=None)
+        return choice.name if choice else None
+
+    # -- what happened --------------------------------------------------------
+
+    def finished(self, job: Job, result: CaseResult) -> list[CaseResult]:
+        """``job`` ended with ``result``: what to report (once per job), or nothing when the
+        agent failed and ``--retries`` runs it again."""
+        self._release(job)
+        self.spent += self.cost_of(result)
+        if self.max_cost is not None and self.spent >= self.max_cost:
+            self.stop(StopReason.MAX_COST)
+        if result.agent_failed and len(job.retried) < self.retries and not self.stopped and job.key not in self.reported:
+            self.pending[job.agent].appendleft(job.again(result))
+            return []
+        return self._report(job, job.final(result))
+
+    def lost(self, job: Job, now: float = 0.0, bench_for: float = 0.0) -> list[CaseResult]:
+        """The worker running ``job`` died: the job runs again (attempt + 1) unless it has died
+        ``max_attempts`` times, when its error is reported. The worker gets no new job for ``bench_for``
+        seconds (it may still be restarting, or its node going away)."""
+        worker = self._release(job)
+        if worker is not None and bench_for > 0:
+            self.benched[worker] = now + bench_for
+        if job.key in self.reported:
+            return []
+        if job.deaths + 1 >= self.max_attempts:
+            if self.stopped:
+                return []  # left for --resume
+            message = f"the worker running this case died {job.attempt} time(s); gave up after {job.attempt} attempts"
+            return self._report(job, job.final(self.make_error(job, message)))
+        if not self.stopped:
+            self.pending[job.agent].appendleft(Job(job.key, job.payload, job.attempt + 1, list(job.retried), job.order))
+        return []
+
+    def crashed(self, job: Job, error: str) -> list[CaseResult]:
+        """The farm itself failed while running ``job`` (a bug, not the case's fault)."""
+        self._release(job)
+        return self._report(job, job.final(self.make_error(job, f"internal error while running the case: {error}")))
+
+    def dropped(self, job: Job) -> None:
+        """``job`` was queued on its worker when the run stopped, and never began."""
+        self._release(job)
+
+    def stop(self, reason: StopReason = StopReason.REQUESTED) -> list[Job]:
+        """Dispatch nothing more (the first reason is kept); returns the jobs that will never start."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        dropped = [job for queue in self.pending.values() for job in queue]
+        for queue in self.pending.values():
+            queue.clear()
+        return dropped
+
+    # -- state ----------------------------------------------------------------
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop_reason is not None
+
+    @property
+    def queued(self) -> int:
+        return sum(len(q) for q in self.pending.values())
+
+    @property
+    def done(self) -> bool:
+        """Nothing runs and nothing more will: every job is finished, or the run stopped."""
+        return not self.running and (self.stopped or (not self.open and not self.queued))
+
+    def _release(self, job: Job) -> str | None:
+        entry = self.running.pop(job.key, None)
+        if entry is None:
+            return None
+        self.load[entry[0]] -= 1
+        return entry[0]
+
+    def _report(self, job: Job, result: CaseResult) -> list[CaseResult]:
+        if job.key in self.reported:
+            return []
+        self.reported.add(job.key)
+        if self.fail_fast and not result.status.ok:
+            self.stop(StopReason.FAIL_FAST)
+        return [result]

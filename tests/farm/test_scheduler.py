@@ -1,0 +1,234 @@
+"""The scheduler's bookkeeping, without Ray and without an event loop."""
+
+import pytest
+
+from farm.engines import Job, JobKey, Scheduler, StopReason, Worker
+from farm.loader import LoadedCase
+from farm.results import CaseResult, Status
+
+
+def cases(n, prefix="case"):
+    return [LoadedCase(id=f"{prefix}-{i}", source=f"suite.jsonl:{i + 1}", data=b"{}") for i in range(n)]
+
+
+def error_of(job: Job, message: str) -> CaseResult:
+    return CaseResult(id=job.key.case_id, status=Status.ERROR, error=message, agent=job.agent)
+
+
+def result(job: Job, status=Status.PASSED, **fields) -> CaseResult:
+    return CaseResult(id=job.key.case_id, status=status, agent=job.agent, **fields)
+
+
+def scheduler(workers=("a",), slots=1, **rules) -> Scheduler:
+    return Scheduler([Worker(w, slots) for w in workers], make_error=error_of, **rules)
+
+
+def test_slots_bound_what_is_in_flight():
+    s = scheduler(["a", "b"], slots=2)
+    s.add(cases(10))
+    s.close()
+    assert len(s.assign()) == 4
+    assert s.assign() == []  # every slot is taken
+    _, job = next(iter(s.running.values()))
+    assert s.finished(job, result(job))
+    assert len(s.assign()) == 1
+
+
+def test_least_loaded_worker_gets_the_next_job():
+    s = scheduler(["a", "b", "c"], slots=100)
+    s.add(cases(7))
+    placed = [w for w, _ in s.assign()]
+    assert sorted(placed.count(w) for w in "abc") == [2, 2, 3]
+    # finish the jobs on "a": the next job goes there
+    for job in [job for w, job in s.running.values() if w == "a"]:
+        s.finished(job, result(job))
+    s.add(cases(1, "new"))
+    assert s.assign()[0][0] == "a"
+
+
+def test_jobs_start_in_the_suite_order_case_by_case_across_agents_and_runs():
+    s = scheduler(slots=100, agents=["A", "B"], runs=2)
+    s.add(cases(2))
+    order = [job.key for _, job in s.assign()]
+    assert order == [
+        JobKey("case-0", 0, "A"), JobKey("case-0", 0, "B"), JobKey("case-1", 0, "A"), JobKey("case-1", 0, "B"),
+        JobKey("case-0", 1, "A"), JobKey("case-0", 1, "B"), JobKey("case-1", 1, "A"), JobKey("case-1", 1, "B"),
+    ]
+
+
+def test_a_job_goes_only_to_a_worker_that_serves_its_agent():
+    s = Scheduler(
+        [Worker("gpu", 1, frozenset({"heavy"})), Worker("any", 5, frozenset({"light"}))],
+        make_error=error_of,
+        agents=["heavy", "light"],
+    )
+    s.add(cases(3))
+    placed = {(w, job.agent) for w, job in s.assign()}
+    assert placed == {("gpu", "heavy"), ("any", "light")}
+    assert len(s.running) == 4  # one heavy job (one slot) and three light ones
+    with pytest.raises(ValueError, match="no worker serves"):
+        Scheduler([Worker("gpu", 1, frozenset({"heavy"}))], make_error=error_of, agents=["heavy", "light"])
+
+
+def test_cases_that_arrive_while_the_run_goes_are_queued_and_the_run_ends_only_when_closed():
+    s = scheduler(slots=10)
+    s.add(cases(1))
+    (_, job), = s.assign()
+    s.finished(job, result(job))
+    assert not s.done  # a generator may still send cases
+    s.add(cases(2, "generated"))
+    assert [j.key.case_id for _, j in s.assign()] == ["generated-0", "generated-1"]
+    for _, j in list(s.running.values()):
+        s.finished(j, result(j))
+    s.close()
+    assert s.done and s.cases == 3
+
+
+def test_a_case_that_did_not_load_is_reported_at_once_and_never_assigned():
+    s = scheduler(agents=["A", "B"])
+    bad = LoadedCase(id="bad", source="suite.jsonl:3", error="field 'turns': not a list")
+    reported = s.add([bad, *cases(1)])
+    assert [(r.id, r.agent, r.error) for r in reported] == [("bad", "A", "field 'turns': not a list"), ("bad", "B", "field 'turns': not a list")]
+    assert {j.key.case_id for _, j in s.assign()} == {"case-0"}
+
+
+def test_jobs_finished_before_a_resume_are_not_queued():
+    s = scheduler(slots=10, agents=["A", "B"], finished_before=[("case-0", 0, "A")])
+    s.add(cases(1))
+    assert [j.key for _, j in s.assign()] == [JobKey("case-0", 0, "B")]
+
+
+def test_lost_job_is_requeued_first_with_the_next_attempt():
+    s = scheduler(max_attempts=3)
+    s.add(cases(2))
+    (_, first), = s.assign()
+    assert s.lost(first) == []
+    (_, again), = s.assign()
+    assert again.key == first.key and again.attempt == 2
+
+
+def test_a_job_that_keeps_dying_is_given_up():
+    s = scheduler(max_attempts=2)
+    s.add(cases(1))
+    s.close()
+    (_, job), = s.assign()
+    s.lost(job)
+    (_, job), = s.assign()
+    (given_up,) = s.lost(job)
+    assert given_up.status == Status.ERROR and "died 2 time(s)" in given_up.error and given_up.attempt == 2
+    assert s.done
+
+
+def test_each_job_is_reported_once():
+    s = scheduler(["a", "b"])
+    s.add(cases(1))
+    (_, job), = s.assign()
+    assert len(s.finished(job, result(job))) == 1
+    assert s.finished(job, result(job)) == []  # a duplicate (e.g. a re-run that also finished) is dropped
+    assert s.lost(job) == []  # and a late loss of a reported job is not re-queued
+    assert s.assign() == []
+
+
+def test_stop_dispatches_nothing_more():
+    s = scheduler()
+    s.add(cases(3))
+    s.assign()
+    dropped = s.stop()
+    assert len(dropped) == 2
+    assert s.assign() == [] and s.stop_reason == StopReason.REQUESTED
+    s.add(cases(2, "late"))  # nothing arriving after the stop is queued
+    assert s.queued == 0
+
+
+def test_workers_need_a_slot():
+    with pytest.raises(ValueError):
+        scheduler(slots=0)
+
+
+def test_a_benched_worker_gets_no_new_job_until_its_time_is_up():
+    s = scheduler(["a", "b"], slots=10)
+    s.add(cases(1))
+    ((worker, job),) = s.assign(now=0.0)
+    s.lost(job, now=0.0, bench_for=5.0)
+    s.add(cases(2, "more"))
+    placed = s.assign(now=1.0)
+    assert {w for w, _ in placed} == {"b" if worker == "a" else "a"}
+    assert job.key in {j.key for _, j in placed}
+    s.add(cases(1, "late"))
+    assert s.assign(now=6.0)[0][0] == worker  # back in rotation, and the least loaded
+
+
+def test_when_every_worker_is_benched_all_are_used():
+    s = scheduler(["a", "b"], slots=10)
+    s.add(cases(2))
+    for _, job in s.assign(now=0.0):
+        s.lost(job, now=0.0, bench_for=10.0)
+    assert len(s.assign(now=1.0)) == 2
+
+
+def test_a_retried_job_goes_first_and_a_later_worker_death_keeps_its_history():
+    s = scheduler(max_attempts=2, retries=1)
+    s.add(cases(2))
+    (_, first), = s.assign()
+    assert s.finished(first, result(first, Status.TIMEOUT, error="no answer", ended_by="agent")) == []  # --retries: again
+    (_, second), = s.assign()
+    assert second.key == first.key and second.attempt == 2
+    assert [(r.attempt, r.status) for r in second.retried] == [(1, Status.TIMEOUT)]
+    # a worker death after a retry: deaths are counted apart from --retries, and the history stays
+    s.lost(second)
+    (_, third), = s.assign()
+    assert third.key == first.key and third.attempt == 3 and third.retried == second.retried
+    (final,) = s.finished(third, result(third, Status.TIMEOUT, error="no answer", ended_by="agent"))  # no retries left
+    assert final.attempt == 3 and [r.attempt for r in final.retried] == [1]
+
+
+def test_a_stopping_run_retries_nothing():
+    s = scheduler(retries=3)
+    s.add(cases(1))
+    (_, job), = s.assign()
+    s.stop()
+    (final,) = s.finished(job, result(job, Status.ERROR, error="refused", ended_by="agent"))
+    assert final.status == Status.ERROR and final.attempt == 1
+
+
+def test_fail_fast_stops_at_the_first_failure_and_in_flight_jobs_still_report():
+    s = scheduler(slots=2, fail_fast=True)
+    s.add(cases(5))
+    (_, a), (_, b) = s.assign()
+    assert len(s.finished(a, result(a, Status.FAILED))) == 1
+    assert s.stop_reason == StopReason.FAIL_FAST and s.assign() == []
+    assert len(s.finished(b, result(b))) == 1 and s.done
+
+
+def test_the_budget_stops_dispatching_once_spent_counting_earlier_parts():
+    s = scheduler(slots=2, max_cost=1.0, cost_of=lambda r: r.duration_ms / 1000, spent=0.25)
+    s.add(cases(10))
+    (_, a), (_, b) = s.assign()
+    s.finished(a, result(a, duration_ms=500))  # 0.75 spent
+    assert not s.stopped
+    (_, c), = s.assign()
+    s.finished(b, result(b, duration_ms=250))  # 1.0: the budget is spent
+    assert s.stop_reason == StopReason.MAX_COST and s.assign() == []
+    assert len(s.finished(c, result(c, duration_ms=100))) == 1  # what was in flight still reports
+    assert s.done and s.spent == pytest.approx(1.1)
+    resumed = scheduler(max_cost=1.0, spent=1.0)  # a resume with the same budget starts nothing
+    resumed.add(cases(1))
+    assert resumed.assign() == [] and resumed.stop_reason == StopReason.MAX_COST
+
+
+def test_a_crash_of_the_farm_is_an_error_result_of_that_job():
+    s = scheduler()
+    s.add(cases(1))
+    (_, job), = s.assign()
+    (crashed,) = s.crashed(job, "ValueError('boom')")
+    assert crashed.status == Status.ERROR and crashed.error == "internal error while running the case: ValueError('boom')"
+
+
+def test_a_dropped_job_frees_its_slot_and_is_never_reported():
+    s = scheduler()
+    s.add(cases(1))
+    s.close()
+    (_, job), = s.assign()
+    s.stop()
+    s.dropped(job)
+    assert s.done and s.load["a"] == 0 and JobKey("case-0", 0, "") not in s.reported
