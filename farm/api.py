@@ -156,6 +156,8 @@ def run(
     if retries < 0:
         raise UsageError(f"--retries: {retries} is not 0 or more")
 
+    match = match if match is not None else earlier.match  # a resume keeps the run's selection
+    tags = tags if tags is not None else (list(earlier.tags) if earlier.tags else None)
     agents = [agent] if isinstance(agent, str) else list(agent or [])
     if not agents and previous is not None:
         agents = list(previous.agents or ([previous.agent] if previous.agent else []))
@@ -191,9 +193,9 @@ def run(
         attach(suite.cases, Path(golden) if golden is not None else cfg.golden_dir, every=golden is not None, input=input_value)
     if interactive and (skip_interactive or not sys.stdin.isatty()):
         raise UsageError("--interactive needs a terminal on stdin (and cannot be combined with --skip-interactive)")
-    if agent_id is None:
-        raise UsageError("no agent to test: give -n/--name or set [farm].default_agent in farm.toml")
-    connectors = {each: connector or cfg.agent(each).connector for each in agents}
+    if agent_id is None:  # script tests, which call agents themselves (ctx.agent), need no agent under test
+        agent_id, agents = "", [""]
+    connectors = {each: connector or (cfg.agent(each).connector if each else None) for each in agents}
     for name in connectors.values():
         if name:
             cfg.connector(name)  # fail early, naming the configured connectors

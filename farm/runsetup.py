@@ -89,9 +89,10 @@ def prepare(
 def run_settings(cfg: FarmConfig, agent_id: str, run_id: str, options: RunOptions) -> RunSettings:
     """The runner's settings for a run of ``agent_id``: ``options`` where they are set, else the
     farm's defaults; the agent's own ``input_tools``, ``tool_mocks`` and ``max_tool_steps``."""
+    from farm.config import AgentConfig
     from farm.runner import RunSettings
 
-    target = cfg.agent(agent_id)
+    target = cfg.agent(agent_id) if agent_id else AgentConfig(kind="python")  # script tests: no agent under test
     return RunSettings(
         agent_id=agent_id,
         run_id=run_id,

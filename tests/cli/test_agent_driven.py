@@ -258,3 +258,20 @@ def test_a_validator_pool_actor_that_dies_is_restarted_and_the_run_goes_on(ray_p
     assert killed, "the validator pool actor was killed mid-run"
     assert result.exit_code == 0, result.output
     assert all(r["status"] == "passed" for r in got.values())
+
+
+def test_script_tests_run_with_no_agent_configured(tmp_path: Path, demo_server, monkeypatch):
+    """Script tests call agents themselves (``ctx.agent``): a farm.toml without a default agent runs them."""
+    (tmp_path / "farm.toml").write_text(
+        f'[connectors.demo]\nbase_url = "{demo_server.url}/v1"\nmodel = "demo"\n\n[agents.bot]\nkind = "openai"\nconnector = "demo"\n'
+    )
+    (tmp_path / "scripts" / "tests").mkdir(parents=True)
+    (tmp_path / "scripts" / "tests" / "hello.py").write_text(
+        "def test_hello(t, ctx):\n    t.assert_.contains(ctx.agent('bot').send('Hello'), 'expense')\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["test", "-i", "scripts.tests.hello"])
+    assert result.exit_code == 0, result.output
+    (jsonl,) = (tmp_path / "farm-results").glob("*/results.jsonl")
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert [(r["id"], r["status"]) for r in rows] == [("tests.hello.test_hello", "passed")]
