@@ -195,8 +195,8 @@ def not_rescorable(loaded: LoadedCase, settings: RunSettings, reason: str) -> Ca
 class Replay:
     """Rescores cases against a run's recorded results (set as ``RunPlan.replay``)."""
 
-    recorded: dict[tuple[str, int], CaseResult]
-    """The source run's results by ``(case id, run index)``."""
+    recorded: dict[tuple[str, int, str], CaseResult]
+    """The source run's results by ``(case id, run index, agent)``."""
     source: str
     """The source run's id."""
 
@@ -209,7 +209,7 @@ class Replay:
         return result
 
     async def _run(self, loaded: LoadedCase, run_index: int, services: Services | None, settings: RunSettings) -> CaseResult:
-        recorded = self.recorded.get((loaded.id, run_index))
+        recorded = self.recorded.get((loaded.id, run_index, settings.agent_id))
         if recorded is None:
             return not_rescorable(loaded, settings, f"the run has no result for case '{loaded.id}'" + (f" (run {run_index + 1})" if run_index else ""))
         skip = loaded.case.skip_reason() if loaded.case is not None else None

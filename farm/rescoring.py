@@ -88,7 +88,6 @@ def rescore(
     if not (source / RUN_JSON).is_file():
         raise UsageError(f"{run_dir} is not a run folder: it has no {RUN_JSON} (give a folder that farm test wrote, e.g. results/<run_id>)")
     previous = read_run_json(source)
-    recorded = _recorded(run_dir, previous.results)
     input_value = input or recorded_input(previous)
     if not input_value:
         raise UsageError(f"{source / RUN_JSON} names no input; give the suite with -i/--input")
@@ -104,6 +103,8 @@ def rescore(
     cfg, agent_id, suite = prepare(input_value, previous.agent, cfg, match, tags, False)
     if agent_id is None:
         raise UsageError(f"{source / RUN_JSON} names no agent and the config sets no [farm].default_agent: there is no agent to rescore the run of")
+    agents = previous.agents or [agent_id]
+    recorded = _recorded(run_dir, previous.results, agent_id)
     # The conversations are the run's, so what shaped them is too; the selection (by default the
     # run's own) and the cache are the rescore's.
     options = RunOptions(
@@ -126,10 +127,12 @@ def rescore(
     run_id = new_run_id()
     out_dir = cfg.results_dir / run_id
     jsonl = Path(output) if output else out_dir / "results.jsonl"
+    agent_settings = {each: run_settings(cfg, each, run_id, options) for each in agents}
     plan = RunPlan(
         config=cfg,
         cases=suite.cases,
-        settings=run_settings(cfg, agent_id, run_id, options),
+        settings=agent_settings[agents[0]],
+        agent_settings=agent_settings,
         parallel=previous.parallel or DEFAULT_PARALLEL,
         runs=previous.runs or 1,
         replay=Replay(recorded, previous.run_id or source.name),
@@ -140,6 +143,7 @@ def rescore(
         input=input_value,
         cwd=str(Path.cwd()),
         agent=agent_id,
+        agents=agents,
         connector=previous.connector,
         config=cfg.safe_dump(),
         options=options,
@@ -159,9 +163,10 @@ def rescore(
     return RunResult(summary.exit_code, out_dir, jsonl, summary, "local", run_id)
 
 
-def _recorded(run_dir: str | Path, results: str | None) -> dict[tuple[str, int], CaseResult]:
-    """The source run's results by ``(case id, run index)``, the first record of each; from its
-    ``results.jsonl``, else from the path its ``run.json`` names (``-o``)."""
+def _recorded(run_dir: str | Path, results: str | None, agent: str) -> dict[tuple[str, int, str], CaseResult]:
+    """The source run's results by ``(case id, run index, agent)``, the first record of each; from
+    its ``results.jsonl``, else from the path its ``run.json`` names (``-o``). ``agent``: the agent of
+    a result that names none."""
     from farm.results import CaseResult
     from farm.writers import read_jsonl_results
 
@@ -170,8 +175,8 @@ def _recorded(run_dir: str | Path, results: str | None) -> dict[tuple[str, int],
         jsonl = Path(results)
     if not jsonl.is_file():
         raise UsageError(f"{run_dir} holds no results to rescore: {jsonl} does not exist")
-    recorded: dict[tuple[str, int], CaseResult] = {}
+    recorded: dict[tuple[str, int, str], CaseResult] = {}
     for record in read_jsonl_results(jsonl):
         result = CaseResult.model_validate(record)
-        recorded.setdefault((result.id, result.run_index), result)
+        recorded.setdefault((result.id, result.run_index, result.agent or agent), result)
     return recorded

@@ -411,7 +411,7 @@ def _live_then_replay(
     live = CaseResult.model_validate(line)  # as read back from the JSONL
     (again,) = parse_cases([("t.jsonl:1", edited or case)])
     roles = _Roles([])
-    replay = Replay({(live.id, 0): live}, "r1")
+    replay = Replay({(live.id, 0, "bot"): live}, "r1")
     return live, asyncio.run(replay.run(again, 0, roles, dataclasses.replace(settings, run_id="r2"))), roles
 
 
