@@ -21,10 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -33,6 +30,7 @@ from rich.markup import escape
 
 from farm.errors import UsageError
 from farm.rescoring import rescore
+from farm.runresult import RunResult, new_run_id
 
 if TYPE_CHECKING:
     from farm.config import FarmConfig
@@ -43,34 +41,6 @@ if TYPE_CHECKING:
     from farm.writers import RunInfo
 
 __all__ = ["RunResult", "new_run_id", "rescore", "run", "run_async"]
-
-
-@dataclass
-class RunResult:
-    """What a run ended with."""
-
-    exit_code: int
-    """0: every case passed or was skipped; 1: any failed, errored or timed out; 2: bad input
-    (a ``dry_run`` with problems); 130: interrupted (resume with ``resume=run_dir``)."""
-    run_dir: Path | None = None
-    """The run folder (results, Parquet tables, ``run.json``); None for a dry run."""
-    results: Path | None = None
-    """The results JSONL."""
-    summary: Summary | None = None
-    """Counts of the whole run (earlier parts included after a resume)."""
-    engine: str | None = None
-    """``local`` or ``ray``."""
-    run_id: str | None = None
-    """The run's id: its folder's name under ``results_dir`` (a resumed run keeps its own)."""
-    interrupted: bool = False
-    """Whether Ctrl-C, SIGTERM or a lost engine ended the run before every case ran; the finished
-    results are kept (``exit_code`` 130, or 1 when the engine was lost)."""
-
-
-def new_run_id() -> str:
-    """A fresh run id: the local start time, then six random hex digits (``20250101-120000-1a2b3c``),
-    so run folders sort by time and two runs started in the same second do not collide."""
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
 def run(
@@ -134,30 +104,17 @@ def run(
       what is in flight finishes, and ``resume`` with a larger budget runs the rest.
     """
     from farm.rolecache import tally
-    from farm.runsetup import DEFAULT_TIMEOUT, DEFAULT_TURN_TIMEOUT, prepare, recorded_config, recorded_input, seconds
+    from farm.runsetup import prepare, recorded_config, recorded_input, resolve_options, selection
     from farm.writers import RunInfo, finished_keys, read_run_json
-    from farm.writers.runinfo import RunOptions
 
     previous: RunInfo | None = read_run_json(resume) if resume is not None else None
-    earlier = previous.options if previous is not None else RunOptions()
     input_value = input or (recorded_input(previous) if previous else None)
     if not input_value:
         raise UsageError("no input: give -i/--input (a .jsonl file, a message, agents:<id>, scripts:<id> or -)")
-    on_missing = on_missing_input or earlier.on_missing_input or "skip"
-    if on_missing not in ("skip", "fail"):
-        raise UsageError(f"--on-missing-input: '{on_missing}' is not one of: skip, fail")
-    case_timeout = seconds("--timeout", timeout or earlier.timeout or DEFAULT_TIMEOUT)
-    per_turn = seconds("--turn-timeout", turn_timeout or earlier.turn_timeout or DEFAULT_TURN_TIMEOUT)
     runs = runs or (previous.runs if previous else 1)
     if runs < 1:
         raise UsageError(f"--runs: {runs} is not a positive number")
-    connector = connector or earlier.connector
-    retries = retries if retries is not None else earlier.retries or 0
-    if retries < 0:
-        raise UsageError(f"--retries: {retries} is not 0 or more")
-
-    match = match if match is not None else earlier.match  # a resume keeps the run's selection
-    tags = tags if tags is not None else (list(earlier.tags) if earlier.tags else None)
+    match, tags = selection(previous, match, tags)  # a resume keeps the run's selection
     agents = [agent] if isinstance(agent, str) else list(agent or [])
     if not agents and previous is not None:
         agents = list(previous.agents or ([previous.agent] if previous.agent else []))
@@ -169,12 +126,30 @@ def run(
         cfg, agent_id, suite = prepare(input_value, agents[0] if agents else None, config, match, tags, dry_run, cache)
     for other in agents[1:]:
         cfg.agent(other)  # fail early, naming the configured agents
+    options = resolve_options(
+        previous,
+        cfg.farm,
+        timeout=timeout,
+        turn_timeout=turn_timeout,
+        on_missing_input=on_missing_input,
+        simulator=simulator,
+        match=match,
+        tags=tags,
+        connector=connector,
+        retries=retries,
+        golden=golden,
+        update_golden=update_golden,
+        max_cost=max_cost,
+        fail_fast=fail_fast,
+        interactive=interactive,
+        cache=cache,
+    )
     agents = agents or ([agent_id] if agent_id else [])
     from farm.validation import check_for_run  # every check that needs no agent call (SPEC 2)
 
     checked: list[str | None] = list(agents) or [agent_id]
     for each in checked:
-        check_for_run(suite, cfg, each, simulator=simulator or earlier.simulator, connector=connector, dry_run=dry_run)
+        check_for_run(suite, cfg, each, simulator=options.simulator, connector=options.connector, dry_run=dry_run)
     from farm.runview import RunView
 
     view = RunView(console, json_events=json_events, quiet=quiet, verbose=verbose)
@@ -186,33 +161,29 @@ def run(
         raise UsageError(f"{suite.description}: no test cases to run")
     from farm.golden import GoldenRecorder, attach
 
-    golden = golden or earlier.golden
-    update_golden = update_golden or earlier.update_golden
-    recorder = GoldenRecorder(Path(update_golden)) if update_golden is not None else None
+    recorder = GoldenRecorder(Path(options.update_golden)) if options.update_golden is not None else None
     if recorder is None:  # recording replaces comparing, as a snapshot update does
-        attach(suite.cases, Path(golden) if golden is not None else cfg.golden_dir, every=golden is not None, input=input_value)
+        every = options.golden is not None
+        attach(suite.cases, Path(options.golden) if options.golden is not None else cfg.golden_dir, every=every, input=input_value)
     if interactive and (skip_interactive or not sys.stdin.isatty()):
         raise UsageError("--interactive needs a terminal on stdin (and cannot be combined with --skip-interactive)")
     if agent_id is None:  # script tests, which call agents themselves (ctx.agent), need no agent under test
         agent_id, agents = "", [""]
-    connectors = {each: connector or (cfg.agent(each).connector if each else None) for each in agents}
+    connectors = {each: options.connector or (cfg.agent(each).connector if each else None) for each in agents}
     for name in connectors.values():
         if name:
             cfg.connector(name)  # fail early, naming the configured connectors
     connector_name = connectors[agent_id]
     cfg.check_keys()  # a key with a stray newline is a usage error before anything runs
 
-    from farm.engines import RunPlan, StopReason, Terminal, choose_engine, make_engine
-    from farm.execution import RunInterrupted, RunOutputs, RunStopped, execute
+    from farm.engines import StopReason, Terminal, choose_engine, make_engine
+    from farm.execution import RunOutputs
     from farm.ratelimit import DEFAULT_PARALLEL, default_parallel
-    from farm.runsetup import extra_writers, run_settings
+    from farm.runsetup import build_plan, execute_viewed, extra_writers
 
     parallel = parallel or (previous.parallel if previous else None) or sum(
         default_parallel(cfg.connectors[name]) if name else DEFAULT_PARALLEL for name in dict.fromkeys(connectors.values())
     )
-    max_cost = next((c for c in (max_cost, earlier.max_cost, cfg.farm.max_cost) if c is not None), None)
-    if max_cost is not None and max_cost <= 0:
-        raise UsageError(f"--max-cost: {max_cost} is not a positive amount of USD")
     run_id = (previous.run_id if previous else None) or new_run_id()
     run_dir = Path(resume) if resume is not None else cfg.results_dir / run_id
     jsonl = Path(output) if output else Path(previous.results if previous and previous.results else run_dir / "results.jsonl")
@@ -220,38 +191,16 @@ def run(
     engine_name = choose_engine(
         engine or cfg.farm.engine or "auto", address=address, conversations=len(suite.cases) * runs * len(agents) - len(skip_keys)
     )
-
-    options = RunOptions(
-        timeout=case_timeout,
-        turn_timeout=per_turn,
-        on_missing_input=on_missing,
-        simulator=simulator or earlier.simulator or cfg.farm.simulator,
-        fail_fast=fail_fast,
-        match=match,
-        tags=tags or [],
-        interactive=interactive,
-        connector=connector,
-        golden=str(golden) if golden is not None else None,
-        update_golden=str(update_golden) if update_golden is not None else None,
-        retries=retries,
-        cache=cache,
-        max_cost=max_cost,
-    )
-    agent_settings = {each: run_settings(cfg, each, run_id, options) for each in agents}
-    plan = RunPlan(
-        config=cfg,
-        cases=suite.cases,
-        settings=agent_settings[agent_id],
-        agent_settings=agent_settings,
-        max_cost=max_cost,
+    plan = build_plan(
+        cfg,
+        agents,
+        suite,
+        options,
+        run_id,
         parallel=parallel,
         runs=runs,
-        fail_fast=fail_fast,
-        connector_override=connector,
-        actors=cfg.farm.actors,
         skip_keys=skip_keys,
         terminal=Terminal(sys.stdin, _Say(console)) if interactive else None,
-        retries=retries,
         driver_calls=driver_calls,
     )
     info = RunInfo(
@@ -285,30 +234,21 @@ def run(
 
     outputs = RunOutputs(run_dir=run_dir, jsonl=jsonl, reports=reports, streams=streams, resume=resume is not None)
     engine_impl = make_engine(engine_name, **({"address": address} if engine_name == "ray" else {}))
-    try:
-        summary = execute(plan, outputs, engine_impl, info=info, on_result=on_result, on_phase=view.phase)
-    except RunInterrupted as stop:
-        again = f"farm test --resume {stop.run_dir}" + (f" --config {config}" if isinstance(config, (str, Path)) else "")
-        if isinstance(stop, RunStopped):  # the engine went away: no case's fault
-            view.stop()
-            console.print(
-                f"\n[red]error:[/red] {stop.reason}: {stop.done} of {stop.total} case runs finished, results kept; resume with: {escape(again)}",
-                soft_wrap=True,
-            )
-            return RunResult(1, run_dir, jsonl, stop.summary, engine_name, run_id, interrupted=True)
-        view.interrupted(stop, "finished", resume=again)
-        return RunResult(130, run_dir, jsonl, stop.summary, engine_name, run_id, interrupted=True)
+    again = f"farm test --resume {run_dir}" + (f" --config {config}" if isinstance(config, (str, Path)) else "")
+    ended = execute_viewed(plan, outputs, engine_impl, info, view, on_result, again)
+    if isinstance(ended, RunResult):
+        return ended
+    summary = ended
     view.summary(summary, [f"Results: {jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"], reports)
     if recorder is not None and not quiet:
         for line in [recorder.line(), *recorder.problems]:
             console.print(line, soft_wrap=True, highlight=False, markup=False, emoji=False)
     code = summary.exit_code
     if info.stop_reason == StopReason.MAX_COST:
-        again = f"farm test --resume {run_dir} --max-cost <more>" + (f" --config {config}" if isinstance(config, (str, Path)) else "")
         if not quiet:
             console.print(
-                f"[yellow]stopped:[/yellow] the run spent its budget of ${max_cost:g}: {summary.total} case runs finished, "
-                f"the rest were not started; resume with: {escape(again)}",
+                f"[yellow]stopped:[/yellow] the run spent its budget of ${options.max_cost:g}: {summary.total} case runs finished, "
+                f"the rest were not started; resume with: {escape(again)} --max-cost <more>",
                 soft_wrap=True,
                 highlight=False,
             )

@@ -17,9 +17,9 @@ from farm.errors import UsageError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from farm.api import RunResult
     from farm.config import FarmConfig
     from farm.results import CaseResult
+    from farm.runresult import RunResult
 
 __all__ = ["rescore"]
 
@@ -60,27 +60,26 @@ def rescore(
     or the edited case needs more of the conversation than was recorded) is an ``error`` with
     ``rescorable: false`` (:mod:`farm.replay`). Rescoring always runs in this process.
     """
-    from farm.api import RunResult, new_run_id
-    from farm.engines import RunPlan, make_engine
-    from farm.execution import RunInterrupted, RunOutputs, execute
+    from farm.engines import make_engine
+    from farm.execution import RunOutputs
     from farm.golden import attach
     from farm.ratelimit import DEFAULT_PARALLEL
     from farm.replay import Replay
+    from farm.runresult import RunResult, new_run_id
     from farm.runsetup import (
-        DEFAULT_TIMEOUT,
-        DEFAULT_TURN_TIMEOUT,
+        build_plan,
+        execute_viewed,
         extra_writers,
         farm_config,
         prepare,
         recorded_config,
         recorded_input,
-        run_settings,
-        seconds,
+        resolve_options,
+        selection,
     )
     from farm.runview import RunView
     from farm.validation import check_suite
     from farm.writers import RUN_JSON, RunInfo, read_run_json
-    from farm.writers.runinfo import RunOptions
 
     source = Path(run_dir).absolute()
     if not source.exists():
@@ -93,32 +92,22 @@ def rescore(
         raise UsageError(f"{source / RUN_JSON} names no input; give the suite with -i/--input")
     if input is None and (input_value == "-" or input_value.startswith("agents:")):
         raise UsageError(f"the run's input ({input_value}) cannot be read again; give the suite with -i/--input (farm test --dry-run -o FILE writes it)")
-    earlier = previous.options
     # The run's folder and role cache are where the run wrote them, whatever results_dir its config
     # names (farm demo and a moved run write elsewhere): the rescore's go beside them.
     loaded = farm_config(config or recorded_config(previous), input_value)
     cfg = loaded.model_copy(update={"farm": loaded.farm.model_copy(update={"results_dir": str(source.parent)})})
-    match = match if match is not None else earlier.match
-    tags = tags if tags is not None else list(earlier.tags or [])
+    match, tags = selection(previous, match, tags)
     cfg, agent_id, suite = prepare(input_value, previous.agent, cfg, match, tags, False)
     if agent_id is None:
         raise UsageError(f"{source / RUN_JSON} names no agent and the config sets no [farm].default_agent: there is no agent to rescore the run of")
     agents = previous.agents or [agent_id]
     recorded = _recorded(run_dir, previous.results, agent_id)
-    # The conversations are the run's, so what shaped them is too; the selection (by default the
-    # run's own) and the cache are the rescore's.
-    options = RunOptions(
-        timeout=seconds("--timeout", earlier.timeout or DEFAULT_TIMEOUT),
-        turn_timeout=seconds("--turn-timeout", earlier.turn_timeout or DEFAULT_TURN_TIMEOUT),
-        on_missing_input=earlier.on_missing_input or "skip",
-        simulator=earlier.simulator or cfg.farm.simulator,
-        fail_fast=False,
-        match=match,
-        tags=tags,
-        interactive=bool(earlier.interactive),
-        golden=earlier.golden,  # golden conversations are judged again, as the run judged them
-        retries=0,
-        cache=cache,
+    # The conversations are the run's, so what shaped them is too (its options, resolved as a
+    # resume resolves them); the selection (by default the run's own) and the cache are the
+    # rescore's, and nothing is retried, recorded as golden or budgeted: no agent is called.
+    interactive = bool(previous.options.interactive)  # a person's recorded answers are replayed
+    options = resolve_options(previous, cfg.farm, match=match, tags=tags, retries=0, interactive=interactive, cache=cache).model_copy(
+        update={"update_golden": None, "max_cost": None}
     )
     check_suite(suite, cfg, default_simulator=options.simulator)  # the suite's own checks; the agent is not called
     if not suite.cases:
@@ -127,12 +116,12 @@ def rescore(
     run_id = new_run_id()
     out_dir = cfg.results_dir / run_id
     jsonl = Path(output) if output else out_dir / "results.jsonl"
-    agent_settings = {each: run_settings(cfg, each, run_id, options) for each in agents}
-    plan = RunPlan(
-        config=cfg,
-        cases=suite.cases,
-        settings=agent_settings[agents[0]],
-        agent_settings=agent_settings,
+    plan = build_plan(
+        cfg,
+        agents,
+        suite,
+        options,
+        run_id,
         parallel=previous.parallel or DEFAULT_PARALLEL,
         runs=previous.runs or 1,
         replay=Replay(recorded, previous.run_id or source.name),
@@ -154,11 +143,10 @@ def rescore(
     reports, streams = extra_writers(junit, html, json_events, run_id, {**hook_info, "runs": plan.runs, "parallel": plan.parallel})
     view.start(agent_id, input_value, len(suite.cases), {"Run": run_id, "Rescoring": previous.run_id or str(source)}, plan.total)
     outputs = RunOutputs(run_dir=out_dir, jsonl=jsonl, reports=reports, streams=streams)
-    try:
-        summary = execute(plan, outputs, make_engine("local"), info=info, on_result=view.result, on_phase=view.phase)
-    except RunInterrupted as stop:
-        view.interrupted(stop, "rescored")
-        return RunResult(130, out_dir, jsonl, stop.summary, "local", run_id, interrupted=True)
+    ended = execute_viewed(plan, outputs, make_engine("local"), info, view, view.result, None)
+    if isinstance(ended, RunResult):
+        return ended
+    summary = ended
     view.summary(summary, [f"Rescored from: {source}", f"Results: {jsonl}", f"Parquet: {out_dir}/ (cases, turns, assertions)"], reports)
     return RunResult(summary.exit_code, out_dir, jsonl, summary, "local", run_id)
 

@@ -37,6 +37,9 @@ __all__ = ["RunSettings", "Services", "error_result", "run_case"]
 
 MAX_TOOL_STEPS = 8
 DEFAULT_CASE_TIMEOUT = 300.0
+"""``--timeout``'s default: 5 minutes a case."""
+DEFAULT_TURN_TIMEOUT = 120.0
+"""``--turn-timeout``'s default: 2 minutes a turn."""
 AWAITING_HINT = "Add more turns, use --interactive, or configure a simulator"
 
 
@@ -65,7 +68,7 @@ class RunSettings:
     run_id: str = ""
     on_missing_input: Literal["skip", "fail"] = "skip"
     case_timeout: float = DEFAULT_CASE_TIMEOUT
-    turn_timeout: float = 120.0
+    turn_timeout: float = DEFAULT_TURN_TIMEOUT
     interactive: bool = False
     default_simulator: str | None = None
     input_tools: tuple[str, ...] = DEFAULT_INPUT_TOOLS

@@ -11,34 +11,43 @@ conversations the same way.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
 
 from farm.durations import parse_duration
 from farm.errors import UsageError
 
 if TYPE_CHECKING:
-    from farm.config import FarmConfig
+    from farm.config import FarmConfig, FarmSettings
+    from farm.engines import Engine, RunPlan
+    from farm.execution import RunOutputs
     from farm.loader import Suite
     from farm.reports.streamed import StreamedReport
+    from farm.results import CaseResult
     from farm.runner import RunSettings
+    from farm.runresult import RunResult
+    from farm.runview import RunView
+    from farm.summary import Summary
     from farm.writers import ResultWriter
     from farm.writers.runinfo import RunInfo, RunOptions
 
 __all__ = [
-    "DEFAULT_TIMEOUT",
-    "DEFAULT_TURN_TIMEOUT",
+    "build_plan",
+    "execute_viewed",
     "extra_writers",
     "farm_config",
     "prepare",
     "recorded_config",
     "recorded_input",
+    "resolve_options",
     "run_settings",
+    "selection",
     "seconds",
 ]
 
-DEFAULT_TIMEOUT = "5m"
-DEFAULT_TURN_TIMEOUT = "2m"
 
 
 def seconds(flag: str, value: str | float) -> float:
@@ -86,26 +95,139 @@ def prepare(
     return cfg, agent_id, suite
 
 
+def resolve_options(
+    previous: RunInfo | None,
+    farm: FarmSettings,
+    *,
+    timeout: str | float | None = None,
+    turn_timeout: str | float | None = None,
+    on_missing_input: str | None = None,
+    simulator: str | None = None,
+    match: str | None = None,
+    tags: list[str] | None = None,
+    connector: str | None = None,
+    retries: int | None = None,
+    golden: str | Path | None = None,
+    update_golden: str | Path | None = None,
+    max_cost: float | None = None,
+    fail_fast: bool = False,
+    interactive: bool = False,
+    cache: bool = True,
+) -> RunOptions:
+    """The run's options, each resolved once, here and nowhere else: the value given, else the
+    resumed run's own (``previous``), else the farm's (``[farm]``), else the default. A value that
+    cannot be is a :class:`~farm.errors.UsageError` naming its flag."""
+    from farm.runner import DEFAULT_CASE_TIMEOUT, DEFAULT_TURN_TIMEOUT
+    from farm.writers.runinfo import RunOptions
+
+    earlier = previous.options if previous is not None else RunOptions()
+    on_missing = on_missing_input or earlier.on_missing_input or "skip"
+    if on_missing not in ("skip", "fail"):
+        raise UsageError(f"--on-missing-input: '{on_missing}' is not one of: skip, fail")
+    retries = retries if retries is not None else earlier.retries or 0
+    if retries < 0:
+        raise UsageError(f"--retries: {retries} is not 0 or more")
+    max_cost = next((c for c in (max_cost, earlier.max_cost, farm.max_cost) if c is not None), None)
+    if max_cost is not None and max_cost <= 0:
+        raise UsageError(f"--max-cost: {max_cost} is not a positive amount of USD")
+    golden = golden or earlier.golden
+    update_golden = update_golden or earlier.update_golden
+    return RunOptions(
+        timeout=seconds("--timeout", timeout or earlier.timeout or DEFAULT_CASE_TIMEOUT),
+        turn_timeout=seconds("--turn-timeout", turn_timeout or earlier.turn_timeout or DEFAULT_TURN_TIMEOUT),
+        on_missing_input=on_missing,  # type: ignore[arg-type]  # checked above
+        simulator=simulator or earlier.simulator or farm.simulator,
+        fail_fast=fail_fast,
+        match=match,
+        tags=list(tags or []),
+        interactive=interactive,
+        connector=connector or earlier.connector,
+        golden=str(golden) if golden is not None else None,
+        update_golden=str(update_golden) if update_golden is not None else None,
+        retries=retries,
+        cache=cache,
+        max_cost=max_cost,
+    )
+
+
+def selection(previous: RunInfo | None, match: str | None, tags: list[str] | None) -> tuple[str | None, list[str] | None]:
+    """``(match, tags)``: the cases to run, as given, else (a resume, a rescore) the run's own."""
+    if previous is None:
+        return match, tags
+    return (match if match is not None else previous.options.match, tags if tags is not None else list(previous.options.tags or []) or None)
+
+
 def run_settings(cfg: FarmConfig, agent_id: str, run_id: str, options: RunOptions) -> RunSettings:
-    """The runner's settings for a run of ``agent_id``: ``options`` where they are set, else the
-    farm's defaults; the agent's own ``input_tools``, ``tool_mocks`` and ``max_tool_steps``."""
+    """The runner's settings for a run of ``agent_id`` with ``options`` (as :func:`resolve_options`
+    made them); the agent's own ``input_tools``, ``tool_mocks`` and ``max_tool_steps``."""
     from farm.config import AgentConfig
     from farm.runner import RunSettings
 
+    if options.timeout is None or options.turn_timeout is None:
+        raise ValueError("run_settings needs options from resolve_options")
     target = cfg.agent(agent_id) if agent_id else AgentConfig(kind="python")  # script tests: no agent under test
     return RunSettings(
         agent_id=agent_id,
         run_id=run_id,
         on_missing_input=options.on_missing_input or "skip",
-        case_timeout=options.timeout if options.timeout is not None else seconds("--timeout", DEFAULT_TIMEOUT),
-        turn_timeout=options.turn_timeout if options.turn_timeout is not None else seconds("--turn-timeout", DEFAULT_TURN_TIMEOUT),
+        case_timeout=options.timeout,
+        turn_timeout=options.turn_timeout,
         interactive=bool(options.interactive),
-        default_simulator=options.simulator or cfg.farm.simulator,
+        default_simulator=options.simulator,
         input_tools=tuple(target.input_tools),
         agent_tool_mocks=dict(target.tool_mocks),
         max_tool_steps=target.max_tool_steps,
         cache=options.cache is not False,
     )
+
+
+def build_plan(cfg: FarmConfig, agents: list[str], suite: Suite, options: RunOptions, run_id: str, **fields: Any) -> RunPlan:
+    """The plan of a run of ``suite`` on ``agents`` with ``options``; ``fields``: the rest of
+    :class:`~farm.engines.RunPlan` (``parallel``, ``runs``, ``skip_keys``, ``replay``, ...)."""
+    from farm.engines import RunPlan
+
+    agent_settings = {agent: run_settings(cfg, agent, run_id, options) for agent in agents}
+    return RunPlan(
+        config=cfg,
+        cases=suite.cases,
+        settings=agent_settings[agents[0]],
+        agent_settings=agent_settings,
+        fail_fast=bool(options.fail_fast),
+        retries=options.retries or 0,
+        max_cost=options.max_cost,
+        connector_override=options.connector,
+        actors=cfg.farm.actors,
+        **fields,
+    )
+
+
+def execute_viewed(
+    plan: RunPlan,
+    outputs: RunOutputs,
+    engine: Engine,
+    info: RunInfo,
+    view: RunView,
+    on_result: Callable[[CaseResult], None],
+    resume: str | None,
+) -> Summary | RunResult:
+    """Run ``plan`` (:func:`farm.execution.execute`) under ``view``; the run's :class:`Summary`, or,
+    when an interrupt or a lost engine ended it early, the :class:`RunResult` to return, the
+    console having said so with ``resume`` (the command that finishes it)."""
+    from farm.execution import RunInterrupted, RunStopped, execute
+    from farm.runresult import RunResult
+
+    try:
+        return execute(plan, outputs, engine, info=info, on_result=on_result, on_phase=view.phase)
+    except RunInterrupted as stop:
+        if isinstance(stop, RunStopped):  # the engine went away: no case's fault
+            view.stop()
+            view.console.print(
+                f"\n[red]error:[/red] {stop.reason}: {stop.done} of {stop.total} case runs finished, results kept; resume with: {escape(resume or '')}",
+                soft_wrap=True,
+            )
+            return RunResult(1, outputs.run_dir, outputs.jsonl, stop.summary, engine.name, info.run_id, interrupted=True)
+        view.interrupted(stop, "rescored" if plan.replay is not None else "finished", resume=resume)
+        return RunResult(130, outputs.run_dir, outputs.jsonl, stop.summary, engine.name, info.run_id, interrupted=True)
 
 
 def extra_writers(
