@@ -1,12 +1,65 @@
-"""Errors the farm reports to users as one sentence (exit code 2), never a traceback."""
+"""Every error the farm raises on purpose, in one hierarchy.
+
+::
+
+    FarmError                      a user's mistake: one sentence, never a traceback
+    ├── UsageError                 found before anything runs (a flag, the config, a reference): exit 2
+    └── InputError                 test input that cannot be loaded at all (``problems``: file:line each)
+
+    CaseError                      ends one case (its ``error``), never the run
+    ├── AgentError                 the agent under test failed
+    │   ├── AgentHTTPError             it answered an HTTP error (``status_code``, ``retry_after``)
+    │   ├── AgentConnectionError       no answer: connection refused, reset, ...
+    │   │   ├── AgentTimeoutError          the connector's timeout ran out on every attempt (status ``timeout``)
+    │   │   └── LimiterUnavailable         the connector's rate limiter cannot be reached
+    │   ├── AgentResponseError         an answer the farm cannot read
+    │   │   └── AgentReplyTooLargeError    larger than ``max_reply_bytes``
+    │   └── RecordingEnds              a rescore needs more of a conversation than the run recorded
+    └── RoleError                  a simulator, validator, generator or reporter failed
+
+    RunError                       stops the run, no case's fault: the results so far are kept
+    └── EngineLost                 the engine went away (the Ray node running the farm stopped)
+
+    TransportError                 beneath the agent clients: no HTTP answer (turned into an AgentError)
+    ReplyTooLarge                  a 2xx body past the limit (turned into AgentReplyTooLargeError)
+    LimiterRestarting              the rate limiter is being replaced: ask again shortly (never reaches a user)
+
+An interrupt (Ctrl-C, SIGTERM) is ``KeyboardInterrupt`` until :func:`farm.execution.execute` turns it
+into ``RunInterrupted`` (``RunStopped`` when the engine was lost), which carries the run's summary.
+A ``regex`` assertion whose pattern runs away raises ``farm.assertions.patterns.PatternTimeout``,
+which fails that assertion only.
+
+Messages say what was attempted and what blocked it, and where a user can act, what to do.
+The classes are importable from the modules that raise them too (``farm.agents.base``,
+``farm.roletypes``, ``farm.engines``, ...).
+"""
 
 from __future__ import annotations
 
-__all__ = ["FarmError", "UsageError", "InputError"]
+__all__ = [
+    "AgentConnectionError",
+    "AgentError",
+    "AgentHTTPError",
+    "AgentReplyTooLargeError",
+    "AgentResponseError",
+    "AgentTimeoutError",
+    "CaseError",
+    "EngineLost",
+    "FarmError",
+    "InputError",
+    "LimiterRestarting",
+    "LimiterUnavailable",
+    "RecordingEnds",
+    "ReplyTooLarge",
+    "RoleError",
+    "RunError",
+    "TransportError",
+    "UsageError",
+]
 
 
 class FarmError(Exception):
-    """Base of every error the farm reports to a user."""
+    """Base of every error the farm raises on purpose."""
 
 
 class UsageError(FarmError):
@@ -21,3 +74,92 @@ class InputError(FarmError):
         head = problems[0] if problems else "the input cannot be loaded"
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         super().__init__(head + more)
+
+
+class CaseError(Exception):
+    """Something that ends one case, recorded as its ``error``; the rest of the run goes on."""
+
+
+class AgentError(CaseError):
+    """A call to an agent failed."""
+
+
+class AgentHTTPError(AgentError):
+    """The agent answered with an HTTP error."""
+
+    def __init__(self, message: str, status_code: int, retry_after: float | None = None):
+        super().__init__(message)
+        self.status_code = status_code
+        self.retry_after = retry_after
+
+    def __reduce__(self):  # so the error survives pickling across Ray
+        return (type(self), (str(self), self.status_code, self.retry_after))
+
+
+class AgentConnectionError(AgentError):
+    """No answer came from the agent."""
+
+
+class AgentTimeoutError(AgentConnectionError):
+    """The connector's timeout ran out on every attempt: the turn ends as ``timeout``."""
+
+
+class LimiterUnavailable(AgentConnectionError):
+    """The connector's limiter cannot be reached, so no request may start."""
+
+
+class AgentResponseError(AgentError):
+    """The agent answered something the farm cannot read."""
+
+
+class AgentReplyTooLargeError(AgentResponseError):
+    """The reply grew past ``max_reply_bytes`` (decompressed) and was not read further."""
+
+
+class RecordingEnds(AgentError):
+    """The replay asked for more of the conversation than the run recorded."""
+
+
+class RoleError(CaseError):
+    """A role agent (simulator, validator, ...) failed or answered nothing usable."""
+
+
+class TransportError(Exception):
+    """No answer came. ``reason`` says why in words; ``retryable``: another attempt may work;
+    ``maybe_served``: the endpoint may have done the work (it timed out while answering);
+    ``timed_out``: the connector's timeout ran out while waiting for the answer."""
+
+    def __init__(self, reason: str, *, retryable: bool, maybe_served: bool = False, timed_out: bool = False):
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
+        self.maybe_served = maybe_served
+        self.timed_out = timed_out
+
+    def __reduce__(self):  # keyword-only fields: pickle them by name
+        return (_transport_error, (self.reason, self.retryable, self.maybe_served, self.timed_out))
+
+
+def _transport_error(reason: str, retryable: bool, maybe_served: bool, timed_out: bool) -> TransportError:
+    return TransportError(reason, retryable=retryable, maybe_served=maybe_served, timed_out=timed_out)
+
+
+class ReplyTooLarge(Exception):
+    """The body of a 2xx answer is larger than ``limit`` bytes (decompressed); it was not read further."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"the reply is larger than {limit} bytes")
+        self.limit = limit
+
+
+class LimiterRestarting(Exception):
+    """The connector's limiter is being replaced (a restarting actor): ask again shortly."""
+
+
+class RunError(Exception):
+    """Something that stops the whole run through no case's fault; the results so far are kept."""
+
+
+class EngineLost(RunError):
+    """The engine itself went away mid-run (the Ray node running the farm stopped): no case's
+    fault. The results so far are kept; the cases in flight are left for ``--resume``."""

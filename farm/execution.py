@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from farm import __version__
-from farm.engines import Engine, EngineLost, RunPlan, case_cost
+from farm.engines import Engine, RunPlan, case_cost
+from farm.errors import EngineLost, RunError
 from farm.results import CaseResult
 from farm.secrets import Scrubber
 from farm.summary import Summary
@@ -36,7 +37,7 @@ from farm.writers.parquet import PARTS_DIR
 __all__ = ["RunInterrupted", "RunOutputs", "RunStopped", "execute"]
 
 
-class RunInterrupted(Exception):
+class RunInterrupted(RunError):
     """Ctrl-C or SIGTERM stopped the run; what finished is kept."""
 
     def __init__(self, run_dir: Path, done: int, total: int, summary: Summary):

@@ -36,22 +36,19 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from farm.agents.base import AgentError, Message, Reply, ToolCall
+from farm.agents.base import Message, Reply, ToolCall
 from farm.assertions import AssertionEnv
 from farm.digest import changed_inputs, inputs_digest
+from farm.errors import RecordingEnds, RoleError
 from farm.loader import LoadedCase
 from farm.results import CaseResult, Status, TurnResult
-from farm.roletypes import HumanRequest, RoleError, RoleRequest, SimulatorTurn
+from farm.roletypes import HumanRequest, RoleRequest, SimulatorTurn
 from farm.runner import RunSettings, Services, error_result, run_case
 
 __all__ = ["NOT_RESCORABLE", "RecordingEnds", "Replay", "ReplayClient", "ReplayClock", "ReplayServices", "not_rescorable"]
 
 NOT_RESCORABLE = "not rescorable"
 """How a not-rescorable case's ``error`` starts."""
-
-
-class RecordingEnds(AgentError):
-    """The replay asked for more of the conversation than the run recorded."""
 
 
 class ReplayClock:

@@ -11,13 +11,11 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from farm.errors import RoleError
+
 __all__ = ["CallTally", "HumanRequest", "RoleError", "RoleOutcome", "RoleRequest", "SimulatorTurn", "Verdict"]
 
 T = TypeVar("T")
-
-
-class RoleError(Exception):
-    """A role agent (simulator, validator, ...) failed or answered nothing usable."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from farm.errors import (
+    AgentConnectionError,
+    AgentError,
+    AgentHTTPError,
+    AgentReplyTooLargeError,
+    AgentResponseError,
+    AgentTimeoutError,
+)
 from farm.results import Usage
 
 __all__ = [
@@ -36,36 +44,6 @@ __all__ = [
 
 Message = dict[str, Any]
 """An OpenAI-style chat message: ``{"role": ..., "content": ...}`` (plus tool fields)."""
-
-
-class AgentError(Exception):
-    """A call to an agent failed."""
-
-
-class AgentHTTPError(AgentError):
-    def __init__(self, message: str, status_code: int, retry_after: float | None = None):
-        super().__init__(message)
-        self.status_code = status_code
-        self.retry_after = retry_after
-
-    def __reduce__(self):  # so the error survives pickling across Ray
-        return (type(self), (str(self), self.status_code, self.retry_after))
-
-
-class AgentConnectionError(AgentError):
-    pass
-
-
-class AgentTimeoutError(AgentConnectionError):
-    """The connector's timeout ran out on every attempt: the turn ends as ``timeout``."""
-
-
-class AgentResponseError(AgentError):
-    pass
-
-
-class AgentReplyTooLargeError(AgentResponseError):
-    """The reply grew past ``max_reply_bytes`` (decompressed) and was not read further."""
 
 
 class ToolCall(BaseModel):

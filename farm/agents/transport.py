@@ -35,6 +35,8 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
+from farm.errors import ReplyTooLarge, TransportError
+
 if TYPE_CHECKING:
     import aiohttp
 
@@ -97,27 +99,6 @@ class HTTPReply:
 
     def __repr__(self) -> str:
         return f"HTTPReply({self.status}, {len(self.body)} bytes)"
-
-
-class TransportError(Exception):
-    """No answer came. ``reason`` says why in words; ``retryable``: another attempt may work;
-    ``maybe_served``: the endpoint may have done the work (it timed out while answering);
-    ``timed_out``: the connector's timeout ran out while waiting for the answer."""
-
-    def __init__(self, reason: str, *, retryable: bool, maybe_served: bool = False, timed_out: bool = False):
-        super().__init__(reason)
-        self.reason = reason
-        self.retryable = retryable
-        self.maybe_served = maybe_served
-        self.timed_out = timed_out
-
-
-class ReplyTooLarge(Exception):
-    """The body of a 2xx answer is larger than ``limit`` bytes (decompressed); it was not read further."""
-
-    def __init__(self, limit: int):
-        super().__init__(f"the reply is larger than {limit} bytes")
-        self.limit = limit
 
 
 class HTTPClient:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from farm.config import FarmConfig
 from farm.engines.scheduler import Job, JobKey, Scheduler, StopReason, Worker
-from farm.errors import UsageError
+from farm.errors import EngineLost, UsageError
 from farm.loader import LoadedCase
 from farm.results import CaseResult
 from farm.rolecache import CallTally
@@ -62,11 +62,6 @@ than :data:`AUTO_RAY_MIN_CPUS` CPUs (benchmarks/README.md, "Choosing the engine"
 
 AUTO_RAY_MIN_CPUS = 4
 """Below this many CPUs one process is as fast as Ray for any run measured here."""
-
-
-class EngineLost(Exception):
-    """The engine itself went away mid-run (the Ray node running the farm stopped): no case's
-    fault. The results so far are kept; the cases in flight are left for ``--resume``."""
 
 
 @dataclass

@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from farm.agents.base import AgentConnectionError
+from farm.errors import LimiterRestarting, LimiterUnavailable
 from farm.ratelimit.core import LEASE_TTL, Grant, LeaseStatus, LimiterCore
 
 __all__ = ["BATCH", "CoreRemote", "LimiterRemote", "LimiterRestarting", "LimiterUnavailable", "PermitClient"]
@@ -57,14 +57,6 @@ PERMIT_TTL = 1.0
 
 PATIENCE = 0.02
 """Seconds an acquire may wait at the actor before the process gives back the slots that fell idle meanwhile."""
-
-
-class LimiterUnavailable(AgentConnectionError):
-    """The connector's limiter cannot be reached, so no request may start."""
-
-
-class LimiterRestarting(Exception):
-    """The connector's limiter is being replaced (a restarting actor): ask again shortly."""
 
 
 class LimiterRemote(Protocol):
