@@ -166,6 +166,13 @@ def test_comparison_sentence_says_real_or_noise():
     )
 
 
+def test_comparison_sentence_over_repeated_tries_speaks_of_pass_rates():
+    assert comparison_sentence("A", "B", 0, 13, mcnemar_exact(0, 13), repeated=True) == (
+        "B passes 13 cases more often than A and 0 less often; p = 0.0002: the difference is real."
+    )
+    assert comparison_sentence("A", "B", 0, 0, 1.0, repeated=True).endswith("there is no difference to test.")
+
+
 def test_format_p_keeps_small_values_readable():
     assert format_p(0.5) == "p = 0.50"
     assert format_p(0.0312) == "p = 0.03"
