@@ -15,6 +15,7 @@ from rich.text import Text
 
 from farm.durations import format_duration
 from farm.errors import FarmError
+from farm.results import format_usd as _usd
 
 if TYPE_CHECKING:
     from farm.reports.models import CaseChange, CaseDelta, CaseRate, Latency, PairedComparison, Report
@@ -268,12 +269,6 @@ def _deltas_table(title: str, comparison: PairedComparison, rows: list[CaseDelta
 
 def _interval(bounds: tuple[float, float]) -> str:
     return f"[{bounds[0]:.1%}, {bounds[1]:.1%}]"
-
-
-def _usd(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"${value:,.2f}" if value >= 100 else f"${value:.4f}"
 
 
 def _latency(console: Console, title: str, key: str, rows: list[Latency]) -> None:

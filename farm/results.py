@@ -30,6 +30,7 @@ __all__ = [
     "Usage",
     "add_cost",
     "clip_output",
+    "format_usd",
     "stability_class",
 ]
 
@@ -88,6 +89,13 @@ class Usage(BaseModel):
             total_tokens=self.total_tokens + other.total_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
         )
+
+
+def format_usd(value: float | None) -> str:
+    """A cost as the console and the reports show it: ``$0.0123``, ``$1,234.50``; ``—`` when unknown (no price)."""
+    if value is None:
+        return "—"
+    return f"${value:,.2f}" if value >= 100 else f"${value:.4f}"
 
 
 def add_cost(total: float | None, cost: float | None) -> float | None:

@@ -81,8 +81,8 @@ class Summary:
     """Unix time the earliest case started (None when no case said)."""
     last_end: float | None = None
     """Unix time the latest case ended: its start plus its duration."""
-    tallies: dict[str, _Tally] = field(default_factory=dict)
-    """Per case id: runs that were not skipped, and how many of them passed."""
+    tallies: dict[tuple[str, str], _Tally] = field(default_factory=dict)
+    """Per agent under test and case id: runs that were not skipped, and how many of them passed."""
     role_calls: int = 0
     """Calls the role cache could answer (roles, and an agent under test with ``cache = true``)."""
     cache_hits: int = 0
@@ -124,9 +124,10 @@ class Summary:
             if self.last_end is None or end > self.last_end:
                 self.last_end = end
         if status is not Status.SKIPPED:
-            tally = self.tallies.get(result.id)
+            key = (result.agent or "", result.id)
+            tally = self.tallies.get(key)
             if tally is None:
-                tally = self.tallies[result.id] = _Tally()
+                tally = self.tallies[key] = _Tally()
             tally.runs += 1
             tally.passes += status is Status.PASSED
 
@@ -215,10 +216,16 @@ class Summary:
         """0 when nothing failed, errored or timed out; else 1."""
         return 0 if self.failed + self.errors + self.timeouts == 0 else 1
 
-    def stability(self) -> dict[str, CaseStability]:
-        """Per case id that ran at least once (not skipped): pass rate, class and pass@k."""
+    def _agent_tallies(self, agent: str | None) -> list[tuple[str, _Tally]]:
+        if agent is None:
+            agent = next(iter(self.agents), "")
+        return [(case_id, tally) for (of, case_id), tally in self.tallies.items() if of == agent]
+
+    def stability(self, agent: str | None = None) -> dict[str, CaseStability]:
+        """Per case id that ``agent`` ran at least once (not skipped): pass rate, class and pass@k.
+        ``agent`` None: the first agent counted (the only one, unless the run tested several)."""
         out = {}
-        for case_id, tally in self.tallies.items():
+        for case_id, tally in self._agent_tallies(agent):
             rate = tally.passes / tally.runs
             out[case_id] = CaseStability(
                 runs=tally.runs,
@@ -229,10 +236,11 @@ class Summary:
             )
         return out
 
-    def stability_counts(self) -> dict[StabilityClass, int]:
-        """Cases per :class:`~farm.results.StabilityClass`, every class in its order (best first),
-        0 for a class no case is in; cases that only ever skipped are not counted."""
+    def stability_counts(self, agent: str | None = None) -> dict[StabilityClass, int]:
+        """Cases of ``agent`` (as in :meth:`stability`) per :class:`~farm.results.StabilityClass`, every
+        class in its order (best first), 0 for a class no case is in; cases that only ever skipped are
+        not counted."""
         counts = dict.fromkeys(StabilityClass, 0)
-        for tally in self.tallies.values():
+        for _, tally in self._agent_tallies(agent):
             counts[stability_class(tally.passes / tally.runs)] += 1
         return counts
