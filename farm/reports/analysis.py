@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from farm.errors import UsageError
-from farm.reports.agentstats import agent_stats, paired_comparisons
+from farm.reports.agentstats import statistics
 from farm.reports.models import (
     AssertionFailure,
     CaseChange,
@@ -81,9 +81,9 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
     runs = _runs(tables.cases, origin)
     failures, failures_total = _failed_assertions(tables.failed, cut)
     misses, misses_total = _missed_checkpoints(tables.failed, cut)
-    flagged = _flags(_named_agents(tables.cases))
     run_order = [run.run_id or "" for run in runs]
     runs_of = {run_id: _declared_runs(source, run_id) for run_id, source in origin.items()}
+    agents, comparisons = statistics(_flags(_named_agents(tables.cases)), runs_of, run_order, cut)
     return Report(
         runs=runs,
         summary=_summary(tables.cases),
@@ -95,8 +95,8 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
         missed_checkpoints_total=misses_total,
         missed_checkpoints=misses,
         stability=_stability(tables.cases, cut),
-        agents=agent_stats(flagged, runs_of, run_order, cut),
-        comparisons=paired_comparisons(flagged, run_order, cut),
+        agents=agents,
+        comparisons=comparisons,
         comparison=_compare(tables.cases, runs[-2].run_id or "", runs[-1].run_id or "", cut) if len(runs) >= 2 else None,
         notes=notes,
     )

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from fractions import Fraction
 
 __all__ = [
     "SIGNIFICANCE",
@@ -92,11 +91,11 @@ def clustered_interval(per_case: Sequence[tuple[int, int]], z: float = 1.96) -> 
     if passed in (0, n):
         n_eff = float(len(cases))
     else:
-        # deff = sum((c - p m)^2) / (n p (1-p)), so n_eff = n^2 p (1-p) / sum((c - p m)^2);
-        # in exact fractions, so one try per case gives n_eff == n to the last bit.
-        exact = Fraction(passed, n)
-        residual = sum((passes - exact * tries) ** 2 for passes, tries in cases)
-        n_eff = float(n) if residual == 0 else float(min(Fraction(n), n * n * exact * (1 - exact) / residual))
+        # deff = sum((c - p m)^2) / (n p (1-p)) with p = C/n; times n^2 throughout, in integers:
+        # n_eff = C (n - C) n^2 / sum((n c - C m)^2), exact, so one try per case gives n_eff == n.
+        residual = sum((n * passes - passed * tries) ** 2 for passes, tries in cases)
+        numerator = passed * (n - passed) * n * n
+        n_eff = float(n) if residual == 0 else min(float(n), numerator / residual)
     return _wilson(rate, n_eff, z)
 
 

@@ -149,3 +149,16 @@ def test_farm_report_json_holds_the_statistics_and_tables_show_them(two_agents: 
     assert tables.exit_code == 0, tables.output
     assert "v2 passes 0 cases more often than v1 and 14 less often; p = 0.0001: the difference is real." in tables.output
     assert "pass^3" in tables.output and "$0.2400" in tables.output
+
+
+def test_equal_pass_rates_over_different_tries_are_no_difference(tmp_path: Path):
+    old = write_run(tmp_path / "old", "run-old", {("bot", "x"): [True, True, False], ("bot", "y"): [True, False, False]}, runs=3)
+    new = write_run(
+        tmp_path / "new", "run-new",
+        {("bot", "x"): [True, True, False, True, True, False], ("bot", "y"): [True, True, True, True, True, True]},
+        runs=6, day=1,
+    )  # fmt: skip
+    (comparison,) = analyse([old, new]).comparisons
+    assert (comparison.same, comparison.b_better, comparison.b_worse) == (1, 1, 0)  # x: 2/3 == 4/6; y: 1/3 -> 6/6
+    assert comparison.better[0].case_id == "y" and (comparison.better[0].b_passes, comparison.better[0].b_tries) == (6, 6)
+    assert comparison.sentence == "run-new passes 1 case more often than run-old and 0 less often; p = 1.00: this could be noise; run more cases or --runs."
