@@ -182,12 +182,32 @@ def paired_comparisons(sides: dict[Side, pa.Table], run_order: list[str], cut: i
     return out
 
 
+def _paired(left: pa.Table, right: pa.Table) -> pa.Table:
+    """The cases of both sides, side by side: by suite and id, then, for the cases left over on both
+    sides, by id alone where it names one case on each side (a suite renamed, or an edited copy of it
+    rescored with ``farm rescore RUN -i copy.jsonl``), as the regressions between runs are matched."""
+    both = left.join(right, keys=_KEY, join_type="inner")
+    matched = both["case_id"]
+    rest_left = _unique_ids(left.filter(pc.invert(pc.is_in(left["case_id"], value_set=matched))))
+    rest_right = _unique_ids(right.filter(pc.invert(pc.is_in(right["case_id"], value_set=matched))))
+    if rest_left.num_rows == 0 or rest_right.num_rows == 0:
+        return both
+    by_id = rest_left.drop_columns(["suite"]).join(rest_right, keys="case_id", join_type="inner")
+    return pa.concat_tables([both, by_id.select(both.column_names)])
+
+
+def _unique_ids(table: pa.Table) -> pa.Table:
+    counts = table.group_by("case_id").aggregate([([], "count_all")])
+    once = counts.filter(pc.equal(counts["count_all"], 1))["case_id"]
+    return table.filter(pc.is_in(table["case_id"], value_set=once))
+
+
 def _compare(
     kind: Literal["agents", "runs"], a: Side, b: Side, name_a: str, name_b: str, sides: dict[Side, pa.Table], cut: int | None
 ) -> PairedComparison:
     left = sides[a].rename_columns(["suite", "case_id", "a_name", "a_passes", "a_tries"])
     right = sides[b].rename_columns(["suite", "case_id", "b_name", "b_passes", "b_tries"])
-    both = left.join(right, keys=_KEY, join_type="inner")
+    both = _paired(left, right)
     # cross-multiplied, in integers, so that 2/3 and 4/6 are equal exactly
     difference = pc.subtract(pc.multiply(both["b_passes"], both["a_tries"]), pc.multiply(both["a_passes"], both["b_tries"]))
     better = both.filter(pc.greater(difference, 0))

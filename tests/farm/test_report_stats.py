@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from farm.cli.app import app
 from typer.testing import CliRunner
@@ -162,3 +164,13 @@ def test_equal_pass_rates_over_different_tries_are_no_difference(tmp_path: Path)
     assert (comparison.same, comparison.b_better, comparison.b_worse) == (1, 1, 0)  # x: 2/3 == 4/6; y: 1/3 -> 6/6
     assert comparison.better[0].case_id == "y" and (comparison.better[0].b_passes, comparison.better[0].b_tries) == (6, 6)
     assert comparison.sentence == "run-new passes 1 case more often than run-old and 0 less often; p = 1.00: this could be noise; run more cases or --runs."
+
+
+def test_runs_of_a_renamed_suite_are_paired_by_case_id(tmp_path: Path):
+    old = write_run(tmp_path / "old", "run-old", {("bot", "x"): [False], ("bot", "y"): [True]}, runs=1)
+    new = write_run(tmp_path / "new", "run-new", {("bot", "x"): [True], ("bot", "y"): [True]}, runs=1, day=1)
+    cases = tmp_path / "new" / "cases.parquet"
+    table = pq.read_table(cases)
+    pq.write_table(table.set_column(table.schema.get_field_index("source"), "source", pa.array(["copy.jsonl:1"] * table.num_rows)), cases)
+    (comparison,) = analyse([old, new]).comparisons
+    assert (comparison.cases, comparison.b_better, comparison.better[0].suite) == (2, 1, "copy.jsonl")
