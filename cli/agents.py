@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from farm.cli.options import ConfigPath
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from farm.config import Connector
 
 __all__ = ["agents"]
 
@@ -32,9 +36,21 @@ def agents(config: ConfigPath = None) -> None:
         table.add_row(agent_id, agent.kind, where, agent.description or "")
     console.print(table)
     table = Table(title="Connectors")
-    for column in ("name", "base_url", "model", "api key", "rpm", "tpm", "max_concurrency", "timeout"):
+    for column in ("name", "base_url", "model", "api key", "rpm", "tpm", "max_concurrency", "timeout", "price (USD / M tokens)"):
         table.add_column(column)
     for name, conn in sorted(cfg.connectors.items()):
         safe = conn.redacted()
-        table.add_row(name, safe["base_url"], conn.model or "", safe["api_key"] or "-", str(conn.rpm or "-"), str(conn.tpm or "-"), str(conn.max_concurrency or "-"), f"{conn.timeout:g}s")
+        table.add_row(
+            name, safe["base_url"], conn.model or "", safe["api_key"] or "-", str(conn.rpm or "-"), str(conn.tpm or "-"),
+            str(conn.max_concurrency or "-"), f"{conn.timeout:g}s", _price(conn),
+        )  # fmt: skip
     console.print(table)
+
+
+def _price(connector: Connector) -> str:
+    """``in 2.5, out 10`` (and ``cached 1.25``), or ``-`` when the connector has no price."""
+    price = connector.price
+    if price is None:
+        return "-"
+    cached = "" if price.cached_input is None else f", cached {price.cached_input:g}"
+    return f"in {price.input:g}, out {price.output:g}{cached}"

@@ -15,9 +15,10 @@ from rich.text import Text
 
 from farm.durations import format_duration
 from farm.errors import FarmError
+from farm.results import format_usd as _usd
 
 if TYPE_CHECKING:
-    from farm.reports.models import CaseChange, CaseRate, Latency, Report
+    from farm.reports.models import CaseChange, CaseDelta, CaseRate, Latency, PairedComparison, Report
 
 __all__ = ["render", "report"]
 
@@ -61,7 +62,9 @@ def render(report: Report, console: Console) -> None:
     """Print ``report`` as rich tables."""
     _runs(report, console)
     _summary(report, console)
+    _agents(report, console)
     if report.tokens and any(usage.total_tokens for usage in report.tokens):
+        priced = any(usage.cost_usd is not None for usage in report.tokens)
         table = _table(
             "Tokens per agent",
             ("Agent", "left"),
@@ -71,6 +74,7 @@ def render(report: Report, console: Console) -> None:
             ("Prompt", "right"),
             ("Completion", "right"),
             ("Total", "right"),
+            *((("Cost", "right"),) if priced else ()),
         )
         for usage in report.tokens:
             table.add_row(
@@ -81,6 +85,7 @@ def render(report: Report, console: Console) -> None:
                 str(usage.prompt_tokens),
                 str(usage.completion_tokens),
                 str(usage.total_tokens),
+                *((_usd(usage.cost_usd),) if priced else ()),
             )
         console.print(table)
     _latency(console, "Turn latency per agent (ms)", "Agent", report.latency_by_agent)
@@ -104,6 +109,7 @@ def render(report: Report, console: Console) -> None:
         console.print(table)
         _more(console, report.missed_checkpoints_total - len(report.missed_checkpoints), "checkpoints")
     _stability(report, console)
+    _paired(report, console)
     _comparison(report, console)
     for note in report.notes:
         console.print(Text(f"note: {note}", style="yellow"))
@@ -115,6 +121,7 @@ def _runs(report: Report, console: Console) -> None:
         started = f", started {run.started_at:%Y-%m-%d %H:%M:%S %Z}" if run.started_at else ""
         console.print(Text(f"Run {run.run_id} ({run.path}{started})", style="bold"))
         return
+    priced = any(run.cost_usd is not None for run in report.runs)
     table = _table(
         f"Runs ({len(report.runs)}, oldest first)",
         ("Run", "left", True),
@@ -126,6 +133,7 @@ def _runs(report: Report, console: Console) -> None:
         ("Err", "right"),
         ("T/O", "right"),
         ("Rate", "right"),
+        *((("Cost", "right"),) if priced else ()),
     )
     for run in report.runs:
         counts = run.counts
@@ -134,6 +142,7 @@ def _runs(report: Report, console: Console) -> None:
             f"{run.started_at:%m-%d %H:%M}" if run.started_at else "",
             str(counts.total), str(counts.passed), str(counts.failed), str(counts.skipped), str(counts.error), str(counts.timeout),
             _rate(counts.pass_rate),
+            *((_usd(run.cost_usd),) if priced else ()),
         )  # fmt: skip
     console.print(table)
 
@@ -154,12 +163,112 @@ def _summary(report: Report, console: Console) -> None:
         ("Case time", format_duration(summary.duration_ms / 1000)),
         ("Tokens", f"{summary.total_tokens} (prompt {summary.prompt_tokens}, completion {summary.completion_tokens})"),
     ]
+    if summary.cost_usd is not None or summary.role_cost_usd is not None:
+        lines.append(("Cost", f"{_usd(summary.cost_usd)} agents under test, {_usd(summary.role_cost_usd)} simulator and judge"))
     if summary.retries.cases:
         retries = summary.retries
         lines.append(("Retries", f"{retries.cases} case runs retried ({retries.attempts} attempts again), {retries.passed} passed after a retry"))
     width = max(len(label) for label, _ in lines) + 2
     for label, value in lines:
         console.print(Text(f"  {label + ':':<{width}}{value}"))
+
+
+def _agents(report: Report, console: Console) -> None:
+    """Per run and agent: pass rate with its 95 % interval, pass@k and pass^k, cost; then their flaky cases."""
+    if not report.agents:
+        return
+    several_runs = len({stats.run_id for stats in report.agents}) > 1
+    ks = {stats.k for stats in report.agents if stats.k}
+    k_label = str(next(iter(ks))) if len(ks) == 1 else "k"
+    priced = any(stats.cost_usd is not None for stats in report.agents)
+    table = _table(
+        "Pass rate per agent (95 % interval, clustered by case over repeated tries)",
+        *((("Run", "left", True),) if several_runs else ()),
+        ("Agent", "left"),
+        ("Cases", "right"),
+        ("Tries", "right"),
+        ("Pass rate", "right"),
+        ("95 % interval", "right"),
+        *(((f"pass@{k_label}", "right"), (f"pass^{k_label}", "right")) if ks else ()),
+        *((("Cost", "right"), ("Per case", "right")) if priced else ()),
+    )
+    for stats in report.agents:
+        k_cells: tuple[str, ...] = ()
+        if ks:
+            k_note = f" (k={stats.k})" if stats.k and len(ks) > 1 else ""
+            k_cells = (_rate(stats.pass_at_k) + k_note, _rate(stats.pass_hat_k) + k_note)
+        table.add_row(
+            *((Text(stats.run_id),) if several_runs else ()),
+            Text(stats.agent),
+            str(stats.cases),
+            str(stats.tries),
+            _rate(stats.pass_rate),
+            _interval(stats.interval),
+            *k_cells,
+            *((_usd(stats.cost_usd), _usd(stats.cost_per_case_usd)) if priced else ()),
+        )
+    console.print(table)
+    for stats in report.agents:
+        if not stats.flaky:
+            continue
+        where = f" in {stats.run_id}" if several_runs else ""
+        flaky = _table(
+            f"Flaky cases of {stats.agent}{where} (passed some tries, not others)",
+            ("Case", "left"),
+            ("Tries", "right"),
+            ("Passed", "right"),
+            ("Pass rate", "right"),
+            ("95 % interval", "right"),
+            *(((f"pass^{stats.k}", "right"),) if stats.k else ()),
+        )
+        for case in stats.flaky:
+            flaky.add_row(
+                Text(_case_label(case.case_id, case.name)),
+                str(case.tries),
+                str(case.passes),
+                _rate(case.pass_rate),
+                _interval(case.interval),
+                *((_rate(case.pass_hat_k),) if stats.k else ()),
+            )
+        console.print(flaky)
+        _more(console, stats.flaky_total - len(stats.flaky), "flaky cases")
+
+
+def _paired(report: Report, console: Console) -> None:
+    for comparison in report.comparisons:
+        console.print()
+        console.print(Text(_paired_title(comparison), style="bold"))
+        style = "green" if comparison.p_value < 0.05 else "yellow"
+        console.print(Text(f"  {comparison.sentence}", style=style))
+        for title, rows, total, row_style in (
+            (f"Better on {comparison.b}", comparison.better, comparison.b_better, "green"),
+            (f"Worse on {comparison.b}", comparison.worse, comparison.b_worse, "red"),
+        ):
+            if rows:
+                console.print(_deltas_table(title, comparison, rows, row_style))
+                _more(console, total - len(rows), "cases")
+
+
+def _paired_title(comparison: PairedComparison) -> str:
+    if comparison.kind == "agents":
+        return f"{comparison.a} vs {comparison.b} in {comparison.a_run}, on the {_plural(comparison.cases, 'case')} both ran"
+    return f"{comparison.a} -> {comparison.b}, on the {_plural(comparison.cases, 'case')} both ran"
+
+
+def _deltas_table(title: str, comparison: PairedComparison, rows: list[CaseDelta], style: str) -> Table:
+    table = _table(title, ("Case", "left"), (comparison.a, "right"), (comparison.b, "right"))
+    twins = _ids_in_several_suites(rows)
+    for row in rows:
+        table.add_row(
+            Text(_case_label(row.case_id, row.name, row.suite if row.case_id in twins else None), style=style),
+            f"{row.a_passes}/{row.a_tries}",
+            f"{row.b_passes}/{row.b_tries}",
+        )
+    return table
+
+
+def _interval(bounds: tuple[float, float]) -> str:
+    return f"[{bounds[0]:.1%}, {bounds[1]:.1%}]"
 
 
 def _latency(console: Console, title: str, key: str, rows: list[Latency]) -> None:
@@ -199,9 +308,11 @@ def _stability(report: Report, console: Console) -> None:
 
 
 def _rates_table(title: str, rows: list[CaseRate]) -> Table:
+    several_agents = len({row.agent for row in rows}) > 1
     table = _table(
         title,
         ("Case", "left"),
+        *((("Agent", "left"),) if several_agents else ()),
         ("Runs", "right"),
         ("Passed", "right"),
         ("Pass rate", "right"),
@@ -213,6 +324,7 @@ def _rates_table(title: str, rows: list[CaseRate]) -> Table:
         statuses = ", ".join(f"{count} {status}" for status, count in row.statuses.items())
         table.add_row(
             Text(_case_label(row.case_id, row.name, row.suite if row.case_id in twins else None)),
+            *((Text(row.agent or ""),) if several_agents else ()),
             str(row.runs),
             str(row.passes),
             _rate(row.pass_rate),

@@ -16,13 +16,34 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from farm.durations import parse_duration
 from farm.errors import UsageError
+from farm.results import Usage
 from farm.secrets import MASK, redact_url, register
 
-__all__ = ["AgentConfig", "Connector", "FarmConfig", "FarmSettings", "find_config", "load_config"]
+__all__ = ["AgentConfig", "Connector", "FarmConfig", "FarmSettings", "Price", "find_config", "load_config"]
 
 CONFIG_NAME = "farm.toml"
 
 DEFAULT_INPUT_TOOLS = ("request_confirmation", "ask_user", "get_user_input")
+
+
+class Price(BaseModel):
+    """What a connector's tokens cost, in USD per million tokens (``price = { input = 2.50, output = 10.00 }``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0)
+    """USD per million prompt tokens."""
+    output: float = Field(ge=0)
+    """USD per million completion tokens."""
+    cached_input: float | None = Field(default=None, ge=0)
+    """USD per million prompt tokens the API served from its cache (``cached_tokens``); unset: ``input``."""
+
+    def cost(self, usage: Usage) -> float:
+        """The USD ``usage`` costs at this price; cached prompt tokens at ``cached_input`` when set."""
+        cached = min(usage.cached_tokens, usage.prompt_tokens)
+        cached_rate = self.input if self.cached_input is None else self.cached_input
+        micro = (usage.prompt_tokens - cached) * self.input + cached * cached_rate + usage.completion_tokens * self.output
+        return micro / 1_000_000
 
 
 class Connector(BaseModel):
@@ -45,6 +66,12 @@ class Connector(BaseModel):
     cache: bool | None = None
     """Whether role calls on this connector go through the role cache (default: yes, unless the
     role agent sets a temperature above 0); an agent's own ``cache`` wins."""
+    price: Price | None = None
+    """What its tokens cost; every call it serves then records ``cost_usd``. Unset: no cost, never a guessed one."""
+
+    def cost(self, usage: Usage) -> float | None:
+        """The USD ``usage`` costs on this connector; None when it has no ``price``."""
+        return None if self.price is None else self.price.cost(usage)
 
     @field_validator("timeout", mode="before")
     @classmethod

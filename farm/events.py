@@ -131,6 +131,8 @@ class EventWriter:
                     "total": summary.total_tokens,
                 },
                 **summary.role_cache(),
+                **summary.cost(),
+                **({"agents": summary.agent_counts()} if summary.several_agents else {}),
                 "wall_seconds": round(self._clock() - self._started_at, 3),
                 "exit_code": summary.exit_code,
             },

@@ -28,7 +28,9 @@ __all__ = [
     "ToolCallRecord",
     "TurnResult",
     "Usage",
+    "add_cost",
     "clip_output",
+    "format_usd",
     "stability_class",
 ]
 
@@ -76,13 +78,31 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cached_tokens: int = 0
+    """Of ``prompt_tokens``, those the API served from its prompt cache (OpenAI's
+    ``prompt_tokens_details.cached_tokens``); 0 when it does not say."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
         )
+
+
+def format_usd(value: float | None) -> str:
+    """A cost as the console and the reports show it: ``$0.0123``, ``$1,234.50``; ``—`` when unknown (no price)."""
+    if value is None:
+        return "—"
+    return f"${value:,.2f}" if value >= 100 else f"${value:.4f}"
+
+
+def add_cost(total: float | None, cost: float | None) -> float | None:
+    """``total + cost`` where an unknown cost (None: no ``price``) adds nothing; None only when both are."""
+    if cost is None:
+        return total
+    return cost if total is None else total + cost
 
 
 class ToolCallRecord(BaseModel):
@@ -191,6 +211,9 @@ class TurnResult(BaseModel):
     """Time the turn waited for rate-limit permits of the agent's connector (not agent time)."""
     usage: Usage = Field(default_factory=Usage)
     """Tokens the agent reported for this turn."""
+    cost_usd: float | None = None
+    """What the turn's agent calls cost in USD at the price of the connector that served them; null
+    when it has no ``price`` (or no request was sent: a reply from the cache costs 0)."""
     steps: int = 1
     """Agent calls in this turn (more than one when tool mocks were answered)."""
     retries: int = 0
@@ -275,6 +298,12 @@ class CaseResult(BaseModel):
     """What the user can do about it."""
     usage: Usage = Field(default_factory=Usage)
     """Tokens reported by the target agent over the whole case."""
+    cost_usd: float | None = None
+    """What the agent under test cost over the case, in USD (the sum of its turns' ``cost_usd``);
+    null when its connector has no ``price``. The roles' spend is ``role_cost_usd``."""
+    role_cost_usd: float | None = None
+    """What the role calls made for the case (simulator, validator) cost, in USD, at their
+    connectors' prices; null when none of them has a ``price``. Never part of ``cost_usd``."""
     started_at: float | None = None
     """Unix time the case started."""
     worker: str | None = None

@@ -57,7 +57,7 @@ from farm.files import atomic_file
 from farm.roletypes import CallTally
 from farm.secrets import Scrubber
 
-__all__ = ["CACHE_DIR", "CachedAgent", "CallTally", "RoleCache", "caches_role", "record", "tally", "target_cache"]
+__all__ = ["CACHE_DIR", "CachedAgent", "CallTally", "RoleCache", "caches_role", "hit_cost", "record", "tally", "target_cache"]
 
 CACHE_DIR = Path(".cache") / "roles"
 """Where the role cache lives, under the results dir."""
@@ -80,12 +80,19 @@ def tally() -> Iterator[CallTally]:
         _TALLY.reset(token)
 
 
-def record(role_calls: int, cache_hits: int) -> None:
-    """Add calls to the current :func:`tally` (none open: nothing happens). The Ray role pools
-    count in their actor and the session actor records the counts it gets back."""
+def record(role_calls: int, cache_hits: int, cost_usd: float | None = None) -> None:
+    """Add calls (and what they cost) to the current :func:`tally` (none open: nothing happens).
+    The Ray role pools count in their actor and the session actor records the counts it gets back."""
     counts = _TALLY.get()
     if counts is not None:
-        counts.add(role_calls, cache_hits)
+        counts.add(role_calls, cache_hits, cost_usd)
+
+
+def hit_cost(client: AgentClient) -> float | None:
+    """What a call answered from the cache cost: nothing (0.0) on a priced connector, unknown
+    (None) on one without a price, so a cached run reads like the run it repeats."""
+    connector = getattr(client, "connector", None)
+    return 0.0 if isinstance(connector, Connector) and connector.price is not None else None
 
 
 def _canonical(value: Any) -> str:
@@ -134,7 +141,7 @@ class RoleCache:
     def store(self, key: str, reply: Reply) -> None:
         """Keep ``reply`` (its content, tool calls and flags; never the raw body) for ``key``.
         A failure to write only means the next run asks again."""
-        entry = {"version": ENTRY_VERSION, "reply": reply.model_dump(mode="json", exclude={"raw", "retries", "usage"})}
+        entry = {"version": ENTRY_VERSION, "reply": reply.model_dump(mode="json", exclude={"raw", "retries", "usage", "cost_usd"})}
         text = self.scrubber.scrub(_canonical(entry))
         path = self.path(key)
         try:
@@ -185,6 +192,7 @@ class CachedAgent:
         reply = self.cache.load(key)
         record(1, int(reply is not None))
         if reply is not None:
+            reply.cost_usd = hit_cost(self.client)
             return reply
         reply = await self.client.send(messages, options)
         self.cache.store(key, reply)

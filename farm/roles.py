@@ -18,7 +18,7 @@ from farm.aio import run_sync
 from farm.excerpts import NOTHING, clip
 from farm.jsontext import NO_JSON, as_text, extract_json
 from farm.messages import content_text
-from farm.rolecache import RoleCache, caches_role, record
+from farm.rolecache import RoleCache, caches_role, hit_cost, record
 from farm.roletypes import RoleError, SimulatorTurn, Verdict
 
 if TYPE_CHECKING:
@@ -196,6 +196,7 @@ class RolePlayer:
         for _attempt in range(2):  # one retry for an unusable answer
             try:
                 reply = cached if cached is not None else await self.client.send(messages, options)
+                record(0, 0, hit_cost(self.client) if reply is cached else reply.cost_usd)
             except AgentError as exc:
                 problem = f"the {self.role} agent failed: {exc}"
                 continue
@@ -240,8 +241,10 @@ class RolePlayer:
         options = {"skip": {"history": True}, "metadata": {"test_mode": "reporter"}}
         key, cached = self._cached(messages, options)
         if cached is not None:
+            record(0, 0, hit_cost(self.client))
             return cached.content
         reply = await self.client.send(messages, options)
+        record(0, 0, reply.cost_usd)
         if self.cache and key and reply.content.strip():
             self.cache.store(key, reply)
         return reply.content

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from farm.errors import RoleError
+from farm.results import add_cost
 
 __all__ = ["CallTally", "HumanRequest", "RoleError", "RoleOutcome", "RoleRequest", "SimulatorTurn", "Verdict"]
 
@@ -38,14 +39,18 @@ class RoleRequest:
 
 @dataclass
 class CallTally:
-    """Role calls made, and how many of them the role cache answered (:func:`farm.rolecache.tally`)."""
+    """Role calls made, how many of them the role cache answered, and what the others cost
+    (:func:`farm.rolecache.tally`)."""
 
     role_calls: int = 0
     cache_hits: int = 0
+    cost_usd: float | None = None
+    """USD the calls cost at their connectors' prices; None while no call had a price."""
 
-    def add(self, role_calls: int, cache_hits: int) -> None:
+    def add(self, role_calls: int, cache_hits: int, cost_usd: float | None = None) -> None:
         self.role_calls += role_calls
         self.cache_hits += cache_hits
+        self.cost_usd = add_cost(self.cost_usd, cost_usd)
 
 
 @dataclass

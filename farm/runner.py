@@ -29,7 +29,7 @@ from farm.errors import FarmError
 from farm.jsontext import as_text
 from farm.loader import LoadedCase
 from farm.messages import user_messages
-from farm.results import AssertionResult, CaseResult, EndedBy, InputSource, Status, StepReply, TurnResult
+from farm.results import AssertionResult, CaseResult, EndedBy, InputSource, Status, StepReply, TurnResult, add_cost
 from farm.rolecache import tally
 from farm.roletypes import HumanRequest, RoleError, RoleRequest, SimulatorTurn
 
@@ -159,6 +159,7 @@ class _Conversation:
                 if step.content == turn.output:
                     step.content = None
             self.result.usage = self.result.usage + turn.usage
+            self.result.cost_usd = add_cost(self.result.cost_usd, turn.cost_usd)
         return turn
 
     async def _steps(self, turn: TurnResult, options: Options) -> None:
@@ -170,6 +171,7 @@ class _Conversation:
             turn.steps = step
             turn.retries += reply.retries
             turn.usage = turn.usage + reply.usage
+            turn.cost_usd = add_cost(turn.cost_usd, reply.cost_usd)
             awaiting, reason = detect_awaiting(reply, self.settings.input_tools)
             mocked = [self.mocks.get(call.name) for call in reply.tool_calls]
             results = [
@@ -491,6 +493,7 @@ async def run_case(loaded: LoadedCase, target: AgentClient, services: Services |
             result.total_turns = len(result.turns)
         await _after_hook(conversation)
     result.role_calls, result.cache_hits = calls.role_calls, calls.cache_hits
+    result.role_cost_usd = calls.cost_usd
     return result
 
 

@@ -23,7 +23,7 @@ from farm.cases import AssertionSpec, TestCase
 from farm.config import FarmConfig
 from farm.jsontext import as_text
 from farm.loader import LoadedCase, Suite
-from farm.results import AssertionResult, CaseResult, Status, TurnResult
+from farm.results import AssertionResult, CaseResult, Status, TurnResult, add_cost
 from farm.scripts import ScriptResolver
 
 __all__ = ["load_script_tests", "run_script_test", "T", "Ctx"]
@@ -89,9 +89,11 @@ class AgentHandle:
             output=reply.content,
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
             usage=reply.usage,
+            cost_usd=reply.cost_usd,
         )
         self.ctx.result.turns.append(turn)
         self.ctx.result.usage = self.ctx.result.usage + reply.usage
+        self.ctx.result.cost_usd = add_cost(self.ctx.result.cost_usd, reply.cost_usd)
         return reply
 
     def send(self, message: Any, options: dict[str, Any] | None = None) -> Reply:

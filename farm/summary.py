@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from farm.results import CaseResult, StabilityClass, Status, stability_class
+from farm.results import CaseResult, StabilityClass, Status, add_cost, stability_class
 
 if TYPE_CHECKING:
     from farm.rolecache import CallTally
 
-__all__ = ["CaseStability", "Summary"]
+__all__ = ["AgentCounts", "CaseStability", "Summary"]
 
 
 @dataclass(slots=True)
@@ -41,6 +41,30 @@ class CaseStability:
 
 
 @dataclass
+class AgentCounts:
+    """How one agent under test fared in a run: case runs per status, and what it cost."""
+
+    counts: dict[Status, int] = field(default_factory=lambda: {status: 0 for status in Status})
+    cost_usd: float | None = None
+    """USD the agent's calls cost; None when its connector has no ``price``."""
+
+    @property
+    def total(self) -> int:
+        """Case runs counted, whatever their status."""
+        return sum(self.counts.values())
+
+    @property
+    def pass_rate(self) -> float | None:
+        """``passed / (total - skipped)``; None when nothing ran."""
+        ran = self.total - self.counts[Status.SKIPPED]
+        return self.counts[Status.PASSED] / ran if ran else None
+
+    def count_dict(self) -> dict[str, int]:
+        """``{"total": n, "passed": n, ...}`` with the status names as keys."""
+        return {"total": self.total, **{status.value: self.counts[status] for status in Status}}
+
+
+@dataclass
 class Summary:
     """Counts of a run, accumulated one result at a time with :meth:`add`."""
 
@@ -57,8 +81,8 @@ class Summary:
     """Unix time the earliest case started (None when no case said)."""
     last_end: float | None = None
     """Unix time the latest case ended: its start plus its duration."""
-    tallies: dict[str, _Tally] = field(default_factory=dict)
-    """Per case id: runs that were not skipped, and how many of them passed."""
+    tallies: dict[tuple[str, str], _Tally] = field(default_factory=dict)
+    """Per agent under test and case id: runs that were not skipped, and how many of them passed."""
     role_calls: int = 0
     """Calls the role cache could answer (roles, and an agent under test with ``cache = true``)."""
     cache_hits: int = 0
@@ -66,6 +90,13 @@ class Summary:
     not_rescorable: int = 0
     """Case runs a rescore could not judge (``rescorable: false``): their inputs changed, or they
     need turns the run did not record. Always 0 for a live run."""
+    cost_usd: float | None = None
+    """USD the agents under test cost (their connectors' ``price``); None when none has a price."""
+    role_cost_usd: float | None = None
+    """USD the role calls cost (simulator, validator; generator and reporter through :meth:`add_calls`),
+    apart from ``cost_usd``; None when no role connector has a price."""
+    agents: dict[str, AgentCounts] = field(default_factory=dict)
+    """Per agent under test (``""`` for results that name none), in the order they first came."""
 
     def add(self, result: CaseResult) -> None:
         """Count one finished case run."""
@@ -79,6 +110,13 @@ class Summary:
         self.role_calls += result.role_calls
         self.cache_hits += result.cache_hits
         self.not_rescorable += result.rescorable is False
+        self.cost_usd = add_cost(self.cost_usd, result.cost_usd)
+        self.role_cost_usd = add_cost(self.role_cost_usd, result.role_cost_usd)
+        agent = self.agents.get(result.agent or "")
+        if agent is None:
+            agent = self.agents[result.agent or ""] = AgentCounts()
+        agent.counts[status] += 1
+        agent.cost_usd = add_cost(agent.cost_usd, result.cost_usd)
         if result.started_at is not None:
             end = result.started_at + result.duration_ms / 1000
             if self.first_start is None or result.started_at < self.first_start:
@@ -86,9 +124,10 @@ class Summary:
             if self.last_end is None or end > self.last_end:
                 self.last_end = end
         if status is not Status.SKIPPED:
-            tally = self.tallies.get(result.id)
+            key = (result.agent or "", result.id)
+            tally = self.tallies.get(key)
             if tally is None:
-                tally = self.tallies[result.id] = _Tally()
+                tally = self.tallies[key] = _Tally()
             tally.runs += 1
             tally.passes += status is Status.PASSED
 
@@ -96,6 +135,7 @@ class Summary:
         """Count role calls made outside any case: the generator's before the run, the reporter's after it."""
         self.role_calls += calls.role_calls
         self.cache_hits += calls.cache_hits
+        self.role_cost_usd = add_cost(self.role_cost_usd, calls.cost_usd)
 
     @property
     def total(self) -> int:
@@ -159,14 +199,33 @@ class Summary:
         return {"total": self.total, **{status.value: self.counts[status] for status in Status}}
 
     @property
+    def several_agents(self) -> bool:
+        """Whether results of more than one agent under test were counted."""
+        return len(self.agents) > 1
+
+    def cost(self) -> dict[str, float | None]:
+        """``{"cost_usd": ..., "role_cost_usd": ...}``, as ``run.json`` holds them (null: no price)."""
+        return {"cost_usd": self.cost_usd, "role_cost_usd": self.role_cost_usd}
+
+    def agent_counts(self) -> dict[str, dict[str, float | int | None]]:
+        """Per agent: its status counts and ``cost_usd``, as ``run.json`` holds them."""
+        return {agent: {**entry.count_dict(), "cost_usd": entry.cost_usd} for agent, entry in self.agents.items()}
+
+    @property
     def exit_code(self) -> int:
         """0 when nothing failed, errored or timed out; else 1."""
         return 0 if self.failed + self.errors + self.timeouts == 0 else 1
 
-    def stability(self) -> dict[str, CaseStability]:
-        """Per case id that ran at least once (not skipped): pass rate, class and pass@k."""
+    def _agent_tallies(self, agent: str | None) -> list[tuple[str, _Tally]]:
+        if agent is None:
+            agent = next(iter(self.agents), "")
+        return [(case_id, tally) for (of, case_id), tally in self.tallies.items() if of == agent]
+
+    def stability(self, agent: str | None = None) -> dict[str, CaseStability]:
+        """Per case id that ``agent`` ran at least once (not skipped): pass rate, class and pass@k.
+        ``agent`` None: the first agent counted (the only one, unless the run tested several)."""
         out = {}
-        for case_id, tally in self.tallies.items():
+        for case_id, tally in self._agent_tallies(agent):
             rate = tally.passes / tally.runs
             out[case_id] = CaseStability(
                 runs=tally.runs,
@@ -177,10 +236,11 @@ class Summary:
             )
         return out
 
-    def stability_counts(self) -> dict[StabilityClass, int]:
-        """Cases per :class:`~farm.results.StabilityClass`, every class in its order (best first),
-        0 for a class no case is in; cases that only ever skipped are not counted."""
+    def stability_counts(self, agent: str | None = None) -> dict[StabilityClass, int]:
+        """Cases of ``agent`` (as in :meth:`stability`) per :class:`~farm.results.StabilityClass`, every
+        class in its order (best first), 0 for a class no case is in; cases that only ever skipped are
+        not counted."""
         counts = dict.fromkeys(StabilityClass, 0)
-        for tally in self.tallies.values():
+        for _, tally in self._agent_tallies(agent):
             counts[stability_class(tally.passes / tally.runs)] += 1
         return counts

@@ -63,6 +63,9 @@ class Reply(BaseModel):
     input_hint: str | None = None
     finish_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    """What this call cost in USD at its connector's ``price`` (set by the client that sent it);
+    None when the connector has none, or nothing was sent."""
     retries: int = 0
     """Requests repeated to get this reply (after a 429, a 5xx or a broken connection)."""
     raw: Any = None

@@ -233,6 +233,7 @@ class HTTPAgent:
         except AgentResponseError as exc:
             raise AgentResponseError(f"Cannot read the reply of agent '{self.config.id}': {exc}") from None
         reply.retries = retries
+        reply.cost_usd = self.connector.cost(reply.usage)
         return reply
 
     def parse(self, data: Any) -> Reply:

@@ -115,6 +115,7 @@ class OpenAIAgent:
         except AgentResponseError as exc:
             raise AgentResponseError(f"Cannot read the reply of agent '{self.config.id}': {exc}") from None
         reply.retries = retries
+        reply.cost_usd = self.connector.cost(reply.usage)
         return reply
 
     async def aclose(self) -> None:
@@ -248,7 +249,8 @@ def parse_tool_calls(value: Any, where: str = "tool_calls") -> list[ToolCall]:
 
 
 def parse_usage(value: Any) -> Usage:
-    """Token usage from ``{prompt_tokens, completion_tokens, total_tokens}`` (or input/output tokens)."""
+    """Token usage from ``{prompt_tokens, completion_tokens, total_tokens}`` (or input/output tokens),
+    with the cached prompt tokens of ``prompt_tokens_details.cached_tokens``."""
     if isinstance(value, Usage):
         return value
     if not isinstance(value, dict):
@@ -263,7 +265,11 @@ def parse_usage(value: Any) -> Usage:
     prompt = number("prompt_tokens", "input_tokens")
     completion = number("completion_tokens", "output_tokens")
     total = number("total_tokens") or prompt + completion
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+    # Chat Completions says prompt_tokens_details.cached_tokens; the Responses API input_tokens_details
+    details = value.get("prompt_tokens_details") or value.get("input_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    cached = int(cached) if isinstance(cached, (int, float)) and not isinstance(cached, bool) else 0
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total, cached_tokens=min(cached, prompt))
 
 
 def as_bool(value: Any) -> bool | None:

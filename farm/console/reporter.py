@@ -4,7 +4,7 @@ line and the summary, laid out with the seed's rules and blank lines."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rich.console import Console
 from rich.text import Text
@@ -44,14 +44,25 @@ class ConsoleReporter:
         self._gap_needed = False  # compact lines were printed since the last blank line
         self._lines: list[Text] = []  # passed cases' lines not printed yet
         self._printed_at = 0.0  # the first line is printed at once
+        self.show_agents = False
+        """Whether each case names its agent under test: a run that tests several (set by :meth:`header`,
+        or on the first result of a second agent)."""
+        self._first_agent: str | None = None
 
     # -- banner
 
-    def header(self, agent: str, input_desc: str, count: int, extra: dict[str, str] | None = None) -> None:
-        """The banner: agent, input with its case count, any ``extra`` lines, then the "Running Tests" rule."""
+    def header(
+        self, agent: str, input_desc: str, count: int, extra: dict[str, str] | None = None, agents: Sequence[str] = ()
+    ) -> None:
+        """The banner: agent, input with its case count, any ``extra`` lines, then the "Running Tests" rule.
+        ``agents``: every agent under test when the run tests several (each case then names its agent)."""
         self._section("Agent Test Farm", "═")
         cases = "test case" if count == 1 else "test cases"
-        self._info("Agent", agent)
+        if len(agents) > 1:
+            self.show_agents = True
+            self._info("Agents", ", ".join(agents))
+        else:
+            self._info("Agent", agent)
         self._info("Input", f"{input_desc} ({count} {cases})")
         for key, value in (extra or {}).items():
             self._info(key, value)
@@ -64,15 +75,19 @@ class ConsoleReporter:
     def case(self, result: CaseResult) -> None:
         """Print one finished case: a line when it passed (unless verbose), else its tree."""
         scrub_result(result)  # already done by the writers' fan-out when it came first; cheap then
+        if not self.show_agents:
+            if self._first_agent is None:
+                self._first_agent = result.agent or ""
+            self.show_agents = (result.agent or "") != self._first_agent
         if result.status == Status.PASSED and not self.verbose:
-            self._lines.append(passed_line(result))
+            self._lines.append(passed_line(result, self.show_agents))
             self._gap_needed = True
             if len(self._lines) >= LINES_AT_ONCE or time.monotonic() - self._printed_at >= LINES_EVERY:
                 self.flush()
             return
         self.flush()
         self._gap()
-        print_tree(self.console, result, self.verbose)
+        print_tree(self.console, result, self.verbose, self.show_agents)
         self._gap_needed = False
 
     def flush(self) -> None:

@@ -1,5 +1,6 @@
-"""The summary block that ends a run: the counts per status, turns, time, tokens, role
-calls and, after ``--runs N``, how stable each case was."""
+"""The summary block that ends a run: the counts per status (and per agent when the run
+tested several), turns, time, tokens, cost, role calls and, after ``--runs N``, how stable
+each case was."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from rich.text import Text
 
 from farm.console.safe import SafeConsole, neutralise
 from farm.durations import format_duration
-from farm.results import StabilityClass
+from farm.results import StabilityClass, Status
+from farm.results import format_usd as usd
 from farm.summary import Summary
 
 __all__ = ["print_summary"]
@@ -36,6 +38,8 @@ def print_summary(console: SafeConsole, summary: Summary, stability_rows: int) -
     width = max(len(label) for label, _ in rows) + 2
     for label, value in rows:
         console.print(Text(f"  {label + ':':<{width}}").append_text(value))
+    if summary.several_agents:
+        _agents(console, summary)
     console.print()
     console.print(f"  Total turns: {summary.total_turns}", highlight=False)
     console.print(f"  Avg turns/test: {summary.avg_turns:.1f}", highlight=False)
@@ -48,21 +52,52 @@ def print_summary(console: SafeConsole, summary: Summary, stability_rows: int) -
             f"(prompt {summary.prompt_tokens}, completion {summary.completion_tokens})",
             highlight=False,
         )
+    if summary.cost_usd is not None or summary.role_cost_usd is not None:
+        console.print(f"  Cost: {usd(summary.cost_usd)} agent under test, {usd(summary.role_cost_usd)} simulator and judge", highlight=False)
     if summary.role_calls:
         console.print(f"  Role calls: {summary.role_calls} ({summary.cache_hits} from the cache)", highlight=False)
     if summary.repeated:
-        _stability(console, summary, stability_rows)
+        for agent in summary.agents if summary.several_agents else [None]:
+            _stability(console, summary, stability_rows, agent)
 
 
-def _stability(console: SafeConsole, summary: Summary, rows: int) -> None:
-    stats = summary.stability()
+def _agents(console: SafeConsole, summary: Summary) -> None:
+    """Each agent's counts, side by side, when the run tested several."""
+    priced = any(entry.cost_usd is not None for entry in summary.agents.values())
+    table = Table(title="Per agent", title_justify="left")
+    for column, justify in (
+        ("Agent", "left"), ("Total", "right"), ("Passed", "right"), ("Failed", "right"), ("Skipped", "right"),
+        ("Errors", "right"), ("Timeouts", "right"), ("Pass rate", "right"), *((("Cost", "right"),) if priced else ()),
+    ):  # fmt: skip
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for agent, entry in summary.agents.items():
+        counts = entry.counts
+        rate = entry.pass_rate
+        table.add_row(
+            Text(neutralise(agent or "(unnamed)")),
+            str(entry.total),
+            _count(counts[Status.PASSED], "green"),
+            _count(counts[Status.FAILED], "red"),
+            _count(counts[Status.SKIPPED], "yellow"),
+            _count(counts[Status.ERROR], "red"),
+            _count(counts[Status.TIMEOUT], "yellow"),
+            "—" if rate is None else f"{rate:.0%}",
+            *((usd(entry.cost_usd),) if priced else ()),
+        )
     console.print()
-    classes = summary.stability_counts()
-    console.print(Text("  Stability: " + ", ".join(f"{count} {name}" for name, count in classes.items() if count)))
+    console.print(table)
+
+
+def _stability(console: SafeConsole, summary: Summary, rows: int, agent: str | None) -> None:
+    stats = summary.stability(agent)
+    console.print()
+    classes = summary.stability_counts(agent)
+    of = f" of {neutralise(agent or '(unnamed)')}" if agent is not None else ""
+    console.print(Text(f"  Stability{of}: " + ", ".join(f"{count} {name}" for name, count in classes.items() if count)))
     any_pass = sum(stat.pass_at_k == 1.0 for stat in stats.values())
     console.print(Text(f"  pass@k (k = runs): {any_pass}/{len(stats)} cases"))
 
-    table = Table(title="Stability", title_justify="left")
+    table = Table(title=f"Stability{of}", title_justify="left")
     for column, justify in (
         ("Case", "left"),
         ("Runs", "right"),

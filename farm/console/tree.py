@@ -49,10 +49,13 @@ Item = tuple[Text, list[Text]]
 """A tree item: its head line and its detail lines."""
 
 
-def passed_line(result: CaseResult) -> Text:
-    """A passed case on one line: id, name, turns, duration, run label and any turn's note."""
+def passed_line(result: CaseResult, show_agent: bool = False) -> Text:
+    """A passed case on one line: id, name, turns, duration, run label and any turn's note;
+    ``show_agent``: the agent under test beside the mark (a run that tests several)."""
     line = Text()
     line.append("✓ ", style="green")
+    if show_agent:
+        line.append(_agent_label(result))
     line.append(f"[{result.id}]", style="bold")
     if result.name:
         line.append(f" {result.name}")
@@ -64,10 +67,13 @@ def passed_line(result: CaseResult) -> Text:
     return line
 
 
-def print_tree(console: SafeConsole, result: CaseResult, verbose: bool) -> None:
-    """Print ``result`` as a tree; ``verbose`` adds the simulator's reasoning to dynamic turns."""
+def print_tree(console: SafeConsole, result: CaseResult, verbose: bool, show_agent: bool = False) -> None:
+    """Print ``result`` as a tree; ``verbose`` adds the simulator's reasoning to dynamic turns;
+    ``show_agent`` names the agent under test on the head and the result line."""
     head = Text()
     head.append("► ")
+    if show_agent:
+        head.append(_agent_label(result))
     head.append(f"[{result.id}]", style="bold")
     if result.name:
         head.append(f" {result.name}")
@@ -88,8 +94,8 @@ def print_tree(console: SafeConsole, result: CaseResult, verbose: bool) -> None:
         head_line = Text("Final Assertions: ")
         head_line.append_text(_status_word("PASSED" if finals_ok else "FAILED"))
         items.append((head_line, [line for a in result.final_assertions for line in (_assertion_line(a), *_diff_lines(a))]))
-    if _needs_result_line(result):
-        items.append((_result_line(result), []))
+    if _needs_result_line(result) or show_agent:
+        items.append((_result_line(result, show_agent), []))
 
     for index, (item_head, details) in enumerate(items):
         last = index == len(items) - 1
@@ -168,9 +174,16 @@ def _needs_result_line(result: CaseResult) -> bool:
     return result.status != Status.PASSED and not (result.status == Status.FAILED and finals_failed)
 
 
-def _result_line(result: CaseResult) -> Text:
+def _agent_label(result: CaseResult) -> Text:
+    return Text(f"{clip(result.agent or '(unnamed)', VALUE_LIMIT)} ", style="cyan")
+
+
+def _result_line(result: CaseResult, show_agent: bool = False) -> Text:
     line = Text("Result: ")
     line.append_text(_status_word(_word(result.status)))
+    if show_agent:
+        line.append(" on ")
+        line.append(clip(result.agent or "(unnamed)", VALUE_LIMIT), style="cyan")
     if result.status == Status.PASSED:
         line.append(f" ({format_duration(result.duration_ms / 1000)})", style="dim")
     elif result.error and result.awaiting_question is None:  # the awaiting block gave the reason

@@ -157,7 +157,7 @@ class RunPlan:
 
 def case_cost(result: CaseResult) -> float:
     """What a finished case spent, in USD: the agent's and its roles' (0 where nothing is priced)."""
-    return float(getattr(result, "cost_usd", None) or 0.0) + float(getattr(result, "role_cost_usd", None) or 0.0)
+    return (result.cost_usd or 0.0) + (result.role_cost_usd or 0.0)
 
 
 class Engine(Protocol):

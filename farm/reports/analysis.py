@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from farm.errors import UsageError
+from farm.reports.agentstats import statistics
 from farm.reports.models import (
     AssertionFailure,
     CaseChange,
@@ -64,6 +65,8 @@ QUANTILES = (0.5, 0.95, 0.99)
 
 _CASE = ["suite", "case_id"]
 """What names one case across runs: the suite file it came from and its id (ids repeat across suites)."""
+_CASE_OF_AGENT = [*_CASE, "agent"]
+"""One case as one agent ran it: with several agents under test, each agent's tries of a case are apart."""
 _FAILING = [Status.FAILED.value, Status.ERROR.value, Status.TIMEOUT.value]
 _UNKNOWN_AGENT = "(unknown)"
 
@@ -78,6 +81,9 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
     runs = _runs(tables.cases, origin)
     failures, failures_total = _failed_assertions(tables.failed, cut)
     misses, misses_total = _missed_checkpoints(tables.failed, cut)
+    run_order = [run.run_id or "" for run in runs]
+    runs_of = {run_id: _declared_runs(source, run_id) for run_id, source in origin.items()}
+    agents, comparisons = statistics(_flags(_named_agents(tables.cases)), runs_of, run_order, cut)
     return Report(
         runs=runs,
         summary=_summary(tables.cases),
@@ -89,9 +95,22 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
         missed_checkpoints_total=misses_total,
         missed_checkpoints=misses,
         stability=_stability(tables.cases, cut),
+        agents=agents,
+        comparisons=comparisons,
         comparison=_compare(tables.cases, runs[-2].run_id or "", runs[-1].run_id or "", cut) if len(runs) >= 2 else None,
         notes=notes,
     )
+
+
+def _named_agents(cases: pa.Table) -> pa.Table:
+    """``cases`` with a null agent read as ``(unknown)``."""
+    return cases.set_column(cases.schema.get_field_index("agent"), "agent", pc.fill_null(cases["agent"], _UNKNOWN_AGENT))
+
+
+def _declared_runs(source: RunSource, run_id: str) -> int | None:
+    """The run's ``--runs`` as its ``run.json`` says (None without one, or for another run's file)."""
+    runs = source.info.get("runs") if source.info.get("run_id", run_id) == run_id else None
+    return runs if isinstance(runs, int) and runs >= 1 else None
 
 
 def _status_counts(statuses: pa.ChunkedArray | pa.Array) -> StatusCounts:
@@ -116,6 +135,8 @@ def _summary(cases: pa.Table, **fields: Any) -> RunSummary:
         completion_tokens=_sum(cases["completion_tokens"]),
         total_tokens=_sum(cases["total_tokens"]),
         retries=_retries(cases),
+        cost_usd=pc.sum(cases["cost_usd"]).as_py(),
+        role_cost_usd=pc.sum(cases["role_cost_usd"]).as_py(),
         **fields,
     )
 
@@ -171,9 +192,11 @@ def _tokens(cases: pa.Table, sources: list[RunSource]) -> list[TokenUsage]:
         if connector:
             connectors.setdefault(agent, set()).add(connector)
     grouped = (
-        cases.set_column(cases.schema.get_field_index("agent"), "agent", pc.fill_null(cases["agent"], _UNKNOWN_AGENT))
+        _named_agents(cases)
         .group_by("agent")
-        .aggregate([([], "count_all"), ("prompt_tokens", "sum"), ("completion_tokens", "sum"), ("total_tokens", "sum")])
+        .aggregate(
+            [([], "count_all"), ("prompt_tokens", "sum"), ("completion_tokens", "sum"), ("total_tokens", "sum"), ("cost_usd", "sum")]
+        )
         .sort_by([("total_tokens_sum", "descending"), ("agent", "ascending")])
     )
     return [
@@ -184,6 +207,7 @@ def _tokens(cases: pa.Table, sources: list[RunSource]) -> list[TokenUsage]:
             prompt_tokens=row["prompt_tokens_sum"] or 0,
             completion_tokens=row["completion_tokens_sum"] or 0,
             total_tokens=row["total_tokens_sum"] or 0,
+            cost_usd=row["cost_usd_sum"],
         )
         for row in grouped.to_pylist()
     ]
@@ -251,9 +275,10 @@ def _flags(cases: pa.Table) -> pa.Table:
 
 
 def _stability(cases: pa.Table, cut: int | None) -> Stability:
+    cases = _named_agents(cases)  # a case of two agents is two cases here: one passing on A, failing on B is not flaky
     per_case = (
         _flags(cases)
-        .group_by(_CASE)
+        .group_by(_CASE_OF_AGENT)
         .aggregate([([], "count_all"), ("is_pass", "sum"), ("is_fail", "sum"), ("name", "max")])
     )
     passes, failures = per_case["is_pass_sum"], per_case["is_fail_sum"]
@@ -265,14 +290,14 @@ def _stability(cases: pa.Table, cut: int | None) -> Stability:
     rate = ran["pass_rate"]
     counted = Counter(stability_class(value) for value in rate.to_pylist())
     classes = {name: counted[name] for name in StabilityClass}
-    worst_first = [("pass_rate", "ascending"), ("case_id", "ascending"), ("suite", "ascending")]
+    worst_first = [("pass_rate", "ascending"), ("case_id", "ascending"), ("suite", "ascending"), ("agent", "ascending")]
     flaky = ran.filter(pc.and_(pc.greater(ran["is_pass_sum"], 0), pc.greater(ran["is_fail_sum"], 0))).sort_by(
         worst_first
     )
     unstable = ran.filter(pc.less(rate, 1.0)).sort_by(worst_first)
     flaky_rows = (flaky.slice(0, cut) if cut else flaky).to_pylist()
     unstable_rows = (unstable.slice(0, cut) if cut else unstable).to_pylist()
-    statuses = _statuses_of(cases, {(row["suite"], row["case_id"]) for row in flaky_rows + unstable_rows})
+    statuses = _statuses_of(cases, {(row["suite"], row["case_id"], row["agent"]) for row in flaky_rows + unstable_rows})
     max_runs = pc.max(per_case["count_all"]).as_py() or 0
     return Stability(
         cases=ran.num_rows,
@@ -284,25 +309,26 @@ def _stability(cases: pa.Table, cut: int | None) -> Stability:
     )
 
 
-def _statuses_of(cases: pa.Table, keys: set[tuple[str, str]]) -> dict[tuple[str, str], dict[str, int]]:
+def _statuses_of(cases: pa.Table, keys: set[tuple[str, str, str]]) -> dict[tuple[str, str, str], dict[str, int]]:
     if not keys:
         return {}
-    ids = sorted({case_id for _, case_id in keys})
+    ids = sorted({case_id for _, case_id, _ in keys})
     chosen = cases.filter(pc.is_in(cases["case_id"], value_set=pa.array(ids, pa.string())))
-    out: dict[tuple[str, str], dict[str, int]] = {}
-    for row in chosen.group_by([*_CASE, "status"]).aggregate([([], "count_all")]).to_pylist():
-        key = (row["suite"], row["case_id"])
+    out: dict[tuple[str, str, str], dict[str, int]] = {}
+    for row in chosen.group_by([*_CASE_OF_AGENT, "status"]).aggregate([([], "count_all")]).to_pylist():
+        key = (row["suite"], row["case_id"], row["agent"])
         if key in keys:
             out.setdefault(key, {})[row["status"]] = row["count_all"]
     return out
 
 
-def _case_rate(row: dict[str, Any], statuses: dict[tuple[str, str], dict[str, int]]) -> CaseRate:
+def _case_rate(row: dict[str, Any], statuses: dict[tuple[str, str, str], dict[str, int]]) -> CaseRate:
     rate = row["pass_rate"]
-    counts = statuses.get((row["suite"], row["case_id"]), {})
+    counts = statuses.get((row["suite"], row["case_id"], row["agent"]), {})
     return CaseRate(
         case_id=row["case_id"],
         suite=row["suite"],
+        agent=row["agent"],
         name=row["name_max"],
         runs=row["runs"],
         passes=row["is_pass_sum"],

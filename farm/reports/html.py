@@ -13,7 +13,11 @@ The numbers are text in elements with stable ids, for people and for tests:
 skipped), e.g. ``66.7%``), ``total-turns``, ``avg-turns``,
 ``total-duration`` (sum of case durations; ``data-ms`` holds milliseconds),
 ``total-tokens``, ``prompt-tokens``, ``completion-tokens``,
-``latency-avg`` and ``latency-max`` (turn latency), ``run-id``. The script
+``latency-avg`` and ``latency-max`` (turn latency), ``run-id``; where a connector has
+a ``price``, ``cost-usd`` (the agents under test) and ``role-cost-usd`` (simulator and
+judge); with several agents under test, a table ``agents`` with a row
+``agent-<n>`` per agent (``data-agent``), and each case names its agent
+(``data-agent`` on every case section). The script
 writes how many case sections the filter shows into ``visible-count`` and
 the active filter into ``active-filter``; the filter can also be chosen with
 the URL's fragment (``report.html#failed``). Each case is a
@@ -40,6 +44,8 @@ from farm.excerpts import MORE_CHARACTERS, clip
 from farm.jsontext import pretty_json
 from farm.reports.streamed import StreamedReport
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
+from farm.results import format_usd as usd
+from farm.summary import Summary
 
 __all__ = ["HTMLWriter", "LATENCY_BUCKETS_MS"]
 
@@ -115,6 +121,12 @@ class HTMLWriter(StreamedReport):
             _card("latency-avg", f"{latency_avg:.0f} ms", "avg turn latency"),
             _card("latency-max", f"{self._latency_max:.0f} ms", "max turn latency"),
         ]
+        if summary.cost_usd is not None:
+            cards.append(_card("cost-usd", usd(summary.cost_usd), "agent cost (USD)", attrs=f' data-usd="{summary.cost_usd!r}"'))
+        if summary.role_cost_usd is not None:
+            cards.append(
+                _card("role-cost-usd", usd(summary.role_cost_usd), "simulator and judge cost", attrs=f' data-usd="{summary.role_cost_usd!r}"')
+            )
         buttons = [
             f'<button type="button" class="filter" id="filter-all" data-filter="all">All <b>{total}</b></button>'
         ]
@@ -130,7 +142,7 @@ class HTMLWriter(StreamedReport):
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
 <title>{escape(self.title)}</title>
-<style>{_CSS}</style>
+<style>{_CSS}{_SHOW_AGENTS if summary.several_agents else ""}</style>
 </head>
 <body>
 <header>
@@ -140,7 +152,7 @@ class HTMLWriter(StreamedReport):
 <section class="cards" aria-label="Summary">
 {"".join(cards)}
 </section>
-<section class="charts">
+{_agents_table(summary) if summary.several_agents else ""}<section class="charts">
 <figure><figcaption>Statuses</figcaption>{_donut(counts)}</figure>
 <figure><figcaption>Turn latency ({self._latency_count} turns)</figcaption>{_histogram(self._latency)}</figure>
 </section>
@@ -194,6 +206,14 @@ _FOOT = """</main>
 </html>
 """
 
+_SHOW_AGENTS = """
+span.agent { display: inline; color: var(--muted); margin-right: .5em; }
+#agents { border-collapse: collapse; margin: 1em 0; }
+#agents td, #agents th { padding: .2em .8em; text-align: right; }
+#agents td:first-child, #agents th:first-child { text-align: left; }
+"""
+"""The style that shows each case's agent and the agents table: only in a run of several agents."""
+
 _CSS = """
 :root { --fg: #1f2328; --muted: #656d76; --bg: #fff; --panel: #f6f8fa; --line: #d0d7de;
   --passed: #1a7f37; --failed: #cf222e; --error: #8250df; --timeout: #bc4c00; --skipped: #9a6700; }
@@ -204,6 +224,7 @@ _CSS = """
 body { margin: 0 auto; max-width: 1200px; padding: 1rem 1.5rem 3rem; color: var(--fg); background: var(--bg);
   font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
 h1 { font-size: 1.4rem; margin: .5rem 0; }
+span.agent { display: none; }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
 pre { white-space: pre-wrap; word-break: break-word; margin: .2rem 0; padding: .4rem .6rem;
   background: var(--panel); border: 1px solid var(--line); border-radius: 6px; }
@@ -255,6 +276,22 @@ ul.checks li.opt::before { content: "○ "; color: var(--muted); }
 pre.diff span.del { color: var(--failed); } pre.diff span.ins { color: var(--passed); }
 h3 { font-size: 1rem; margin: .7rem 0 .2rem; }
 """
+
+
+def _agents_table(summary: Summary) -> str:
+    """Each agent's counts and cost, side by side, for a run that tested several."""
+    priced = any(entry.cost_usd is not None for entry in summary.agents.values())
+    head = "".join(f"<th>{escape(name)}</th>" for name in ["agent", "total", *(s.value for s in Status), "pass rate", *(["cost"] if priced else [])])
+    rows = []
+    for number, (agent, entry) in enumerate(summary.agents.items()):
+        rate = "—" if entry.pass_rate is None else f"{entry.pass_rate:.1%}"
+        cells = [f"<td><code>{escape(agent)}</code></td>", f"<td>{entry.total}</td>"]
+        cells += [f'<td class="{s.value}">{entry.counts[s]}</td>' for s in Status]
+        cells.append(f"<td>{rate}</td>")
+        if priced:
+            cells.append(f"<td>{escape(usd(entry.cost_usd))}</td>")
+        rows.append(f'<tr id="agent-{number}" data-agent="{escape(agent)}">{"".join(cells)}</tr>')
+    return f'<section aria-label="Agents"><table id="agents"><tr>{head}</tr>{"".join(rows)}</table></section>\n'
 
 
 def _card(element_id: str, value: Any, label: str, css: str = "", attrs: str = "") -> str:
@@ -358,10 +395,13 @@ def case_section(result: CaseResult, number: int) -> str:
         meta.insert(0, f"run {result.run_index + 1}")
     if result.attempt > 1:
         meta.insert(0, f"attempt {result.attempt}")
+    agent = escape(result.agent or "")
     out = [
         f'<details class="case" id="case-{number}" data-status="{status.value}" data-case-id="{escape(result.id)}"'
-        f"{'' if status is Status.PASSED else ' open'}>",
+        f' data-agent="{agent}"{"" if status is Status.PASSED else " open"}>',
         f'<summary><span class="badge {status.value}">{status.value.upper()}</span>'
+        # shown by the page's style only when the run tested several agents (known once every result is in)
+        f'<span class="agent">{agent}</span>'
         f"<code>{escape(result.id)}</code> {escape(result.name or '')} "
         f'<span class="muted">({escape(" · ".join(meta))})</span></summary>',
         '<div class="case-body">',
@@ -376,6 +416,8 @@ def case_section(result: CaseResult, number: int) -> str:
             "tokens",
             f"{result.usage.total_tokens} ({result.usage.prompt_tokens} prompt, {result.usage.completion_tokens} completion)",
         ),
+        ("cost", None if result.cost_usd is None else usd(result.cost_usd)),
+        ("simulator and judge cost", None if result.role_cost_usd is None else usd(result.role_cost_usd)),
     ]
     out.append(
         '<div class="facts">'
@@ -403,6 +445,8 @@ def _turn(turn: TurnResult) -> str:
     head = [f"Turn {turn.turn}", turn.input_source, f"{turn.duration_ms:.0f} ms"]
     if turn.usage.total_tokens:
         head.append(f"{turn.usage.total_tokens} tokens")
+    if turn.cost_usd is not None:
+        head.append(usd(turn.cost_usd))
     if turn.steps > 1:
         head.append(f"{turn.steps} agent calls")
     if turn.retries:

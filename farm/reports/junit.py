@@ -37,7 +37,7 @@ from xml.sax.saxutils import quoteattr
 from farm.excerpts import clip
 from farm.jsontext import as_text
 from farm.reports.streamed import StreamedReport
-from farm.results import AssertionResult, CaseResult, Status, TurnResult
+from farm.results import AssertionResult, CaseResult, Status, TurnResult, format_usd
 
 __all__ = ["JUnitWriter", "failure_lines", "testcase", "transcript", "xml_text"]
 
@@ -166,7 +166,9 @@ def transcript(result: CaseResult) -> str:
         f"case {result.id}" + (f" — {result.name}" if result.name else ""),
         f"status: {Status(result.status).value}; run {result.run_index + 1}, attempt {result.attempt}; "
         f"{result.total_turns or len(result.turns)} turns; {result.duration_ms:.0f} ms; "
-        f"{result.usage.total_tokens} tokens",
+        f"{result.usage.total_tokens} tokens"
+        + ("" if result.cost_usd is None else f"; {format_usd(result.cost_usd)}")
+        + ("" if result.role_cost_usd is None else f" (simulator and judge {format_usd(result.role_cost_usd)})"),
     ]
     for label, value in (
         ("agent", result.agent),
@@ -205,6 +207,8 @@ def _turn_lines(turn: TurnResult) -> list[str]:
     head = f"turn {turn.turn} [{turn.input_source}] {turn.duration_ms:.0f} ms"
     if turn.usage.total_tokens:
         head += f", {turn.usage.total_tokens} tokens"
+    if turn.cost_usd is not None:
+        head += f", {format_usd(turn.cost_usd)}"
     if turn.retries:
         head += f", {turn.retries} retried request(s)"
     lines = ["", head, f"  user: {_input(turn.input)}"]

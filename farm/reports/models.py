@@ -7,6 +7,7 @@ it as tables or dumps it as JSON (``schema_version`` versions that document).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -14,12 +15,16 @@ from farm.results import StabilityClass
 
 __all__ = [
     "REPORT_SCHEMA_VERSION",
+    "AgentStats",
     "AssertionFailure",
+    "CaseDelta",
+    "CaseStats",
     "CaseChange",
     "CaseRate",
     "CheckpointMiss",
     "Comparison",
     "Latency",
+    "PairedComparison",
     "Report",
     "Retries",
     "RunSummary",
@@ -76,6 +81,10 @@ class RunSummary(BaseModel):
     total_tokens: int = 0
     retries: Retries = Field(default_factory=Retries)
     """How often ``--retries`` was needed."""
+    cost_usd: float | None = None
+    """USD the agents under test cost (their connectors' ``price``); null when none had a price."""
+    role_cost_usd: float | None = None
+    """USD the cases' simulator and validator calls cost, apart from ``cost_usd``; null when no role had a price."""
 
 
 class TokenUsage(BaseModel):
@@ -90,6 +99,8 @@ class TokenUsage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    cost_usd: float | None = None
+    """USD these tokens cost at the connector's ``price``; null without one."""
 
 
 class Latency(BaseModel):
@@ -127,6 +138,8 @@ class CaseRate(BaseModel):
     case_id: str
     suite: str = ""
     """The file the case came from (its ``source`` without the line); cases are told apart by suite and id."""
+    agent: str | None = None
+    """The agent under test whose tries these are (each agent's tries of a case are counted apart)."""
     name: str | None = None
     runs: int
     """Case runs that were not skipped."""
@@ -145,7 +158,7 @@ class Stability(BaseModel):
     """Pass rates per case across runs and repetitions."""
 
     cases: int
-    """Distinct cases (suite and id) that ran, not only skipped."""
+    """Distinct cases (suite and id; per agent under test) that ran, not only skipped."""
     repeated: bool
     """Whether any case ran more than once; without that there is nothing to call flaky."""
     classes: dict[StabilityClass, int]
@@ -182,6 +195,104 @@ class Comparison(BaseModel):
     fixes: list[CaseChange]
 
 
+class CaseStats(BaseModel):
+    """One case of one agent in one run, over its tries (``--runs``)."""
+
+    case_id: str
+    suite: str = ""
+    name: str | None = None
+    agent: str
+    tries: int
+    """Tries that were judged (not skipped)."""
+    passes: int
+    pass_rate: float
+    interval: tuple[float, float]
+    """95 % Wilson interval ``[low, high]`` of the case's pass rate."""
+    pass_at_k: float | None = None
+    """Chance that at least one of k tries passes (the agent's ``k``); null when the case has fewer tries."""
+    pass_hat_k: float | None = None
+    """Chance that all k tries pass; null likewise."""
+
+
+class AgentStats(BaseModel):
+    """One agent under test in one run: its pass rate with a confidence interval, pass@k, pass^k and cost."""
+
+    run_id: str
+    agent: str
+    cases: int
+    """Distinct cases judged at least once."""
+    tries: int
+    """Case runs judged (skipped ones and those a rescore could not judge left out)."""
+    passes: int
+    pass_rate: float | None
+    """``passes / tries``; null when nothing was judged."""
+    interval: tuple[float, float]
+    """95 % interval ``[low, high]`` of the pass rate: Wilson's, clustered by case when cases ran more than once
+    (:func:`farm.reports.stats.clustered_interval`)."""
+    interval_method: Literal["wilson", "wilson-clustered"]
+    """``wilson`` (one try per case) or ``wilson-clustered`` (tries of one case counted as one cluster)."""
+    k: int | None = None
+    """The k of ``pass_at_k``/``pass_hat_k``: the run's ``--runs`` (from ``run.json``, else the most tries any case
+    has); null when it is 1."""
+    k_cases: int = 0
+    """Cases with at least k tries, which ``pass_at_k`` and ``pass_hat_k`` average over."""
+    pass_at_k: float | None = None
+    """Mean over those cases of the unbiased estimate of "at least one of k tries passes"."""
+    pass_hat_k: float | None = None
+    """Mean over those cases of the unbiased estimate of "all k tries pass" (reliability)."""
+    cost_usd: float | None = None
+    """USD the agent cost over the run; null when its connector has no ``price``."""
+    role_cost_usd: float | None = None
+    """USD its cases' simulator and validator calls cost; null when no role had a price."""
+    cost_per_case_usd: float | None = None
+    """``cost_usd`` per case run."""
+    flaky_total: int = 0
+    """Cases that passed some tries and not others."""
+    flaky: list[CaseStats] = Field(default_factory=list)
+    """Those cases, lowest pass rate first."""
+
+
+class CaseDelta(BaseModel):
+    """A case that went better or worse from A to B in a :class:`PairedComparison`."""
+
+    case_id: str
+    suite: str = ""
+    name: str | None = None
+    a_passes: int
+    a_tries: int
+    b_passes: int
+    b_tries: int
+
+
+class PairedComparison(BaseModel):
+    """A and B on the cases both ran: which got better or worse, and whether that is more than noise."""
+
+    kind: Literal["agents", "runs"]
+    """``agents``: two agents of one run; ``runs``: the same cases in two runs."""
+    a: str
+    """A's name: an agent, or a run id (with its agent when the runs tested different ones)."""
+    b: str
+    a_run: str
+    b_run: str
+    a_agent: str
+    b_agent: str
+    cases: int
+    """Cases both judged."""
+    b_better: int
+    """Cases where B's pass rate is higher than A's (with one try each: B passes, A fails)."""
+    b_worse: int
+    """Cases where B's pass rate is lower (with one try each: A passes, B fails)."""
+    same: int
+    """Cases where both did equally well."""
+    p_value: float
+    """Two-sided exact McNemar p on ``b_better`` and ``b_worse`` (a sign test on per-case pass rates when cases
+    ran more than once); small means the difference is unlikely to be noise."""
+    sentence: str
+    """What the comparison says, in one sentence."""
+    better: list[CaseDelta] = Field(default_factory=list)
+    worse: list[CaseDelta] = Field(default_factory=list)
+
+
 class Report(BaseModel):
     """Everything ``farm report`` prints; ``--json`` prints this."""
 
@@ -197,6 +308,10 @@ class Report(BaseModel):
     missed_checkpoints_total: int
     missed_checkpoints: list[CheckpointMiss]
     stability: Stability
+    agents: list[AgentStats] = Field(default_factory=list)
+    """Per run and agent under test: pass rate with its interval, pass@k, pass^k, cost, flaky cases."""
+    comparisons: list[PairedComparison] = Field(default_factory=list)
+    """Paired comparisons: every two agents of a run, and the same cases in the last two runs."""
     comparison: Comparison | None = None
     """Null with fewer than two runs."""
     notes: list[str] = Field(default_factory=list)

@@ -39,8 +39,9 @@ CASE_RUN_KEY = ["run_id", "run_index", "attempt", "case_id"]
 _CASE_COLUMNS = [
     *CASE_RUN_KEY, "name", "status", "agent", "total_turns", "duration_ms",
     "prompt_tokens", "completion_tokens", "total_tokens", "started_at", "error", "source", "retried", "rescorable",
+    "cost_usd", "role_cost_usd",
 ]  # fmt: skip
-_ADDED_LATER = {"retried": 0, "rescorable": None}
+_ADDED_LATER = {"retried": 0, "rescorable": None, "cost_usd": None, "role_cost_usd": None}
 """Case columns a run of an older farm lacks, and the value they read as."""
 _TURN_COLUMNS = [*CASE_RUN_KEY, "turn", "duration_ms"]
 _ASSERTION_COLUMNS = ["run_id", "case_id", "scope", "checkpoint_id", "type", "passed", "message", "required"]

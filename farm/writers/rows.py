@@ -171,7 +171,7 @@ def _conversion(field: FieldInfo) -> Callable[[Any], Any] | None:
 
 
 class KeyRow(RowModel):
-    """The columns that start every table: ``(run_id, run_index, attempt, case_id)`` joins them."""
+    """The columns that start every table: ``(run_id, run_index, attempt, case_id, agent)`` joins them."""
 
     run_id: str
     """The run; never null."""
@@ -181,11 +181,19 @@ class KeyRow(RowModel):
     """1, or more when a worker died or ``--retries`` ran the case again."""
     case_id: str
     """The case id."""
+    agent: str | None
+    """The agent under test that ran the case (a run may test several)."""
 
     @staticmethod
     def of(result: CaseResult) -> Row:
         """The key columns of ``result``'s rows."""
-        return {"run_id": result.run_id, "run_index": result.run_index, "attempt": result.attempt, "case_id": result.id}
+        return {
+            "run_id": result.run_id,
+            "run_index": result.run_index,
+            "attempt": result.attempt,
+            "case_id": result.id,
+            "agent": result.agent,
+        }
 
 
 class CaseRow(KeyRow):
@@ -197,7 +205,6 @@ class CaseRow(KeyRow):
     status: str
     mode: str | None
     """``single``, ``static`` or ``dynamic``; null when the case did not load."""
-    agent: str | None
     tags: list[str]
     """The case's tags (empty list when none)."""
     source: str | None
@@ -219,6 +226,13 @@ class CaseRow(KeyRow):
     """Completion tokens, likewise."""
     total_tokens: int
     """Total tokens, likewise."""
+    cached_tokens: int
+    """Of ``prompt_tokens``, those the API served from its prompt cache."""
+    cost_usd: float | None
+    """What the agent under test cost over the case, in USD at its connector's ``price``; null without one."""
+    role_cost_usd: float | None
+    """What the case's simulator and validator calls cost, in USD at their connectors' prices; null when none has
+    a ``price``. Not part of ``cost_usd``."""
     assertions_passed: Int32
     """Turn and final assertions that passed (checkpoints not counted)."""
     assertions_failed: Int32
@@ -258,6 +272,7 @@ class CaseRow(KeyRow):
                 "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
                 "total_tokens": usage.total_tokens,
+                "cached_tokens": usage.cached_tokens,
                 "assertions_passed": passed,
                 "assertions_failed": len(scored) - passed,
                 "checkpoints_reached": sum(1 for c in result.checkpoints if c.reached),
@@ -316,6 +331,10 @@ class TurnRow(KeyRow):
     """Completion tokens, likewise."""
     total_tokens: int
     """Total tokens, likewise."""
+    cached_tokens: int
+    """Of ``prompt_tokens``, those the API served from its prompt cache."""
+    cost_usd: float | None
+    """What the turn's agent calls cost, in USD at the serving connector's ``price``; null without one."""
     steps: Int32
     """Agent calls in the turn (more than one when tool mocks were answered)."""
     retries: Int32
@@ -342,6 +361,7 @@ class TurnRow(KeyRow):
                 "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
                 "total_tokens": usage.total_tokens,
+                "cached_tokens": usage.cached_tokens,
             },
         )
 

@@ -116,6 +116,12 @@ class RunInfo(BaseModel):
     role_cache: dict[str, int] = Field(default_factory=dict)
     """``role_calls`` (calls the role cache could answer: the cases' simulator and validator calls,
     the generator's and the reporter's) and ``cache_hits`` (those it answered), every part included."""
+    cost: dict[str, float | None] = Field(default_factory=dict)
+    """``cost_usd`` (the agents under test) and ``role_cost_usd`` (simulator, validator, generator and
+    reporter calls), in USD at the connectors' prices, every part included; null where no connector has a
+    ``price`` (:meth:`farm.summary.Summary.cost`)."""
+    agent_counts: dict[str, dict[str, float | int | None]] = Field(default_factory=dict)
+    """Per agent under test: its status counts and ``cost_usd`` (:meth:`farm.summary.Summary.agent_counts`)."""
     rescored_from: dict[str, str] | None = None
     """For a ``farm rescore`` run: the source run's ``run_id`` and ``run_dir``, whose recorded
     conversations it re-evaluated; null for a live run."""

@@ -34,11 +34,13 @@ def test_agents_lists_connectors_with_keys_redacted(tmp_path: Path, monkeypatch)
     monkeypatch.setenv("FARM_TEST_KEY", SECRET)
     (tmp_path / "farm.toml").write_text(
         '[connectors.llm]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\napi_key_env = "FARM_TEST_KEY"\nrpm = 60\n'
+        'price = { input = 2.5, output = 10 }\n'
         '[agents.bot]\nkind = "openai"\nconnector = "llm"\ndescription = "a bot"\n'
     )
-    result = CliRunner().invoke(app, ["agents", "--config", str(tmp_path / "farm.toml")], catch_exceptions=False, terminal_width=200)
+    result = CliRunner().invoke(app, ["agents", "--config", str(tmp_path / "farm.toml")], catch_exceptions=False, terminal_width=250)
     assert result.exit_code == 0
     assert "bot" in result.output and "$FARM_TEST_KEY (set)" in result.output
+    assert "in 2.5, out 10" in result.output
     assert SECRET not in result.output
 
 

@@ -236,9 +236,9 @@ def test_a_row_model_field_named_like_a_result_field_is_copied_from_it():
 
     result = static_result(1)
     row = WithWorker._row(result, {**KeyRow.of(result), "turns_seen": 2})
-    assert row == {"run_id": "run-x", "run_index": 1, "attempt": 1, "case_id": "case-0001", "worker": "worker-1",
-                   "turns_seen": 2}
-    assert arrow_schema(WithWorker).names == ["run_id", "run_index", "attempt", "case_id", "worker", "turns_seen"]
+    assert row == {"run_id": "run-x", "run_index": 1, "attempt": 1, "case_id": "case-0001", "agent": "support-bot",
+                   "worker": "worker-1", "turns_seen": 2}
+    assert arrow_schema(WithWorker).names == ["run_id", "run_index", "attempt", "case_id", "agent", "worker", "turns_seen"]
     with pytest.raises(TypeError, match=r"WithWorker was built without the columns \['turns_seen'\]"):
         WithWorker._row(result, KeyRow.of(result))
 

@@ -1,0 +1,244 @@
+"""``farm report``'s statistics per agent under test, and its paired comparisons.
+
+From the cases table (one row per case run, flagged ``is_pass``/``is_fail``
+by :mod:`farm.reports.analysis`), per run and agent:
+
+- the pass rate over the judged tries with a 95 % interval: Wilson's, or with
+  ``--runs`` the case-clustered one (:func:`~farm.reports.stats.clustered_interval`);
+- with k tries or more per case, k being the run's ``--runs`` (``run.json``;
+  for a results file without it, the most tries any case has): pass@k and
+  pass^k, the means over those cases of the unbiased per-case estimators;
+- the flaky cases (passed some tries, not others), each with its own interval;
+- what the agent and its cases' role calls cost.
+
+Paired comparisons (:func:`paired_comparisons`): every two agents of one run,
+and the last two runs read (one agent each: those two; else each agent both
+tested), on the cases both sides judged. Per case, B is better when its pass
+rate is higher; the exact McNemar test on the better and worse counts (with
+repeated tries, the same binomial test as a sign test on the per-case pass
+rates) gives ``p_value``.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from farm.reports.models import AgentStats, CaseDelta, CaseStats, PairedComparison
+from farm.reports.stats import (
+    clustered_interval,
+    comparison_sentence,
+    mcnemar_exact,
+    pass_at_k,
+    pass_hat_k,
+    wilson_interval,
+)
+
+__all__ = ["agent_stats", "paired_comparisons", "statistics"]
+
+Side = tuple[str, str]
+"""One agent in one run: ``(run_id, agent)``."""
+
+_KEY = ["suite", "case_id"]
+"""A case across runs: its suite and id."""
+
+
+def statistics(
+    flagged: pa.Table, runs_of: dict[str, int | None], run_order: list[str], cut: int | None
+) -> tuple[list[AgentStats], list[PairedComparison]]:
+    """:func:`agent_stats` and :func:`paired_comparisons` of ``flagged``, its cases tallied once."""
+    sides = _sides(flagged)
+    return agent_stats(flagged, sides, runs_of, run_order, cut), paired_comparisons(sides, run_order, cut)
+
+
+def _sides(flagged: pa.Table) -> dict[Side, pa.Table]:
+    """Per run and agent: one row per case it judged (``suite``, ``case_id``, ``name``, ``passes``,
+    ``tries``). Columns all the way: 100k cases tally in a fraction of a second."""
+    grouped = flagged.group_by(["run_id", "agent", *_KEY]).aggregate(
+        [("is_pass", "sum"), ("is_fail", "sum"), ("name", "max")]
+    )
+    passes = pc.fill_null(grouped["is_pass_sum"], 0)
+    tries = pc.add(passes, pc.fill_null(grouped["is_fail_sum"], 0))
+    table = pa.table(
+        {
+            "run_id": grouped["run_id"], "agent": grouped["agent"], "suite": grouped["suite"],
+            "case_id": grouped["case_id"], "name": grouped["name_max"], "passes": passes, "tries": tries,
+        }
+    ).filter(pc.greater(tries, 0))  # fmt: skip
+    out = {}
+    for side in table.group_by(["run_id", "agent"]).aggregate([]).to_pylist():
+        mask = pc.and_(pc.equal(table["run_id"], side["run_id"]), pc.equal(table["agent"], side["agent"]))
+        out[(side["run_id"], side["agent"])] = table.filter(mask).drop_columns(["run_id", "agent"])
+    return out
+
+
+def _costs(flagged: pa.Table) -> dict[Side, tuple[float | None, float | None, int]]:
+    grouped = flagged.group_by(["run_id", "agent"]).aggregate(
+        [("cost_usd", "sum"), ("role_cost_usd", "sum"), ([], "count_all")]
+    )
+    return {
+        (row["run_id"], row["agent"]): (row["cost_usd_sum"], row["role_cost_usd_sum"], row["count_all"])
+        for row in grouped.to_pylist()
+    }
+
+
+def agent_stats(
+    flagged: pa.Table, sides: dict[Side, pa.Table], runs_of: dict[str, int | None], run_order: list[str], cut: int | None
+) -> list[AgentStats]:
+    """Per run (in ``run_order``) and agent (by name): see the module docstring. ``sides``: each run and
+    agent's cases (:func:`_sides`); ``runs_of``: each run's ``--runs`` from its ``run.json`` (None when
+    unknown); ``cut``: flaky cases listed at most."""
+    costs = _costs(flagged)
+    order = {run_id: index for index, run_id in enumerate(run_order)}
+    keys = sorted(set(sides) | set(costs), key=lambda side: (order.get(side[0], len(order)), side[0], side[1]))
+    out = []
+    for side in keys:
+        cases = sides.get(side)
+        cost, role_cost, case_runs = costs.get(side, (None, None, 0))
+        passes_list: list[int] = [] if cases is None else cases["passes"].to_pylist()
+        tries_list: list[int] = [] if cases is None else cases["tries"].to_pylist()
+        tries, passes = sum(tries_list), sum(passes_list)
+        most = max(tries_list, default=1)
+        repeated = most > 1
+        declared = runs_of.get(side[0]) or most
+        k = declared if declared >= 2 else None
+        at_k = [(n, c) for n, c in zip(tries_list, passes_list, strict=True) if k is not None and n >= k]
+        flaky, flaky_total = _flaky(cases, side[1], k, cut) if cases is not None else ([], 0)
+        out.append(
+            AgentStats(
+                run_id=side[0],
+                agent=side[1],
+                cases=len(tries_list),
+                tries=tries,
+                passes=passes,
+                pass_rate=passes / tries if tries else None,
+                interval=clustered_interval(list(zip(passes_list, tries_list, strict=True))) if repeated else wilson_interval(passes, tries),
+                interval_method="wilson-clustered" if repeated else "wilson",
+                k=k,
+                k_cases=len(at_k),
+                pass_at_k=_mean([pass_at_k(n, c, k) for n, c in at_k]) if k else None,
+                pass_hat_k=_mean([pass_hat_k(n, c, k) for n, c in at_k]) if k else None,
+                cost_usd=cost,
+                role_cost_usd=role_cost,
+                cost_per_case_usd=cost / case_runs if cost is not None and case_runs else None,
+                flaky_total=flaky_total,
+                flaky=flaky,
+            )
+        )
+    return out
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _flaky(cases: pa.Table, agent: str, k: int | None, cut: int | None) -> tuple[list[CaseStats], int]:
+    """The cases that passed some tries and not others, lowest pass rate first (at most ``cut``), and their count."""
+    flaky = cases.filter(pc.and_(pc.greater(cases["passes"], 0), pc.less(cases["passes"], cases["tries"])))
+    flaky = flaky.append_column("rate", pc.divide(pc.cast(flaky["passes"], pa.float64()), flaky["tries"]))
+    flaky = flaky.sort_by([("rate", "ascending"), ("case_id", "ascending"), ("suite", "ascending")])
+    rows = (flaky.slice(0, cut) if cut else flaky).to_pylist()
+    return [_case_stats(row, agent, k) for row in rows], flaky.num_rows
+
+
+def _case_stats(row: dict[str, Any], agent: str, k: int | None) -> CaseStats:
+    n, c = row["tries"], row["passes"]
+    counted = k is not None and n >= k
+    return CaseStats(
+        case_id=row["case_id"],
+        suite=row["suite"],
+        name=row["name"],
+        agent=agent,
+        tries=n,
+        passes=c,
+        pass_rate=c / n,
+        interval=wilson_interval(c, n),
+        pass_at_k=pass_at_k(n, c, k) if counted and k else None,
+        pass_hat_k=pass_hat_k(n, c, k) if counted and k else None,
+    )
+
+
+def paired_comparisons(sides: dict[Side, pa.Table], run_order: list[str], cut: int | None) -> list[PairedComparison]:
+    """Every two agents of each run, then the last two runs of ``run_order`` (see the module docstring)."""
+    out = []
+    for run_id in run_order:
+        agents = sorted(agent for run, agent in sides if run == run_id)
+        for a, b in combinations(agents, 2):
+            out.append(_compare("agents", (run_id, a), (run_id, b), a, b, sides, cut))
+    if len(run_order) >= 2:
+        old, new = run_order[-2], run_order[-1]
+        old_agents = sorted(agent for run, agent in sides if run == old)
+        new_agents = sorted(agent for run, agent in sides if run == new)
+        if len(old_agents) == 1 and len(new_agents) == 1:
+            pairs = [(old_agents[0], new_agents[0])]
+        else:
+            pairs = [(agent, agent) for agent in old_agents if agent in new_agents]
+        for a, b in pairs:
+            name_a, name_b = (old, new) if a == b else (f"{old} ({a})", f"{new} ({b})")
+            out.append(_compare("runs", (old, a), (new, b), name_a, name_b, sides, cut))
+    return out
+
+
+def _paired(left: pa.Table, right: pa.Table) -> pa.Table:
+    """The cases of both sides, side by side: by suite and id, then, for the cases left over on both
+    sides, by id alone where it names one case on each side (a suite renamed, or an edited copy of it
+    rescored with ``farm rescore RUN -i copy.jsonl``), as the regressions between runs are matched."""
+    both = left.join(right, keys=_KEY, join_type="inner")
+    matched = both["case_id"]
+    rest_left = _unique_ids(left.filter(pc.invert(pc.is_in(left["case_id"], value_set=matched))))
+    rest_right = _unique_ids(right.filter(pc.invert(pc.is_in(right["case_id"], value_set=matched))))
+    if rest_left.num_rows == 0 or rest_right.num_rows == 0:
+        return both
+    by_id = rest_left.drop_columns(["suite"]).join(rest_right, keys="case_id", join_type="inner")
+    return pa.concat_tables([both, by_id.select(both.column_names)])
+
+
+def _unique_ids(table: pa.Table) -> pa.Table:
+    counts = table.group_by("case_id").aggregate([([], "count_all")])
+    once = counts.filter(pc.equal(counts["count_all"], 1))["case_id"]
+    return table.filter(pc.is_in(table["case_id"], value_set=once))
+
+
+def _compare(
+    kind: Literal["agents", "runs"], a: Side, b: Side, name_a: str, name_b: str, sides: dict[Side, pa.Table], cut: int | None
+) -> PairedComparison:
+    left = sides[a].rename_columns(["suite", "case_id", "a_name", "a_passes", "a_tries"])
+    right = sides[b].rename_columns(["suite", "case_id", "b_name", "b_passes", "b_tries"])
+    both = _paired(left, right)
+    # cross-multiplied, in integers, so that 2/3 and 4/6 are equal exactly
+    difference = pc.subtract(pc.multiply(both["b_passes"], both["a_tries"]), pc.multiply(both["a_passes"], both["b_tries"]))
+    better = both.filter(pc.greater(difference, 0))
+    worse = both.filter(pc.less(difference, 0))
+    repeated = both.num_rows > 0 and max(pc.max(both["a_tries"]).as_py(), pc.max(both["b_tries"]).as_py()) > 1
+
+    def deltas(table: pa.Table) -> list[CaseDelta]:
+        table = table.sort_by([("case_id", "ascending"), ("suite", "ascending")])
+        return [
+            CaseDelta(
+                case_id=row["case_id"], suite=row["suite"], name=row["b_name"] or row["a_name"],
+                a_passes=row["a_passes"], a_tries=row["a_tries"], b_passes=row["b_passes"], b_tries=row["b_tries"],
+            )  # fmt: skip
+            for row in (table.slice(0, cut) if cut else table).to_pylist()
+        ]
+
+    p = mcnemar_exact(better.num_rows, worse.num_rows)
+    return PairedComparison(
+        kind=kind,
+        a=name_a,
+        b=name_b,
+        a_run=a[0],
+        b_run=b[0],
+        a_agent=a[1],
+        b_agent=b[1],
+        cases=both.num_rows,
+        b_better=better.num_rows,
+        b_worse=worse.num_rows,
+        same=both.num_rows - better.num_rows - worse.num_rows,
+        p_value=p,
+        sentence=comparison_sentence(name_a, name_b, worse.num_rows, better.num_rows, p, repeated=repeated),
+        better=deltas(better),
+        worse=deltas(worse),
+    )
