@@ -65,7 +65,7 @@ def test_the_tour_suite_passes_against_the_demo_agent(tmp_path: Path, demo_serve
         lines += [f"{k} = {json.dumps(v)}" for k, v in table.items()]
     for name, conn in data["connectors"].items():
         lines.append(f'[connectors."{name}"]')
-        lines += [f"{k} = {json.dumps(v)}" for k, v in conn.items()]
+        lines += [f"{k} = {_toml(v)}" for k, v in conn.items()]
     for name, agent in data["agents"].items():
         lines.append(f'[agents."{name}"]')
         for k, v in agent.items():
