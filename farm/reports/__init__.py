@@ -4,7 +4,9 @@
   are :class:`~farm.writers.ResultWriter` implementations fed every result as it arrives.
 - :func:`~farm.reports.analysis.analyse` reads one or many runs' Parquet
   tables (or a results JSONL file; :mod:`~farm.reports.runs` finds and reads
-  them) and returns a :class:`~farm.reports.models.Report`.
+  them) and returns a :class:`~farm.reports.models.Report`, with per agent statistics and
+  paired comparisons (:mod:`~farm.reports.agentstats`) computed by the pure functions of
+  :mod:`~farm.reports.stats` (Wilson and case-clustered intervals, pass@k, pass^k, exact McNemar).
 """
 
 from farm.reports.analysis import Report, analyse, find_runs
