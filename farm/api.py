@@ -222,7 +222,7 @@ def run(
     extra = {"Run": run_id, "Engine": engine_name}
     if skip_keys:
         extra["Resuming"] = f"{len(skip_keys)} finished"
-    view.start(", ".join(agents), input_value, len(suite.cases), extra, plan.total, progress=not interactive)  # a live bar would draw over the questions
+    view.start(agents, input_value, len(suite.cases), extra, plan.total, progress=not interactive)  # a live bar would draw over the questions
     problems: list[dict[str, Any]] = []  # a bounded sample of what went wrong, for the reporter
 
     def on_result(result: CaseResult) -> None:
@@ -309,6 +309,7 @@ def _count_after_run(run_dir: Path, summary: Summary, calls: CallTally) -> None:
     summary.add_calls(calls)
     info = read_run_json(run_dir)
     info.role_cache = summary.role_cache()
+    info.cost = summary.cost()
     write_run_json(run_dir, info)
 
 

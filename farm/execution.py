@@ -241,6 +241,8 @@ def execute(
                 info.status = "interrupted" if interrupted else "stopped" if lost or info.stop_reason == "max_cost" else "finished"
                 info.ended_at = time.time()
                 info.counts = summary.count_dict()
+                info.cost = summary.cost()
+                info.agent_counts = summary.agent_counts()
                 info.role_cache = summary.role_cache()
                 if plan.replay is not None:  # a rescore says how many it could not judge
                     info.not_rescorable = summary.not_rescorable

@@ -48,12 +48,13 @@ class RunView:
             self._reporter = ConsoleReporter(self.console, verbose=self.verbose)
         return self._reporter
 
-    def start(self, agent: str, input: str, cases: int, extra: dict[str, str], total: int, progress: bool = True) -> None:
-        """The header (agent, input, ``extra`` lines), then a progress line over ``total`` case runs
-        unless ``progress`` is False (interactive questions would be drawn over)."""
+    def start(self, agents: str | list[str], input: str, cases: int, extra: dict[str, str], total: int, progress: bool = True) -> None:
+        """The header (the agent or agents under test, input, ``extra`` lines), then a progress line
+        over ``total`` case runs unless ``progress`` is False (interactive questions would be drawn over)."""
         if not self.show:
             return
-        self.reporter.header(agent, input, cases, extra)
+        several = [agents] if isinstance(agents, str) else agents
+        self.reporter.header(", ".join(several), input, cases, extra, agents=several if len(several) > 1 else ())
         if progress:
             self.reporter.start_progress(total)
 

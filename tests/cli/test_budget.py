@@ -74,6 +74,7 @@ def test_the_budget_stops_the_run_and_a_larger_one_finishes_it_each_case_once(pr
     assert sum(r["cost_usd"] for r in table) == pytest.approx(40 * PER_CASE)
     info = json.loads((run_dir / "run.json").read_text())
     assert info["status"] == "finished" and info["stop_reason"] is None
+    assert info["cost"]["cost_usd"] == pytest.approx(40 * PER_CASE)  # every part of the run
 
 
 def test_a_resume_that_keeps_a_spent_budget_starts_nothing_and_says_so(project: Path):

@@ -78,6 +78,7 @@ def test_every_case_runs_on_every_agent_and_each_row_names_its_agent(project: Pa
     assert Counter(r["agent"] for r in turns) == {"A": 24, "B": 24}
     info = json.loads((result.run_dir / "run.json").read_text())
     assert info["agents"] == ["A", "B"] and info["counts"]["total"] == 48 and info["counts"]["failed"] == 8
+    assert info["agent_counts"]["A"]["failed"] == 0 and info["agent_counts"]["B"]["failed"] == 8
     assert result.summary.total == 48
 
 
