@@ -104,7 +104,7 @@ class RunCases:
         if query.sort != "case_id" or query.descending:
             order = "descending" if query.descending else "ascending"
             key = query.sort if query.sort in SORTABLE else "case_id"
-            chosen = chosen.take(pc.sort_indices(chosen, sort_keys=[(key, order), ("case_id", order)], null_placement="at_end"))
+            chosen = chosen.take(pc.sort_indices(chosen, sort_keys=[(key, order), ("case_id", order)]))
         limit = max(1, min(query.limit, MAX_PAGE))
         offset = max(0, query.offset)
         rows = chosen.slice(offset, limit).drop_columns(["key", "tag_text"]).to_pylist()

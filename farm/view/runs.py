@@ -42,9 +42,9 @@ class RunSummaries:
         self._tails: dict[Path, _JsonlTail] = {}
 
     def all(self) -> list[dict[str, Any]]:
-        """Every run's summary, newest first."""
+        """Every run's summary, newest first (a run with no start time yet is just starting: first)."""
         runs = [self.one(run) for run in self.folder.runs()]
-        return sorted(runs, key=lambda run: (run["started_at"] or 0, run["name"]), reverse=True)
+        return sorted(runs, key=lambda run: (run["started_at"] or float("inf"), run["name"]), reverse=True)
 
     def one(self, run: RunFolder) -> dict[str, Any]:
         """The summary of ``run``."""
