@@ -25,7 +25,7 @@ __all__ = ["CaseQuery", "RunCases"]
 
 LISTED = [
     "run_index", "attempt", "case_id", "name", "status", "agent", "tags", "total_turns", "duration_ms",
-    "cost_usd", "error", "started_at", "source",
+    "cost_usd", "error", "started_at",
 ]  # fmt: skip
 SORTABLE = {"case_id", "name", "status", "agent", "total_turns", "duration_ms", "cost_usd", "started_at", "run_index"}
 MAX_PAGE = 500
@@ -52,8 +52,19 @@ class CaseQuery:
 class _Loaded:
     signature: Any
     table: pa.Table
-    """The listing columns, in case id order, with ``key`` (id, repetition, attempt as one string)."""
+    """The listing columns, in the order of the files."""
+    order: pa.Array
+    """The rows' positions in case id order (then agent, repetition): the default listing."""
     facets: dict[str, Any]
+    tag_text: pa.ChunkedArray | None = None
+    """The tags of each row as one string, each between separators (made on the first tag filter)."""
+
+    def tagged(self, tag: str) -> pa.ChunkedArray:
+        """Whether each row carries ``tag``: one substring match over ``tag_text``."""
+        if self.tag_text is None:
+            tags = pc.fill_null(pc.binary_join(self.table["tags"], _SEP), "")
+            self.tag_text = pc.binary_join_element_wise(_SEP, tags, _SEP, "")
+        return pc.match_substring(self.tag_text, f"{_SEP}{tag}{_SEP}")
 
 
 class RunCases:
@@ -75,12 +86,9 @@ class RunCases:
                 self._runs.move_to_end(run.name)
                 return loaded
         table = read_columns(run.table_files("cases"), CASES, LISTED)
-        table = table.sort_by([("case_id", "ascending"), ("agent", "ascending"), ("run_index", "ascending")])
-        table = table.append_column("key", _keys(table))
-        # the tags as one string, each between separators: a tag filter is then one substring match
-        tag_text = pc.binary_join_element_wise(_SEP, pc.fill_null(pc.binary_join(table["tags"], _SEP), ""), _SEP, "")
-        table = table.append_column("tag_text", tag_text)
-        loaded = _Loaded(signature, table, _facets(table))
+        # positions, not a sorted copy: a page takes its 50 rows, and memory holds the table once
+        order = pc.sort_indices(table, sort_keys=[("case_id", "ascending"), ("agent", "ascending"), ("run_index", "ascending")])
+        loaded = _Loaded(signature, table, order, _facets(table))
         with self._lock:
             self._runs[run.name] = loaded
             while len(self._runs) > self._keep_runs:
@@ -97,21 +105,25 @@ class RunCases:
         if query.agent:
             mask = _and(mask, pc.equal(table["agent"], query.agent))
         if query.tag:
-            mask = _and(mask, pc.match_substring(table["tag_text"], f"{_SEP}{query.tag}{_SEP}"))
+            mask = _and(mask, loaded.tagged(query.tag))
         if query.text:
             mask = _and(mask, self._search(run, loaded, query.text))
-        chosen = table.filter(mask) if mask is not None else table
-        if query.sort != "case_id" or query.descending:
-            order = "descending" if query.descending else "ascending"
-            key = query.sort if query.sort in SORTABLE else "case_id"
-            chosen = chosen.take(pc.sort_indices(chosen, sort_keys=[(key, order), ("case_id", order)]))
         limit = max(1, min(query.limit, MAX_PAGE))
         offset = max(0, query.offset)
-        rows = chosen.slice(offset, limit).drop_columns(["key", "tag_text"]).to_pylist()
+        if query.sort in SORTABLE and query.sort != "case_id" or query.descending:
+            direction = "descending" if query.descending else "ascending"
+            key = query.sort if query.sort in SORTABLE else "case_id"
+            chosen = table.filter(mask) if mask is not None else table
+            positions = pc.sort_indices(chosen.select([key, "case_id"]), sort_keys=[(key, direction), ("case_id", direction)])
+        else:
+            chosen = table
+            positions = loaded.order if mask is None else pc.filter(loaded.order, pc.take(mask, loaded.order))
+        total = len(positions)
+        rows = chosen.take(positions.slice(offset, limit)).to_pylist()
         for row in rows:
             started = row.pop("started_at")
             row["started_at"] = started.timestamp() if started is not None else None
-        return {"total": chosen.num_rows, "offset": offset, "limit": limit, "rows": rows, "facets": loaded.facets}
+        return {"total": total, "offset": offset, "limit": limit, "rows": rows, "facets": loaded.facets}
 
     def _search(self, run: RunFolder, loaded: _Loaded, text: str) -> pa.Array:
         """Which rows of the run's table match ``text`` in id, name, an input or a reply."""
@@ -129,7 +141,7 @@ class RunCases:
         )
         keys = _turn_matches(run, needle)
         if len(keys):
-            mask = pc.or_(mask, pc.is_in(table["key"], value_set=keys))
+            mask = pc.or_(mask, pc.is_in(_keys(table), value_set=keys))
         with self._lock:
             self._searches[marker] = mask
             while len(self._searches) > self._keep_searches:
@@ -145,7 +157,7 @@ def _turn_matches(run: RunFolder, needle: str) -> pa.Array:
             parquet = pq.ParquetFile(path)
         except FileNotFoundError:
             continue
-        for batch in parquet.iter_batches(columns=["run_index", "attempt", "case_id", "input", "output"], batch_size=65536):
+        for batch in parquet.iter_batches(columns=["run_index", "attempt", "case_id", "input", "output"], batch_size=16384):
             hit = pc.or_(
                 pc.fill_null(pc.match_substring(batch["input"], needle, ignore_case=True), False),
                 pc.fill_null(pc.match_substring(batch["output"], needle, ignore_case=True), False),

@@ -39,98 +39,116 @@ class Side:
 
 def compare(cases: RunCases, a: Side, b: Side, *, changed_only: bool = False, offset: int = 0, limit: int = 100) -> dict[str, Any]:
     """Side ``a`` against side ``b``: each side's figures, the statistics, and a page of cases,
-    changed ones first."""
+    changed ones first. The matching and ordering are done on Arrow tables; only the page's rows
+    become Python objects."""
     left, right = _outcomes(cases, a), _outcomes(cases, b)
-    rows = []
-    for case_id in sorted(set(left) | set(right)):
-        one, two = left.get(case_id), right.get(case_id)
-        rows.append({"case_id": case_id, "a": one, "b": two, "change": _change(one, two)})
-    rows.sort(key=lambda row: _ORDER[row["change"]])
+    both = left.join(right, keys="case_id", join_type="full outer", left_suffix="_a", right_suffix="_b")
+    change = _changes(both["outcome_a"], both["outcome_b"])
+    both = both.append_column("change", change).append_column("order", pc.index_in(change, value_set=_CHANGES))
+    both = both.sort_by([("order", "ascending"), ("case_id", "ascending")])
+    counted = pc.value_counts(both["change"])
     tally = {name: 0 for name in _ORDER}
-    for row in rows:
-        tally[row["change"]] += 1
-    listed = [row for row in rows if row["change"] != "same"] if changed_only else rows
+    tally.update(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True))
+    listed = both.filter(pc.not_equal(both["change"], "same")) if changed_only else both
     limit = max(1, min(limit, MAX_PAGE))
-    paired = [(row["a"]["outcome"], row["b"]["outcome"]) for row in rows if row["a"] and row["b"]]
+    offset = max(0, offset)
+    paired = both.filter(pc.and_(pc.is_valid(both["outcome_a"]), pc.is_valid(both["outcome_b"])))
+    a_only = int(pc.sum(pc.and_(pc.equal(paired["outcome_a"], "passed"), pc.equal(paired["outcome_b"], "failed"))).as_py() or 0)
+    b_only = int(pc.sum(pc.and_(pc.equal(paired["outcome_a"], "failed"), pc.equal(paired["outcome_b"], "passed"))).as_py() or 0)
+    judged = pc.and_(pc.not_equal(paired["outcome_a"], "skipped"), pc.not_equal(paired["outcome_b"], "skipped"))
+    page = listed.slice(offset, limit).to_pylist()
+    ids = [row["case_id"] for row in page]
+    details_a, details_b = _details(cases, a, ids), _details(cases, b, ids)
     return {
         "a": _figures(a, left),
         "b": _figures(b, right),
         "changes": tally,
-        "statistics": statistics(a.label, b.label, left, right, paired),
-        "total": len(listed),
+        "statistics": statistics(a.label, b.label, left, right, int(pc.sum(judged).as_py() or 0), a_only, b_only),
+        "total": listed.num_rows,
         "offset": offset,
         "limit": limit,
-        "rows": listed[offset : offset + limit],
+        "rows": [_row(row, details_a, details_b) for row in page],
     }
 
 
-def _outcomes(cases: RunCases, side: Side) -> dict[str, dict[str, Any]]:
-    """Per case id of the side: outcome, repetitions judged and passed, its statuses, name, first error."""
+_CHANGES = pa.array(list(_ORDER))
+
+
+def _outcomes(cases: RunCases, side: Side) -> pa.Table:
+    """Per case id of the side: its outcome and how many repetitions passed, failed and were skipped."""
     table = cases.table(side.run).table
     if side.agent:
         table = table.filter(pc.equal(table["agent"], side.agent))
-    passed = pc.cast(pc.equal(table["status"], Status.PASSED.value), pa.int64())
-    failed = pc.cast(pc.is_in(table["status"], value_set=_FAILING), pa.int64())
-    grouped = (
-        table.select(["case_id", "name", "status", "error"])
-        .append_column("passed", passed)
-        .append_column("failed", failed)
-        .group_by("case_id")
-        .aggregate([("passed", "sum"), ("failed", "sum"), ("status", "distinct"), ("name", "max"), ("error", "max")])
-    )
-    out = {}
-    for row in grouped.to_pylist():
-        passes, failures = row["passed_sum"], row["failed_sum"]
-        outcome = "failed" if failures else "passed" if passes else "skipped"
-        out[row["case_id"]] = {
-            "outcome": outcome,
-            "passed": passes,
-            "judged": passes + failures,
-            "statuses": sorted(row["status_distinct"]),
-            "name": row["name_max"],
-            "error": row["error_max"],
-        }
+    status = table["status"]
+    grouped = pa.table({
+        "case_id": table["case_id"],
+        "passed": pc.cast(pc.equal(status, Status.PASSED.value), pa.int32()),
+        "failed": pc.cast(pc.is_in(status, value_set=_FAILING), pa.int32()),
+        "skipped": pc.cast(pc.equal(status, Status.SKIPPED.value), pa.int32()),
+    }).group_by("case_id").aggregate([("passed", "sum"), ("failed", "sum"), ("skipped", "sum")])  # fmt: skip
+    passes, failures = grouped["passed_sum"], grouped["failed_sum"]
+    outcome = pc.if_else(pc.greater(failures, 0), "failed", pc.if_else(pc.greater(passes, 0), "passed", "skipped"))
+    return pa.table({
+        "case_id": grouped["case_id"],
+        "outcome": outcome,
+        "passed": passes,
+        "failed": failures,
+        "skipped": grouped["skipped_sum"],
+    })  # fmt: skip
+
+
+def _details(cases: RunCases, side: Side, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Name and first failure of the cases ``ids`` on the side (only the page's cases are looked up)."""
+    table = cases.table(side.run).table
+    chosen = table.filter(pc.is_in(table["case_id"], value_set=pa.array(ids, pa.string())))
+    if side.agent:
+        chosen = chosen.filter(pc.equal(chosen["agent"], side.agent))
+    out: dict[str, dict[str, Any]] = {}
+    for row in chosen.select(["case_id", "name", "error"]).to_pylist():
+        kept = out.setdefault(row["case_id"], {"name": row["name"], "error": None})
+        kept["error"] = kept["error"] or row["error"]
     return out
 
 
-def _change(one: dict[str, Any] | None, two: dict[str, Any] | None) -> str:
-    if one is None:
-        return "only_b"
-    if two is None:
-        return "only_a"
-    before, after = one["outcome"], two["outcome"]
-    if before == after:
-        return "same"
-    if before == "passed" and after == "failed":
-        return "regression"
-    if before == "failed" and after == "passed":
-        return "fix"
-    return "changed"
+def _changes(before: pa.ChunkedArray, after: pa.ChunkedArray) -> pa.ChunkedArray:
+    """What happened to each case from side a to side b (a name of ``_ORDER``)."""
+    regression = pc.and_(pc.equal(before, "passed"), pc.equal(after, "failed"))
+    fix = pc.and_(pc.equal(before, "failed"), pc.equal(after, "passed"))
+    change = pc.if_else(pc.equal(before, after), "same", pc.if_else(regression, "regression", pc.if_else(fix, "fix", "changed")))
+    return pc.if_else(pc.is_null(before), "only_b", pc.if_else(pc.is_null(after), "only_a", change))
 
 
-def _figures(side: Side, outcomes: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    judged = sum(case["judged"] for case in outcomes.values())
-    passed = sum(case["passed"] for case in outcomes.values())
+def _row(row: dict[str, Any], details_a: dict[str, dict[str, Any]], details_b: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    def side(suffix: str, details: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+        if row[f"outcome{suffix}"] is None:
+            return None
+        counts = {status: row[f"{status}{suffix}"] for status in ("passed", "failed", "skipped")}
+        return {
+            "outcome": row[f"outcome{suffix}"],
+            "passed": counts["passed"],
+            "judged": counts["passed"] + counts["failed"],
+            "statuses": [status for status, count in counts.items() if count],
+            **details.get(row["case_id"], {"name": None, "error": None}),
+        }
+
+    return {"case_id": row["case_id"], "a": side("_a", details_a), "b": side("_b", details_b), "change": row["change"]}
+
+
+def _figures(side: Side, outcomes: pa.Table) -> dict[str, Any]:
+    passed = int(pc.sum(outcomes["passed"]).as_py() or 0)
+    judged = passed + int(pc.sum(outcomes["failed"]).as_py() or 0)
     return {
         "label": side.label,
         "run": side.run.name,
         "agent": side.agent,
-        "cases": len(outcomes),
+        "cases": outcomes.num_rows,
         "judged": judged,
         "passed": passed,
         "pass_rate": passed / judged if judged else None,
     }
 
 
-def statistics(
-    name_a: str,
-    name_b: str,
-    left: dict[str, dict[str, Any]],
-    right: dict[str, dict[str, Any]],
-    paired: list[tuple[str, str]],
-) -> dict[str, Any]:
-    """The discordant pairs of the cases judged on both sides: ``a_only`` passed on side a only,
+def statistics(name_a: str, name_b: str, left: pa.Table, right: pa.Table, paired: int, a_only: int, b_only: int) -> dict[str, Any]:
+    """The paired figures over the cases judged on both sides: ``a_only`` passed on side a only,
     ``b_only`` on side b only."""
-    a_only = sum(1 for one, two in paired if one == "passed" and two == "failed")
-    b_only = sum(1 for one, two in paired if one == "failed" and two == "passed")
-    return {"paired": len(paired), "a_only": a_only, "b_only": b_only}
+    return {"paired": paired, "a_only": a_only, "b_only": b_only}

@@ -12,16 +12,17 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from farm.writers import RUN_JSON
 
-__all__ = ["NotFound", "ResultsFolder", "RunFolder", "read_columns", "run_info"]
+__all__ = ["NotFound", "ResultsFolder", "RunFolder", "read_case_rows", "read_columns", "run_info"]
 
 _PARTS = ".parts"
 _PART_NAME = re.compile(r"^(?P<table>[a-z]+)-(?P<number>\d+)\.parquet$")
@@ -119,6 +120,35 @@ def read_columns(files: list[Path], schema: pa.Schema, columns: list[str], filte
     if not tables:
         return pa.schema([schema.field(name) for name in columns]).empty_table()
     return pa.concat_tables(tables)
+
+
+def read_case_rows(files: list[Path], schema: pa.Schema, case_id: str) -> pa.Table:
+    """Every column of the rows of ``files`` whose ``case_id`` is ``case_id``, with ``schema``'s types.
+
+    The ``case_id`` column is read first, and then only the row groups that hold the case: a case
+    of a large run costs one row group, not the whole table."""
+    tables = []
+    for path in files:
+        try:
+            parquet = pq.ParquetFile(path)
+        except FileNotFoundError:
+            continue
+        present = set(parquet.schema_arrow.names)
+        columns = [name for name in schema.names if name in present]
+        for group in range(parquet.num_row_groups):
+            if not pc.any(pc.equal(parquet.read_row_group(group, columns=["case_id"])["case_id"], case_id)).as_py():
+                continue
+            # a batch at a time: a row group of a large run holds up to 64 MB of turns
+            for batch in parquet.iter_batches(batch_size=8192, row_groups=[group], columns=columns):
+                rows = pa.Table.from_batches([batch])
+                rows = rows.filter(pc.equal(rows["case_id"], case_id))
+                if rows.num_rows == 0:
+                    continue
+                for name in schema.names:
+                    if name not in present:
+                        rows = rows.append_column(name, pa.nulls(rows.num_rows, schema.field(name).type))
+                tables.append(rows.select(schema.names).cast(schema))
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def run_info(path: Path) -> dict[str, Any]:

@@ -74,7 +74,7 @@ class RunSummaries:
             "rescored_from": (info.get("rescored_from") or {}).get("run_id"),
         }
         if (run.path / "cases.parquet").is_file() and status != "running":
-            summary.update(self._from_cases(run))
+            summary.update(self._from_cases(run, info))
         else:
             summary.update(self._from_jsonl(run, info))
         summary["pass_rate"] = pass_rate(summary["counts"])
@@ -83,13 +83,17 @@ class RunSummaries:
         if not summary["agents"] and info.get("agent"):
             summary["agents"] = [info["agent"]]
         if not summary["suites"] and info.get("input"):
-            summary["suites"] = [info["input"]]
+            summary["suites"] = [_suite(info)]
         summary["suite"] = ", ".join(Path(suite).name for suite in summary["suites"]) or None
         return summary
 
-    def _from_cases(self, run: RunFolder) -> dict[str, Any]:
-        table = read_columns(run.table_files("cases"), CASES, ["status", "agent", "source", "duration_ms", "cost_usd"])
-        return _figures(table)
+    def _from_cases(self, run: RunFolder, info: dict[str, Any]) -> dict[str, Any]:
+        # run.json's counts and input spare reading the status and source of every case run
+        counts = info.get("counts") if isinstance(info.get("counts"), dict) and "total" in info["counts"] else None
+        columns = ["agent", "duration_ms", "cost_usd"]
+        columns += [] if counts else ["status"]
+        columns += [] if info.get("input") else ["source"]
+        return _figures(read_columns(run.table_files("cases"), CASES, columns), counts)
 
     def _from_jsonl(self, run: RunFolder, info: dict[str, Any]) -> dict[str, Any]:
         path = run.path / "results.jsonl"
@@ -108,14 +112,21 @@ class RunSummaries:
         }
 
 
-def _figures(table: pa.Table) -> dict[str, Any]:
-    counted = Counter(dict(zip(*_value_counts(table["status"]), strict=True)))
-    counts = {"total": table.num_rows, **{status.value: counted.get(status.value, 0) for status in Status}}
+def _figures(table: pa.Table, counts: dict[str, int] | None) -> dict[str, Any]:
+    if counts is None:
+        counted = Counter(dict(zip(*_value_counts(table["status"]), strict=True)))
+        counts = {"total": table.num_rows, **{status.value: counted.get(status.value, 0) for status in Status}}
+    else:
+        counts = {"total": counts.get("total", 0), **{status.value: counts.get(status.value, 0) for status in Status}}
     costs = table["cost_usd"]
+    suites = []
+    if "source" in table.column_names:
+        files = pc.replace_substring_regex(table["source"], pattern=r":\d+$", replacement="")
+        suites = sorted(value for value in pc.unique(files).to_pylist() if value)
     return {
         "counts": counts,
         "agents": sorted(value for value in pc.unique(table["agent"]).to_pylist() if value),
-        "suites": sorted({suite_of(value) for value in pc.unique(table["source"]).to_pylist() if value}),
+        "suites": suites,
         "cost_usd": pc.sum(costs).as_py() if costs.null_count < len(costs) else None,
         "case_ms": pc.sum(table["duration_ms"]).as_py() or 0.0,
         "case_p50_ms": pc.quantile(table["duration_ms"], q=0.5).to_pylist()[0] if table.num_rows else None,
@@ -126,6 +137,15 @@ def _figures(table: pa.Table) -> dict[str, Any]:
 def _value_counts(column: pa.ChunkedArray) -> tuple[list[str], list[int]]:
     counted = pc.value_counts(column)
     return counted.field("values").to_pylist(), counted.field("counts").to_pylist()
+
+
+def _suite(info: dict[str, Any]) -> str:
+    """The run's ``-i`` input as the cases name their source: a relative file path made absolute
+    from the folder the run started in; anything else (a message, ``agents:<id>``) as it is."""
+    given = str(info["input"])
+    if given.endswith((".jsonl", ".json")) and info.get("cwd") and not Path(given).is_absolute():
+        return str(Path(info["cwd"]) / given)
+    return given
 
 
 class _JsonlTail:

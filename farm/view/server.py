@@ -31,6 +31,8 @@ from ipaddress import ip_address
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import pyarrow as pa
+
 from farm.secrets import looks_secret
 from farm.view.cases import CaseQuery, RunCases
 from farm.view.compare import Side, compare
@@ -141,6 +143,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if parts[:1] == ["api"]:
                 self._json(HTTPStatus.OK, self.server.app.answer(parts[1:], parse_qs(split.query)))
+                # Arrow's allocator keeps freed memory for reuse: hand back what a big answer left behind
+                pa.default_memory_pool().release_unused()
             elif split.path == "/" or (len(parts) == 2 and parts[0] == "static"):
                 self._page("index.html" if split.path == "/" else parts[1])
             else:
@@ -149,6 +153,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(HTTPStatus.NOT_FOUND, {"error": str(exc)})
         except BadRequest as exc:
             self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
+        except (OSError, pa.ArrowException) as exc:  # a file replaced or damaged as it was read
+            self._json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"Cannot read the run's files now ({exc}); reload the page."})
 
     def _page(self, name: str) -> None:
         body = self.server.app.pages.get(name)

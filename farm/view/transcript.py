@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow.compute as pc
 
 from farm.results import Status, stability_class
-from farm.view.folders import NotFound, RunFolder, read_columns
+from farm.view.folders import NotFound, RunFolder, read_case_rows
 from farm.view.schema import ASSERTIONS, CASES, TURNS
 
 __all__ = ["case_detail"]
@@ -23,14 +23,13 @@ _JSON_COLUMNS = ("expected", "actual")
 
 def case_detail(run: RunFolder, case_id: str, agent: str | None = None) -> dict[str, Any]:
     """The case ``case_id`` of ``run`` (of ``agent`` only, when given): its repetitions, oldest first."""
-    where = pc.field("case_id") == case_id
-    cases = read_columns(run.table_files("cases"), CASES, CASES.names, filters=where)
+    cases = read_case_rows(run.table_files("cases"), CASES, case_id)
     if agent:
         cases = cases.filter(pc.equal(cases["agent"], agent))
     if cases.num_rows == 0:
         raise NotFound(f"There is no case {case_id!r} in run {run.name!r}" + (f" for agent {agent!r}." if agent else "."))
-    turns = read_columns(run.table_files("turns"), TURNS, TURNS.names, filters=where)
-    assertions = read_columns(run.table_files("assertions"), ASSERTIONS, ASSERTIONS.names, filters=where)
+    turns = read_case_rows(run.table_files("turns"), TURNS, case_id)
+    assertions = read_case_rows(run.table_files("assertions"), ASSERTIONS, case_id)
     turn_rows = _by_run(turns.to_pylist())
     assertion_rows = _by_run(assertions.to_pylist())
     repetitions = []
