@@ -8,6 +8,8 @@ then the rest), and the paired statistics are worked out over the cases judged o
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +20,7 @@ from farm.results import Status
 from farm.view.cases import RunCases
 from farm.view.folders import RunFolder
 
-__all__ = ["Side", "compare"]
+__all__ = ["Comparisons", "Side"]
 
 _FAILING = pa.array([Status.FAILED.value, Status.ERROR.value, Status.TIMEOUT.value])
 _ORDER = {"regression": 0, "fix": 1, "changed": 2, "only_a": 3, "only_b": 4, "same": 5}
@@ -37,10 +39,47 @@ class Side:
         return f"{self.run.name} · {self.agent}" if self.agent else self.run.name
 
 
-def compare(cases: RunCases, a: Side, b: Side, *, changed_only: bool = False, offset: int = 0, limit: int = 100) -> dict[str, Any]:
-    """Side ``a`` against side ``b``: each side's figures, the statistics, and a page of cases,
-    changed ones first. The matching and ordering are done on Arrow tables; only the page's rows
-    become Python objects."""
+class Comparisons:
+    """Comparisons of two sides, the last few kept (while both runs' files stay as they were) so
+    that the next page of one costs a slice."""
+
+    def __init__(self, cases: RunCases, keep: int = 4):
+        self.cases = cases
+        self._keep = keep
+        self._kept: OrderedDict[tuple[Any, ...], tuple[pa.Table, dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def page(self, a: Side, b: Side, *, changed_only: bool = False, offset: int = 0, limit: int = 100) -> dict[str, Any]:
+        """Side ``a`` against side ``b``: each side's figures, the statistics, and a page of cases,
+        changed ones first. The matching and ordering are done on Arrow tables; only the page's
+        rows become Python objects."""
+        marker = (a.run.name, a.agent, a.run.signature(), b.run.name, b.agent, b.run.signature())
+        with self._lock:
+            kept = self._kept.get(marker)
+        if kept is None:
+            kept = _matched(self.cases, a, b)
+            with self._lock:
+                self._kept[marker] = kept
+                while len(self._kept) > self._keep:
+                    self._kept.popitem(last=False)
+        both, head = kept
+        listed = both.filter(pc.not_equal(both["change"], "same")) if changed_only else both
+        limit = max(1, min(limit, MAX_PAGE))
+        offset = max(0, offset)
+        page = listed.slice(offset, limit).to_pylist()
+        ids = [row["case_id"] for row in page]
+        details_a, details_b = _details(self.cases, a, ids), _details(self.cases, b, ids)
+        return {
+            **head,
+            "total": listed.num_rows,
+            "offset": offset,
+            "limit": limit,
+            "rows": [_row(row, details_a, details_b) for row in page],
+        }
+
+
+def _matched(cases: RunCases, a: Side, b: Side) -> tuple[pa.Table, dict[str, Any]]:
+    """Both sides' cases matched by id, changed ones first, and what the page shows above them."""
     left, right = _outcomes(cases, a), _outcomes(cases, b)
     both = left.join(right, keys="case_id", join_type="full outer", left_suffix="_a", right_suffix="_b")
     change = _changes(both["outcome_a"], both["outcome_b"])
@@ -49,26 +88,17 @@ def compare(cases: RunCases, a: Side, b: Side, *, changed_only: bool = False, of
     counted = pc.value_counts(both["change"])
     tally = {name: 0 for name in _ORDER}
     tally.update(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True))
-    listed = both.filter(pc.not_equal(both["change"], "same")) if changed_only else both
-    limit = max(1, min(limit, MAX_PAGE))
-    offset = max(0, offset)
     paired = both.filter(pc.and_(pc.is_valid(both["outcome_a"]), pc.is_valid(both["outcome_b"])))
     a_only = int(pc.sum(pc.and_(pc.equal(paired["outcome_a"], "passed"), pc.equal(paired["outcome_b"], "failed"))).as_py() or 0)
     b_only = int(pc.sum(pc.and_(pc.equal(paired["outcome_a"], "failed"), pc.equal(paired["outcome_b"], "passed"))).as_py() or 0)
     judged = pc.and_(pc.not_equal(paired["outcome_a"], "skipped"), pc.not_equal(paired["outcome_b"], "skipped"))
-    page = listed.slice(offset, limit).to_pylist()
-    ids = [row["case_id"] for row in page]
-    details_a, details_b = _details(cases, a, ids), _details(cases, b, ids)
-    return {
+    head = {
         "a": _figures(a, left),
         "b": _figures(b, right),
         "changes": tally,
         "statistics": statistics(a.label, b.label, left, right, int(pc.sum(judged).as_py() or 0), a_only, b_only),
-        "total": listed.num_rows,
-        "offset": offset,
-        "limit": limit,
-        "rows": [_row(row, details_a, details_b) for row in page],
     }
+    return both, head
 
 
 _CHANGES = pa.array(list(_ORDER))

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from farm.secrets import looks_secret
 from farm.view.cases import CaseQuery, RunCases
-from farm.view.compare import Side, compare
+from farm.view.compare import Comparisons, Side
 from farm.view.folders import NotFound, ResultsFolder, run_info
 from farm.view.runs import RunSummaries
 from farm.view.transcript import case_detail
@@ -67,6 +67,7 @@ class ViewApp:
         self.folder = ResultsFolder(root)
         self.summaries = RunSummaries(self.folder)
         self.cases = RunCases()
+        self.comparisons = Comparisons(self.cases)
         self.pages = _static_files()
 
     def answer(self, parts: list[str], query: dict[str, list[str]]) -> Any:
@@ -89,8 +90,8 @@ class ViewApp:
                 raise BadRequest("Name the runs to compare: ?a=<run>&b=<run> (or one run and agent_a, agent_b).")
             side_a = Side(self.folder.run(a), _one(query, "agent_a"))
             side_b = Side(self.folder.run(b or a), _one(query, "agent_b"))
-            return compare(
-                self.cases, side_a, side_b,
+            return self.comparisons.page(
+                side_a, side_b,
                 changed_only=_one(query, "changed") in ("1", "true"),
                 offset=_number(query, "offset", 0), limit=_number(query, "limit", 100),
             )  # fmt: skip
@@ -117,8 +118,8 @@ class ViewServer(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
-        shown = f"[{host}]" if ":" in str(host) else str(host)
+        host, port = str(self.server_address[0]), self.server_address[1]
+        shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{port}/"
 
     def start(self) -> threading.Thread:
