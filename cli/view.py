@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
 from farm.cli.options import ConfigPath
+
 from farm.errors import FarmError, UsageError
 
 __all__ = ["view"]
