@@ -3,7 +3,9 @@
 A case's outcome on a side is ``passed`` when every judged repetition passed, ``failed`` when
 any failed, errored or timed out, ``skipped`` when none was judged (``farm report``'s rule).
 Cases are matched by id; those whose outcome changed come first (regressions, then fixes,
-then the rest), and the paired statistics are worked out over the cases judged on both sides.
+then the rest). The statistics are :mod:`farm.reports.stats`'s, as ``farm report`` gives them:
+each side's pass rate with its 95 % interval (clustered by case under ``--runs``), and the
+exact McNemar test over the cases judged on both sides with its sentence.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from farm.reports.stats import clustered_interval, comparison_sentence, mcnemar_exact
 from farm.results import Status
 from farm.view.cases import RunCases
 from farm.view.folders import RunFolder
@@ -179,6 +182,24 @@ def _figures(side: Side, outcomes: pa.Table) -> dict[str, Any]:
 
 
 def statistics(name_a: str, name_b: str, left: pa.Table, right: pa.Table, paired: int, a_only: int, b_only: int) -> dict[str, Any]:
-    """The paired figures over the cases judged on both sides: ``a_only`` passed on side a only,
-    ``b_only`` on side b only."""
-    return {"paired": paired, "a_only": a_only, "b_only": b_only}
+    """Each side's pass rate interval (95 %, clustered by case when a case ran more than once) and
+    the exact McNemar test over the cases judged on both sides: ``a_only`` passed on side a
+    only, ``b_only`` on side b only, with the sentence ``farm report`` says."""
+    p_value = mcnemar_exact(a_only, b_only)
+    return {
+        "paired": paired,
+        "a_only": a_only,
+        "b_only": b_only,
+        "interval_a": _interval(left),
+        "interval_b": _interval(right),
+        "p_value": p_value,
+        "sentence": comparison_sentence(name_a, name_b, a_only, b_only, p_value),
+    }
+
+
+def _interval(outcomes: pa.Table) -> list[float] | None:
+    passes = outcomes["passed"].to_pylist()
+    tries = pc.add(outcomes["passed"], outcomes["failed"]).to_pylist()
+    if not any(tries):
+        return None
+    return list(clustered_interval(list(zip(passes, tries, strict=True))))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from farm.reports.stats import comparison_sentence, mcnemar_exact, wilson_interval
 from farm.view import ViewApp, ViewServer, is_loopback
 
 from .conftest import AGENTS, FIRST, GOING, SECOND
@@ -122,6 +123,13 @@ def test_compare_puts_changed_cases_first(server: ViewServer):
     data = get_json(server, f"/api/compare?a={FIRST}&b={SECOND}")
     assert data["changes"]["regression"] == 2 and data["changes"]["fix"] == 1
     assert [row["change"] for row in data["rows"][:3]] == ["regression", "regression", "fix"]
+    stats = data["statistics"]
+    assert (stats["a_only"], stats["b_only"], stats["paired"]) == (2, 1, 9)
+    assert stats["p_value"] == mcnemar_exact(2, 1) == 1.0
+    assert stats["sentence"] == comparison_sentence(FIRST, SECOND, 2, 1, 1.0) and "could be noise" in stats["sentence"]
+    assert stats["interval_a"] == pytest.approx(wilson_interval(7, 9))  # one try per case: plain Wilson
+    low, high = stats["interval_b"]  # --runs 2: clustered by case, wider than 13 of 18 as if independent
+    assert low < 13 / 18 < high and high - low > wilson_interval(13, 18)[1] - wilson_interval(13, 18)[0]
     agents = get_json(server, f"/api/compare?a={AGENTS}&agent_a=support-bot&agent_b=helper-bot&changed=1")
     assert agents["total"] == 2 and {row["case_id"] for row in agents["rows"]} == {"faq-03", "faq-04"}
 
