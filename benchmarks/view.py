@@ -15,6 +15,10 @@ The baseline, measured in the same run: reading the cases table's listing column
 ``pyarrow.parquet.read_table`` in this process (what any reader of the run must do once).
 Memory: the server's peak resident set (``VmHWM``) after all of it.
 
+With DuckDB installed (the ``[test]`` extra), the same first screen, filtered page and text
+search are also timed as DuckDB SQL over the Parquet files, each query on its own (DuckDB keeps
+no table between queries, so each is a scan): the figures behind choosing pyarrow.
+
     python benchmarks/view.py [--cases 100000] [--turns 3] [--json]
 """
 
@@ -95,6 +99,35 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def _duckdb(root: Path, repeat: int) -> dict[str, float]:
+    """The same questions as DuckDB SQL over the files, each query alone (median of ``repeat``)."""
+    try:
+        import duckdb
+    except ImportError:
+        return {}
+    cases, turns = root / "run-a" / "cases.parquet", root / "run-a" / "turns.parquet"
+    listed = "run_index, attempt, case_id, name, status, agent, tags, total_turns, duration_ms, error, started_at"
+    queries = {
+        "duckdb: first screen (ms)": f"select {listed} from '{cases}' order by case_id limit 50",
+        "duckdb: failed cases (ms)": f"select {listed} from '{cases}' where status in ('failed', 'error', 'timeout') order by case_id limit 50",
+        "duckdb: text search (ms)": (
+            f"select {listed} from '{cases}' where case_id in (select case_id from '{turns}' "
+            "where input ilike '%order 4242%' or output ilike '%order 4242%') order by case_id limit 50"
+        ),
+    }
+    out = {}
+    connection = duckdb.connect()
+    for name, sql in queries.items():
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            connection.execute(sql).fetchall()
+            times.append((time.perf_counter() - start) * 1000)
+        out[name] = round(statistics.median(times), 1)
+    connection.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100_000)
@@ -145,7 +178,8 @@ def main() -> None:
         finally:
             child.terminate()
             child.wait(timeout=30)
-    report = {
+        duck = _duckdb(root, args.repeat)
+    report: dict[str, float | int] = {
         "cases": args.cases,
         "turns": args.cases * args.turns,
         "write the two runs (s)": round(written_s, 1),
@@ -153,6 +187,7 @@ def main() -> None:
         **figures,
         "first screen cold / baseline": round(figures["first screen, cold (ms)"] / baseline_ms, 2),
         "server peak RSS (MB)": round(memory, 1),
+        **duck,
     }
     if args.json:
         print(json.dumps(report))

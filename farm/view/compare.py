@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from farm.reports.stats import clustered_interval, comparison_sentence, mcnemar_exact
+from farm.reports.stats import clustered_interval, comparison_sentence, mcnemar_exact, wilson_interval
 from farm.results import Status
 from farm.view.cases import RunCases
 from farm.view.folders import RunFolder
@@ -202,4 +202,6 @@ def _interval(outcomes: pa.Table) -> list[float] | None:
     tries = pc.add(outcomes["passed"], outcomes["failed"]).to_pylist()
     if not any(tries):
         return None
+    if max(tries) == 1:  # one try per case: the clustered interval is Wilson's, and this is cheaper
+        return list(wilson_interval(sum(passes), sum(tries)))
     return list(clustered_interval(list(zip(passes, tries, strict=True))))

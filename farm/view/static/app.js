@@ -32,7 +32,7 @@ async function api(path) {
 
 const enc = encodeURIComponent;
 const pct = (rate) => (rate === null || rate === undefined ? "—" : (rate * 100).toFixed(1) + "%");
-const usd = (value) => (value === null || value === undefined ? "—" : "$" + (value < 1 ? value.toFixed(4) : value.toFixed(2)));
+const usd = (value) => (value === null || value === undefined ? "—" : "$" + (value < 0.01 ? value.toFixed(4) : value.toFixed(2)));
 const when = (seconds) => (seconds ? new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19) : "—");
 
 function duration(ms) {
@@ -373,7 +373,7 @@ async function showPair(pair, data, row) {
 // ---- trends --------------------------------------------------------------------------------
 
 function chart(title, points, value, format, id, ceiling = null) {
-  const width = 460, height = 220, pad = { l: 56, r: 12, t: 26, b: 28 };
+  const width = 400, height = 220, pad = { l: 56, r: 12, t: 26, b: 28 };
   const ns = "http://www.w3.org/2000/svg";
   const el = (tag, attrs, text) => { const n = document.createElementNS(ns, tag); for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v); if (text !== undefined) n.textContent = text; return n; };
   const svg = el("svg", { class: "chart", id, width, height, viewBox: `0 0 ${width} ${height}` });
@@ -411,7 +411,7 @@ async function trendsPage(mine, params) {
   if (mine !== generation) return;
   const points = data.points.filter((p) => p.status !== "running");
   show("Trends",
-    h("h1", {}, "Trends"), h("div", { class: "filters" }, "Suite ", select, h("span", { class: "muted", id: "trend-runs" }, `${points.length} runs`)),
+    h("h1", {}, "Trends"), h("div", { class: "filters" }, "Suite ", select, h("span", { class: "muted", id: "trend-runs" }, `${points.length} finished runs`)),
     h("div", { class: "charts" },
       chart("Pass rate", points, (p) => p.pass_rate, pct, "chart-pass-rate", 1),
       chart("Median case time", points, (p) => p.case_p50_ms, duration, "chart-latency"),

@@ -100,7 +100,7 @@ def dynamic_case(run_id: str) -> CaseResult:
 
 
 def write_run(root: Path, run_id: str, results: list[CaseResult], *, started: float, agent: str = "support-bot",
-              runs: int = 1, finish: bool = True) -> Path:  # fmt: skip
+              runs: int = 1, finish: bool = True, cost: float | None = None) -> Path:  # fmt: skip
     folder = root / run_id
     jsonl, parquet = JSONLWriter(folder / "results.jsonl"), ParquetWriter(folder)
     for result in results:
@@ -117,6 +117,8 @@ def write_run(root: Path, run_id: str, results: list[CaseResult], *, started: fl
         ended_at=started + 12.5 if finish else None, input=SUITE, agent=agent, cases=cases * (1 if finish else 2), runs=runs,
         config={"connectors": {"bot": {"headers": {"Authorization": "Bearer sk-never-shown"}, "api_key_env": "BOT_KEY"}}},
     )  # fmt: skip
+    if cost is not None:
+        info.cost_usd = cost  # type: ignore[attr-defined]  (run.json keeps fields it does not know)
     write_run_json(folder, info)
     return folder
 
@@ -126,7 +128,7 @@ def results_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("view-results")
     first = [refund_case(FIRST, Status.PASSED), dynamic_case(FIRST)]
     first += [plain_case(FIRST, n, Status.FAILED if n == 3 else Status.SKIPPED if n == 5 else Status.PASSED) for n in range(1, 9)]
-    write_run(root, FIRST, first, started=T0)
+    write_run(root, FIRST, first, started=T0, cost=0.42)
     second = []
     for index in range(2):  # --runs 2: faq-04 flaky, refund-flow regresses, faq-03 fixed
         second.append(refund_case(SECOND, Status.FAILED, run_index=index))
@@ -134,10 +136,10 @@ def results_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for n in range(1, 9):
             status = Status.SKIPPED if n == 5 else Status.FAILED if (n == 4 and index == 1) else Status.PASSED
             second.append(plain_case(SECOND, n, status, run_index=index))
-    write_run(root, SECOND, second, started=T0 + 86400, runs=2)
+    write_run(root, SECOND, second, started=T0 + 86400, runs=2, cost=0.51)
     both = [plain_case(AGENTS, n, Status.PASSED, agent="support-bot") for n in range(1, 5)]
     both += [plain_case(AGENTS, n, Status.FAILED if n > 2 else Status.PASSED, agent="helper-bot") for n in range(1, 5)]
-    write_run(root, AGENTS, both, started=T0 + 2 * 86400, agent="support-bot")
+    write_run(root, AGENTS, both, started=T0 + 2 * 86400, agent="support-bot", cost=0.38)
     going = [plain_case(GOING, n, Status.PASSED) for n in range(1, 4)]
     write_run(root, GOING, going, started=T0 + 3 * 86400, finish=False)
     (root / ".cache").mkdir()

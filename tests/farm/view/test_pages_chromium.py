@@ -149,6 +149,7 @@ def test_two_runs_compared(server: ViewServer, tmp_path: Path):
 
 def test_trends_of_a_suite(server: ViewServer, tmp_path: Path):
     page = shown(server, "#/trends", tmp_path)
-    assert page.ids["trend-runs"] == "3 runs"  # the run still going is not a point yet
+    assert page.ids["trend-runs"] == "3 finished runs"  # the run still going is not a point yet
     dots = [attrs["data-run"] for tag, attrs in page.elements if tag == "circle" and attrs.get("data-run")]
     assert dots[:3] == [FIRST, SECOND, "20260103-100000-cccccc"]
+    assert "$0.51" in page.ids["trend-table"]  # run.json's cost_usd when the cases table has no cost column

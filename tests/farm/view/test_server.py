@@ -79,7 +79,7 @@ def test_the_runs_list_holds_every_run_newest_first_with_progress_of_the_one_goi
     assert first["counts"] == {"total": 10, "passed": 7, "failed": 2, "skipped": 1, "error": 0, "timeout": 0}
     assert first["pass_rate"] == pytest.approx(7 / 9)
     assert agents["agents"] == ["helper-bot", "support-bot"]
-    assert second["suite"] == "support.jsonl" and second["wall_s"] == 12.5 and second["cost_usd"] is None
+    assert second["suite"] == "support.jsonl" and second["wall_s"] == 12.5 and second["cost_usd"] == 0.51 and going["cost_usd"] is None
 
 
 def test_a_new_run_shows_without_a_restart(server: ViewServer, results_root: Path):
