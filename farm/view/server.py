@@ -69,6 +69,7 @@ class ViewApp:
         self.cases = RunCases()
         self.comparisons = Comparisons(self.cases)
         self.pages = _static_files()
+        _warm()
 
     def answer(self, parts: list[str], query: dict[str, list[str]]) -> Any:
         """The JSON for ``GET /api/<parts...>``; :class:`NotFound` or :class:`BadRequest` when it cannot be given."""
@@ -180,6 +181,27 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the standard library's name)
         pass  # a browsing session is not worth a line per request
+
+
+def _warm() -> None:
+    """Run each kind of Arrow work once on a tiny table: the first call of a kernel, the Parquet
+    reader and the join engine load and register lazily (tens of ms), which a page should not pay."""
+    import io
+
+    import pyarrow.compute as pc
+    import pyarrow.dataset  # noqa: F401  (pyarrow.parquet.read_table imports it on its first call)
+    import pyarrow.parquet as pq
+
+    table = pa.table({"case_id": ["b", "a"], "status": ["passed", "failed"], "n": [1.0, 2.0]})
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    table = pq.read_table(io.BytesIO(sink.getvalue()), columns=["case_id", "status", "n"])
+    pc.sort_indices(table, sort_keys=[("case_id", "ascending")])
+    pc.value_counts(table["status"])
+    pc.quantile(table["n"], q=0.5)
+    pc.match_substring(table["case_id"], "a", ignore_case=True)
+    grouped = table.group_by("case_id").aggregate([("n", "sum")])
+    grouped.join(grouped, keys="case_id", join_type="full outer", left_suffix="_a", right_suffix="_b")
 
 
 def _host_name(header: str) -> str:

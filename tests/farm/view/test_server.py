@@ -82,6 +82,12 @@ def test_the_runs_list_holds_every_run_newest_first_with_progress_of_the_one_goi
     assert second["suite"] == "support.jsonl" and second["wall_s"] == 12.5 and second["cost_usd"] == 0.51 and going["cost_usd"] is None
 
 
+def test_a_run_still_going_lists_the_cases_of_its_parts(server: ViewServer, results_root: Path):
+    assert not (results_root / GOING / "cases.parquet").exists() and (results_root / GOING / ".parts").is_dir()
+    assert [row["case_id"] for row in get_json(server, f"/api/runs/{GOING}/cases")["rows"]] == ["faq-01", "faq-02", "faq-03"]
+    assert get_json(server, f"/api/runs/{GOING}/cases/faq-02")["repetitions"][0]["turns"][0]["output"] == "answer number 2"
+
+
 def test_a_new_run_shows_without_a_restart(server: ViewServer, results_root: Path):
     before = len(get_json(server, "/api/runs")["runs"])
     (results_root / "20260105-100000-eeeeee").mkdir()
