@@ -93,8 +93,8 @@ async function runsPage(mine) {
   document.getElementById("root").textContent = data.root;
   const chosen = new Set();
   const compareButton = h("button", { class: "primary", id: "compare-selected", disabled: true, onclick: () => {
-    const [b, a] = [...chosen]; // newest first in the list: the older one is side a
-    go(["compare"], new URLSearchParams({ a: a, b: b }));
+    const [a, b] = data.runs.filter((run) => chosen.has(run.name)).sort((x, y) => (x.started_at || 0) - (y.started_at || 0));
+    go(["compare"], new URLSearchParams({ a: a.name, b: b.name })); // the older run is side a
   } }, "Compare selected");
   const columns = [
     { key: null, title: "", cell: (run) => h("input", { type: "checkbox", onclick: (event) => {
@@ -218,7 +218,9 @@ function transcript(repetition) {
   const checksByTurn = new Map();
   const later = [];
   for (const check of repetition.checks) {
-    if (check.scope === "turn") (checksByTurn.get(check.turn) || checksByTurn.set(check.turn, []).get(check.turn)).push(check);
+    // a turn's assertions, and a checkpoint where it was reached, show under that turn
+    const inline = check.scope === "turn" || (check.scope === "checkpoint" && check.passed && check.turn !== null);
+    if (inline) (checksByTurn.get(check.turn) || checksByTurn.set(check.turn, []).get(check.turn)).push(check);
     else later.push(check);
   }
   const items = [];
