@@ -91,15 +91,24 @@ def _matched(cases: RunCases, a: Side, b: Side) -> tuple[pa.Table, dict[str, Any
     counted = pc.value_counts(both["change"])
     tally = {name: 0 for name in _ORDER}
     tally.update(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True))
-    paired = both.filter(pc.and_(pc.is_valid(both["outcome_a"]), pc.is_valid(both["outcome_b"])))
-    a_only = int(pc.sum(pc.and_(pc.equal(paired["outcome_a"], "passed"), pc.equal(paired["outcome_b"], "failed"))).as_py() or 0)
-    b_only = int(pc.sum(pc.and_(pc.equal(paired["outcome_a"], "failed"), pc.equal(paired["outcome_b"], "passed"))).as_py() or 0)
-    judged = pc.and_(pc.not_equal(paired["outcome_a"], "skipped"), pc.not_equal(paired["outcome_b"], "skipped"))
+    # farm report's rule: per case judged on both sides, B is better when its pass rate is higher
+    # (cross-multiplied in integers, so 2/3 and 4/6 are equal); with one try each that is McNemar's
+    # discordant pairs, with --runs the same binomial test as a sign test on the cases' rates
+    tries_a = pc.cast(pc.add(both["passed_a"], both["failed_a"]), pa.int64())
+    tries_b = pc.cast(pc.add(both["passed_b"], both["failed_b"]), pa.int64())
+    judged = pc.fill_null(pc.and_(pc.greater(tries_a, 0), pc.greater(tries_b, 0)), False)
+    difference = pc.subtract(
+        pc.multiply(pc.cast(both["passed_b"], pa.int64()), tries_a), pc.multiply(pc.cast(both["passed_a"], pa.int64()), tries_b)
+    )
+    b_only = int(pc.sum(pc.and_(judged, pc.greater(difference, 0))).as_py() or 0)
+    a_only = int(pc.sum(pc.and_(judged, pc.less(difference, 0))).as_py() or 0)
+    paired = int(pc.sum(judged).as_py() or 0)
+    repeated = paired > 0 and max(pc.max(pc.filter(tries_a, judged)).as_py(), pc.max(pc.filter(tries_b, judged)).as_py()) > 1
     head = {
         "a": _figures(a, left),
         "b": _figures(b, right),
         "changes": tally,
-        "statistics": statistics(a.label, b.label, left, right, int(pc.sum(judged).as_py() or 0), a_only, b_only),
+        "statistics": statistics(a.label, b.label, left, right, paired, a_only, b_only, repeated),
     }
     return both, head
 
@@ -181,10 +190,12 @@ def _figures(side: Side, outcomes: pa.Table) -> dict[str, Any]:
     }
 
 
-def statistics(name_a: str, name_b: str, left: pa.Table, right: pa.Table, paired: int, a_only: int, b_only: int) -> dict[str, Any]:
+def statistics(
+    name_a: str, name_b: str, left: pa.Table, right: pa.Table, paired: int, a_only: int, b_only: int, repeated: bool
+) -> dict[str, Any]:
     """Each side's pass rate interval (95 %, clustered by case when a case ran more than once) and
-    the exact McNemar test over the cases judged on both sides: ``a_only`` passed on side a
-    only, ``b_only`` on side b only, with the sentence ``farm report`` says."""
+    the exact McNemar test over the ``paired`` cases judged on both sides: ``a_only`` passed more
+    often on side a, ``b_only`` on side b, with the sentence ``farm report`` says."""
     p_value = mcnemar_exact(a_only, b_only)
     return {
         "paired": paired,
@@ -193,7 +204,8 @@ def statistics(name_a: str, name_b: str, left: pa.Table, right: pa.Table, paired
         "interval_a": _interval(left),
         "interval_b": _interval(right),
         "p_value": p_value,
-        "sentence": comparison_sentence(name_a, name_b, a_only, b_only, p_value),
+        "repeated": repeated,
+        "sentence": comparison_sentence(name_a, name_b, a_only, b_only, p_value, repeated=repeated),
     }
 
 

@@ -78,10 +78,13 @@ class RunSummaries:
         else:
             summary.update(self._from_jsonl(run, info))
         summary["pass_rate"] = pass_rate(summary["counts"])
-        if summary["cost_usd"] is None and isinstance(info.get("cost_usd"), int | float):
-            summary["cost_usd"] = info["cost_usd"]
-        if not summary["agents"] and info.get("agent"):
-            summary["agents"] = [info["agent"]]
+        cost: dict[str, Any] = info["cost"] if isinstance(info.get("cost"), dict) else {}
+        if summary["cost_usd"] is None:
+            summary["cost_usd"] = _number(cost.get("cost_usd")) if cost else _number(info.get("cost_usd"))
+        summary["role_cost_usd"] = _number(cost.get("role_cost_usd"))
+        summary["stop_reason"] = info.get("stop_reason")
+        if not summary["agents"]:
+            summary["agents"] = list(info.get("agents") or ([info["agent"]] if info.get("agent") else []))
         if not summary["suites"] and info.get("input"):
             summary["suites"] = [_suite(info)]
         summary["suite"] = ", ".join(Path(suite).name for suite in summary["suites"]) or None
@@ -100,7 +103,7 @@ class RunSummaries:
         with self._lock:
             tail = self._tails.setdefault(path, _JsonlTail(path))
         counts, agents, suites, cost, case_ms = tail.read()
-        planned = (info.get("cases") or 0) * (info.get("runs") or 1)
+        planned = (info.get("cases") or 0) * (info.get("runs") or 1) * max(1, len(info.get("agents") or []))
         return {
             "counts": counts,
             "agents": sorted(agents),
@@ -132,6 +135,10 @@ def _figures(table: pa.Table, counts: dict[str, int] | None) -> dict[str, Any]:
         "case_p50_ms": pc.quantile(table["duration_ms"], q=0.5).to_pylist()[0] if table.num_rows else None,
         "progress": None,
     }
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _value_counts(column: pa.ChunkedArray) -> tuple[list[str], list[int]]:

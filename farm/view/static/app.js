@@ -192,7 +192,9 @@ async function runPage(mine, name, params) {
       figure("Suite", s.suite || "—"), figure("Agents", s.agents.join(", ") || "—"), figure("Engine", s.engine || "—"),
       figure("Started", when(s.started_at)), figure("Case runs", s.counts.total, "count-total"), figure("Passed", s.counts.passed, "count-passed"),
       figure("Failed", s.counts.failed, "count-failed"), figure("Errors", s.counts.error), figure("Timeouts", s.counts.timeout), figure("Skipped", s.counts.skipped),
-      figure("Pass rate", pct(s.pass_rate), "pass-rate"), figure("Cost", usd(s.cost_usd)), figure("Wall time", s.wall_s === null ? "—" : duration(s.wall_s * 1000)),
+      figure("Pass rate", pct(s.pass_rate), "pass-rate"), figure("Cost", usd(s.cost_usd), "cost"), s.role_cost_usd !== null ? figure("Role calls' cost", usd(s.role_cost_usd)) : null,
+      figure("Wall time", s.wall_s === null ? "—" : duration(s.wall_s * 1000)),
+      s.stop_reason ? figure("Stopped by", s.stop_reason.replace("_", " "), "stop-reason") : null,
       s.progress ? figure("Progress", `${s.progress.done}${s.progress.planned ? " / " + s.progress.planned : ""}`, "progress") : null),
     agents.length > 1 ? h("p", {}, h("a", { href: `#/compare?a=${enc(name)}&agent_a=${enc(agents[0])}&agent_b=${enc(agents[1])}`, id: "compare-agents" }, `Compare ${agents[0]} with ${agents[1]} →`)) : null,
     h("div", { class: "filters" }, chips, select("tag", cases.facets.tag, "any tag"), select("agent", cases.facets.agent, "any agent"), search,
@@ -271,7 +273,8 @@ function checkView(check) {
 function caseHeader(c) {
   return h("div", { class: "card figures" },
     figure("Status", badge(c.status)), figure("Agent", c.agent || "—"), figure("Mode", c.mode || "—"), figure("Turns", c.total_turns),
-    figure("Duration", duration(c.duration_ms)), figure("Cost", usd(c.cost_usd)), figure("Tokens", c.total_tokens ?? "—"),
+    figure("Duration", duration(c.duration_ms)), figure("Cost", usd(c.cost_usd)),
+    c.role_cost_usd !== null && c.role_cost_usd !== undefined ? figure("Role calls' cost", usd(c.role_cost_usd)) : null, figure("Tokens", c.total_tokens ?? "—"),
     figure("Source", c.source || "—"), c.ended_by ? figure("Ended by", c.ended_by) : null);
 }
 

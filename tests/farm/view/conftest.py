@@ -62,12 +62,14 @@ def refund_case(run_id: str, status: Status, *, run_index: int = 0, agent: str =
     )  # fmt: skip
 
 
-def plain_case(run_id: str, number: int, status: Status, *, run_index: int = 0, agent: str = "support-bot") -> CaseResult:
+def plain_case(
+    run_id: str, number: int, status: Status, *, run_index: int = 0, agent: str = "support-bot", cost: float | None = None
+) -> CaseResult:
     reply = f"answer number {number}" if status is Status.PASSED else f"nothing useful {number}"
     return CaseResult(
         run_id=run_id, run_index=run_index, id=f"faq-{number:02d}", name=f"FAQ {number}", status=status, mode="single",
         agent=agent, tags=["faq"] + (["billing"] if number % 2 else []), source=f"{SUITE}:{number + 1}", total_turns=1,
-        duration_ms=100.0 * number, started_at=T0 + number,
+        duration_ms=100.0 * number, started_at=T0 + number, cost_usd=cost,
         turns=[] if status is Status.SKIPPED else [
             TurnResult(turn=1, input=f"question {number} about the zebra policy" if number == 7 else f"question {number}",
                        output=reply, duration_ms=100.0 * number, assertions=[contains("answer", reply)])
@@ -114,11 +116,12 @@ def write_run(root: Path, run_id: str, results: list[CaseResult], *, started: fl
     cases = len({result.id for result in results})
     info = RunInfo(
         run_id=run_id, status="finished" if finish else "running", engine="local", started_at=started,
-        ended_at=started + 12.5 if finish else None, input=SUITE, agent=agent, cases=cases * (1 if finish else 2), runs=runs,
+        ended_at=started + 12.5 if finish else None, input=SUITE, agent=agent, agents=sorted({r.agent or agent for r in results}),
+        cases=cases * (1 if finish else 2), runs=runs,
         config={"connectors": {"bot": {"headers": {"Authorization": "Bearer sk-never-shown"}, "api_key_env": "BOT_KEY"}}},
     )  # fmt: skip
     if cost is not None:
-        info.cost_usd = cost  # type: ignore[attr-defined]  (run.json keeps fields it does not know)
+        info.cost = {"cost_usd": cost, "role_cost_usd": 0.05}
     write_run_json(folder, info)
     return folder
 
@@ -137,9 +140,9 @@ def results_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
             status = Status.SKIPPED if n == 5 else Status.FAILED if (n == 4 and index == 1) else Status.PASSED
             second.append(plain_case(SECOND, n, status, run_index=index))
     write_run(root, SECOND, second, started=T0 + 86400, runs=2, cost=0.51)
-    both = [plain_case(AGENTS, n, Status.PASSED, agent="support-bot") for n in range(1, 5)]
-    both += [plain_case(AGENTS, n, Status.FAILED if n > 2 else Status.PASSED, agent="helper-bot") for n in range(1, 5)]
-    write_run(root, AGENTS, both, started=T0 + 2 * 86400, agent="support-bot", cost=0.38)
+    both = [plain_case(AGENTS, n, Status.PASSED, agent="support-bot", cost=0.03) for n in range(1, 5)]
+    both += [plain_case(AGENTS, n, Status.FAILED if n > 2 else Status.PASSED, agent="helper-bot", cost=0.02) for n in range(1, 5)]
+    write_run(root, AGENTS, both, started=T0 + 2 * 86400, agent="support-bot")
     going = [plain_case(GOING, n, Status.PASSED) for n in range(1, 4)]
     write_run(root, GOING, going, started=T0 + 3 * 86400, finish=False)
     (root / ".cache").mkdir()

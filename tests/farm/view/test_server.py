@@ -78,7 +78,8 @@ def test_the_runs_list_holds_every_run_newest_first_with_progress_of_the_one_goi
     assert going["status"] == "running" and going["progress"] == {"done": 3, "planned": 6}
     assert first["counts"] == {"total": 10, "passed": 7, "failed": 2, "skipped": 1, "error": 0, "timeout": 0}
     assert first["pass_rate"] == pytest.approx(7 / 9)
-    assert agents["agents"] == ["helper-bot", "support-bot"]
+    assert agents["agents"] == ["helper-bot", "support-bot"] and agents["cost_usd"] == pytest.approx(0.2)  # the cases' cost_usd
+    assert first["cost_usd"] == 0.42 and first["role_cost_usd"] == 0.05  # run.json's cost
     assert second["suite"] == "support.jsonl" and second["wall_s"] == 12.5 and second["cost_usd"] == 0.51 and going["cost_usd"] is None
 
 
@@ -132,7 +133,9 @@ def test_compare_puts_changed_cases_first(server: ViewServer):
     stats = data["statistics"]
     assert (stats["a_only"], stats["b_only"], stats["paired"]) == (2, 1, 9)
     assert stats["p_value"] == mcnemar_exact(2, 1) == 1.0
-    assert stats["sentence"] == comparison_sentence(FIRST, SECOND, 2, 1, 1.0) and "could be noise" in stats["sentence"]
+    # SECOND ran --runs 2: per case, the side with the higher pass rate is better (farm report's rule)
+    assert stats["repeated"] is True
+    assert stats["sentence"] == comparison_sentence(FIRST, SECOND, 2, 1, 1.0, repeated=True) and "could be noise" in stats["sentence"]
     assert stats["interval_a"] == pytest.approx(wilson_interval(7, 9))  # one try per case: plain Wilson
     low, high = stats["interval_b"]  # --runs 2: clustered by case, wider than 13 of 18 as if independent
     assert low < 13 / 18 < high and high - low > wilson_interval(13, 18)[1] - wilson_interval(13, 18)[0]
