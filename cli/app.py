@@ -32,7 +32,7 @@ def fail(exc: FarmError) -> None:
 
 
 def _register() -> None:
-    from farm.cli import agents, demo, report, rescore, test, validate
+    from farm.cli import agents, demo, report, rescore, test, validate, view
 
     app.command("test")(test.test)
     app.command("demo")(demo.demo)
@@ -40,6 +40,7 @@ def _register() -> None:
     app.command("agents")(agents.agents)
     app.command("report")(report.report)
     app.command("rescore")(rescore.rescore)
+    app.command("view")(view.view)
 
 
 _register()

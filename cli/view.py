@@ -1,0 +1,61 @@
+"""``farm view [RESULTS_DIR]``: browse, search and compare runs in a local web app (SPEC section 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from farm.cli.options import ConfigPath
+
+from farm.errors import FarmError, UsageError
+
+__all__ = ["view"]
+
+
+def view(
+    results_dir: Annotated[
+        Path | None,
+        typer.Argument(help="The results folder whose runs to show (default: [farm].results_dir).", show_default=False),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on; anything but loopback is reachable by others.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on (0: a free one).")] = 0,
+    open_browser: Annotated[bool, typer.Option("--open", help="Open the page in a browser.")] = False,
+    config: ConfigPath = None,
+) -> None:
+    """Serve a read-only web app over the runs of a results folder: runs, cases, transcripts, comparisons and trends."""
+    from farm.cli.app import err_console, fail
+
+    try:
+        root = results_dir if results_dir is not None else _configured_results_dir(config)
+        if not root.is_dir():
+            raise UsageError(f"Cannot view {root}, as it is not a folder; run `farm test` first or name a results folder.")
+        from farm.view import ViewApp, ViewServer, is_loopback
+
+        try:
+            server = ViewServer(ViewApp(str(root)), host, port)
+        except OSError as exc:
+            raise UsageError(f"Cannot listen on {host}:{port} ({exc.strerror or exc}); try another --port.") from None
+    except FarmError as exc:
+        fail(exc)
+    if not is_loopback(host):
+        err_console.print(
+            f"[yellow]warning:[/yellow] listening on {host}: anyone who can reach this machine can read the results in {root}."
+        )
+    print(f"farm view: {server.url}  (results: {server.app.folder.root}; Ctrl-C stops it)", flush=True)
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(server.url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+def _configured_results_dir(explicit: str | None) -> Path:
+    from farm.config import find_config, load_config
+
+    return load_config(find_config(explicit)).results_dir

@@ -1,0 +1,219 @@
+"""Two sides side by side for ``farm view``: two runs, or two agents of one run.
+
+A case's outcome on a side is ``passed`` when every judged repetition passed, ``failed`` when
+any failed, errored or timed out, ``skipped`` when none was judged (``farm report``'s rule).
+Cases are matched by id; those whose outcome changed come first (regressions, then fixes,
+then the rest). The statistics are :mod:`farm.reports.stats`'s, as ``farm report`` gives them:
+each side's pass rate with its 95 % interval (clustered by case under ``--runs``), and the
+exact McNemar test over the cases judged on both sides with its sentence.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from farm.reports.stats import clustered_interval, comparison_sentence, mcnemar_exact, wilson_interval
+from farm.results import Status
+from farm.view.cases import RunCases
+from farm.view.folders import RunFolder
+
+__all__ = ["Comparisons", "Side"]
+
+_FAILING = pa.array([Status.FAILED.value, Status.ERROR.value, Status.TIMEOUT.value])
+_ORDER = {"regression": 0, "fix": 1, "changed": 2, "only_a": 3, "only_b": 4, "same": 5}
+MAX_PAGE = 500
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: a run, and one of its agents or all of them."""
+
+    run: RunFolder
+    agent: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.run.name} · {self.agent}" if self.agent else self.run.name
+
+
+class Comparisons:
+    """Comparisons of two sides, the last few kept (while both runs' files stay as they were) so
+    that the next page of one costs a slice."""
+
+    def __init__(self, cases: RunCases, keep: int = 4):
+        self.cases = cases
+        self._keep = keep
+        self._kept: OrderedDict[tuple[Any, ...], tuple[pa.Table, dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def page(self, a: Side, b: Side, *, changed_only: bool = False, offset: int = 0, limit: int = 100) -> dict[str, Any]:
+        """Side ``a`` against side ``b``: each side's figures, the statistics, and a page of cases,
+        changed ones first. The matching and ordering are done on Arrow tables; only the page's
+        rows become Python objects."""
+        marker = (a.run.name, a.agent, a.run.signature(), b.run.name, b.agent, b.run.signature())
+        with self._lock:
+            kept = self._kept.get(marker)
+        if kept is None:
+            kept = _matched(self.cases, a, b)
+            with self._lock:
+                self._kept[marker] = kept
+                while len(self._kept) > self._keep:
+                    self._kept.popitem(last=False)
+        both, head = kept
+        listed = both.filter(pc.not_equal(both["change"], "same")) if changed_only else both
+        limit = max(1, min(limit, MAX_PAGE))
+        offset = max(0, offset)
+        page = listed.slice(offset, limit).to_pylist()
+        ids = [row["case_id"] for row in page]
+        details_a, details_b = _details(self.cases, a, ids), _details(self.cases, b, ids)
+        return {
+            **head,
+            "total": listed.num_rows,
+            "offset": offset,
+            "limit": limit,
+            "rows": [_row(row, details_a, details_b) for row in page],
+        }
+
+
+def _matched(cases: RunCases, a: Side, b: Side) -> tuple[pa.Table, dict[str, Any]]:
+    """Both sides' cases matched by id, changed ones first, and what the page shows above them."""
+    left, right = _outcomes(cases, a), _outcomes(cases, b)
+    both = left.join(right, keys="case_id", join_type="full outer", left_suffix="_a", right_suffix="_b")
+    change = _changes(both["outcome_a"], both["outcome_b"])
+    both = both.append_column("change", change).append_column("order", pc.index_in(change, value_set=_CHANGES))
+    both = both.sort_by([("order", "ascending"), ("case_id", "ascending")])
+    counted = pc.value_counts(both["change"])
+    tally = {name: 0 for name in _ORDER}
+    tally.update(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True))
+    # farm report's rule: per case judged on both sides, B is better when its pass rate is higher
+    # (cross-multiplied in integers, so 2/3 and 4/6 are equal); with one try each that is McNemar's
+    # discordant pairs, with --runs the same binomial test as a sign test on the cases' rates
+    tries_a = pc.cast(pc.add(both["passed_a"], both["failed_a"]), pa.int64())
+    tries_b = pc.cast(pc.add(both["passed_b"], both["failed_b"]), pa.int64())
+    judged = pc.fill_null(pc.and_(pc.greater(tries_a, 0), pc.greater(tries_b, 0)), False)
+    difference = pc.subtract(
+        pc.multiply(pc.cast(both["passed_b"], pa.int64()), tries_a), pc.multiply(pc.cast(both["passed_a"], pa.int64()), tries_b)
+    )
+    b_only = int(pc.sum(pc.and_(judged, pc.greater(difference, 0))).as_py() or 0)
+    a_only = int(pc.sum(pc.and_(judged, pc.less(difference, 0))).as_py() or 0)
+    paired = int(pc.sum(judged).as_py() or 0)
+    repeated = paired > 0 and max(pc.max(pc.filter(tries_a, judged)).as_py(), pc.max(pc.filter(tries_b, judged)).as_py()) > 1
+    head = {
+        "a": _figures(a, left),
+        "b": _figures(b, right),
+        "changes": tally,
+        "statistics": statistics(a.label, b.label, left, right, paired, a_only, b_only, repeated),
+    }
+    return both, head
+
+
+_CHANGES = pa.array(list(_ORDER))
+
+
+def _outcomes(cases: RunCases, side: Side) -> pa.Table:
+    """Per case id of the side: its outcome and how many repetitions passed, failed and were skipped."""
+    table = cases.table(side.run).table
+    if side.agent:
+        table = table.filter(pc.equal(table["agent"], side.agent))
+    status = table["status"]
+    grouped = pa.table({
+        "case_id": table["case_id"],
+        "passed": pc.cast(pc.equal(status, Status.PASSED.value), pa.int32()),
+        "failed": pc.cast(pc.is_in(status, value_set=_FAILING), pa.int32()),
+        "skipped": pc.cast(pc.equal(status, Status.SKIPPED.value), pa.int32()),
+    }).group_by("case_id").aggregate([("passed", "sum"), ("failed", "sum"), ("skipped", "sum")])  # fmt: skip
+    passes, failures = grouped["passed_sum"], grouped["failed_sum"]
+    outcome = pc.if_else(pc.greater(failures, 0), "failed", pc.if_else(pc.greater(passes, 0), "passed", "skipped"))
+    return pa.table({
+        "case_id": grouped["case_id"],
+        "outcome": outcome,
+        "passed": passes,
+        "failed": failures,
+        "skipped": grouped["skipped_sum"],
+    })  # fmt: skip
+
+
+def _details(cases: RunCases, side: Side, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Name and first failure of the cases ``ids`` on the side (only the page's cases are looked up)."""
+    table = cases.table(side.run).table
+    chosen = table.filter(pc.is_in(table["case_id"], value_set=pa.array(ids, pa.string())))
+    if side.agent:
+        chosen = chosen.filter(pc.equal(chosen["agent"], side.agent))
+    out: dict[str, dict[str, Any]] = {}
+    for row in chosen.select(["case_id", "name", "error"]).to_pylist():
+        kept = out.setdefault(row["case_id"], {"name": row["name"], "error": None})
+        kept["error"] = kept["error"] or row["error"]
+    return out
+
+
+def _changes(before: pa.ChunkedArray, after: pa.ChunkedArray) -> pa.ChunkedArray:
+    """What happened to each case from side a to side b (a name of ``_ORDER``)."""
+    regression = pc.and_(pc.equal(before, "passed"), pc.equal(after, "failed"))
+    fix = pc.and_(pc.equal(before, "failed"), pc.equal(after, "passed"))
+    change = pc.if_else(pc.equal(before, after), "same", pc.if_else(regression, "regression", pc.if_else(fix, "fix", "changed")))
+    return pc.if_else(pc.is_null(before), "only_b", pc.if_else(pc.is_null(after), "only_a", change))
+
+
+def _row(row: dict[str, Any], details_a: dict[str, dict[str, Any]], details_b: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    def side(suffix: str, details: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+        if row[f"outcome{suffix}"] is None:
+            return None
+        counts = {status: row[f"{status}{suffix}"] for status in ("passed", "failed", "skipped")}
+        return {
+            "outcome": row[f"outcome{suffix}"],
+            "passed": counts["passed"],
+            "judged": counts["passed"] + counts["failed"],
+            "statuses": [status for status, count in counts.items() if count],
+            **details.get(row["case_id"], {"name": None, "error": None}),
+        }
+
+    return {"case_id": row["case_id"], "a": side("_a", details_a), "b": side("_b", details_b), "change": row["change"]}
+
+
+def _figures(side: Side, outcomes: pa.Table) -> dict[str, Any]:
+    passed = int(pc.sum(outcomes["passed"]).as_py() or 0)
+    judged = passed + int(pc.sum(outcomes["failed"]).as_py() or 0)
+    return {
+        "label": side.label,
+        "run": side.run.name,
+        "agent": side.agent,
+        "cases": outcomes.num_rows,
+        "judged": judged,
+        "passed": passed,
+        "pass_rate": passed / judged if judged else None,
+    }
+
+
+def statistics(
+    name_a: str, name_b: str, left: pa.Table, right: pa.Table, paired: int, a_only: int, b_only: int, repeated: bool
+) -> dict[str, Any]:
+    """Each side's pass rate interval (95 %, clustered by case when a case ran more than once) and
+    the exact McNemar test over the ``paired`` cases judged on both sides: ``a_only`` passed more
+    often on side a, ``b_only`` on side b, with the sentence ``farm report`` says."""
+    p_value = mcnemar_exact(a_only, b_only)
+    return {
+        "paired": paired,
+        "a_only": a_only,
+        "b_only": b_only,
+        "interval_a": _interval(left),
+        "interval_b": _interval(right),
+        "p_value": p_value,
+        "repeated": repeated,
+        "sentence": comparison_sentence(name_a, name_b, a_only, b_only, p_value, repeated=repeated),
+    }
+
+
+def _interval(outcomes: pa.Table) -> list[float] | None:
+    passes = outcomes["passed"].to_pylist()
+    tries = pc.add(outcomes["passed"], outcomes["failed"]).to_pylist()
+    if not any(tries):
+        return None
+    if max(tries) == 1:  # one try per case: the clustered interval is Wilson's, and this is cheaper
+        return list(wilson_interval(sum(passes), sum(tries)))
+    return list(clustered_interval(list(zip(passes, tries, strict=True))))

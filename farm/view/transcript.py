@@ -1,0 +1,88 @@
+"""One case of a run as ``farm view`` shows it: every repetition (``--runs``) with its turns,
+tool calls, simulator reasoning, assertions and checkpoints, and the case's stability class.
+
+Only the rows of the case are read from the turns and assertions tables (a filter on
+``case_id``), so a case page costs the same in a run of ten cases or of a hundred thousand.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow.compute as pc
+
+from farm.results import Status, stability_class
+from farm.view.folders import NotFound, RunFolder, read_case_rows
+from farm.view.schema import ASSERTIONS, CASES, TURNS
+
+__all__ = ["case_detail"]
+
+_JSON_COLUMNS = ("expected", "actual")
+
+
+def case_detail(run: RunFolder, case_id: str, agent: str | None = None) -> dict[str, Any]:
+    """The case ``case_id`` of ``run`` (of ``agent`` only, when given): its repetitions, oldest first."""
+    cases = read_case_rows(run.table_files("cases"), CASES, case_id)
+    if agent:
+        cases = cases.filter(pc.equal(cases["agent"], agent))
+    if cases.num_rows == 0:
+        raise NotFound(f"There is no case {case_id!r} in run {run.name!r}" + (f" for agent {agent!r}." if agent else "."))
+    turns = read_case_rows(run.table_files("turns"), TURNS, case_id)
+    assertions = read_case_rows(run.table_files("assertions"), ASSERTIONS, case_id)
+    turn_rows = _by_run(turns.to_pylist())
+    assertion_rows = _by_run(assertions.to_pylist())
+    repetitions = []
+    for case in sorted(cases.to_pylist(), key=lambda row: (row["agent"] or "", row["run_index"], row["attempt"])):
+        key = (case["run_index"], case["attempt"])
+        case["started_at"] = case["started_at"].timestamp() if case["started_at"] else None
+        checks = sorted(assertion_rows.get(key, []), key=_check_order)
+        for check in checks:
+            for name in _JSON_COLUMNS:
+                check[name] = _parsed(check[name])
+        steps = sorted(turn_rows.get(key, []), key=lambda row: row["turn"])
+        for step in steps:
+            for call in step["tool_calls"] or []:
+                call["args"], call["result"] = _parsed(call["args"]), _parsed(call["result"])
+            step["input"] = _parsed_input(step["input"])
+        repetitions.append({"case": case, "turns": steps, "checks": checks})
+    return {"run": run.name, "case_id": case_id, "agent": agent, "repetitions": repetitions, "stability": _stability(cases)}
+
+
+def _by_run(rows: list[dict[str, Any]]) -> dict[tuple[int, int], list[dict[str, Any]]]:
+    grouped: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for row in rows:
+        grouped.setdefault((row["run_index"], row["attempt"]), []).append(row)
+    return grouped
+
+
+def _check_order(row: dict[str, Any]) -> tuple[int, int, int]:
+    """Turn assertions in turn order, then final assertions, then checkpoints."""
+    scope = {"turn": 0, "final": 1, "checkpoint": 2}.get(row["scope"], 3)
+    return (scope, row["turn"] if row["turn"] is not None and scope == 0 else 0, row["position"] or 0)
+
+
+def _parsed(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _parsed_input(text: str | None) -> Any:
+    """A structured input (JSON text in the table) as its value; plain text as it is."""
+    if text and text[:1] in "[{":
+        return _parsed(text)
+    return text
+
+
+def _stability(cases: Any) -> dict[str, Any] | None:
+    """Pass rate and class over the case's judged repetitions (skipped ones excluded)."""
+    statuses = cases["status"].to_pylist()
+    judged = [status for status in statuses if status != Status.SKIPPED.value]
+    if not judged:
+        return None
+    rate = judged.count(Status.PASSED.value) / len(judged)
+    return {"runs": len(judged), "passed": judged.count(Status.PASSED.value), "pass_rate": rate, "class": stability_class(rate).value}

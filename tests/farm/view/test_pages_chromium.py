@@ -1,0 +1,155 @@
+"""The ``farm view`` pages as a browser shows them: headless Chromium loads each page from the real
+server, runs its script (the fetches included: virtual time waits for them), and dumps the DOM."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from farm.view import ViewApp, ViewServer
+
+from .conftest import FIRST, SECOND
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install -y chromium)")
+
+
+class Page(HTMLParser):
+    """Text by element id, the rows of each table by id, and the attributes of every element."""
+
+    VOID = {"meta", "br", "img", "input", "link", "hr", "circle", "line", "polyline"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: dict[str, str] = {}
+        self.tables: dict[str, list[list[str]]] = {}
+        self.elements: list[tuple[str, dict[str, str | None]]] = []
+        self._open: list[tuple[str, str | None]] = []
+        self._table: str | None = None
+        self._in_body = False
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        self.elements.append((tag, attributes))
+        if tag == "table":
+            self._table = attributes.get("id")
+        if tag == "tbody":
+            self._in_body = True
+        if tag == "tr" and self._in_body and self._table:
+            self.tables.setdefault(self._table, []).append([])
+        if tag == "td" and self._in_body and self._table:
+            self.tables[self._table][-1].append("")
+        if tag in self.VOID:
+            return
+        self._open.append((tag, attributes.get("id")))
+        if attributes.get("id"):
+            self.ids[attributes["id"]] = ""
+
+    def handle_endtag(self, tag):
+        if tag == "tbody":
+            self._in_body = False
+        while self._open:
+            if self._open.pop()[0] == tag:
+                break
+
+    def handle_data(self, data):
+        for _, element_id in self._open:
+            if element_id:
+                self.ids[element_id] += data
+        if self._in_body and self._table and self.tables.get(self._table) and self.tables[self._table][-1]:
+            self.tables[self._table][-1][-1] += data
+
+
+@pytest.fixture(scope="module")
+def server(results_root: Path):
+    server = ViewServer(ViewApp(str(results_root)))
+    server.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def shown(server: ViewServer, fragment: str, tmp_path: Path) -> Page:
+    """The DOM of ``fragment`` once its script and fetches are done."""
+    command = [
+        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
+        "--virtual-time-budget=10000", "--dump-dom", server.url + fragment,
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    page = Page()
+    page.feed(done.stdout)
+    states = [attrs.get("data-state") for tag, attrs in page.elements if tag == "main"]
+    assert states == ["ready"], (states, page.ids.get("error"), done.stdout[-2000:])
+    return page
+
+
+def test_the_runs_list(server: ViewServer, tmp_path: Path):
+    page = shown(server, "#/", tmp_path)
+    assert page.ids["run-count"] == "(4)"
+    rows = page.tables["runs"]
+    assert [row[2] for row in rows][-2:] == [SECOND, FIRST]
+    first = rows[-1]
+    assert first[7:12] == ["10", "7", "2", "1", "77.8%"]  # cases, passed, failed, skipped, pass rate
+    assert "3 / 6" in rows[0][3] and "running" in rows[0][3]
+
+
+def test_a_run_filtered_to_its_failed_cases(server: ViewServer, tmp_path: Path):
+    page = shown(server, f"#/run/{FIRST}?status=failed", tmp_path)
+    assert page.ids["run-id"] == FIRST and page.ids["pass-rate"] == "77.8%"
+    assert page.ids["match-count"] == "2"
+    rows = page.tables["cases"]
+    assert [(row[0], row[1]) for row in rows] == [("failed", "book-trip"), ("failed", "faq-03")]
+    assert rows[1][-1] == "turn 1: contains: reply lacks 'answer' (3)"
+    chips = {attrs["data-status"]: attrs.get("class") for tag, attrs in page.elements if attrs.get("data-status")}
+    assert chips["failed"] == "chip on" and chips["passed"] == "chip"
+
+
+def test_a_search_over_replies(server: ViewServer, tmp_path: Path):
+    page = shown(server, f"#/run/{FIRST}?q=on%20its%20way", tmp_path)
+    assert [row[1] for row in page.tables["cases"]] == ["refund-flow"]
+
+
+def test_a_case_transcript(server: ViewServer, tmp_path: Path):
+    page = shown(server, f"#/case/{FIRST}/book-trip", tmp_path)
+    transcript = page.ids["transcript"]
+    assert page.ids["case-id"] == "book-trip"
+    for text in ("simulator (as the user)", "I want to go to Lisbon", "Start with the destination", "Which dates?",
+                 "awaiting input (content_is_question)", "+Booked flight LX 1.", "checkpoint offers-hotel", "not reached",
+                 "reached at turn 1"):  # fmt: skip
+        assert text in transcript, text
+    refund = shown(server, f"#/case/{FIRST}/refund-flow", tmp_path)
+    assert "lookup_order" in refund.ids["transcript"] and '"order": "1234"' in refund.ids["transcript"]
+    assert "The agent confirmed the refund." in refund.ids["transcript"] and "score 0.9" in refund.ids["transcript"]
+
+
+def test_a_case_repeated_under_runs_shows_its_stability(server: ViewServer, tmp_path: Path):
+    page = shown(server, f"#/case/{SECOND}/faq-04?rep=1", tmp_path)
+    assert page.ids["stability"] == "1 of 2 passed (50.0%), unstable"
+    assert "nothing useful 4" in page.ids["transcript"]
+
+
+def test_two_runs_compared(server: ViewServer, tmp_path: Path):
+    page = shown(server, f"#/compare?a={FIRST}&b={SECOND}&case=refund-flow", tmp_path)
+    assert page.ids["side-a-rate"] == "77.8%" and page.ids["side-b-rate"] == "72.2%"
+    changes = page.tables["changes"]
+    assert [(row[0], row[1]) for row in changes[:3]] == [("regression", "faq-04"), ("regression", "refund-flow"), ("fix", "faq-03")]
+    assert page.ids["sentence"].endswith("this could be noise; run more cases or --runs.")
+    assert page.ids["p-value"] == "exact McNemar test over 9 paired cases: p = 1.00"
+    assert page.ids["side-a-interval"] == "45.3% – 93.7%"
+    pair = page.ids["pair"]
+    assert "Your refund of $40 is on its way." in pair and "I cannot help with refunds." in pair
+
+
+def test_trends_of_a_suite(server: ViewServer, tmp_path: Path):
+    page = shown(server, "#/trends", tmp_path)
+    assert page.ids["trend-runs"] == "3 finished runs"  # the run still going is not a point yet
+    dots = [attrs["data-run"] for tag, attrs in page.elements if tag == "circle" and attrs.get("data-run")]
+    assert dots[:3] == [FIRST, SECOND, "20260103-100000-cccccc"]
+    assert "$0.51" in page.ids["trend-table"]  # run.json's cost_usd when the cases table has no cost column
