@@ -13,7 +13,7 @@ actor dies is run again elsewhere (``attempt`` 2, ...) and reported once.
 
 from __future__ import annotations
 
-import math
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -21,18 +21,16 @@ from typing import Any
 
 import ray
 from farm.actors.limiter import start_limiters
+from farm.actors.placement import conversations, plan_session_actors, start_session_actors, wait_until_placeable
 from farm.actors.roles import PoolRoles, RolePools, start_pool
-from farm.actors.session import SessionActor
 from ray.exceptions import RayActorError, RaySystemError, RayTaskError
 
+from farm.config import AgentConfig
 from farm.engines import EngineLost, Job, RunPlan, StopReason, Worker
 from farm.engines.feed import ThreadFeed
 from farm.results import CaseResult
 
-__all__ = ["actor_count", "run_plan"]
-
-#: Conversations one session actor runs at once, at most.
-MAX_PER_ACTOR = 512
+__all__ = ["run_plan"]
 
 #: Calls queued on the actors beyond the conversations they run, as a share of
 #: ``--parallel``: as many as run, so that when a whole wave of conversations ends
@@ -51,15 +49,6 @@ QUEUE_FROM = 4
 BENCH_SECONDS = 5.0
 
 
-def actor_count(plan: RunPlan, cpus: float) -> int:
-    """Session actors for the plan: at least two where there are two CPUs, so a dying actor
-    never stalls the run; more only for high parallelism (each actor is a process of ~110 MiB)."""
-    if plan.actors:
-        return plan.actors
-    cores = max(1, int(cpus))
-    return max(min(2, cores), min(cores, math.ceil(plan.parallel / 64), 16))
-
-
 def run_plan(
     plan: RunPlan,
     on_result: Callable[[CaseResult], None],
@@ -74,30 +63,29 @@ def run_plan(
     the actors, cancelling what is in flight. ``human``: the name of the actor that answers
     interactive questions.
     """
-    cpus = float(ray.cluster_resources().get("CPU", 1))
-    n_actors = min(actor_count(plan, cpus), plan.parallel)
-    shares = [min(MAX_PER_ACTOR, plan.parallel // n_actors + (i < plan.parallel % n_actors)) for i in range(n_actors)]
-    queued = int(plan.parallel * QUEUED_SHARE) if plan.parallel >= QUEUE_FROM else 0
+    # which session actors, with what resources, where, serving which agents (actors/placement.py)
+    agents = [plan.config.agents.get(agent) or AgentConfig(id=agent) for agent in plan.agents]
+    nodes = wait_until_placeable(agents, plan.config.farm.autoscaler_wait, say=lambda line: print(line, file=sys.stderr))
+    specs = plan_session_actors(agents, plan.parallel, nodes, conversations(plan), plan.actors)
+    queue_share = QUEUED_SHARE if plan.parallel >= QUEUE_FROM else 0.0
     scope = plan.settings.run_id or uuid.uuid4().hex[:8]
 
     limiter_handles, limits = start_limiters(plan.config, list(plan.config.connectors), scope)
     need_sim, need_val = plan.needs_roles()
-    pool_size = max(1, min(2, n_actors))
+    pool_size = max(1, min(2, len(specs)))
     cache = plan.settings.cache
     pools = {
         role: start_pool(f"farm-{role}-{scope}", pool_size, plan.config, limits, cache=cache) if needed else {}
         for role, needed in (("sim", need_sim), ("val", need_val), ("gen", plan.stream is not None))
     }
     names = RolePools(simulators=list(pools["sim"]), validators=list(pools["val"]), generators=list(pools["gen"]))
-    actors: dict[str, Any] = {}
-    workers: list[Worker] = []
-    for i, share in enumerate(shares):
-        name = f"session-{i}"
-        slots = share + queued // n_actors + (i < queued % n_actors)
-        actors[name] = SessionActor.options(max_concurrency=slots + 4, scheduling_strategy="SPREAD").remote(
-            name, plan.config, plan.agent_settings, plan.connector_override, share, names, limits, human
-        )
-        workers.append(Worker(name, slots))
+    actors = start_session_actors(
+        specs,
+        queue_share,
+        lambda spec: (spec.name, plan.config, plan.agent_settings, plan.connector_override, spec.concurrency, names, limits, human),
+    )
+    # a job of agent A goes only to an actor that serves A (one with declared resources serves its agent alone)
+    workers = [Worker(spec.name, spec.slots(queue_share), frozenset(spec.agents)) for spec in specs]
 
     scheduler = plan.scheduler(workers)
     in_flight: dict[Any, Job] = {}

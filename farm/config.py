@@ -7,7 +7,9 @@ reads it at call time. Nothing here ever prints or serialises a key.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +21,7 @@ from farm.errors import UsageError
 from farm.results import Usage
 from farm.secrets import MASK, redact_url, register
 
-__all__ = ["AgentConfig", "Connector", "FarmConfig", "FarmSettings", "Price", "find_config", "load_config"]
+__all__ = ["AgentConfig", "Connector", "FarmConfig", "FarmSettings", "Price", "Resources", "find_config", "load_config"]
 
 CONFIG_NAME = "farm.toml"
 
@@ -111,6 +113,74 @@ class Connector(BaseModel):
         return data
 
 
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_RAY_OWN = ("CPU", "GPU", "memory", "object_store_memory")
+
+
+def _amount(value: float, what: str) -> float:
+    # Ray takes fractions of one unit, and whole units above one (1.5 GPUs is refused)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what} must be a number of at least 0")
+    if value > 1 and value != int(value):
+        raise ValueError(f"{what} above 1 must be a whole number, as Ray requires (got {value})")
+    return value
+
+
+class Resources(BaseModel):
+    """What one conversation slot of an agent needs on a Ray cluster, in Ray's names; the ray
+    engine starts the agent's actors with them (:mod:`farm.actors.placement`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_cpus: float | None = None
+    num_gpus: float | None = None
+    memory: int | None = None
+    """Bytes; ``"4GiB"``, ``"512MB"`` are read as such."""
+    custom: dict[str, float] = Field(default_factory=dict)
+    """Custom node resources (``{ "A100" = 1 }``)."""
+
+    @field_validator("num_cpus", "num_gpus")
+    @classmethod
+    def _units(cls, v: float | None, info: Any) -> float | None:
+        return None if v is None else _amount(v, info.field_name)
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _bytes(cls, v: Any) -> int:
+        match = _SIZE.match(v) if isinstance(v, str) else None
+        if isinstance(v, bool) or not (match or isinstance(v, int)) or (isinstance(v, int) and v <= 0):
+            raise ValueError(f"{v!r} is not an amount of memory (use e.g. \"4GiB\", \"512MiB\" or a number of bytes)")
+        if isinstance(v, int):
+            return v
+        assert match is not None
+        size = int(float(match[1]) * _SIZE_UNITS[(match[2] or "b").lower()])
+        if size <= 0:
+            raise ValueError(f"{v!r} is no memory at all")
+        return size
+
+    @field_validator("custom")
+    @classmethod
+    def _custom(cls, v: dict[str, float]) -> dict[str, float]:
+        for name, amount in v.items():
+            if name in _RAY_OWN:
+                raise ValueError(f"'{name}' is one of Ray's own resources: use num_cpus, num_gpus or memory")
+            _amount(amount, f"custom.{name}")
+        return v
+
+    def ray_options(self) -> dict[str, Any]:
+        """The options of ``ActorClass.options(...)`` for one slot."""
+        options: dict[str, Any] = {k: v for k, v in (("num_cpus", self.num_cpus), ("num_gpus", self.num_gpus), ("memory", self.memory)) if v}
+        if self.custom:
+            options["resources"] = dict(self.custom)
+        return options
+
+    def demand(self) -> dict[str, float]:
+        """What one slot asks of a node, in the names of ``ray.nodes()`` (``CPU``, ``GPU``, ``memory``, custom)."""
+        wanted = {"CPU": self.num_cpus or 0, "GPU": self.num_gpus or 0, "memory": float(self.memory or 0), **self.custom}
+        return {k: v for k, v in wanted.items() if v}
+
+
 AgentKind = Literal["openai", "http", "python", "simulator", "validator", "generator", "reporter"]
 
 
@@ -156,14 +226,28 @@ class AgentConfig(BaseModel):
     cache: bool | None = None
     """Role agents: whether their calls go through the role cache (default: yes, unless
     ``temperature`` > 0). The agent under test: ``true`` sends its calls through the same cache."""
+    resources: Resources | None = None
+    """What one conversation slot needs on a Ray cluster (the ray engine places its actors by it)."""
+    concurrency: int | None = Field(default=None, ge=1)
+    """Conversations one slot's actor runs at once (default: 1 when CPUs or GPUs are declared)."""
 
     @property
     def is_role(self) -> bool:
         return self.kind in ("simulator", "validator", "generator", "reporter")
 
+    @property
+    def declares_resources(self) -> bool:
+        """Whether this agent asks Ray for anything per slot (so it wants the ray engine)."""
+        return bool(self.resources and self.resources.demand())
+
 
 class FarmSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("autoscaler_wait", mode="before")
+    @classmethod
+    def _wait(cls, v: Any) -> float:
+        return parse_duration(v)
 
     default_agent: str | None = None
     simulator: str | None = None
@@ -174,6 +258,9 @@ class FarmSettings(BaseModel):
     """Session actors to start (default: sized from the cluster)."""
     engine: Literal["auto", "local", "ray"] | None = None
     """Where conversations run when ``--engine`` is not given (default: ``auto``)."""
+    autoscaler_wait: float = 300.0
+    """How long a run waits for an autoscaling cluster (``--address``) to add nodes that an agent's
+    ``resources`` need before it gives up (a duration)."""
     golden_dir: str | None = None
     """Where golden conversations are, for the cases that set ``golden`` (``--golden DIR`` overrides)."""
     max_cost: float | None = Field(default=None, gt=0)

@@ -125,3 +125,34 @@ def test_find_config_prefers_the_explicit_path_then_the_working_folder_then_the_
     assert find_config(None, suite) == own.resolve()
     with pytest.raises(UsageError, match="--config: nope.toml does not exist"):
         find_config("nope.toml", suite)
+
+
+RESOURCES = '[agents.heavy]\nkind = "python"\nentry = "m:f"\n'
+
+
+def test_resources_are_read_in_rays_names_with_memory_as_a_size(tmp_path: Path):
+    text = RESOURCES + 'concurrency = 2\nresources = { num_cpus = 1, num_gpus = 0.5, memory = "4GiB", custom = { "A100" = 1 } }\n'
+    agent = load_config(write(tmp_path, text)).agent("heavy")
+    assert agent.concurrency == 2 and agent.declares_resources
+    assert agent.resources is not None
+    assert agent.resources.ray_options() == {"num_cpus": 1, "num_gpus": 0.5, "memory": 4 * 2**30, "resources": {"A100": 1}}
+    assert agent.resources.demand() == {"CPU": 1, "GPU": 0.5, "memory": 4 * 2**30, "A100": 1}
+    assert not load_config(write(tmp_path, RESOURCES)).agent("heavy").declares_resources
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("resources = { num_gpus = 1.5 }", "agents.heavy.resources.num_gpus: Value error, num_gpus above 1 must be a whole number"),
+        ("resources = { num_cpus = -1 }", "agents.heavy.resources.num_cpus: Value error, num_cpus must be a number of at least 0"),
+        ('resources = { memory = "4 parsecs" }', "agents.heavy.resources.memory: Value error, '4 parsecs' is not an amount of memory"),
+        ("resources = { cpus = 1 }", "agents.heavy.resources.cpus: Extra inputs are not permitted"),
+        ("resources = { custom = { GPU = 1 } }", "agents.heavy.resources.custom: Value error, 'GPU' is one of Ray's own resources"),
+        ("concurrency = 0", "agents.heavy.concurrency: Input should be greater than or equal to 1"),
+    ],
+)
+def test_a_bad_resource_is_one_sentence_naming_the_field(tmp_path: Path, line: str, message: str):
+    with pytest.raises(UsageError) as err:
+        load_config(write(tmp_path, RESOURCES + line + "\n"))
+    assert str(err.value).startswith(f"{tmp_path / 'farm.toml'}: {message}")
+    assert "\n" not in str(err.value)

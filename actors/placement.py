@@ -1,0 +1,390 @@
+"""Placement: which session actors a run starts, with what resources, on which nodes, serving
+which agents (SPEC section 4, "Resources").
+
+Two kinds of session actor:
+
+- *plain* ones ask Ray for nothing (``num_cpus=0``): right for agents behind HTTP,
+  whose conversations wait on the network. They serve every agent of the run
+  that declares no ``resources``. Their number follows the cluster's CPUs and
+  ``--parallel`` (at least :data:`PLAIN_SHARE_MIN` conversations each), and they
+  are spread over the nodes that have CPUs, in proportion to them, never on a
+  head started with ``num_cpus=0``.
+- *declared* ones carry an agent's ``resources`` (one conversation slot each,
+  running the agent's ``concurrency`` conversations at once) and serve only
+  that agent. As many are started as the cluster can hold at once, and no more
+  than ``--parallel`` or the agent's conversations need; each is packed onto a
+  node that has what it asks for, the least-used first.
+
+:func:`plan_session_actors` is that decision, pure (tested with fake node lists);
+:func:`cluster_nodes` reads the nodes from Ray; :func:`wait_until_placeable`
+refuses a request no node can meet with one sentence, or waits a bounded time
+for an autoscaler to add a node that can; :func:`start_session_actors` starts
+the planned actors. A job of agent ``A`` may go only to an actor whose
+:attr:`SessionSpec.agents` holds ``A``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from farm.config import AgentConfig
+from farm.errors import UsageError
+
+if TYPE_CHECKING:
+    from farm.engines import RunPlan
+
+__all__ = [
+    "MAX_PER_ACTOR",
+    "Node",
+    "SessionSpec",
+    "Unplaceable",
+    "cluster_nodes",
+    "conversations",
+    "plan_session_actors",
+    "start_session_actors",
+    "wait_until_placeable",
+]
+
+#: Conversations one session actor runs at once, at most.
+MAX_PER_ACTOR = 512
+
+#: Conversations a plain actor runs at least (when ``--parallel`` allows): an actor is a process
+#: of ~110 MiB that takes ~0.3 s to start, and one holds thousands of waiting conversations.
+PLAIN_SHARE_MIN = 8
+
+#: Plain session actors at most, however large the cluster.
+MAX_PLAIN = 256
+
+#: Declared session actors of one agent at most (each is a process).
+MAX_DECLARED = 1024
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node of the cluster as placement sees it: its resources in ``ray.nodes()``'s names
+    (``CPU``, ``GPU``, ``memory``, custom ones) and, where known, what is free of them now."""
+
+    node_id: str
+    total: Mapping[str, float]
+    available: Mapping[str, float] | None = None
+    """None: unknown, taken to be the total."""
+
+    def fits(self, demand: Mapping[str, float], free: Mapping[str, float] | None = None) -> bool:
+        have = self.total if free is None else free
+        return all(have.get(name, 0.0) + 1e-9 >= amount for name, amount in demand.items())
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """One session actor to start."""
+
+    name: str
+    agents: tuple[str, ...]
+    """The agents whose conversations it runs (route a job of agent A only to an actor serving A)."""
+    concurrency: int
+    """Conversations it runs at once."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Ray resources of the actor (``num_cpus``, ``num_gpus``, ``memory``, ``resources``); empty: none."""
+    node_id: str | None = None
+    """The node it is meant for (soft affinity: Ray may start it elsewhere, e.g. after that node is lost)."""
+
+    @property
+    def declared(self) -> bool:
+        return bool(self.options)
+
+    def slots(self, queue_share: float) -> int:
+        """Calls it holds at once: the conversations it runs, and ``queue_share`` as many again
+        queued on it, ready to start when one ends."""
+        return self.concurrency + int(self.concurrency * queue_share)
+
+
+class Unplaceable(UsageError):
+    """An agent asks for more per slot than any node of the cluster has."""
+
+
+def _describe(demand: Mapping[str, float]) -> str:
+    names = {"CPU": "num_cpus", "GPU": "num_gpus"}
+    parts = []
+    for name, amount in demand.items():
+        if name == "memory":
+            parts.append(f"memory {amount / 2**30:g} GiB")
+        else:
+            parts.append(f"{names.get(name, name)} = {amount:g}")
+    return ", ".join(parts)
+
+
+def _largest(nodes: list[Node], demand: Mapping[str, float]) -> str:
+    best = {name: max((n.total.get(name, 0.0) for n in nodes), default=0.0) for name in demand}
+    return _describe(best) if any(best.values()) else "none of these"
+
+
+def check_placeable(agents: Iterable[AgentConfig], nodes: list[Node]) -> None:
+    """Raise :class:`Unplaceable` for the first agent whose one slot fits on no node."""
+    for agent in agents:
+        if agent.resources is None or not agent.declares_resources:
+            continue
+        demand = agent.resources.demand()
+        if not any(node.fits(demand) for node in nodes):
+            raise Unplaceable(
+                f'agent "{agent.id}" asks for {_describe(demand)} per conversation slot (its resources), which no node'
+                f" of the Ray cluster has ({len(nodes)} node(s); the most any has: {_largest(nodes, demand)})"
+            )
+
+
+def plan_session_actors(
+    agents: Iterable[AgentConfig],
+    parallel: int,
+    nodes: list[Node],
+    conversations: Mapping[str, int] | None = None,
+    actors: int | None = None,
+) -> list[SessionSpec]:
+    """The session actors to start for a run of ``agents``.
+
+    ``parallel``: conversations in flight across the cluster, at most. ``conversations``:
+    how many each agent has to run (none are started beyond that; None: no bound).
+    ``actors``: a fixed number of plain actors (``[farm].actors``) instead of sizing them.
+    Raises :class:`Unplaceable` when an agent's slot fits on no node.
+    """
+    agents = list(agents)
+    nodes = list(nodes)
+    check_placeable(agents, nodes)
+    parallel = max(1, parallel)
+
+    def needs(agent_ids: Iterable[str]) -> float:
+        if conversations is None:
+            return math.inf
+        return sum(conversations.get(a, 0) for a in agent_ids)
+
+    specs: list[SessionSpec] = []
+    plain = tuple(a.id for a in agents if not a.declares_resources)
+    if plain and needs(plain) > 0:
+        specs += _plain(plain, parallel, nodes, needs(plain), actors)
+    declared = [a for a in agents if a.declares_resources and needs([a.id]) > 0]
+    if declared:
+        specs += _declared(declared, parallel, nodes, {a.id: needs([a.id]) for a in declared})
+    return specs
+
+
+def _cpu_nodes(nodes: list[Node]) -> list[Node]:
+    with_cpus = [n for n in nodes if n.total.get("CPU", 0) > 0]
+    return with_cpus or nodes
+
+
+def _plain_count(parallel: int, cpus: float, wanted: float) -> int:
+    cores = max(1, int(cpus))
+    sized = min(cores, math.ceil(parallel / PLAIN_SHARE_MIN), MAX_PLAIN)
+    # at least two where there are two CPUs, so that a dying actor never stalls the run
+    return int(max(1, min(max(min(2, cores), sized), parallel, wanted)))
+
+
+def _spread(count: int, weights: Mapping[str, float]) -> list[str]:
+    """``count`` places over nodes in proportion to ``weights`` (largest remainder), interleaved
+    so that the first actors are on different nodes."""
+    total = sum(weights.values())
+    if count <= 0 or total <= 0:
+        return []
+    exact = {n: count * w / total for n, w in weights.items()}
+    share = {n: int(x) for n, x in exact.items()}
+    for n in sorted(exact, key=lambda n: (share[n] - exact[n], -weights[n]))[: count - sum(share.values())]:
+        share[n] += 1
+    order: list[str] = []
+    while len(order) < count:
+        for n in sorted(share, key=lambda n: -weights[n]):
+            if share[n] > 0:
+                order.append(n)
+                share[n] -= 1
+    return order
+
+
+def _plain(agents: tuple[str, ...], parallel: int, nodes: list[Node], wanted: float, fixed: int | None) -> list[SessionSpec]:
+    hosts = _cpu_nodes(nodes)
+    cpus = sum(n.total.get("CPU", 0.0) for n in hosts)
+    count = max(1, min(fixed, parallel)) if fixed else _plain_count(parallel, cpus, wanted)
+    weights = {n.node_id: n.total.get("CPU", 0.0) or 1.0 for n in hosts}
+    places: list[str | None] = list(_spread(count, weights)) or [None] * count
+    return [
+        SessionSpec(
+            name=f"session-{i}",
+            agents=agents,
+            concurrency=min(MAX_PER_ACTOR, parallel // count + (i < parallel % count)),
+            node_id=places[i],
+        )
+        for i in range(count)
+    ]
+
+
+def _declared(agents: list[AgentConfig], parallel: int, nodes: list[Node], wanted: Mapping[str, float]) -> list[SessionSpec]:
+    """Pack slots of every declared agent onto the nodes, one agent after another in turn, each
+    on the node that fits it and holds the fewest of that agent's actors (then the most free)."""
+    free = {n.node_id: dict(n.available if n.available is not None else n.total) for n in nodes}
+    by_id = {n.node_id: n for n in nodes}
+    placed: dict[str, list[str]] = {a.id: [] for a in agents}
+    caps: dict[str, int] = {}
+    for agent in agents:
+        per = agent.concurrency or (1 if _computes(agent) else None)
+        caps[agent.id] = min(MAX_DECLARED, math.ceil(min(parallel, wanted[agent.id]) / (per or 1)))
+        if per is None:  # neither CPUs nor GPUs nor a concurrency: share --parallel like plain actors
+            caps[agent.id] = min(caps[agent.id], _plain_count(parallel, sum(n.total.get("CPU", 0) for n in nodes), wanted[agent.id]))
+    growing = True
+    while growing:
+        growing = False
+        for agent in agents:
+            if len(placed[agent.id]) >= caps[agent.id]:
+                continue
+            assert agent.resources is not None
+            demand = agent.resources.demand()
+            fitting = [n for n in free if by_id[n].fits(demand, free[n])]
+            if not fitting:
+                continue
+            mine = placed[agent.id]
+            node = min(fitting, key=lambda n: (mine.count(n), -sum(free[n].get(k, 0.0) / max(v, 1e-9) for k, v in demand.items())))
+            for name, amount in demand.items():
+                free[node][name] = free[node].get(name, 0.0) - amount
+            mine.append(node)
+            growing = True
+    specs = []
+    for agent in agents:
+        assert agent.resources is not None
+        mine = placed[agent.id]
+        if not mine:
+            # the cluster could hold it, but everything that fits is busy now: one actor,
+            # which Ray starts once a node frees up (or the autoscaler adds one)
+            mine = [next(n.node_id for n in nodes if n.fits(agent.resources.demand()))]
+        per = agent.concurrency or (1 if _computes(agent) else None)
+        count = len(mine)
+        for i, node in enumerate(mine):
+            share = per or min(MAX_PER_ACTOR, parallel // count + (i < parallel % count))
+            specs.append(
+                SessionSpec(
+                    name=f"session-{agent.id}-{i}",
+                    agents=(agent.id,),
+                    concurrency=max(1, share),
+                    options=agent.resources.ray_options(),
+                    node_id=node,
+                )
+            )
+    return specs
+
+
+def _computes(agent: AgentConfig) -> bool:
+    """Whether the agent declares CPUs or GPUs: then one conversation per slot unless it says otherwise."""
+    return bool(agent.resources and (agent.resources.num_cpus or agent.resources.num_gpus))
+
+
+# -- on Ray ----------------------------------------------------------------------------
+
+
+def cluster_nodes() -> list[Node]:
+    """The cluster's live nodes (``ray.nodes()``), with what is free on each where Ray says."""
+    import ray
+
+    try:
+        from ray._private import state
+
+        free: dict[str, Any] = state.available_resources_per_node()
+    except Exception:  # noqa: BLE001 - a Ray without it: plan from the totals
+        free = {}
+    return [
+        Node(node["NodeID"], dict(node.get("Resources") or {}), free.get(node["NodeID"]))
+        for node in ray.nodes()
+        if node.get("Alive")
+    ]
+
+
+def has_autoscaler() -> bool:
+    """Whether the connected cluster runs Ray's autoscaler (v1 publishes its status in the GCS's
+    key-value store; v2 marks itself enabled there)."""
+    try:
+        from ray.experimental import internal_kv
+
+        if internal_kv._internal_kv_get("__autoscaling_status"):
+            return True
+        from ray.autoscaler.v2.utils import is_autoscaler_v2
+
+        return bool(is_autoscaler_v2(fetch_from_server=True))
+    except Exception:  # noqa: BLE001 - no answer is no autoscaler we know of
+        return False
+
+
+def wait_until_placeable(
+    agents: Iterable[AgentConfig],
+    autoscaler_wait: float,
+    say: Callable[[str], None] = lambda _: None,
+    nodes: Callable[[], list[Node]] = cluster_nodes,
+    autoscaling: Callable[[], bool] = has_autoscaler,
+    poll: float = 2.0,
+) -> list[Node]:
+    """The cluster's nodes once every agent's slot fits on one of them.
+
+    A slot that fits nowhere raises :class:`Unplaceable` at once, unless the cluster
+    has an autoscaler: then it is asked for such a node (``request_resources``), the
+    wait is said once through ``say``, and it is bounded by ``autoscaler_wait`` seconds.
+    """
+    agents = list(agents)
+    found = nodes()
+    try:
+        check_placeable(agents, found)
+        return found
+    except Unplaceable as exc:
+        if autoscaler_wait <= 0 or not autoscaling():
+            raise
+        problem = exc
+    bundles = [a.resources.demand() for a in agents if a.resources is not None and a.declares_resources]
+    _request(bundles)
+    say(f"waiting up to {autoscaler_wait:g} s for the autoscaler to add a node: {problem}")
+    deadline = time.monotonic() + autoscaler_wait
+    try:
+        while time.monotonic() < deadline:
+            time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
+            found = nodes()
+            try:
+                check_placeable(agents, found)
+                return found
+            except Unplaceable as exc:
+                problem = exc
+    finally:
+        _request([])
+    raise Unplaceable(f"{problem}, and the autoscaler added none within {autoscaler_wait:g} s")
+
+
+def _request(bundles: list[dict[str, float]]) -> None:
+    try:
+        from ray.autoscaler.sdk import request_resources
+
+        request_resources(bundles=bundles)
+    except Exception:  # noqa: BLE001 - only a hint to the autoscaler
+        pass
+
+
+def conversations(plan: RunPlan) -> dict[str, int] | None:
+    """Case runs each agent of ``plan`` has to do in this part (at least 1: every agent gets an
+    actor); None while a generator streams more."""
+    if plan.stream is not None:
+        return None
+    per_agent = len(plan.cases) * plan.runs
+    finished = Counter(key[2] for key in plan.skip_keys)
+    return {agent: max(1, per_agent - finished[agent]) for agent in plan.agents}
+
+
+def start_session_actors(specs: list[SessionSpec], queue_share: float, make: Callable[[SessionSpec], tuple[Any, ...]]) -> dict[str, Any]:
+    """Start the planned session actors; returns their handles by name.
+
+    ``queue_share``: calls an actor holds queued beyond the conversations it runs, as a share of
+    them (:meth:`SessionSpec.slots`). ``make(spec)``: the constructor arguments of
+    :class:`~farm.actors.session.SessionActor` for that actor.
+    """
+    from farm.actors.session import SessionActor
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    handles: dict[str, Any] = {}
+    for spec in specs:
+        strategy: Any = NodeAffinitySchedulingStrategy(spec.node_id, soft=True) if spec.node_id else "SPREAD"
+        handles[spec.name] = SessionActor.options(
+            max_concurrency=spec.slots(queue_share) + 4, scheduling_strategy=strategy, **spec.options
+        ).remote(*make(spec))
+    return handles
