@@ -189,7 +189,8 @@ def run(
     jsonl = Path(output) if output else Path(previous.results if previous and previous.results else run_dir / "results.jsonl")
     skip_keys = finished_keys(jsonl, agent_id) if resume is not None and jsonl.exists() else set()
     engine_name = choose_engine(
-        engine or cfg.farm.engine or "auto", address=address, conversations=len(suite.cases) * runs * len(agents) - len(skip_keys)
+        engine or cfg.farm.engine or "auto", address=address, conversations=len(suite.cases) * runs * len(agents) - len(skip_keys),
+        resources=any(cfg.agents[each].declares_resources for each in agents if each in cfg.agents),
     )
     plan = build_plan(
         cfg,

@@ -187,16 +187,17 @@ class Engine(Protocol):
         ...
 
 
-def choose_engine(name: str, *, address: str | None, conversations: int, cpus: int | None = None) -> str:
+def choose_engine(name: str, *, address: str | None, conversations: int, cpus: int | None = None, resources: bool = False) -> str:
     """The engine for ``--engine name``: ``auto`` is ``ray`` with an address (``--address`` or
-    ``RAY_ADDRESS``), or for a run large enough that more cores pay; else ``local``."""
+    ``RAY_ADDRESS``), for an agent that declares ``resources`` (they mean placing its slots on
+    Ray), or for a run large enough that more cores pay; else ``local``."""
     if name not in ("auto", *ENGINES):
         raise UsageError(f"--engine: '{name}' is not one of: auto, {', '.join(ENGINES)}")
     if name != "auto":
         if name == "local" and address:
             raise UsageError("--address joins a Ray cluster, which the local engine does not use; drop --address or use --engine ray")
         return name
-    if address or os.environ.get("RAY_ADDRESS"):
+    if address or os.environ.get("RAY_ADDRESS") or resources:
         return "ray"
     cpus = cpus or os.cpu_count() or 1
     return "ray" if cpus >= AUTO_RAY_MIN_CPUS and conversations >= AUTO_RAY_FROM else "local"

@@ -719,3 +719,58 @@ def test_a_redirect_is_reported_not_followed():
             run(send_once(OpenAIAgent(connector(server.url), agent())))
     assert info.value.status_code == 302 and "302 Found" in str(info.value)
     assert paths == ["/chat/completions"]
+
+
+def test_a_sync_python_agent_serves_every_conversation_at_once_beside_the_event_loop():
+    """Beyond asyncio's default pool (cpu_count + 4 threads): all 40 calls are inside the function
+    together, and the event loop goes on while they block."""
+    together = threading.Barrier(40, timeout=10)
+
+    def blocking(messages, options):
+        together.wait()  # raises BrokenBarrierError unless all 40 are here at once
+        return "ok"
+
+    agent = PythonAgent(AgentConfig(id="sync", kind="python", entry="m:f"), fn=blocking)
+
+    async def main() -> tuple[list[Reply], int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        tick = asyncio.create_task(ticker())
+        replies = await asyncio.gather(*(agent.send([{"role": "user", "content": "hi"}], {}) for _ in range(40)))
+        tick.cancel()
+        await agent.aclose()
+        return list(replies), ticks
+
+    replies, ticks = asyncio.run(main())
+    assert [r.content for r in replies] == ["ok"] * 40
+    assert ticks > 1
+
+
+def test_a_sync_python_agent_with_a_concurrency_runs_that_many_replies_at_once():
+    inside, most = 0, 0
+    lock = threading.Lock()
+
+    def counted(messages, options):
+        nonlocal inside, most
+        with lock:
+            inside += 1
+            most = max(most, inside)
+        time.sleep(0.02)
+        with lock:
+            inside -= 1
+        return "ok"
+
+    agent = PythonAgent(AgentConfig(id="sync", kind="python", entry="m:f", concurrency=3), fn=counted)
+
+    async def main() -> None:
+        await asyncio.gather(*(agent.send([{"role": "user", "content": "hi"}], {}) for _ in range(12)))
+        await agent.aclose()
+
+    asyncio.run(main())
+    assert most == 3
