@@ -3,12 +3,12 @@ which agents (SPEC section 4, "Resources").
 
 Two kinds of session actor:
 
-- *plain* ones ask Ray for nothing (``num_cpus=0``): right for agents behind HTTP,
-  whose conversations wait on the network. They serve every agent of the run
-  that declares no ``resources``. Their number follows the cluster's CPUs and
-  ``--parallel`` (at least :data:`PLAIN_SHARE_MIN` conversations each), and they
-  are spread over the nodes that have CPUs, in proportion to them, never on a
-  head started with ``num_cpus=0``.
+- *plain* ones ask Ray for next to nothing (:data:`PLAIN_CPU`): right for agents
+  behind HTTP, whose conversations wait on the network. They serve every agent of
+  the run that declares no ``resources``. Their number follows the cluster's CPUs
+  and ``--parallel`` (at least :data:`PLAIN_SHARE_MIN` conversations each), and
+  they are spread over the nodes that have CPUs, in proportion to them, never on
+  a head started with ``num_cpus=0``.
 - *declared* ones carry an agent's ``resources`` (one conversation slot each,
   running the agent's ``concurrency`` conversations at once) and serve only
   that agent. As many are started as the cluster can hold at once, and no more
@@ -25,7 +25,9 @@ the planned actors. A job of agent ``A`` may go only to an actor whose
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -56,6 +58,11 @@ MAX_PER_ACTOR = 512
 #: Conversations a plain actor runs at least (when ``--parallel`` allows): an actor is a process
 #: of ~110 MiB that takes ~0.3 s to start, and one holds thousands of waiting conversations.
 PLAIN_SHARE_MIN = 8
+
+#: The CPU a plain session actor asks for. Not 0: Ray places an actor that asks for nothing on
+#: any node, whatever its scheduling strategy says (measured with ``ray.cluster_utils``: soft node
+#: affinity was kept by 2 of 12 such actors, SPREAD spread 1 of 3 pairs; with 0.0001 CPU, all).
+PLAIN_CPU = 0.0001
 
 #: Plain session actors at most, however large the cluster.
 MAX_PLAIN = 256
@@ -89,13 +96,11 @@ class SessionSpec:
     concurrency: int
     """Conversations it runs at once."""
     options: dict[str, Any] = field(default_factory=dict)
-    """Ray resources of the actor (``num_cpus``, ``num_gpus``, ``memory``, ``resources``); empty: none."""
+    """Ray resources of the actor (``num_cpus``, ``num_gpus``, ``memory``, ``resources``)."""
     node_id: str | None = None
     """The node it is meant for (soft affinity: Ray may start it elsewhere, e.g. after that node is lost)."""
-
-    @property
-    def declared(self) -> bool:
-        return bool(self.options)
+    declared: bool = False
+    """Whether it carries an agent's declared resources (else it is a plain one)."""
 
     def slots(self, queue_share: float) -> int:
         """Calls it holds at once: the conversations it runs, and ``queue_share`` as many again
@@ -161,13 +166,24 @@ def plan_session_actors(
         return sum(conversations.get(a, 0) for a in agent_ids)
 
     specs: list[SessionSpec] = []
+    free = {n.node_id: _free(n) for n in nodes}
+    declared = [a for a in agents if a.declares_resources and needs([a.id]) > 0]
+    if declared:  # first: they need what the nodes have; plain ones go where CPU is left
+        specs += _declared(declared, parallel, nodes, free, {a.id: needs([a.id]) for a in declared})
     plain = tuple(a.id for a in agents if not a.declares_resources)
     if plain and needs(plain) > 0:
-        specs += _plain(plain, parallel, nodes, needs(plain), actors)
-    declared = [a for a in agents if a.declares_resources and needs([a.id]) > 0]
-    if declared:
-        specs += _declared(declared, parallel, nodes, {a.id: needs([a.id]) for a in declared})
+        specs += _plain(plain, parallel, nodes, free, needs(plain), actors)
     return specs
+
+
+def _free(node: Node) -> dict[str, float]:
+    """What is free on ``node``, where hundredths of a CPU in use count as free: plain session
+    actors (:data:`PLAIN_CPU`), of this run or of one that is just ending, are about to go or
+    are placed after the declared ones."""
+    free = dict(node.available if node.available is not None else node.total)
+    if "CPU" in free:
+        free["CPU"] = min(node.total.get("CPU", 0.0), math.ceil(free["CPU"] * 100 - 1e-6) / 100)
+    return free
 
 
 def _cpu_nodes(nodes: list[Node]) -> list[Node]:
@@ -201,27 +217,34 @@ def _spread(count: int, weights: Mapping[str, float]) -> list[str]:
     return order
 
 
-def _plain(agents: tuple[str, ...], parallel: int, nodes: list[Node], wanted: float, fixed: int | None) -> list[SessionSpec]:
+def _plain(
+    agents: tuple[str, ...], parallel: int, nodes: list[Node], free: Mapping[str, Mapping[str, float]], wanted: float, fixed: int | None
+) -> list[SessionSpec]:
     hosts = _cpu_nodes(nodes)
     cpus = sum(n.total.get("CPU", 0.0) for n in hosts)
     count = max(1, min(fixed, parallel)) if fixed else _plain_count(parallel, cpus, wanted)
-    weights = {n.node_id: n.total.get("CPU", 0.0) or 1.0 for n in hosts}
+    # in proportion to the CPUs of each node, of those that declared actors left room on
+    weights = {n.node_id: n.total.get("CPU", 0.0) or 1.0 for n in hosts if free.get(n.node_id, {}).get("CPU", 0.0) >= PLAIN_CPU}
+    weights = weights or {n.node_id: n.total.get("CPU", 0.0) or 1.0 for n in hosts}
     places: list[str | None] = list(_spread(count, weights)) or [None] * count
     return [
         SessionSpec(
             name=f"session-{i}",
             agents=agents,
             concurrency=min(MAX_PER_ACTOR, parallel // count + (i < parallel % count)),
+            options={"num_cpus": PLAIN_CPU},
             node_id=places[i],
         )
         for i in range(count)
     ]
 
 
-def _declared(agents: list[AgentConfig], parallel: int, nodes: list[Node], wanted: Mapping[str, float]) -> list[SessionSpec]:
-    """Pack slots of every declared agent onto the nodes, one agent after another in turn, each
-    on the node that fits it and holds the fewest of that agent's actors (then the most free)."""
-    free = {n.node_id: dict(n.available if n.available is not None else n.total) for n in nodes}
+def _declared(
+    agents: list[AgentConfig], parallel: int, nodes: list[Node], free: dict[str, dict[str, float]], wanted: Mapping[str, float]
+) -> list[SessionSpec]:
+    """Pack slots of every declared agent onto the nodes (taking them from ``free``), one agent
+    after another in turn, each on the node that fits it and holds the fewest of that agent's
+    actors (then the most free)."""
     by_id = {n.node_id: n for n in nodes}
     placed: dict[str, list[str]] = {a.id: [] for a in agents}
     caps: dict[str, int] = {}
@@ -266,6 +289,7 @@ def _declared(agents: list[AgentConfig], parallel: int, nodes: list[Node], wante
                     concurrency=max(1, share),
                     options=agent.resources.ray_options(),
                     node_id=node,
+                    declared=True,
                 )
             )
     return specs
@@ -297,18 +321,34 @@ def cluster_nodes() -> list[Node]:
 
 
 def has_autoscaler() -> bool:
-    """Whether the connected cluster runs Ray's autoscaler (v1 publishes its status in the GCS's
-    key-value store; v2 marks itself enabled there)."""
+    """Whether the connected cluster runs Ray's autoscaler and can add nodes: v1 publishes its
+    status in the GCS's key-value store (a cluster without one runs it read-only, its node types
+    named after the nodes); v2 marks itself enabled there."""
     try:
         from ray.experimental import internal_kv
 
-        if internal_kv._internal_kv_get("__autoscaling_status"):
-            return True
+        status = internal_kv._internal_kv_get("__autoscaling_status")
+        if status:
+            return autoscales(status)
         from ray.autoscaler.v2.utils import is_autoscaler_v2
 
         return bool(is_autoscaler_v2(fetch_from_server=True))
     except Exception:  # noqa: BLE001 - no answer is no autoscaler we know of
         return False
+
+
+def autoscales(status: bytes | str) -> bool:
+    """Whether an autoscaler v1 status (``__autoscaling_status``) comes from one that launches
+    nodes: a read-only one names every node type ``node_<node id>``."""
+    try:
+        report = json.loads(status).get("autoscaler_report") or {}
+    except (ValueError, AttributeError):
+        return False
+    types = set((report.get("node_type_mapping") or {}).values())
+    return any(not _READONLY_TYPE.fullmatch(str(t)) for t in types)
+
+
+_READONLY_TYPE = re.compile(r"node_[0-9a-f]+")
 
 
 def wait_until_placeable(

@@ -37,9 +37,13 @@ def suicidal_agent(messages, options):
     return "alive"
 
 
-def python_config(tmp_path: Path) -> FarmConfig:
+#: The agent as it is, and declaring resources (its session actors then carry them).
+DECLARED = ["", "resources = { num_cpus = 1 }\nconcurrency = 5\n"]
+
+
+def python_config(tmp_path: Path, resources: str = "") -> FarmConfig:
     (tmp_path / "farm.toml").write_text(
-        '[agents.target]\nkind = "python"\nentry = "tests.actors.test_faults:suicidal_agent"\n'
+        '[agents.target]\nkind = "python"\nentry = "tests.actors.test_faults:suicidal_agent"\n' + resources
     )
     return load_config(tmp_path / "farm.toml")
 
@@ -49,7 +53,8 @@ def plan_for(config: FarmConfig, cases: list[dict], **kw) -> RunPlan:
     return RunPlan(config=config, cases=loaded, settings=RunSettings(agent_id="target", run_id="faults"), **kw)
 
 
-def test_a_killed_session_actor_loses_no_conversation(tmp_path, ray_session):
+@pytest.mark.parametrize("resources", DECLARED, ids=["plain", "declared"])
+def test_a_killed_session_actor_loses_no_conversation(tmp_path, ray_session, resources):
     cases = [{"id": f"c{i}", "input": "sleep 0.4"} for i in range(30)]
     results = []
     killed = []
@@ -61,18 +66,19 @@ def test_a_killed_session_actor_loses_no_conversation(tmp_path, ray_session):
             os.kill(pid, signal.SIGKILL)  # the actor process we started, by its pid
             killed.append(pid)
 
-    run_plan(plan_for(python_config(tmp_path), cases, parallel=10, actors=2), on_result)
+    run_plan(plan_for(python_config(tmp_path, resources), cases, parallel=10, actors=2), on_result)
     assert killed
     ids = [r.id for r in results]
     assert sorted(ids) == sorted(c["id"] for c in cases), "every case reported exactly once"
     assert all(r.status == "passed" for r in results), [(r.id, r.status, r.error) for r in results if r.status != "passed"]
-    assert any(r.attempt == 2 for r in results), "the killed actor's conversations ran again"
+    assert any(r.attempt == 2 for r in results), ("the killed actor's conversations ran again", killed, sorted({(r.worker, r.attempt) for r in results}))
 
 
-def test_a_case_that_keeps_killing_its_worker_is_stopped(tmp_path, ray_session):
+@pytest.mark.parametrize("resources", DECLARED, ids=["plain", "declared"])
+def test_a_case_that_keeps_killing_its_worker_is_stopped(tmp_path, ray_session, resources):
     results = {}
     cases = [{"id": "poison", "input": "die always"}]
-    run_plan(plan_for(python_config(tmp_path), cases, parallel=1, actors=2, max_attempts=3), lambda r: results.setdefault(r.id, r))
+    run_plan(plan_for(python_config(tmp_path, resources), cases, parallel=1, actors=2, max_attempts=3), lambda r: results.setdefault(r.id, r))
     assert results["poison"].status == "error"
     assert "died 3 time(s)" in results["poison"].error
     assert results["poison"].attempt == 3

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
-from farm.actors.placement import Node, SessionSpec, Unplaceable, plan_session_actors, wait_until_placeable
+from farm.actors.placement import PLAIN_CPU, Node, SessionSpec, Unplaceable, plan_session_actors, wait_until_placeable
 
 from farm.config import AgentConfig, Resources
 
@@ -62,6 +63,8 @@ def test_an_impossible_request_is_one_sentence_naming_the_agent_and_what_it_asks
 def test_what_is_busy_now_limits_the_actors_but_one_is_always_planned():
     busy = [Node("w0", {"CPU": 4}, {"CPU": 1}), Node("w1", {"CPU": 4}, {"CPU": 0})]
     assert nodes_of(plan_session_actors([agent(num_cpus=1)], 64, busy, {"heavy": 50})) == {"w0": 1}
+    plain_left = [Node("w0", {"CPU": 2}, {"CPU": 2 - 3 * PLAIN_CPU})]  # plain actors of a run that is ending
+    assert len(plan_session_actors([agent(num_cpus=1)], 64, plain_left, {"heavy": 50})) == 2
     full = [Node("w0", {"CPU": 4}, {"CPU": 0})]
     assert len(plan_session_actors([agent(num_cpus=1)], 64, full, {"heavy": 50})) == 1
 
@@ -77,7 +80,7 @@ def test_plain_actors_serve_every_agent_without_resources_and_declared_ones_only
     other = AgentConfig(id="other", kind="openai")
     specs = plan_session_actors([http, agent(num_cpus=1), other], 64, [HEAD, *ONE_CPU], {"http": 10, "heavy": 10, "other": 10})
     plain = [s for s in specs if not s.declared]
-    assert plain and all(s.agents == ("http", "other") and s.options == {} for s in plain)
+    assert plain and all(s.agents == ("http", "other") and s.options == {"num_cpus": PLAIN_CPU} for s in plain)
     assert all(s.agents == ("heavy",) for s in specs if s.declared)
 
 
@@ -120,3 +123,24 @@ def test_an_autoscaler_is_waited_for_a_bounded_time_with_one_message():
     with pytest.raises(Unplaceable) as err:
         wait_until_placeable([agent(num_gpus=1)], 0.05, nodes=lambda: ONE_CPU, autoscaling=lambda: True, poll=0.01)
     assert "the autoscaler added none within 0.05 s" in str(err.value)
+
+
+def test_a_read_only_autoscaler_status_is_no_autoscaler():
+    from farm.actors.placement import autoscales
+
+    readonly = {"autoscaler_report": {"node_type_mapping": {"ab12": "node_ab12", "cd34": "node_cd34"}}}
+    launching = {"autoscaler_report": {"node_type_mapping": {"ab12": "head-group", "cd34": "gpu-workers"}}}
+    assert not autoscales(json.dumps(readonly))
+    assert autoscales(json.dumps(launching))
+    assert not autoscales(b"not json")
+
+
+def test_plain_actors_go_where_declared_ones_left_cpu():
+    cluster = [Node("w0", {"CPU": 1}), Node("w1", {"CPU": 1}), Node("w2", {"CPU": 2})]
+    specs = plan_session_actors([agent(num_cpus=1), AgentConfig(id="http")], 64, cluster, {"heavy": 2, "http": 100})
+    declared = [s for s in specs if s.declared]
+    plain = [s for s in specs if not s.declared]
+    assert len(declared) == 2 and len(plain) == 4
+    assert nodes_of(declared) == {"w2": 1, "w0": 1} or nodes_of(declared) == {"w2": 1, "w1": 1}
+    left = {"w0", "w1"} - {s.node_id for s in declared}
+    assert {s.node_id for s in plain} == left | {"w2"}
