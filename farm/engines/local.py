@@ -6,6 +6,11 @@ connector's :class:`~farm.ratelimit.LimiterCore` with a
 :class:`~farm.ratelimit.PermitClient` in front of it; simulator and validator
 calls on budgets and HTTP clients of their own; ``--parallel`` conversations
 in flight at most, started in suite order.
+
+One process means one interpreter: a sync ``python`` agent runs on a thread per
+conversation (:mod:`farm.agents.python`), so one that waits never holds up the
+others, but one that computes in Python runs a reply at a time (the GIL). Such
+an agent declares ``resources`` and runs on the ray engine, one core per slot.
 """
 
 from __future__ import annotations

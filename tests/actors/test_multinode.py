@@ -55,3 +55,41 @@ def test_every_case_is_reported_exactly_once_across_nodes_after_a_node_is_lost(n
 
 def test_no_case_is_given_up_because_a_node_left(node_loss: dict):
     assert node_loss["statuses"] == {"passed": CASES}, node_loss
+
+
+@pytest.fixture(scope="module")
+def placement() -> dict:
+    """One cluster (a head with no CPUs, a one-CPU node with a logical GPU, a one-CPU node) and four
+    runs on it through ``farm.run(..., address=...)``: agents declaring a CPU, a GPU, nothing, two GPUs."""
+    command = [sys.executable, str(ROOT / "benchmarks" / "multinode.py"), "--placement", "--cases", "12", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=ROOT)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(lines[-1])
+
+
+def test_an_agent_declaring_a_cpu_gets_an_actor_on_each_one_cpu_node(placement: dict):
+    run = placement["num_cpus"]
+    assert run["exit_code"] == 0 and run["results"] == run["unique"] == 12, run
+    assert run["actors_per_node"] == {"cpu": 1, "gpu": 1}, run
+    assert run["processes"] == 2, run
+
+
+def test_an_agent_declaring_a_gpu_runs_every_conversation_on_the_gpu_node(placement: dict):
+    run = placement["num_gpus"]
+    assert run["exit_code"] == 0 and run["results"] == run["unique"] == 12, run
+    assert run["cases_per_node"] == {"gpu": 12}, run
+
+
+def test_an_agent_declaring_nothing_is_spread_over_the_nodes_with_cpus_not_the_head(placement: dict):
+    run = placement["none"]
+    assert run["exit_code"] == 0 and run["results"] == run["unique"] == 12, run
+    assert run["actors_per_node"] == {"cpu": 1, "gpu": 1}, run
+
+
+def test_a_request_no_node_can_meet_is_one_sentence_before_anything_runs(placement: dict):
+    run = placement["impossible"]
+    message = run["usage_error"]
+    assert message.startswith('agent "heavy" asks for num_gpus = 2 per conversation slot') and "no node" in message, run
+    assert "\n" not in message
+    assert run["seconds"] < 10, "refused at once: the cluster has no autoscaler"
