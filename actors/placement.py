@@ -125,7 +125,7 @@ def _describe(demand: Mapping[str, float]) -> str:
 
 def _largest(nodes: list[Node], demand: Mapping[str, float]) -> str:
     best = {name: max((n.total.get(name, 0.0) for n in nodes), default=0.0) for name in demand}
-    return _describe(best) if any(best.values()) else "none of these"
+    return _describe(best) if any(best.values()) else "none"
 
 
 def check_placeable(agents: Iterable[AgentConfig], nodes: list[Node]) -> None:
@@ -137,7 +137,7 @@ def check_placeable(agents: Iterable[AgentConfig], nodes: list[Node]) -> None:
         if not any(node.fits(demand) for node in nodes):
             raise Unplaceable(
                 f'agent "{agent.id}" asks for {_describe(demand)} per conversation slot (its resources), which no node'
-                f" of the Ray cluster has ({len(nodes)} node(s); the most any has: {_largest(nodes, demand)})"
+                f" of the Ray cluster has ({len(nodes)} node(s); the most one has: {_largest(nodes, demand)})"
             )
 
 
