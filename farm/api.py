@@ -154,6 +154,15 @@ def run(
 
     view = RunView(console, json_events=json_events, quiet=quiet, verbose=verbose)
     console = view.console
+    run_id = (previous.run_id if previous else None) or new_run_id()
+    run_dir = Path(resume) if resume is not None else cfg.results_dir / run_id
+    generation: dict[str, Any] | None = None
+    if suite.stream is not None:  # generated cases, all of them before the run (for now)
+        with tally() as generator_calls:
+            generation = _generate(suite, cfg, None if dry_run else run_dir, previous, cache, console, quiet, match, tags, [input_value, agent_id, options.simulator])
+        driver_calls.add(generator_calls.role_calls, generator_calls.cache_hits)
+        if generation is None:
+            return RunResult(130, run_dir, None, None, None, run_id, interrupted=True)
     if dry_run:
         return RunResult(exit_code=_dry_run(suite, Path(output) if output else None, console, quiet))
 
@@ -184,8 +193,6 @@ def run(
     parallel = parallel or (previous.parallel if previous else None) or sum(
         default_parallel(cfg.connectors[name]) if name else DEFAULT_PARALLEL for name in dict.fromkeys(connectors.values())
     )
-    run_id = (previous.run_id if previous else None) or new_run_id()
-    run_dir = Path(resume) if resume is not None else cfg.results_dir / run_id
     jsonl = Path(output) if output else Path(previous.results if previous and previous.results else run_dir / "results.jsonl")
     skip_keys = finished_keys(jsonl, agent_id) if resume is not None and jsonl.exists() else set()
     engine_name = choose_engine(
@@ -213,6 +220,7 @@ def run(
         connector=connector_name,
         config=cfg.safe_dump(),
         options=options,
+        generation=generation,
     )
     hook_info = {"input": input_value, "agent": agent_id, "agents": agents, "connector": connector_name, "run_id": run_id, "cases": len(suite.cases)}
     if before:
@@ -325,9 +333,63 @@ def _global_hook(cfg: FarmConfig, reference: str, payload: dict[str, Any]) -> No
         raise UsageError(f"global {payload['phase']} hook {reference} failed: {type(exc).__name__}: {exc}") from None
 
 
+def _generate(
+    suite: Suite,
+    cfg: FarmConfig,
+    run_dir: Path | None,
+    previous: RunInfo | None,
+    cache: bool,
+    console: Console,
+    quiet: bool,
+    match: str | None,
+    tags: list[str] | None,
+    run: list[str | None],
+) -> dict[str, Any] | None:
+    """Run the suite's generation to its end into ``suite.cases`` (with ``run_dir``: through its
+    ``generated.jsonl``, resuming what is there); returns ``run.json``'s ``generation`` record, or
+    None when Ctrl-C stopped it (what was generated is kept for ``--resume``). ``run``: the run's
+    input, agent under test and default simulator."""
+    from contextlib import nullcontext
+
+    from farm.generation import generate_locally
+    from farm.loader import Suite
+    from farm.writers import RunInfo, write_run_json
+
+    stream = suite.stream
+    assert stream is not None
+    input_value, agent_id, stream.default_simulator = run
+    resumed = []
+    if run_dir is not None:
+        if previous is None:  # a run folder from the start, so that an interrupted generation resumes
+            write_run_json(run_dir, RunInfo(run_id=run_dir.name, input=input_value, agent=agent_id, cwd=str(Path.cwd()), config=cfg.safe_dump(), status="interrupted"))
+        resumed = stream.open(run_dir)
+    status = console.status("") if console.is_terminal and not quiet else nullcontext()
+    say = (lambda line: None) if quiet else (lambda line: console.print(f"[yellow]dropped:[/yellow] {escape(line)}", highlight=False, emoji=False, soft_wrap=True))
+    try:
+        with status as shown:
+            cases = generate_locally(stream, cfg, cache, on_progress=lambda stats: shown.update(stats.progress_text()) if shown else None, on_problem=say)
+    except KeyboardInterrupt:
+        stream.close()
+        if not quiet:
+            where = f"; resume with: farm test --resume {run_dir}" if run_dir is not None else ""
+            console.print(f"\ninterrupted while generating: {stream.stats.kept} of {stream.asked} cases generated{escape(where)}", highlight=False, soft_wrap=True)
+        return None
+    stats = stream.stats
+    earlier = previous.generation if previous is not None and previous.generation else {}
+    for key in ("duplicates", "malformed", "renamed", "batches", "calls"):
+        setattr(stats, key, getattr(stats, key) + int(earlier.get(key, 0)))
+    suite.cases = Suite([*resumed, *cases]).select(match, tags or []).cases
+    if not quiet:
+        line = f"{stats.kept} generated cases ({stats.batches} batches, {stats.calls} generator calls; dropped {stats.duplicates} duplicates, {stats.malformed} malformed; {stats.renamed} renamed)"
+        console.print(escape(line), highlight=False, soft_wrap=True)
+        if stats.stop_reason:
+            console.print(f"[yellow]{escape(stats.stop_reason)}[/yellow]", highlight=False, soft_wrap=True)
+    return stats.as_record()
+
+
 def _dry_run(suite: Suite, output: Path | None, console: Console, quiet: bool) -> int:
     lines = []
-    for loaded in suite.cases:
+    for loaded in (c.materialized() for c in suite.cases):
         if loaded.case is not None:
             data = loaded.case.model_dump(mode="json", exclude_defaults=True)
             lines.append(json.dumps(data, ensure_ascii=False))
