@@ -46,6 +46,7 @@ import hashlib
 import inspect
 import itertools
 import json
+import math
 import tempfile
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -257,12 +258,15 @@ class CaseStream:
         self._fingerprints: set[bytes] = set()
         self._resumed: set[bytes] = set()
         self._ids: set[str] = set()
+        self._suffix: dict[str, int] = {}
         self._recent: deque[str] = deque(maxlen=AVOID_CASES)
         self._file: IO[str] | None = None
         self._path: Path | None = None
         self._slices = self._plan_slices()
         self._error: str | None = None
         self._number = 0
+        self._received = 0
+        self._accepted = 0
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -348,26 +352,25 @@ class CaseStream:
         if on_problem is not None:
             on_problem(line)
 
-    def _accept(self, raw: Any, where: str, cell: _Slice | None, on_problem: Callable[[str], None] | None) -> LoadedCase | None:
-        """``raw`` as an accepted case (renamed if its id is taken), or None when it is dropped."""
-        from farm.loader import Suite, parse_cases
-        from farm.validation import check_suite
+    def _parse(self, raw: Any, where: str, cell: _Slice | None) -> LoadedCase:
+        """``raw`` as a loaded case: its id given when missing, its slice's tags added."""
+        from farm.loader import parse_cases
 
-        source = f"{self.origin} {where}"
         if isinstance(raw, dict):
             raw = dict(raw)
             if raw.get("id") in (None, ""):
-                raw["id"] = f"gen-{where.replace('batch ', 'b').replace(', case ', '-')}"
+                raw["id"] = "gen-" + where.replace("batch ", "b").replace(", case ", "-")
             if cell is not None and cell.values:
                 own = raw.get("tags")
                 own = [own] if isinstance(own, str) else own if isinstance(own, list) else []
                 raw["tags"] = [*own, *(t for t in cell.tags if t not in own)]
-        loaded = parse_cases([(source, raw)], str(self.config.base_dir))[0]
-        if loaded.ok:
-            check_suite(Suite([loaded]), self.config, default_simulator=self.default_simulator)
+        return parse_cases([(f"{self.origin} {where}", raw)], str(self.config.base_dir))[0]
+
+    def _accept(self, loaded: LoadedCase, on_problem: Callable[[str], None] | None) -> LoadedCase | None:
+        """``loaded`` (checked) as an accepted case, renamed if its id is taken; None when it is dropped."""
         if not loaded.ok or loaded.case is None:
             self.stats.malformed += 1
-            self._problem(f"{source}: {loaded.error}", on_problem)
+            self._problem(f"{loaded.source}: {loaded.error}", on_problem)
             return None
         case = loaded.case
         mark = fingerprint(case)
@@ -376,9 +379,13 @@ class CaseStream:
                 self.stats.duplicates += 1
             return None
         if case.id in self._ids:
-            new_id = next(f"{case.id}-{n}" for n in itertools.count(2) if f"{case.id}-{n}" not in self._ids)
+            n = self._suffix.get(case.id, 2)
+            while f"{case.id}-{n}" in self._ids:
+                n += 1
+            self._suffix[case.id] = n + 1
+            new_id = f"{case.id}-{n}"
             if len(self.stats.renames) < PROBLEMS_KEPT:
-                self.stats.renames.append(f"{case.id} -> {new_id} ({source})")
+                self.stats.renames.append(f"{case.id} -> {new_id} ({loaded.source})")
             self.stats.renamed += 1
             case = case.model_copy(update={"id": new_id})
             loaded.case, loaded.id = case, new_id
@@ -395,13 +402,18 @@ class CaseStream:
         self._file.flush()
 
     def _take(self, items: list[Any], number: int, cell: _Slice | None, on_problem: Callable[[str], None] | None) -> list[LoadedCase]:
+        """The accepted cases of one batch, appended to ``generated.jsonl``."""
+        from farm.loader import Suite
+        from farm.validation import check_suite
+
+        parsed = [self._parse(raw, f"batch {number}, case {index}", cell) for index, raw in enumerate(items, start=1)]
+        check_suite(Suite(parsed), self.config, default_simulator=self.default_simulator)  # once a batch: it resolves paths
         accepted = []
-        for index, raw in enumerate(items, start=1):
+        for loaded in parsed:
             if self.stats.kept >= self.asked:
                 break
-            loaded = self._accept(raw, f"batch {number}, case {index}", cell, on_problem)
-            if loaded is not None:
-                accepted.append(loaded)
+            if (kept := self._accept(loaded, on_problem)) is not None:
+                accepted.append(kept)
         if accepted:
             self._write(accepted)
         return [c.compact() for c in accepted]
@@ -451,11 +463,14 @@ class CaseStream:
 
     def _next_ask(self) -> _Ask | None:
         """The next batch to ask for, or None while the batches in flight may be enough."""
-        needed = self.asked - self.stats.kept - sum(c.asked for c in self._slices)
+        # Cases in flight count at the share of answers kept so far (malformed and repeated ones
+        # are dropped), so that the last batches ask for enough and no extra round is needed.
+        rate = max(0.5, self._accepted / self._received) if self._received else 1.0
+        needed = self.asked - self.stats.kept - rate * sum(c.asked for c in self._slices)
         if needed <= 0:
             return None
         cell = max(self._slices, key=lambda c: (c.quota - c.kept - c.asked, -self._slices.index(c)))
-        count = min(self.batch, needed)
+        count = min(self.batch, math.ceil(needed / rate))
         cell.asked += count
         self._number += 1
         return _Ask(self._number, cell, count)
@@ -505,6 +520,8 @@ class CaseStream:
                         self._error = error
                         self._problem(f"{self.origin} batch {ask.number}: the generator failed: {error}", on_problem)
                     accepted = self._take(items, ask.number, ask.slice, on_problem)
+                    self._received += len(items)
+                    self._accepted += len(accepted)
                     streak = 0 if accepted else streak + 1
                     if accepted:
                         self._error = None
