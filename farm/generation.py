@@ -131,7 +131,8 @@ class GenerationStats:
     batches: int = 0
     """Generator requests answered (from the generator or the role cache); yields of a script."""
     calls: int = 0
-    """Of those, the requests that reached the generator (not answered by the role cache)."""
+    """Requests that reached the generator (not answered by the role cache), those still in
+    flight when enough cases had arrived included."""
     stop_reason: str | None = None
     """One sentence when fewer cases than asked were generated, saying why."""
     cached: bool = False
@@ -410,8 +411,8 @@ class CaseStream:
         check_suite(Suite(parsed), self.config, default_simulator=self.default_simulator)  # once a batch: it resolves paths
         accepted = []
         for loaded in parsed:
-            if self.stats.kept >= self.asked:
-                break
+            if self.stats.kept >= self.asked or (cell is not None and cell.kept >= cell.quota):
+                break  # the slices stay even: a batch's cases beyond its slice's share are not kept
             if (kept := self._accept(loaded, on_problem)) is not None:
                 accepted.append(kept)
         if accepted:
@@ -466,10 +467,10 @@ class CaseStream:
         # Cases in flight count at the share of answers kept so far (malformed and repeated ones
         # are dropped), so that the last batches ask for enough and no extra round is needed.
         rate = max(0.5, self._accepted / self._received) if self._received else 1.0
-        needed = self.asked - self.stats.kept - rate * sum(c.asked for c in self._slices)
+        cell = max(self._slices, key=lambda c: (c.quota - c.kept - rate * c.asked, -self._slices.index(c)))
+        needed = cell.quota - cell.kept - rate * cell.asked
         if needed <= 0:
             return None
-        cell = max(self._slices, key=lambda c: (c.quota - c.kept - c.asked, -self._slices.index(c)))
         count = min(self.batch, math.ceil(needed / rate))
         cell.asked += count
         self._number += 1
@@ -535,6 +536,7 @@ class CaseStream:
                             self._stop(f"the last {streak} batches repeated earlier cases" if not self.stats.malformed else f"the last {streak} batches added no new valid case")
                         return
         finally:
+            self.stats.calls += sum(1 for task in pending if not task.done())  # sent, then no longer needed
             for task in pending:
                 task.cancel()
             if pending:
