@@ -380,7 +380,13 @@ def _generate(
         setattr(stats, key, getattr(stats, key) + int(earlier.get(key, 0)))
     suite.cases = Suite([*resumed, *cases]).select(match, tags or []).cases
     if not quiet:
-        line = f"{stats.kept} generated cases ({stats.batches} batches, {stats.calls} generator calls; dropped {stats.duplicates} duplicates, {stats.malformed} malformed; {stats.renamed} renamed)"
+        if stats.cached:
+            line = f"{stats.kept} generated cases, from the role cache (generated before by the same generator, parameters and seed; --no-cache generates anew)"
+        else:
+            line = (
+                f"{stats.kept} generated cases in {stats.batches} batches ({stats.calls} generator calls); "
+                f"dropped {stats.duplicates} duplicates and {stats.malformed} malformed; {stats.renamed} renamed"
+            )
         console.print(escape(line), highlight=False, soft_wrap=True)
         if stats.stop_reason:
             console.print(f"[yellow]{escape(stats.stop_reason)}[/yellow]", highlight=False, soft_wrap=True)

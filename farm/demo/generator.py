@@ -34,25 +34,28 @@ _ASKS = (
 _COUNT = re.compile(r"Generate (\d+) test cases")
 
 
-def _case(index: int, number: int, malformed: bool, slice_text: str) -> dict[str, Any]:
+def _case(index: int, number: int, malformed: bool, slice_text: str, kinds: tuple[str, ...] = _TYPES) -> dict[str, Any]:
     """Case ``index`` of the writer's repertoire, as reply position ``number`` gives its id."""
-    kind = _TYPES[index % len(_TYPES)]
+    kind = kinds[index % len(kinds)]
     amount = 10 + (index * 37) % 4990
     text = _ASKS[(index // len(_TYPES)) % len(_ASKS)].format(t=kind, a=amount)
     assertion = {"type": "tool_caled" if malformed else "tool_called", "name": "create_expense"}
     return {"id": f"{kind}-{number}", "name": f"{kind} expense of ${amount} ({slice_text})", "input": f"{text} (ref {index})", "assertions": [assertion]}
 
 
-def write_cases(prompt: str, count: int, per_reply: int = 25, distinct: int = 1_000_000, malformed_every: int = 20) -> list[dict[str, Any]]:
+def write_cases(
+    prompt: str, count: int, per_reply: int = 25, distinct: int = 1_000_000, malformed_every: int = 20, kinds: tuple[str, ...] = _TYPES
+) -> list[dict[str, Any]]:
     """The cases a deterministic model writes for ``prompt``: ``min(count, per_reply)`` of its
-    ``distinct`` possible cases, picked by the prompt's hash; every ``malformed_every``-th one
-    (by its index) has a misspelt assertion type (``tool_caled``)."""
+    ``distinct`` possible cases, picked by the prompt's hash, about expenses of ``kinds``; every
+    ``malformed_every``-th one (by its index) has a misspelt assertion type (``tool_caled``)."""
     seed = int.from_bytes(hashlib.sha256(prompt.encode("utf-8")).digest()[:8], "big")
     rng = random.Random(seed)
     picks = rng.sample(range(distinct), min(count, per_reply, distinct))
     slice_match = re.search(r"this batch covers: (.*)\.", prompt)
     slice_text = slice_match.group(1) if slice_match else "any"
-    return [_case(index, n, bool(malformed_every) and index % malformed_every == malformed_every - 1, slice_text) for n, index in enumerate(picks, start=1)]
+    malformed = [bool(malformed_every) and index % malformed_every == malformed_every - 1 for index in picks]
+    return [_case(index, n, bad, slice_text, kinds) for n, (index, bad) in enumerate(zip(picks, malformed, strict=True), start=1)]
 
 
 class LikeAnLLM:
@@ -79,9 +82,12 @@ class LikeAnLLM:
 
 def generator(messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
     """The demo's generator agent: expense cases as a deterministic model writes them, for
-    ``metadata`` (``count``, ``batch_number``, ``seed``, the batch's ``slice``)."""
+    ``metadata`` (``count``, ``batch_number``, ``seed``, the batch's ``slice``; a ``focus`` that
+    names an expense type, such as ``travel`` or ``meal``, is what its cases are about)."""
     metadata = options.get("metadata", {})
     prompt = json.dumps({k: metadata.get(k) for k in ("batch_number", "seed", "slice", "avoid")}, sort_keys=True, default=str)
-    slice_text = ", ".join(f"{k}={v}" for k, v in (metadata.get("slice") or {}).items()) or "any"
-    cases = write_cases(f"{prompt}\nthis batch covers: {slice_text}.", int(metadata.get("count", 5)), malformed_every=0)
+    chosen = metadata.get("slice") or {}
+    slice_text = ", ".join(f"{k}={v}" for k, v in chosen.items()) or "any"
+    kinds = tuple(v for v in chosen.values() if v in _TYPES) or _TYPES
+    cases = write_cases(f"{prompt}\nthis batch covers: {slice_text}.", int(metadata.get("count", 5)), malformed_every=0, kinds=kinds)
     return json.dumps({"cases": cases})
