@@ -318,7 +318,7 @@ class CaseStream:
         for loaded in resumed:
             case = loaded.materialized().case
             assert case is not None
-            self._remember(case, resumed=True)
+            self._remember(case, None, resumed=True)
         self.stats.kept = len(resumed)
         self._path = path
         self._file = open(path, "a", encoding="utf-8")
@@ -332,20 +332,19 @@ class CaseStream:
 
     # -- accepting cases ---------------------------------------------------------------------------
 
-    def _remember(self, case: TestCase, resumed: bool = False) -> None:
+    def _remember(self, case: TestCase, cell: _Slice | None, resumed: bool = False) -> None:
+        """Count ``case`` as kept, for its slice: ``cell``, or the one its tags name."""
         mark = fingerprint(case)
         self._fingerprints.add(mark)
         if resumed:
             self._resumed.add(mark)
         self._ids.add(case.id)
         self._recent.append(_summary(case))
-        for cell in self._slices:
-            if cell.values and set(cell.tags) <= set(case.tags):
-                cell.kept += 1
-                break
-        else:
-            if len(self._slices) == 1:
-                self._slices[0].kept += 1
+        if cell is None:
+            tags = set(case.tags)
+            cell = next((c for c in self._slices if set(c.tags) <= tags), None)
+        if cell is not None:
+            cell.kept += 1
 
     def _problem(self, line: str, on_problem: Callable[[str], None] | None) -> None:
         if len(self.stats.problems) < PROBLEMS_KEPT:
@@ -367,7 +366,7 @@ class CaseStream:
                 raw["tags"] = [*own, *(t for t in cell.tags if t not in own)]
         return parse_cases([(f"{self.origin} {where}", raw)], str(self.config.base_dir))[0]
 
-    def _accept(self, loaded: LoadedCase, on_problem: Callable[[str], None] | None) -> LoadedCase | None:
+    def _accept(self, loaded: LoadedCase, cell: _Slice | None, on_problem: Callable[[str], None] | None) -> LoadedCase | None:
         """``loaded`` (checked) as an accepted case, renamed if its id is taken; None when it is dropped."""
         if not loaded.ok or loaded.case is None:
             self.stats.malformed += 1
@@ -390,7 +389,7 @@ class CaseStream:
             self.stats.renamed += 1
             case = case.model_copy(update={"id": new_id})
             loaded.case, loaded.id = case, new_id
-        self._remember(case)
+        self._remember(case, cell)
         self.stats.kept += 1
         return loaded
 
@@ -413,7 +412,7 @@ class CaseStream:
         for loaded in parsed:
             if self.stats.kept >= self.asked or (cell is not None and cell.kept >= cell.quota):
                 break  # the slices stay even: a batch's cases beyond its slice's share are not kept
-            if (kept := self._accept(loaded, on_problem)) is not None:
+            if (kept := self._accept(loaded, cell, on_problem)) is not None:
                 accepted.append(kept)
         if accepted:
             self._write(accepted)
@@ -556,7 +555,7 @@ class CaseStream:
         except Exception as exc:
             self._script_failed(exc)
             return
-        number = 0
+        number = streak = 0
         async for item in _items(produced):
             if isinstance(item, _Failure):
                 self._script_failed(item.exc)
@@ -573,8 +572,14 @@ class CaseStream:
                     self._stop(self._error)
                     return
                 cases = [cases]
-            yield self._take(cases, number, None, on_problem)
+            accepted = self._take(cases, number, None, on_problem)
+            streak = 0 if accepted else streak + len(cases)
+            yield accepted
             if self.stats.kept >= self.asked:
+                await _close(produced)
+                return
+            if streak >= self.patience * self.batch:  # a script that repeats itself forever still ends
+                self._stop(f"the last {streak} cases the script yielded added no new valid case")
                 await _close(produced)
                 return
 

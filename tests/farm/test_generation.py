@@ -285,6 +285,10 @@ async def yields_async(meta):
 def plain(meta):
     return {"cases": [{"id": "p1", "input": "plain"}]}
 
+def forever(meta):
+    while True:
+        yield {"id": "same", "input": "the same"}
+
 def broken_later(meta):
     yield {"id": "ok", "input": "fine"}
     raise RuntimeError("out of ideas")
@@ -313,6 +317,10 @@ def test_script_generators_stream_generator_and_async_generator_functions(config
     assert [c.id for c in cases] == ["same", "same-2", "same-3"] and cases[0].case.tags == ["mine"]
 
     assert [c.id for c in collect(script_stream("gens.plain?count=4"), unused)] == ["p1"]
+
+    stream = script_stream("gens.forever?count=10")
+    assert [c.id for c in collect(stream, unused)] == ["same"]  # it ends
+    assert stream.stats.stop_reason == "generated 1 of the 10 cases asked: the last 100 cases the script yielded added no new valid case"
 
     stream = script_stream("gens.broken_later?count=4")
     assert [c.id for c in collect(stream, unused)] == ["ok"]
