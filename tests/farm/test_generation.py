@@ -132,7 +132,7 @@ def test_duplicates_are_dropped_and_malformed_cases_named_by_batch_and_case(conf
     assert [c.id for c in cases] == ["refund", "refund-2", "dyn"]
     stats = stream.stats
     assert (stats.kept, stats.duplicates, stats.malformed, stats.renamed) == (3, 2, 2, 1)
-    assert problems[0].startswith("agents:gen batch 1, case 3: unknown assertion type 'contians'")
+    assert problems[0] == "agents:gen batch 1, case 3: field 'assertions[0].type': unknown assertion type 'contians' (did you mean 'contains'?)"
     assert problems[1] == "agents:gen batch 1, case 5: a case must be a JSON object"
     assert stats.problems == problems
     assert stats.stop_reason == "generated 3 of the 10 cases asked: the last 2 batches added no new valid case"
