@@ -163,6 +163,7 @@ def run(
         driver_calls.add(generator_calls.role_calls, generator_calls.cache_hits)
         if generation is None:
             return RunResult(130, run_dir, None, None, None, run_id, interrupted=True)
+        check_for_run(suite, cfg, agent_id, simulator=simulator or earlier.simulator, connector=connector, dry_run=dry_run)  # the role agents they name
     if dry_run:
         return RunResult(exit_code=_dry_run(suite, Path(output) if output else None, console, quiet))
 
@@ -378,6 +379,8 @@ def _generate(
     earlier = previous.generation if previous is not None and previous.generation else {}
     for key in ("duplicates", "malformed", "renamed", "batches", "calls"):
         setattr(stats, key, getattr(stats, key) + int(earlier.get(key, 0)))
+    if stats.kept == 0:
+        raise UsageError(f"-i {stream.origin}: no case to run: {stats.stop_reason or 'the generator wrote none'}")
     suite.cases = Suite([*resumed, *cases]).select(match, tags or []).cases
     if not quiet:
         if stats.cached:

@@ -325,3 +325,12 @@ def test_script_generators_stream_generator_and_async_generator_functions(config
     stream = script_stream("gens.broken_later?count=4")
     assert [c.id for c in collect(stream, unused)] == ["ok"]
     assert stream.stats.stop_reason == "generated 1 of the 4 cases asked: the generator script failed: RuntimeError: out of ideas"
+
+
+def test_a_run_whose_generator_writes_no_valid_case_is_one_sentence_and_runs_nothing(config, tmp_path: Path):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "bad.py").write_text("def main(meta):\n    return [{'id': 'x', 'input': 'y', 'assertions': [{'type': 'nope'}]}]\n")
+    import farm
+
+    with pytest.raises(UsageError, match=r"^-i scripts:bad: no case to run: generated 0 of the 3 cases asked: the generator wrote no more$"):
+        farm.run("scripts:bad?count=3", config=config, agent="target", dry_run=True, quiet=True)
