@@ -163,7 +163,8 @@ def run(
         driver_calls.add(generator_calls.role_calls, generator_calls.cache_hits)
         if generation is None:
             return RunResult(130, run_dir, None, None, None, run_id, interrupted=True)
-        check_for_run(suite, cfg, agent_id, simulator=simulator or earlier.simulator, connector=connector, dry_run=dry_run)  # the role agents they name
+        for each in checked:  # the role agents the generated cases name
+            check_for_run(suite, cfg, each, simulator=simulator or earlier.simulator, connector=connector, dry_run=dry_run)
     if dry_run:
         return RunResult(exit_code=_dry_run(suite, Path(output) if output else None, console, quiet))
 
