@@ -55,8 +55,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from farm.errors import UsageError
-from farm.rolecache import RoleCache, caches_role, record, tally
-from farm.roletypes import RoleRequest
+from farm.rolecache import RoleCache, caches_role, tally
+from farm.roletypes import CallTally, RoleRequest
 
 if TYPE_CHECKING:
     from farm.cases import TestCase
@@ -254,6 +254,11 @@ class CaseStream:
         self.parallel = self._parallel()
         self.default_simulator: str | None = None
         """The run's default simulator (``--simulator``), for the checks of dynamic cases."""
+        self.role_calls = CallTally()
+        """The generator's role calls and the role cache's hits among them (``run.json``'s ``role_cache``)."""
+        self.keep: Callable[[list[LoadedCase]], list[LoadedCase]] | None = None
+        """The run's selection (``--run``, ``--tag``) of the accepted cases it yields; every
+        accepted case is written to ``generated.jsonl`` all the same."""
         self.stats = GenerationStats(asked=self.asked)
         self._cache = cache if cache is not None and agent_id is not None and self._caches() else None
         self._fingerprints: set[bytes] = set()
@@ -443,6 +448,8 @@ class CaseStream:
                 source = self._from_agent(generate, on_problem)
             async for accepted in source:
                 on_progress(self.stats)
+                if accepted and self.keep is not None:
+                    accepted = self.keep(accepted)
                 if accepted:
                     yield accepted
             on_progress(self.stats)
@@ -496,7 +503,7 @@ class CaseStream:
                 raise
             except Exception as exc:  # the generator's failure (a RoleError; on Ray, a lost pool)
                 items, error = [], str(exc) or type(exc).__name__
-        record(calls.role_calls, calls.cache_hits)  # the caller's tally: run.json's role_cache
+        self.role_calls.add(calls.role_calls, calls.cache_hits)
         return items if isinstance(items, list) else [items], error, calls.role_calls - calls.cache_hits
 
     async def _from_agent(self, generate: GenerateCall, on_problem: Callable[[str], None] | None) -> AsyncIterator[list[LoadedCase]]:

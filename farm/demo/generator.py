@@ -18,6 +18,7 @@ import json
 import random
 import re
 import threading
+import time
 from typing import Any
 
 from farm.demo.server import Response, chat_completion
@@ -60,7 +61,7 @@ def write_cases(
 
 class LikeAnLLM:
     """An OpenAI-compatible generator model (a :class:`~farm.demo.server.JSONServer` handler);
-    ``requests`` counts the chat requests it answered."""
+    ``requests`` counts the chat requests it answered, ``last_request`` is when the latest came."""
 
     def __init__(self, per_reply: int = 25, distinct: int = 1_000_000, malformed_every: int = 20, latency: float = 0.3):
         self.per_reply = per_reply
@@ -68,11 +69,14 @@ class LikeAnLLM:
         self.malformed_every = malformed_every
         self.latency = latency
         self.requests = 0
+        self.last_request = 0.0
+        """When the latest request arrived (``time.time()``)."""
         self._lock = threading.Lock()
 
     def __call__(self, path: str, body: Any, headers: dict[str, str]) -> Response:
         with self._lock:
             self.requests += 1
+            self.last_request = time.time()
         prompt = "\n".join(str(m.get("content")) for m in body.get("messages", []))
         found = _COUNT.search(prompt)
         count = int(found.group(1)) if found else self.per_reply
