@@ -396,6 +396,7 @@ class _GenerationShown:
         for key in ("duplicates", "malformed", "renamed", "batches", "calls"):
             record[key] += int(self.earlier.get(key, 0))
         self.info.generation = record
+        self.info.cases = stats.kept
         self.view.generation(stats.progress_text())
         for line in stats.problems[self.shown :]:
             self.say(line)
