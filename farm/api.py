@@ -168,8 +168,10 @@ def run(
             except KeyboardInterrupt:
                 return RunResult(130, interrupted=True)
         else:
+            from farm.agents.transport import preload
             from farm.loader import Suite
 
+            preload()  # the generator's first request would import the HTTP transport inside the run
             suite.cases = Suite(stream.open(run_dir)).select(options.match, options.tags or []).cases  # a resumed run's
             if options.match or options.tags:
                 stream.keep = lambda cases: Suite(cases).select(options.match, options.tags or []).cases
