@@ -244,7 +244,8 @@ def test_on_the_ray_engine_generator_calls_run_in_a_role_pool(tmp_path: Path, ag
             assert stream is not None
             cases = collect(stream, roles.generate)
             assert len(cases) == 120 and len({c.id for c in cases}) == 120
-            assert stream.stats.calls == stream.stats.batches == llm.requests >= 6
+            # answered batches went through the pool; a request still in flight at the 120th case counts as a call
+            assert llm.requests >= stream.stats.batches >= 6 and stream.stats.calls >= stream.stats.batches
         finally:
             for handle in pool.values():
                 ray_session.kill(handle)
