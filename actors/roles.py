@@ -1,4 +1,4 @@
-"""The simulator and validator pools: role agents on actors of their own.
+"""The simulator, validator and generator pools: role agents on actors of their own.
 
 Role calls run here, apart from the session actors, so a slow or rate-limited
 judge never stalls the conversations of the agent under test.
@@ -51,6 +51,7 @@ class RoleActor:
         return await _counted(self.roles.validate(request))
 
     async def generate(self, request: RoleRequest) -> RoleOutcome[list[Any]]:
+        """One batch of a generation: the raw cases the generator wrote."""
         return await _counted(self.roles.generate(request))
 
 
@@ -108,6 +109,7 @@ class PoolRoles:
         return outcome.unwrap()
 
     async def generate(self, request: RoleRequest) -> list[Any]:
+        """One batch of a generation on the generator pool (:data:`farm.generation.GenerateCall`)."""
         outcome: RoleOutcome[list[Any]] = await self._call(self._gen, "generate", request)
         return outcome.unwrap()
 

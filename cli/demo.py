@@ -25,6 +25,10 @@ def demo(
     engine: Annotated[str | None, typer.Option("--engine", help="local (this process, the default for the demo's size), ray (the embedded Ray) or auto.")] = None,
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address for the ray engine; default: embedded local Ray.")] = None,
     json_events: JSONEvents = False,
+    input: Annotated[
+        str | None,
+        typer.Option("-i", "--input", help="Another input for the demo agent, e.g. agents:demo.generator?count=40 (default: the bundled suite)."),
+    ] = None,
 ) -> None:
     """Run the bundled demo suite on the bundled demo agent: offline, no keys."""
     from farm.cli.app import fail
@@ -42,7 +46,7 @@ def demo(
             config.connectors["demo"].base_url = f"{server.url}/v1"
             config.farm.results_dir = str((results_dir or Path("farm-results")).resolve())
             outcome = farm.run(
-                str(suite_path), config=config, engine=engine, address=address,  # type: ignore[arg-type]
+                input or str(suite_path), config=config, engine=engine, address=address,  # type: ignore[arg-type]
                 timeout="1m", turn_timeout="30s", skip_interactive=True, json_events=json_events, verbose=verbose, command=sys.argv,
             )
         except FarmError as exc:

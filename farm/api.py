@@ -33,7 +33,10 @@ from farm.rescoring import rescore
 from farm.runresult import RunResult, new_run_id
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from farm.config import FarmConfig
+    from farm.generation import CaseStream, GenerationStats
     from farm.loader import Suite
     from farm.results import CaseResult
     from farm.rolecache import CallTally
@@ -154,10 +157,28 @@ def run(
 
     view = RunView(console, json_events=json_events, quiet=quiet, verbose=verbose)
     console = view.console
+    run_id = (previous.run_id if previous else None) or new_run_id()
+    run_dir = Path(resume) if resume is not None else cfg.results_dir / run_id
+    stream = suite.stream
+    if stream is not None:  # generated cases: they run as their batches arrive (farm.generation)
+        stream.default_simulator = options.simulator
+        if dry_run:  # the generation alone
+            try:
+                _generate(suite, cfg, cache, console, quiet, options.match, options.tags)
+            except KeyboardInterrupt:
+                return RunResult(130, interrupted=True)
+        else:
+            from farm.agents.transport import preload
+            from farm.loader import Suite
+
+            preload()  # the generator's first request would import the HTTP transport inside the run
+            suite.cases = Suite(stream.open(run_dir)).select(options.match, options.tags or []).cases  # a resumed run's
+            if options.match or options.tags:
+                stream.keep = lambda cases: Suite(cases).select(options.match, options.tags or []).cases
     if dry_run:
         return RunResult(exit_code=_dry_run(suite, Path(output) if output else None, console, quiet))
 
-    if not suite.cases:
+    if not suite.cases and stream is None:
         raise UsageError(f"{suite.description}: no test cases to run")
     from farm.golden import GoldenRecorder, attach
 
@@ -184,12 +205,12 @@ def run(
     parallel = parallel or (previous.parallel if previous else None) or sum(
         default_parallel(cfg.connectors[name]) if name else DEFAULT_PARALLEL for name in dict.fromkeys(connectors.values())
     )
-    run_id = (previous.run_id if previous else None) or new_run_id()
-    run_dir = Path(resume) if resume is not None else cfg.results_dir / run_id
     jsonl = Path(output) if output else Path(previous.results if previous and previous.results else run_dir / "results.jsonl")
     skip_keys = finished_keys(jsonl, agent_id) if resume is not None and jsonl.exists() else set()
     engine_name = choose_engine(
-        engine or cfg.farm.engine or "auto", address=address, conversations=len(suite.cases) * runs * len(agents) - len(skip_keys),
+        engine or cfg.farm.engine or "auto",
+        address=address,
+        conversations=max(len(suite.cases), stream.asked if stream else 0) * runs * len(agents) - len(skip_keys),
         resources=any(cfg.agents[each].declares_resources for each in agents if each in cfg.agents),
     )
     plan = build_plan(
@@ -204,6 +225,7 @@ def run(
         terminal=Terminal(sys.stdin, _Say(console)) if interactive else None,
         driver_calls=driver_calls,
     )
+    plan.stream = stream
     info = RunInfo(
         run_id=run_id,
         command=command or ["farm.run", input_value],
@@ -214,8 +236,9 @@ def run(
         connector=connector_name,
         config=cfg.safe_dump(),
         options=options,
+        generation=stream.stats.as_record() if stream is not None else None,
     )
-    hook_info = {"input": input_value, "agent": agent_id, "agents": agents, "connector": connector_name, "run_id": run_id, "cases": len(suite.cases)}
+    hook_info = {"input": input_value, "agent": agent_id, "agents": agents, "connector": connector_name, "run_id": run_id, "cases": max(len(suite.cases), stream.asked if stream else 0)}
     if before:
         _global_hook(cfg, before, {"phase": "before", **hook_info})
 
@@ -224,6 +247,8 @@ def run(
     if skip_keys:
         extra["Resuming"] = f"{len(skip_keys)} finished"
     view.start(agents, input_value, len(suite.cases), extra, plan.total, progress=not interactive)  # a live bar would draw over the questions
+    if stream is not None:
+        plan.on_generation = _GenerationShown(info, view, previous.generation if previous is not None else None)
     problems: list[dict[str, Any]] = []  # a bounded sample of what went wrong, for the reporter
 
     def on_result(result: CaseResult) -> None:
@@ -240,6 +265,10 @@ def run(
     if isinstance(ended, RunResult):
         return ended
     summary = ended
+    if stream is not None:
+        _count_after_run(run_dir, summary, stream.role_calls)  # the generator's calls, made while the run went
+        view.stop()
+        _generated(stream, console, quiet)
     view.summary(summary, [f"Results: {jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"], reports)
     if recorder is not None and not quiet:
         for line in [recorder.line(), *recorder.problems]:
@@ -326,9 +355,82 @@ def _global_hook(cfg: FarmConfig, reference: str, payload: dict[str, Any]) -> No
         raise UsageError(f"global {payload['phase']} hook {reference} failed: {type(exc).__name__}: {exc}") from None
 
 
+def _generate(suite: Suite, cfg: FarmConfig, cache: bool, console: Console, quiet: bool, match: str | None, tags: list[str] | None) -> None:
+    """A dry run's generation: the suite's stream run to its end into ``suite.cases``, here."""
+    from contextlib import nullcontext
+
+    from farm.generation import generate_locally
+    from farm.loader import Suite
+
+    stream = suite.stream
+    assert stream is not None
+    status = console.status("") if console.is_terminal and not quiet else nullcontext()
+    try:
+        with status as shown:
+            cases = generate_locally(stream, cfg, cache, on_progress=lambda stats: shown.update(stats.progress_text()) if shown else None, on_problem=_say_dropped(console, quiet))
+    except KeyboardInterrupt:
+        stream.close()
+        if not quiet:
+            console.print(f"\ninterrupted while generating: {stream.stats.kept} of {stream.asked} cases generated", highlight=False, soft_wrap=True)
+        raise
+    suite.cases = Suite(cases).select(match, tags or []).cases
+    _generated(stream, console, quiet)
+
+
+def _say_dropped(console: Console, quiet: bool) -> Callable[[str], None]:
+    """Prints a dropped generated case's line."""
+    if quiet:
+        return lambda line: None
+    return lambda line: console.print(f"[yellow]dropped:[/yellow] {escape(line)}", highlight=False, emoji=False, soft_wrap=True)
+
+
+class _GenerationShown:
+    """Told after every batch of a generation that streams into the run: keeps ``run.json``'s
+    ``generation`` (with a resumed run's earlier counts), shows it on the progress line and
+    prints each dropped case's line. On the ray engine it is called from the generation's thread."""
+
+    def __init__(self, info: RunInfo, view: Any, earlier: dict[str, Any] | None):
+        self.info = info
+        self.view = view
+        self.earlier = earlier or {}
+        self.say = _say_dropped(view.console, not view.show)
+        self.shown = 0
+
+    def __call__(self, stats: GenerationStats) -> None:
+        record = stats.as_record()
+        for key in ("duplicates", "malformed", "renamed", "batches", "calls"):
+            record[key] += int(self.earlier.get(key, 0))
+        self.info.generation = record
+        self.info.cases = stats.kept
+        self.view.generation(stats.progress_text())
+        for line in stats.problems[self.shown :]:
+            self.say(line)
+        self.shown = len(stats.problems)
+
+
+def _generated(stream: CaseStream, console: Console, quiet: bool) -> None:
+    """After a generation: what it did in one line, and why it has fewer cases than asked. A
+    generator that wrote no case at all is a :class:`UsageError`."""
+    stats = stream.stats
+    if stats.kept == 0:
+        raise UsageError(f"-i {stream.origin}: no case to run: {stats.stop_reason or 'the generator wrote none'}")
+    if quiet:
+        return
+    if stats.cached:
+        line = f"{stats.kept} generated cases, from the role cache (generated before by the same generator, parameters and seed; --no-cache generates anew)"
+    else:
+        line = (
+            f"{stats.kept} generated cases in {stats.batches} batches ({stats.calls} generator calls); "
+            f"dropped {stats.duplicates} duplicates and {stats.malformed} malformed; {stats.renamed} renamed"
+        )
+    console.print(escape(line), highlight=False, soft_wrap=True)
+    if stats.stop_reason:
+        console.print(f"[yellow]{escape(stats.stop_reason)}[/yellow]", highlight=False, soft_wrap=True)
+
+
 def _dry_run(suite: Suite, output: Path | None, console: Console, quiet: bool) -> int:
     lines = []
-    for loaded in suite.cases:
+    for loaded in (c.materialized() for c in suite.cases):
         if loaded.case is not None:
             data = loaded.case.model_dump(mode="json", exclude_defaults=True)
             lines.append(json.dumps(data, ensure_ascii=False))

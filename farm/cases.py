@@ -411,12 +411,13 @@ class TestCase(BaseModel):
 
     def check_rules(self, known_types: set[str]) -> None:
         """Rules that a schema cannot state (SPEC 3.1, 3.6); raises :class:`CaseRuleError`."""
+        from farm.validation import _walk, nearest  # here: farm.validation imports this module
+
         mode = self.resolved_mode
-        for spec in self.all_assertions():
+        for where, spec in _walk(self):
             if spec.type not in known_types:
-                raise CaseRuleError(
-                    f"unknown assertion type '{spec.type}' (known: {', '.join(sorted(known_types))})"
-                )
+                hint = nearest(spec.type, known_types) or f" (known: {', '.join(sorted(known_types))})"
+                raise CaseRuleError(f"field '{where}.type': unknown assertion type '{spec.type}'{hint}")
         if mode == Mode.STATIC and not self.turns:
             raise CaseRuleError("'turns' must hold at least one turn")
         if mode == Mode.SINGLE and self.input is None:

@@ -223,6 +223,9 @@ class AgentConfig(BaseModel):
     max_tokens: int | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     """Extra fields merged into every request body."""
+    generate: dict[str, Any] = Field(default_factory=dict)
+    """Generator agents: defaults of the ``agents:<id>?k=v`` query (``batch``, ``patience``,
+    ``seed``, ``count``, and coverage lists such as ``focus = ["refunds", "travel"]``)."""
     cache: bool | None = None
     """Role agents: whether their calls go through the role cache (default: yes, unless
     ``temperature`` > 0). The agent under test: ``true`` sends its calls through the same cache."""

@@ -17,23 +17,26 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import parse_qsl
 
-from farm.aio import run_sync
 from farm.config import FarmConfig
 from farm.errors import UsageError
-from farm.loader import Suite, load_file, load_message, load_stdin, looks_like_file, parse_cases
+from farm.loader import Suite, load_file, load_message, load_stdin, looks_like_file
 from farm.rolecache import RoleCache
-from farm.roles import RolePlayer
-from farm.roletypes import RoleError
-from farm.scripts import ScriptResolver, call_maybe_async
+from farm.scripts import ScriptResolver
 
 __all__ = ["resolve_input", "typed_query", "generator_metadata", "input_path"]
 
 
 def typed_query(query: str) -> dict[str, Any]:
-    """``count=3&focus=edge-cases&strict=true`` with values typed: int, float, bool, string."""
+    """``count=3&focus=edge-cases&strict=true`` with values typed: int, float, bool, string; a key
+    given more than once (``focus=a&focus=b``) is a list."""
     out: dict[str, Any] = {}
     for key, raw in parse_qsl(query, keep_blank_values=True):
-        out[key] = _typed(raw)
+        value = _typed(raw)
+        if key in out:
+            before = out[key]
+            out[key] = [*before, value] if isinstance(before, list) else [before, value]
+        else:
+            out[key] = value
     return out
 
 
@@ -79,7 +82,9 @@ def resolve_input(
     value: str, config: FarmConfig, agent_id: str | None, stdin: TextIO | None = None, compact: bool = False, cache: RoleCache | None = None
 ) -> Suite:
     """The suite ``value`` names; ``compact`` keeps file cases as JSON (for big runs);
-    ``cache``: the role cache a generator agent's call goes through."""
+    ``cache``: the role cache a generator's whole generation is kept in (its batch calls go
+    through the engine's role players). A generator (``agents:``, ``scripts:``) gives a suite with
+    no cases yet and its :class:`~farm.generation.CaseStream` as ``stream``."""
     if value == "-":
         return load_stdin(stdin or sys.stdin, compact)
     if value.startswith("agents:"):
@@ -102,34 +107,20 @@ def _split(value: str, prefix: str) -> tuple[str, dict[str, Any]]:
     return ref, typed_query(query)
 
 
-def _generated(items: list[Any], origin: str, config: FarmConfig) -> Suite:
-    cases = parse_cases([(f"{origin}#{i + 1}", item) for i, item in enumerate(items)], str(config.base_dir))
-    return Suite(cases, f"{origin} ({len(cases)} generated cases)")
-
-
 def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, cache: RoleCache | None = None) -> Suite:
+    from farm.generation import CaseStream
+
     generator_id, params = _split(value, "agents:")
-    player = RolePlayer.from_config("generator", config, generator_id, cache=cache)
-    metadata = generator_metadata(config, agent_id, params)
-    try:
-        items = player.run_once(lambda p: p.generate(metadata))
-    except RoleError as exc:
-        raise UsageError(f"-i {value}: the generator failed: {exc}") from None
-    return _generated(items, f"agents:{generator_id}", config)
+    generator = config.agent(generator_id)  # a UsageError naming the configured agents
+    params = {**generator.generate, **params}
+    stream = CaseStream(f"agents:{generator_id}", config, params, generator_metadata(config, agent_id, params), agent_id=generator_id, cache=cache)
+    return Suite([], f"agents:{generator_id} ({stream.asked} cases to generate)", stream=stream)
 
 
 def _generated_by_script(value: str, config: FarmConfig, agent_id: str | None) -> Suite:
+    from farm.generation import CaseStream
+
     ref, params = _split(value, "scripts:")
     fn = ScriptResolver(config.scripts_dir).resolve(ref)
-    metadata = generator_metadata(config, agent_id, params)
-    try:
-        data = run_sync(call_maybe_async(fn, metadata))
-    except Exception as exc:
-        raise UsageError(f"-i {value}: the generator script failed: {type(exc).__name__}: {exc}") from None
-    if isinstance(data, dict) and isinstance(data.get("cases"), list):
-        data = data["cases"]
-    elif isinstance(data, dict):
-        data = [data]
-    if not isinstance(data, list):
-        raise UsageError(f"-i {value}: the generator script returned {type(data).__name__}, not cases")
-    return _generated(data, f"scripts:{ref}", config)
+    stream = CaseStream(f"scripts:{ref}", config, params, generator_metadata(config, agent_id, params), script=fn)
+    return Suite([], f"scripts:{ref} ({stream.asked} cases to generate)", stream=stream)

@@ -27,6 +27,7 @@ from farm.errors import InputError, UsageError
 from farm.validation import TooLargeInteger, case_problems, raw_problems
 
 if TYPE_CHECKING:
+    from farm.generation import CaseStream
     from farm.golden import GoldenCheck
 
 __all__ = ["LoadedCase", "Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error"]
@@ -82,6 +83,9 @@ class LoadedCase:
 class Suite:
     cases: list[LoadedCase] = field(default_factory=list)
     description: str = ""
+    stream: CaseStream | None = None
+    """The generator whose cases arrive while the run goes (``-i agents:``/``scripts:``);
+    ``cases`` then starts empty (:mod:`farm.generation`)."""
 
     @property
     def problems(self) -> list[str]:
@@ -106,7 +110,7 @@ class Suite:
             if wanted and (case is None or not wanted.issubset(case.tags)):
                 continue
             kept.append(c)
-        return Suite(kept, self.description)
+        return Suite(kept, self.description, self.stream)
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -44,8 +44,9 @@ def rescore(
     """Re-evaluate a suite's assertions against the conversations recorded in ``run_dir``
     (``farm rescore``, SPEC section 2): nothing is sent to the agent under test or the simulator.
 
-    - ``input``: the suite, by default the run's own; an edited copy re-judges the same
-      conversations with its assertions, checkpoints and ``final_assertions``.
+    - ``input``: the suite, by default the run's own (for generated cases, the run's
+      ``generated.jsonl``); an edited copy re-judges the same conversations with its
+      assertions, checkpoints and ``final_assertions``.
     - ``config``: as for :func:`~farm.api.run`; by default the run's own ``farm.toml`` (where
       ``run.json`` says it was), else found from the input as ``farm test`` does.
     - ``match``, ``tags``: the cases to rescore (``--run``, ``--tag``); each, when not given,
@@ -62,6 +63,7 @@ def rescore(
     """
     from farm.engines import make_engine
     from farm.execution import RunOutputs
+    from farm.generation import GENERATED_JSONL
     from farm.golden import attach
     from farm.ratelimit import DEFAULT_PARALLEL
     from farm.replay import Replay
@@ -90,6 +92,8 @@ def rescore(
     input_value = input or recorded_input(previous)
     if not input_value:
         raise UsageError(f"{source / RUN_JSON} names no input; give the suite with -i/--input")
+    if input is None and input_value.startswith(("agents:", "scripts:")) and (source / GENERATED_JSONL).is_file():
+        input_value = str(source / GENERATED_JSONL)  # the cases the run generated, as it ran them
     if input is None and (input_value == "-" or input_value.startswith("agents:")):
         raise UsageError(f"the run's input ({input_value}) cannot be read again; give the suite with -i/--input (farm test --dry-run -o FILE writes it)")
     # The run's folder and role cache are where the run wrote them, whatever results_dir its config

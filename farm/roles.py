@@ -58,8 +58,12 @@ Description: {target_description}
 Available Tools: {target_tools}
 
 Generate {count} test cases with focus on: {focus} (complexity: {complexity}).
-Each case has: id (unique), name, input (the user message) or turns (an array of {{"input", "assertions"}}),
-and assertions (e.g. {{"type": "contains", "value": "..."}}, {{"type": "tool_called", "name": "..."}}).
+This is batch {batch_number} (seed {seed}) of a suite of {total} cases; this batch covers: {slice}.
+Write cases that differ from those already written (id: first words of the input):
+{avoid}
+Each case has: id (unique, short, lowercase words joined by '-'), name, input (the user message) or
+turns (an array of {{"input", "assertions"}}), and assertions (e.g. {{"type": "contains", "value": "..."}},
+{{"type": "tool_called", "name": "..."}}).
 
 Respond in JSON only: {{"cases": [ ... ]}}""",
     "reporter": """You are a test reporter. Summarise this test run of an AI agent for its developers:

@@ -63,6 +63,11 @@ class RunView:
         if self.show:
             self.reporter.phase(text)
 
+    def generation(self, text: str) -> None:
+        """Say on the progress line how far generation is (``generated 340/1000``)."""
+        if self.show:
+            self.reporter.generation(text)
+
     def result(self, result: CaseResult) -> None:
         """One finished case run: counted on the progress line, printed as a line or a tree."""
         if self.show:

@@ -38,7 +38,7 @@ ROLE_CONCURRENCY = 256
 class LocalRoles:
     """Role players built from the config in this process, one per agent id.
 
-    Simulator and validator calls each have a budget of their own (``concurrency``
+    Simulator, validator and generator calls each have a budget of their own (``concurrency``
     calls in flight) and HTTP clients of their own, so a slow judge never takes a
     place or a connection from the agent under test. ``cache``: the role cache
     every player uses (unless its agent opts out); None: none.
@@ -55,7 +55,7 @@ class LocalRoles:
         self.limiter_for = limiter_for
         self.cache = cache
         self._players: dict[tuple[str, str, str | None], RolePlayer] = {}
-        self._budget = {"simulator": asyncio.Semaphore(concurrency), "validator": asyncio.Semaphore(concurrency)}
+        self._budget = {role: asyncio.Semaphore(concurrency) for role in ("simulator", "validator", "generator")}
 
     def player(self, role: str, agent_id: str, connector: str | None = None) -> RolePlayer:
         """The player of ``role`` by ``agent_id``; ``connector`` replaces the agent's own."""
@@ -76,8 +76,10 @@ class LocalRoles:
             return await self.player("validator", request.agent_id, request.connector).validate(request.messages, request.metadata)
 
     async def generate(self, request: RoleRequest) -> list[Any]:
-        """One generator call: the cases it wrote, as raw objects."""
-        return await self.player("generator", request.agent_id, request.connector).generate(request.metadata)
+        """One batch of a generation (:data:`farm.generation.GenerateCall`): the raw cases the
+        generator wrote for ``request.metadata``, through the role cache and the connector's limiter."""
+        async with self._budget["generator"]:
+            return await self.player("generator", request.agent_id, request.connector).generate(request.metadata)
 
     async def aclose(self) -> None:
         for player in self._players.values():

@@ -132,7 +132,7 @@ class RoleModels:
             return Response(chat_completion(f"# Run report\n\n{summary['counts']['failed']} failed: {failing}"))
         if model == "gen":
             count = int(re.search(r"Generate (\d+) test cases", system).group(1))
-            cases = [{"id": f"gen-{i}", "input": "Hello", "assertions": [{"type": "contains", "value": "expense"}]} for i in range(count)]
+            cases = [{"id": f"gen-{i}", "input": f"Hello {i}", "assertions": [{"type": "contains", "value": "expense"}]} for i in range(count)]
             return Response(chat_completion(json.dumps({"cases": cases})))
         return Response({"error": {"message": f"unknown model {model}"}}, status=400)
 

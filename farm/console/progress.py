@@ -49,6 +49,7 @@ class ProgressLine:
         self._progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.fields[phase]}"),
+            TextColumn("{task.fields[generation]}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} failed[/]"),
@@ -58,13 +59,19 @@ class ProgressLine:
             console=self._console,
             transient=True,
         )
-        self._task = self._progress.add_task("cases", total=total, passed=0, failed=0, phase="Running")
+        self._task = self._progress.add_task("cases", total=total, passed=0, failed=0, phase="Running", generation="")
         self._progress.start()
 
     def phase(self, text: str) -> None:
         """Say what the run is doing ("starting Ray…", "running")."""
         if self._progress is not None:
             self._progress.update(self._task, phase=escape(text[:1].upper() + text[1:]))
+
+    def generation(self, text: str) -> None:
+        """Show how far generation is (``generated 340/1000``) beside the cases' progress; ``""``
+        when it has ended."""
+        if self._progress is not None:
+            self._progress.update(self._task, generation=escape(text))
 
     def advance(self, result: CaseResult) -> None:
         """Count one finished case."""

@@ -112,6 +112,10 @@ class ConsoleReporter:
         """Count one finished case on the progress line."""
         self._progress.advance(result)
 
+    def generation(self, text: str) -> None:
+        """Show how far generation is beside the cases' progress."""
+        self._progress.generation(text)
+
     def progress(self, done: int, total: int | None, counts: dict[str, int]) -> None:
         """Set the progress line to ``done`` of ``total`` with ``counts`` per status value."""
         self._progress.update(done, total, counts)

@@ -122,6 +122,10 @@ class RunInfo(BaseModel):
     ``price`` (:meth:`farm.summary.Summary.cost`)."""
     agent_counts: dict[str, dict[str, float | int | None]] = Field(default_factory=dict)
     """Per agent under test: its status counts and ``cost_usd`` (:meth:`farm.summary.Summary.agent_counts`)."""
+    generation: dict[str, Any] | None = None
+    """For generated cases (``-i agents:``/``scripts:``): what the generation did, as
+    :class:`farm.generation.GenerationStats` records it (asked, kept, duplicates, malformed,
+    renamed, batches, calls, stop_reason, ...); null for a suite that was not generated."""
     rescored_from: dict[str, str] | None = None
     """For a ``farm rescore`` run: the source run's ``run_id`` and ``run_dir``, whose recorded
     conversations it re-evaluated; null for a live run."""

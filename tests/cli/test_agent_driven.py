@@ -134,7 +134,7 @@ def scripts(project: Path, name: str, code: str) -> None:
 def test_script_generator_script_assertion_and_hooks(project: Path):
     scripts(project, "tools", """
         def generate(meta):
-            return [{"id": f"s{i}", "input": "Hello", "before": "scripts:tools.setup",
+            return [{"id": f"s{i}", "input": f"Hello {i}", "before": "scripts:tools.setup",
                      "assertions": [{"type": "script", "use": "scripts:tools.check", "options": {"metadata": {"word": meta["word"]}}}]}
                     for i in range(meta["count"])]
 

@@ -84,3 +84,19 @@ def _toml(value) -> str:
     if isinstance(value, dict):
         return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
     return json.dumps(value)
+
+
+def test_the_tour_generates_a_suite_with_the_demo_generator(tmp_path: Path, monkeypatch):
+    """Step 8 runs as written: the demo's generator writes the cases the demo agent passes."""
+    (command,) = [line for text in blocks("bash") for line in text.splitlines() if line.startswith("farm demo -i ")]
+    query = re.search(r'-i "([^"]+)"', command).group(1)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["demo", "-i", query, "--results-dir", str(tmp_path / "results")], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    (run_dir,) = [p.parent for p in (tmp_path / "results").glob("*/run.json")]
+    cases = [json.loads(line) for line in (run_dir / "generated.jsonl").read_text().splitlines()]
+    assert len(cases) == 60 and len({c["id"] for c in cases}) == 60
+    focus = [t for c in cases for t in c["tags"]]
+    assert {t: focus.count(t) for t in set(focus)} == {"focus:travel": 20, "focus:meal": 20, "focus:taxi": 20}
+    statuses = {json.loads(line)["status"] for line in (run_dir / "results.jsonl").read_text().splitlines()}
+    assert statuses == {"passed"}

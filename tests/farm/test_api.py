@@ -35,7 +35,7 @@ def project(tmp_path: Path, scripted: JSONServer) -> Path:
     (tmp_path / "scripts").mkdir()
     (tmp_path / "scripts" / "gen.py").write_text(
         "async def main(meta):\n"
-        "    return [{'id': f'g{i}', 'input': 'Hello', 'assertions': [{'type': 'contains', 'value': 'expense'}]} for i in range(int(meta.get('count', 2)))]\n"
+        "    return [{'id': f'g{i}', 'input': f'Hello {i}', 'assertions': [{'type': 'contains', 'value': 'expense'}]} for i in range(int(meta.get('count', 2)))]\n"
     )
     (tmp_path / "scripts" / "hooks.py").write_text(
         "import json, pathlib\n"

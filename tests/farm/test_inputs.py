@@ -10,6 +10,7 @@ import pytest
 
 from farm.config import load_config
 from farm.errors import UsageError
+from farm.generation import generate_locally
 from farm.inputs import generator_metadata, input_path, resolve_input, typed_query
 
 
@@ -39,7 +40,7 @@ import json
 
 def generate(messages, options):
     meta = options['metadata']
-    return json.dumps({'cases': [{'id': f'g{i}', 'input': meta['focus']} for i in range(meta['count'])]})
+    return json.dumps({'cases': [{'id': f'g{i}', 'input': f"{meta['focus']} {i}"} for i in range(meta['count'])]})
 
 def mute(messages, options):
     return 'no cases today'
@@ -116,34 +117,44 @@ def test_a_file_stdin_and_a_message_resolve_to_cases(project: Path):
     assert [c.id for c in message.cases] == ["message"] and message.cases[0].case.input == "Hello there"
 
 
-def test_a_generator_agent_writes_the_cases(project: Path):
+def generated(suite, config) -> list:
+    """The cases a generator suite's stream writes, generated in this process."""
+    assert suite.cases == [] and suite.stream is not None
+    return [c.materialized() for c in generate_locally(suite.stream, config)]
+
+
+def test_a_generator_agent_gives_a_stream_that_writes_the_cases(project: Path):
     config = load_config(project / "farm.toml")
     suite = resolve_input("agents:gen?count=3&focus=refunds", config, "target")
-    assert [c.id for c in suite.cases] == ["g0", "g1", "g2"]
-    assert {c.case.input for c in suite.cases} == {"refunds"}
-    assert suite.description == "agents:gen (3 generated cases)"
-    assert suite.cases[0].source == "agents:gen#1"
+    assert suite.description == "agents:gen (3 cases to generate)"
+    cases = generated(suite, config)
+    assert [c.id for c in cases] == ["g0", "g1", "g2"]
+    assert [c.case.input for c in cases] == ["refunds 0", "refunds 1", "refunds 2"]
+    assert cases[0].source == "agents:gen batch 1, case 1"
 
 
 def test_a_generator_agent_that_answers_no_cases_is_one_sentence(project: Path):
     config = load_config(project / "farm.toml")
+    suite = resolve_input("agents:mute", config, "target")
     with pytest.raises(UsageError, match="-i agents:mute: the generator failed: the generator answered no JSON"):
-        resolve_input("agents:mute", config, "target")
+        generated(suite, config)
     with pytest.raises(UsageError, match="-i agents:: name the agents id after 'agents:'"):
         resolve_input("agents:", config, "target")
+    with pytest.raises(UsageError, match="-i agents:gen: 'batch' must be a whole number of at least 1, not 0"):
+        resolve_input("agents:gen?batch=0", config, "target")
 
 
 def test_a_generator_script_writes_the_cases(project: Path):
     config = load_config(project / "farm.toml")
-    suite = resolve_input("scripts:gen?count=9", config, "target")
-    assert [(c.id, c.case.input) for c in suite.cases] == [("a", "target"), ("b", "9")]
-    one = resolve_input("scripts:gen.one?focus=edge", config, None)
-    assert [(c.id, c.case.input) for c in one.cases] == [("only", "edge")]
+    cases = generated(resolve_input("scripts:gen?count=9", config, "target"), config)
+    assert [(c.id, c.case.input) for c in cases] == [("a", "target"), ("b", "9")]
+    one = generated(resolve_input("scripts:gen.one?focus=edge", config, None), config)
+    assert [(c.id, c.case.input) for c in one] == [("only", "edge")]
 
 
 def test_a_generator_script_that_fails_or_returns_no_cases_is_one_sentence(project: Path):
     config = load_config(project / "farm.toml")
     with pytest.raises(UsageError, match="-i scripts:gen.fails: the generator script failed: RuntimeError: no inspiration"):
-        resolve_input("scripts:gen.fails", config, None)
+        generated(resolve_input("scripts:gen.fails", config, None), config)
     with pytest.raises(UsageError, match="-i scripts:gen.number: the generator script returned int, not cases"):
-        resolve_input("scripts:gen.number", config, None)
+        generated(resolve_input("scripts:gen.number", config, None), config)

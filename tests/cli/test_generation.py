@@ -1,0 +1,253 @@
+"""Generation end to end: a generator that behaves like an LLM, behind a real HTTP server on 127.0.0.1.
+
+The generator (``farm.demo.generator.LikeAnLLM``) writes at most 25 cases a reply, the same
+cases for the same prompt, one in 20 malformed, with ids that start again in every reply; the
+agent under test is the scripted expense agent. The runs go on both engines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from farm.cli.app import app
+from typer.testing import CliRunner
+
+from farm.demo.generator import LikeAnLLM
+from farm.demo.server import JSONServer
+from tests.scripted import ScriptedAgent, farm_toml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def generator_toml(url: str, concurrency: int = 8) -> str:
+    return f"""
+[connectors.llm]
+base_url = "{url}/v1"
+model = "like-an-llm"
+max_concurrency = {concurrency}
+timeout = "30s"
+
+[agents.gen]
+kind = "generator"
+connector = "llm"
+"""
+
+
+@pytest.fixture(scope="module")
+def agent():
+    with JSONServer(ScriptedAgent()) as server:
+        yield server
+
+
+def project(tmp_path: Path, agent_url: str, llm: LikeAnLLM, engine: str | None = None, concurrency: int = 8):
+    server = JSONServer(llm).start()
+    (tmp_path / "farm.toml").write_text(farm_toml(agent_url, engine=engine) + generator_toml(server.url, concurrency))
+    return server
+
+
+def farm_test(tmp_path: Path, *args: str):
+    return CliRunner().invoke(app, ["test", *args, "--config", str(tmp_path / "farm.toml")], catch_exceptions=False)
+
+
+def run_dirs(tmp_path: Path) -> list[Path]:
+    return sorted(p.parent for p in (tmp_path / "results").glob("*/run.json"))
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_count_runs_exactly_that_many_distinct_generated_cases_and_again_without_a_generator_call(tmp_path: Path, agent, engine: str):
+    count = 1000 if engine == "local" else 300
+    # on Ray, a generator slow enough to outlast the start of the session actors and role pools
+    llm = LikeAnLLM(latency=0.1 if engine == "local" else 0.5)
+    server = project(tmp_path, agent.url, llm, engine=engine, concurrency=8 if engine == "local" else 1)
+    try:
+        result = farm_test(tmp_path, "-i", f"agents:gen?count={count}")
+        assert result.exit_code == 0, result.output
+        (run_dir,) = run_dirs(tmp_path)
+        results = lines(run_dir / "results.jsonl")
+        generated = lines(run_dir / "generated.jsonl")
+        assert len(results) == count and len({r["id"] for r in results}) == count
+        assert {r["id"] for r in results} == {c["id"] for c in generated}  # the run's cases, all generated
+        assert len({c["input"] for c in generated}) == count
+        assert all(r["status"] == "passed" for r in results)  # no generator mistake became a result
+        info = json.loads((run_dir / "run.json").read_text())
+        stats = info["generation"]
+        assert stats["asked"] == stats["kept"] == count and stats["stop_reason"] is None
+        assert stats["malformed"] > 0 and stats["renamed"] > 0 and stats["calls"] == llm.requests >= stats["batches"]
+        assert stats["batches"] >= count / 20
+        assert stats["problems"][0].startswith("agents:gen batch ") and "field 'assertions[0].type': unknown assertion type 'tool_caled' (did you mean 'tool_called'?)" in stats["problems"][0]
+        assert info["role_cache"]["role_calls"] >= stats["batches"]  # the generator's calls count as role calls
+        assert "Traceback" not in result.output
+        first_result = min(r["started_at"] + r["duration_ms"] / 1000 for r in results)
+        assert first_result < llm.last_request, "no case ran before generation ended"
+
+        requests = llm.requests
+        again = farm_test(tmp_path, "-i", f"agents:gen?count={count}")
+        assert again.exit_code == 0, again.output
+        assert llm.requests == requests, "the same command sent a generator request again"
+        second = next(p for p in run_dirs(tmp_path) if p != run_dir)
+        assert [c["id"] for c in lines(second / "generated.jsonl")] == [c["id"] for c in generated]
+        assert {r["id"] for r in lines(second / "results.jsonl")} == {r["id"] for r in results}
+        assert json.loads((second / "run.json").read_text())["generation"]["cached"] is True
+
+        fresh = farm_test(tmp_path, "-i", f"agents:gen?count={count}", "--no-cache")
+        assert fresh.exit_code == 0 and llm.requests > requests  # --no-cache generates anew
+    finally:
+        server.stop()
+
+
+def test_a_generator_with_few_distinct_cases_ends_with_what_it_has_and_says_why(tmp_path: Path, agent):
+    llm = LikeAnLLM(distinct=300, latency=0.02)
+    server = project(tmp_path, agent.url, llm, engine="local")
+    try:
+        started = time.monotonic()
+        result = farm_test(tmp_path, "-i", "agents:gen?count=1000")
+        assert time.monotonic() - started < 120
+        assert result.exit_code == 0, result.output
+        (run_dir,) = run_dirs(tmp_path)
+        kept = len(lines(run_dir / "results.jsonl"))
+        assert 250 <= kept <= 300 * 19 // 20 + 1  # the malformed ones never count
+        stats = json.loads((run_dir / "run.json").read_text())["generation"]
+        assert stats["kept"] == kept and stats["duplicates"] > 0
+        sentence = f"generated {kept} of the 1000 cases asked: the last 5 batches"
+        assert stats["stop_reason"].startswith(sentence)
+        assert sentence in " ".join(result.output.split())
+    finally:
+        server.stop()
+
+
+def test_coverage_lists_tag_every_case_and_dry_run_writes_the_generated_suite(tmp_path: Path, agent):
+    llm = LikeAnLLM(latency=0.0)
+    server = project(tmp_path, agent.url, llm)
+    out = tmp_path / "suite.jsonl"
+    try:
+        result = farm_test(tmp_path, "-i", "agents:gen?count=40&batch=10&focus=refunds,travel&complexity=low,high", "--dry-run", "-o", str(out))
+        assert result.exit_code == 0, result.output
+        cases = lines(out)
+        assert len(cases) == 40
+        slices: dict[tuple[str, ...], int] = {}
+        for case in cases:
+            key = tuple(sorted(case["tags"]))
+            slices[key] = slices.get(key, 0) + 1
+        assert slices == {(f"complexity:{c}", f"focus:{f}"): 10 for f in ("refunds", "travel") for c in ("low", "high")}
+        for case in cases:  # the prompt asked each batch for its slice (the writer echoes it in the name)
+            tags = dict(tag.split(":") for tag in case["tags"])
+            assert json.loads(case["name"][case["name"].index("(") + 1 : -1]) == tags
+        rerun = farm_test(tmp_path, "-i", str(out))  # a valid suite
+        assert rerun.exit_code == 0, rerun.output
+    finally:
+        server.stop()
+
+
+def test_an_interrupted_generation_resumes_with_the_same_cases_and_generates_only_what_is_missing(tmp_path: Path, agent):
+    llm = LikeAnLLM(latency=0.4)
+    server = project(tmp_path, agent.url, llm, engine="local", concurrency=2)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "farm.cli", "test", "--config", str(tmp_path / "farm.toml")]
+    try:
+        proc = subprocess.Popen([*command, "-i", "agents:gen?count=300"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            files: list[Path] = []
+            while time.monotonic() < deadline:
+                files = list((tmp_path / "results").glob("*/generated.jsonl"))
+                if files and len(files[0].read_text().splitlines()) >= 60:
+                    break
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            output, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, output
+        (run_dir,) = run_dirs(tmp_path)
+        before = (run_dir / "generated.jsonl").read_text().splitlines()
+        assert 60 <= len(before) < 300, output
+        assert f"resume with: farm test --resume {run_dir}" in " ".join(output.split()).lower()
+        ran_before = {r["id"] for r in lines(run_dir / "results.jsonl")} if (run_dir / "results.jsonl").exists() else set()
+        assert ran_before <= {json.loads(line)["id"] for line in before}
+        requests = llm.requests
+
+        resumed = subprocess.run([*command, "--resume", str(run_dir)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        after = (run_dir / "generated.jsonl").read_text().splitlines()
+        assert after[: len(before)] == before, "the cases generated before the interrupt changed"
+        cases = [json.loads(line) for line in after]
+        assert len(cases) == 300 and len({c["id"] for c in cases}) == 300 and len({c["input"] for c in cases}) == 300
+        results = lines(run_dir / "results.jsonl")
+        assert sorted(r["id"] for r in results) == sorted(c["id"] for c in cases)  # each case once
+        asked_again = llm.requests - requests
+        assert asked_again <= (300 - len(before)) / 19 + 4, f"{asked_again} generator calls for {300 - len(before)} missing cases"
+
+        rescored = CliRunner().invoke(app, ["rescore", str(run_dir), "--config", str(tmp_path / "farm.toml")], catch_exceptions=False)
+        assert rescored.exit_code == 0, rescored.output  # farm rescore reads the generated cases
+        (rescore_dir,) = [p for p in run_dirs(tmp_path) if p != run_dir]
+        assert len(lines(rescore_dir / "results.jsonl")) == 300
+    finally:
+        server.stop()
+
+
+SCRIPT = '''
+import asyncio
+
+async def stream(meta):
+    for i in range(meta["count"] + 10):
+        await asyncio.sleep(0.01)
+        if i % 7 == 6:
+            yield [{"id": f"pair-{i}", "input": f"I want to submit an expense, batch {i}"}, {"id": "broken", "input": "x", "assertions": [{"type": "nope"}]}]
+        else:
+            yield {"id": "expense", "input": f"I want to submit an expense number {i}", "assertions": [{"type": "contains", "value": "type of expense"}]}
+'''
+
+
+def test_a_script_generator_that_yields_streams_its_cases_into_the_run(tmp_path: Path, agent, engine: str):
+    (tmp_path / "farm.toml").write_text(farm_toml(agent.url, engine=engine))
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "gen.py").write_text(SCRIPT)
+    result = farm_test(tmp_path, "-i", "scripts:gen.stream?count=20")
+    assert result.exit_code == 0, result.output
+    (run_dir,) = run_dirs(tmp_path)
+    results = lines(run_dir / "results.jsonl")
+    assert len(results) == 20 and {r["status"] for r in results} == {"passed"}
+    ids = {r["id"] for r in results}
+    assert {"expense", "expense-2", "pair-6"} <= ids and "broken" not in ids
+    stats = json.loads((run_dir / "run.json").read_text())["generation"]
+    assert stats["kept"] == 20 and stats["malformed"] >= 2 and stats["calls"] == 0
+    assert [c["id"] for c in lines(run_dir / "generated.jsonl")][:3] == ["expense", "expense-2", "expense-3"]
+    assert {c["id"] for c in lines(run_dir / "generated.jsonl")} == ids
+
+
+def test_on_the_ray_engine_generator_calls_run_in_a_role_pool(tmp_path: Path, agent, ray_session):
+    from farm.actors.roles import PoolRoles, start_pool
+
+    from farm.config import load_config
+    from farm.generation import collect
+    from farm.inputs import resolve_input
+
+    llm = LikeAnLLM(latency=0.05)
+    server = project(tmp_path, agent.url, llm)
+    try:
+        config = load_config(tmp_path / "farm.toml")
+        pool = start_pool("gen-pool-test", 2, config, None)
+        try:
+            roles = PoolRoles([], [], list(pool))
+            stream = resolve_input("agents:gen?count=120", config, "target").stream
+            assert stream is not None
+            cases = collect(stream, roles.generate)
+            assert len(cases) == 120 and len({c.id for c in cases}) == 120
+            # answered batches went through the pool; a request still in flight at the 120th case counts as a call
+            assert llm.requests >= stream.stats.batches >= 6 and stream.stats.calls >= stream.stats.batches
+        finally:
+            for handle in pool.values():
+                ray_session.kill(handle)
+    finally:
+        server.stop()
