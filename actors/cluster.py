@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -37,7 +38,9 @@ from typing import Any
 
 import ray
 
-__all__ = ["OWNER_ENV", "Cluster", "connect", "QUIET_ENV"]
+from farm.errors import UsageError
+
+__all__ = ["OWNER_ENV", "PROBE_TIMEOUT_S", "Cluster", "check_address", "connect", "QUIET_ENV"]
 
 #: Settings that make the embedded Ray slim and quiet (see RAY_NOTES: ~7 processes, ~0.5 GiB).
 QUIET_ENV = {
@@ -152,7 +155,11 @@ def connect(address: str | None = None, num_cpus: int | None = None, namespace: 
     common = dict(namespace=namespace, log_to_driver=False, logging_level="ERROR", configure_logging=True)
     address = address or os.environ.get("RAY_ADDRESS")  # inside a Ray job, join its cluster
     if address:
-        ray.init(address=address, **common)
+        check_address(address)
+        try:
+            ray.init(address=address, **common)
+        except ConnectionError as exc:  # found, answered, and still refused us: Ray's own sentence
+            raise UsageError(f"{_named(address)}: cannot join the Ray cluster there: {str(exc).splitlines()[0]}{_INSTEAD}") from None
         return Cluster(address=address, started=False)
     token = uuid.uuid4().hex
     os.environ[OWNER_ENV] = token  # inherited by every process of the embedded Ray
@@ -163,6 +170,48 @@ def connect(address: str | None = None, num_cpus: int | None = None, namespace: 
     finally:
         os.environ.pop(OWNER_ENV, None)  # Ray's processes have it; what this process starts later does not
     return Cluster(address="local", started=True, reaper=reaper)
+
+
+#: How long the address of a cluster may take to accept a connection before the run gives up on
+#: it: Ray's own connect retries for minutes against an address where nothing listens.
+PROBE_TIMEOUT_S = 5.0
+
+_INSTEAD = "; start a cluster (ray start --head) or drop --address to run without one"
+
+
+def _named(address: str) -> str:
+    """How the user gave ``address``: ``--address X``, or the ``RAY_ADDRESS`` of the environment."""
+    if os.environ.get("RAY_ADDRESS") == address:
+        return f"RAY_ADDRESS {address}"
+    return f"--address {address}"
+
+
+def check_address(address: str, timeout: float = PROBE_TIMEOUT_S) -> str:
+    """The ``host:port`` that ``address`` (``auto``, ``host:port``, ``ray://host:port``) names, once it
+    accepts a connection within ``timeout`` seconds; else one :class:`UsageError` sentence saying
+    what to do (a user mistake, before anything starts)."""
+    target = address.removeprefix("ray://")
+    if target == "auto":
+        services: Any = getattr(getattr(ray, "_private", None), "services", None)
+        try:
+            found = services.get_ray_address_from_environment("auto", None)
+        except ConnectionError:
+            raise UsageError(f"{_named(address)}: no running Ray cluster was found on this machine{_INSTEAD}") from None
+        except AttributeError:  # a Ray without this helper: its own connect says what is wrong
+            return address
+        target = str(found)
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UsageError(f"{_named(address)}: not a Ray address (auto, host:port or ray://host:port)")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except TimeoutError:
+        raise UsageError(f"{_named(address)}: {target} did not answer within {timeout:g} s{_INSTEAD}") from None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UsageError(f"{_named(address)}: no Ray cluster answers at {target} ({reason.lower()}){_INSTEAD}") from None
+    return target
 
 
 @contextlib.contextmanager

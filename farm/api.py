@@ -214,6 +214,7 @@ def run(
         config=cfg.safe_dump(),
         options=options,
     )
+    engine_impl = make_engine(engine_name, **({"address": address} if engine_name == "ray" else {}))  # a cluster not there: said before anything runs
     hook_info = {"input": input_value, "agent": agent_id, "agents": agents, "connector": connector_name, "run_id": run_id, "cases": len(suite.cases)}
     if before:
         _global_hook(cfg, before, {"phase": "before", **hook_info})
@@ -233,7 +234,6 @@ def run(
         view.result(result)
 
     outputs = RunOutputs(run_dir=run_dir, jsonl=jsonl, reports=reports, streams=streams, resume=resume is not None)
-    engine_impl = make_engine(engine_name, **({"address": address} if engine_name == "ray" else {}))
     again = f"farm test --resume {run_dir}" + (f" --config {config}" if isinstance(config, (str, Path)) else "")
     ended = execute_viewed(plan, outputs, engine_impl, info, view, on_result, again)
     if isinstance(ended, RunResult):
