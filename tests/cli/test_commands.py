@@ -25,8 +25,8 @@ def test_validate_reports_every_problem_with_file_and_line(tmp_path: Path):
     assert farm("validate", str(good)).exit_code == 0
     result = farm("validate", str(good), str(bad), str(broken))
     assert result.exit_code == 2
-    assert f"{bad}:2: unknown assertion type 'nope'" in result.output
-    assert f"{bad}:3: duplicate id 'a'" in result.output
+    assert f"{bad}:2: field 'assertions[0].type': unknown assertion type 'nope'" in result.output
+    assert f"{bad}:3: field 'id': duplicate id 'a'" in result.output
     assert f"{broken}:1: not valid JSON" in result.output
 
 
