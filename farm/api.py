@@ -80,6 +80,9 @@ def run(
     cache: bool = True,
     retries: int | None = None,
     max_cost: float | None = None,
+    run: str | None = None,
+    name: str | None = None,
+    json: bool = False,
 ) -> RunResult:
     """Run a suite against an agent; the options are ``farm test``'s (SPEC section 2).
 
@@ -96,17 +99,23 @@ def run(
       without it, the cases that set ``golden`` compare with ``[farm].golden_dir``.
     - ``update_golden``: write every passed case's conversation to this folder instead (no comparing).
     - ``console``: where the tree and the summary go (default: standard output,
-      standard error with ``json_events``); ``quiet``: print nothing.
+      standard error with ``json_events``); ``quiet`` (``-q``): one line per case that did
+      not pass and the summary (``console=rich.console.Console(quiet=True)`` prints nothing).
     - ``command``: what ``run.json`` records as the command line (default: this call).
     - ``cache``: False (``--no-cache``) sends every role call, none answered from the role cache.
     - ``retries``: times a case that ended in an agent error or timeout runs again (default 0).
     - ``max_cost``: USD after which nothing more is dispatched (``--max-cost``, else ``[farm].max_cost``);
       what is in flight finishes, and ``resume`` with a larger budget runs the rest.
+    - ``run``, ``name``, ``json``: the CLI's names (``--run``, ``-n/--name``, ``--json``) of
+      ``match``, ``agent`` and ``json_events``.
     """
     from farm.rolecache import tally
     from farm.runsetup import prepare, recorded_config, recorded_input, resolve_options, selection
     from farm.writers import RunInfo, finished_keys, read_run_json
 
+    match = _alias("match", match, "run", run)
+    agent = _alias("agent", agent, "name", name)
+    json_events = json_events or json
     previous: RunInfo | None = read_run_json(resume) if resume is not None else None
     input_value = input or (recorded_input(previous) if previous else None)
     if not input_value:
@@ -272,6 +281,13 @@ def run(
     return RunResult(code, run_dir, jsonl, summary, engine_name, run_id)
 
 
+def _alias(keyword: str, value: str | None, cli_name: str, cli_value: str | None) -> str | None:
+    """``keyword``'s value, given under its own name or the CLI's; both, and different, is a mistake."""
+    if value is not None and cli_value is not None and value != cli_value:
+        raise UsageError(f"farm.run: {keyword}={value!r} and {cli_name}={cli_value!r} name the same option; give one")
+    return value if value is not None else cli_value
+
+
 async def run_async(input: str | None = None, **options: Any) -> RunResult:
     """:func:`run` for ``await`` in async code: the run goes on in a thread, the loop stays free."""
     return await asyncio.to_thread(run, input, **options)
@@ -336,12 +352,12 @@ def _dry_run(suite: Suite, output: Path | None, console: Console, quiet: bool) -
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    for problem in suite.problems:
+        console.print(f"[red]error:[/red] {escape(problem)}", highlight=False, emoji=False)
     if not quiet:
-        for problem in suite.problems:
-            console.print(f"[red]error:[/red] {escape(problem)}", highlight=False, emoji=False)
         for warning in suite.warnings:
             console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False, emoji=False)
         valid = sum(1 for c in suite.cases if c.ok)
-        line = f"{valid} valid case(s), {len(suite.problems)} with problems" + (f"; written to {output}" if output else "")
+        line = f"{valid} valid case(s), {sum(1 for c in suite.cases if c.error)} with problems" + (f"; written to {output}" if output else "")
         console.print(escape(line), highlight=False, emoji=False)
     return 2 if suite.problems else 0

@@ -21,7 +21,7 @@ from farm.jsontext import arguments_text, json_text
 from farm.messages import content_text
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
 
-__all__ = ["passed_line", "print_tree"]
+__all__ = ["failure_line", "passed_line", "print_tree"]
 
 #: Longest agent reply shown on an ``Agent:`` line.
 REPLY_LIMIT = 100
@@ -67,6 +67,28 @@ def passed_line(result: CaseResult, show_agent: bool = False) -> Text:
         if turn.note:
             line.append(f" — turn {turn.turn}: {turn.note}", style="yellow")
     return line
+
+
+def failure_line(result: CaseResult, verbose: bool = False, show_agent: bool = False) -> Text:
+    """A case that did not pass, on one line (``-q``): its id (and agent), status and why."""
+    line = Text()
+    line.append("✗ ", style=_STATUS_STYLE.get(_word(result.status), "red"))
+    if show_agent:
+        line.append_text(_agent_label(result))
+    line.append(f"[{result.id}]", style="bold")
+    line.append(_run_label(result), style="dim")
+    line.append(" ")
+    line.append_text(_status_word(_word(result.status)))
+    why = result.error or next((f"{a.type}: {a.message}" for a in _failed_assertions(result)), None)
+    if why:
+        line.append(f": {_message(why, verbose)}")
+    return line
+
+
+def _failed_assertions(result: CaseResult) -> Iterable[AssertionResult]:
+    for turn in result.turns:
+        yield from (a for a in turn.assertions if not a.passed)
+    yield from (a for a in result.final_assertions if not a.passed)
 
 
 def print_tree(console: SafeConsole, result: CaseResult, verbose: bool, show_agent: bool = False) -> None:
