@@ -22,15 +22,24 @@ Ray starts carry a token in their environment, and a small reaper process
 keeps a list of them and of every process below them (an agent that renames
 itself may overwrite its environment, so its parent is what tells); once the
 farm exits, or says it has stopped Ray, the reaper kills what is left.
+
+Nor does a file of the embedded Ray outlive it: its session files go to a
+temporary folder of its own, removed when it stops, and the token of Ray's token
+authentication (Ray 2.59+ writes one to ``~/.ray/auth_token`` for a new local
+cluster) is given to it in the environment instead, so nothing is written to the
+user's home. A user who set Ray's auth variables keeps them; joining a cluster
+(``--address``) changes nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -127,6 +136,10 @@ class Cluster:
     started: bool
     """True when this process started an embedded Ray (and so stops it)."""
     reaper: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    temp_dir: str | None = None
+    """The embedded Ray's own folder for its files, removed when it stops."""
+    restore_env: dict[str, str | None] = field(default_factory=dict, repr=False)
+    """Environment variables set for the embedded Ray, and what they were before."""
 
     @property
     def cpus(self) -> float:
@@ -143,6 +156,15 @@ class Cluster:
         if self.reaper is not None:
             self.reaper.terminate()  # it reaps what the stop left, then exits
             self.reaper = None
+        for name, value in self.restore_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self.restore_env = {}
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+            self.temp_dir = None
 
 
 def connect(address: str | None = None, num_cpus: int | None = None, namespace: str = "farm") -> Cluster:
@@ -164,12 +186,36 @@ def connect(address: str | None = None, num_cpus: int | None = None, namespace: 
     token = uuid.uuid4().hex
     os.environ[OWNER_ENV] = token  # inherited by every process of the embedded Ray
     reaper = _start_reaper(token)
+    parent = os.environ.get("RAY_TMPDIR") or None  # Ray's own variable for where its files go
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    temp_dir = tempfile.mkdtemp(prefix="farm-ray-", dir=parent)  # short: Ray's socket paths must fit in 107 bytes
+    restore = _auth_in_environment()
     try:
         with _no_api_server():
-            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, **common)
+            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, _temp_dir=temp_dir, **common)
+    except BaseException:
+        Cluster("local", True, reaper, temp_dir, restore).shutdown()
+        raise
     finally:
         os.environ.pop(OWNER_ENV, None)  # Ray's processes have it; what this process starts later does not
-    return Cluster(address="local", started=True, reaper=reaper)
+    return Cluster(address="local", started=True, reaper=reaper, temp_dir=temp_dir, restore_env=restore)
+
+
+AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+"""Ray's token-auth settings: a user who set any of them chose where the token lives."""
+
+_PROCESS_TOKEN = uuid.uuid4().hex
+"""The embedded Ray's auth token: one per process, as Ray's token loader keeps the first it read."""
+
+
+def _auth_in_environment() -> dict[str, str | None]:
+    """Give the embedded Ray its auth token in the environment (so it writes none to
+    ``~/.ray``), unless the user set Ray's auth variables; returns what to restore."""
+    if any(os.environ.get(name) for name in AUTH_ENV):
+        return {}
+    os.environ["RAY_AUTH_TOKEN"] = _PROCESS_TOKEN
+    return {"RAY_AUTH_TOKEN": None}
 
 
 #: How long the address of a cluster may take to accept a connection before the run gives up on
