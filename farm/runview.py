@@ -57,6 +57,13 @@ class RunView:
         self.reporter.header(", ".join(several), input, cases, extra, agents=several if len(several) > 1 else ())
         if progress:
             self.reporter.start_progress(total)
+            from farm.agents.retry import add_retry_listener
+
+            add_retry_listener(self._retrying)
+
+    def _retrying(self, agent: str, retry: int, retries: int, why: str) -> None:
+        """A call of this process waits to be sent again: the progress line says so."""
+        self.reporter.note(f"{agent}: retry {retry}/{retries} after {why}")
 
     def phase(self, text: str) -> None:
         """Say on the progress line what the run waits for (``starting Ray…``)."""
@@ -71,6 +78,9 @@ class RunView:
 
     def stop(self) -> None:
         """Remove the progress line, printing the lines it held back."""
+        from farm.agents.retry import remove_retry_listener
+
+        remove_retry_listener(self._retrying)
         if self._reporter is not None:
             self._reporter.stop_progress()
 

@@ -119,6 +119,10 @@ class ConsoleReporter:
         """Say on the progress line what the run is doing ("starting Ray…", "running")."""
         self._progress.phase(text)
 
+    def note(self, text: str) -> None:
+        """Say something passing on the progress line (a retry), until the next case ends."""
+        self._progress.note(text)
+
     def advance(self, result: CaseResult) -> None:
         """Count one finished case on the progress line."""
         self._progress.advance(result)

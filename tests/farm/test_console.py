@@ -474,3 +474,23 @@ def test_an_agent_error_shows_its_cause_and_whole_with_verbose(verbose: bool):
         assert line.rstrip().endswith(CAUSE), line
         assert ("http://127.0.0.1:18799/v1/chat/completions" in line) is verbose
         assert (" … " in line) is not verbose
+
+
+def test_a_retry_shows_on_the_progress_line_until_the_next_case_ends():
+    from farm.agents.retry import _retrying
+    from farm.runview import RunView
+
+    console = Console(file=io.StringIO(), width=120, force_terminal=True, color_system=None)
+    view = RunView(console)
+    view.start("target", "suite.jsonl", 2, {}, 2)
+    try:
+        _retrying("judge", 3, 5, None, "the endpoint could not be reached (Connect call failed: connection refused)", False)
+        progress = view.reporter._progress
+        assert progress._progress is not None
+        phase = progress._progress.tasks[0].fields["phase"]
+        assert phase == "judge: retry 3/5 after connection refused"
+        view.result(case_result("T1", Status.PASSED))
+        assert progress._progress.tasks[0].fields["phase"] == "Running"
+    finally:
+        view.stop()
+    _retrying("judge", 4, 5, None, "connection refused", False)  # no listener left: nothing happens
