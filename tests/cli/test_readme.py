@@ -59,6 +59,8 @@ def tour_project(root: Path, demo_url: str) -> Path:
     for conn in data["connectors"].values():
         conn["base_url"] = f"{demo_url}/v1"
         conn.pop("api_key_env", None)
+        for limit in ("rpm", "tpm"):  # the commands are under test here, not the limiter (tests/farm/test_ratelimit.py)
+            conn.pop(limit, None)
     for name, entry in (("user-sim", "simulator"), ("judge", "validator"), ("gen", "generator")):
         data["agents"][name] = {"kind": "python", "entry": f"farm.demo.agent:{entry}"}
     lines = ["[farm]", *(f"{k} = {json.dumps(v)}" for k, v in data["farm"].items())]
