@@ -42,7 +42,7 @@ def clip_middle(text: str, limit: int, mark: str = " … ") -> str:
     if len(text) <= limit:
         return text
     room = max(0, limit - len(mark))
-    head_room, tail_room = room * 2 // 5, room - room * 2 // 5
+    head_room, tail_room = room // 2, room - room // 2
     head = text[:head_room]
     space = head.rfind(" ")
     if space > head_room * 2 // 3:

@@ -30,7 +30,7 @@ INPUT_LIMIT = 80
 #: Longest expected value, tool argument list or message shown on one line.
 VALUE_LIMIT = 80
 #: Longest error or failure message shown without ``-v`` (its start and its end).
-MESSAGE_LIMIT = 200
+MESSAGE_LIMIT = 300
 #: Most lines of a golden diff the tree shows (the JSONL, JUnit and HTML keep it whole).
 DIFF_LINES = 40
 

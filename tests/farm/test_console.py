@@ -457,13 +457,14 @@ def test_status_words_are_coloured_on_a_colour_terminal() -> None:
 CAUSE = "[Connect call failed ('127.0.0.1', 18799)]), after 1 request."
 LONG_ERROR = (
     "agent error: Cannot get a reply from agent 'a' at POST http://127.0.0.1:18799/v1/chat/completions: the endpoint"
+    " (an agent whose name and route are long: " + "x" * 120 + ")"
     " could not be reached (Cannot connect to host 127.0.0.1:18799 ssl:default " + CAUSE
 )
 
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_an_agent_error_shows_its_cause_and_whole_with_verbose(verbose: bool):
-    console = Console(file=io.StringIO(), width=400, force_terminal=False, color_system=None)
+    console = Console(file=io.StringIO(), width=1000, force_terminal=False, color_system=None)
     turn = TurnResult(turn=1, input="hi", error=LONG_ERROR)
     result = case_result("E", Status.ERROR, turns=[turn], error=f"turn 1: {LONG_ERROR}")
     ConsoleReporter(console, verbose=verbose).case(result)
@@ -472,7 +473,8 @@ def test_an_agent_error_shows_its_cause_and_whole_with_verbose(verbose: bool):
     result_line = next(line for line in lines if "Result: " in line)
     for line in (error_line, result_line):
         assert line.rstrip().endswith(CAUSE), line
-        assert ("http://127.0.0.1:18799/v1/chat/completions" in line) is verbose
+        assert "http://127.0.0.1:18799/v1/chat/completions" in line  # what was attempted
+        assert ("x" * 120 in line) is verbose  # the middle
         assert (" … " in line) is not verbose
 
 

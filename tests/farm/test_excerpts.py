@@ -26,8 +26,8 @@ def test_clip_middle_keeps_the_start_and_the_end_where_the_cause_is():
         "Cannot get a reply from agent 'a' at POST http://127.0.0.1:18799/v1/chat/completions: the endpoint could not be"
         " reached (Cannot connect to host 127.0.0.1:18799 ssl:default [Connect call failed ('127.0.0.1', 18799)]), after 1 request."
     )
-    short = clip_middle(error, 120)
-    assert len(short) <= 120 and " … " in short
+    short = clip_middle(error, 140)
+    assert len(short) <= 140 and " … " in short
     assert short.startswith("Cannot get a reply from agent 'a'")
     assert short.endswith("[Connect call failed ('127.0.0.1', 18799)]), after 1 request.")
     assert clip_middle("short", 120) == "short"
