@@ -23,7 +23,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from rich.console import Console
 from rich.markup import escape
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from farm.rolecache import CallTally
     from farm.summary import Summary
     from farm.writers import RunInfo
+
+_T = TypeVar("_T")
 
 __all__ = ["RunResult", "new_run_id", "rescore", "run", "run_async"]
 
@@ -81,7 +83,7 @@ def run(
     retries: int | None = None,
     max_cost: float | None = None,
     run: str | None = None,
-    name: str | None = None,
+    name: str | Sequence[str] | None = None,
     json: bool = False,
 ) -> RunResult:
     """Run a suite against an agent; the options are ``farm test``'s (SPEC section 2).
@@ -281,7 +283,7 @@ def run(
     return RunResult(code, run_dir, jsonl, summary, engine_name, run_id)
 
 
-def _alias(keyword: str, value: str | None, cli_name: str, cli_value: str | None) -> str | None:
+def _alias(keyword: str, value: _T | None, cli_name: str, cli_value: _T | None) -> _T | None:
     """``keyword``'s value, given under its own name or the CLI's; both, and different, is a mistake."""
     if value is not None and cli_value is not None and value != cli_value:
         raise UsageError(f"farm.run: {keyword}={value!r} and {cli_name}={cli_value!r} name the same option; give one")
