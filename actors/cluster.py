@@ -22,14 +22,24 @@ Ray starts carry a token in their environment, and a small reaper process
 keeps a list of them and of every process below them (an agent that renames
 itself may overwrite its environment, so its parent is what tells); once the
 farm exits, or says it has stopped Ray, the reaper kills what is left.
+
+Nor does a file of the embedded Ray outlive it: its session files go to a
+temporary folder of its own, removed when it stops, and the token of Ray's token
+authentication (Ray 2.59+ writes one to ``~/.ray/auth_token`` for a new local
+cluster) is given to it in the environment instead, so nothing is written to the
+user's home. A user who set Ray's auth variables keeps them; joining a cluster
+(``--address``) changes nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,7 +47,9 @@ from typing import Any
 
 import ray
 
-__all__ = ["OWNER_ENV", "Cluster", "connect", "QUIET_ENV"]
+from farm.errors import UsageError
+
+__all__ = ["OWNER_ENV", "PROBE_TIMEOUT_S", "Cluster", "check_address", "connect", "QUIET_ENV"]
 
 #: Settings that make the embedded Ray slim and quiet (see RAY_NOTES: ~7 processes, ~0.5 GiB).
 QUIET_ENV = {
@@ -124,6 +136,10 @@ class Cluster:
     started: bool
     """True when this process started an embedded Ray (and so stops it)."""
     reaper: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    temp_dir: str | None = None
+    """The embedded Ray's own folder for its files, removed when it stops."""
+    restore_env: dict[str, str | None] = field(default_factory=dict, repr=False)
+    """Environment variables set for the embedded Ray, and what they were before."""
 
     @property
     def cpus(self) -> float:
@@ -140,6 +156,15 @@ class Cluster:
         if self.reaper is not None:
             self.reaper.terminate()  # it reaps what the stop left, then exits
             self.reaper = None
+        for name, value in self.restore_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self.restore_env = {}
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+            self.temp_dir = None
 
 
 def connect(address: str | None = None, num_cpus: int | None = None, namespace: str = "farm") -> Cluster:
@@ -152,17 +177,87 @@ def connect(address: str | None = None, num_cpus: int | None = None, namespace: 
     common = dict(namespace=namespace, log_to_driver=False, logging_level="ERROR", configure_logging=True)
     address = address or os.environ.get("RAY_ADDRESS")  # inside a Ray job, join its cluster
     if address:
-        ray.init(address=address, **common)
+        check_address(address)
+        try:
+            ray.init(address=address, **common)
+        except ConnectionError as exc:  # found, answered, and still refused us: Ray's own sentence
+            raise UsageError(f"{_named(address)}: cannot join the Ray cluster there: {str(exc).splitlines()[0]}{_INSTEAD}") from None
         return Cluster(address=address, started=False)
     token = uuid.uuid4().hex
     os.environ[OWNER_ENV] = token  # inherited by every process of the embedded Ray
     reaper = _start_reaper(token)
+    parent = os.environ.get("RAY_TMPDIR") or None  # Ray's own variable for where its files go
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    temp_dir = tempfile.mkdtemp(prefix="farm-ray-", dir=parent)  # short: Ray's socket paths must fit in 107 bytes
+    restore = _auth_in_environment()
     try:
         with _no_api_server():
-            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, **common)
+            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, _temp_dir=temp_dir, **common)
+    except BaseException:
+        Cluster("local", True, reaper, temp_dir, restore).shutdown()
+        raise
     finally:
         os.environ.pop(OWNER_ENV, None)  # Ray's processes have it; what this process starts later does not
-    return Cluster(address="local", started=True, reaper=reaper)
+    return Cluster(address="local", started=True, reaper=reaper, temp_dir=temp_dir, restore_env=restore)
+
+
+AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+"""Ray's token-auth settings: a user who set any of them chose where the token lives."""
+
+_PROCESS_TOKEN = uuid.uuid4().hex
+"""The embedded Ray's auth token: one per process, as Ray's token loader keeps the first it read."""
+
+
+def _auth_in_environment() -> dict[str, str | None]:
+    """Give the embedded Ray its auth token in the environment (so it writes none to
+    ``~/.ray``), unless the user set Ray's auth variables; returns what to restore."""
+    if any(os.environ.get(name) for name in AUTH_ENV):
+        return {}
+    os.environ["RAY_AUTH_TOKEN"] = _PROCESS_TOKEN
+    return {"RAY_AUTH_TOKEN": None}
+
+
+#: How long the address of a cluster may take to accept a connection before the run gives up on
+#: it: Ray's own connect retries for minutes against an address where nothing listens.
+PROBE_TIMEOUT_S = 5.0
+
+_INSTEAD = "; start a cluster (ray start --head) or drop --address to run without one"
+
+
+def _named(address: str) -> str:
+    """How the user gave ``address``: ``--address X``, or the ``RAY_ADDRESS`` of the environment."""
+    if os.environ.get("RAY_ADDRESS") == address:
+        return f"RAY_ADDRESS {address}"
+    return f"--address {address}"
+
+
+def check_address(address: str, timeout: float = PROBE_TIMEOUT_S) -> str:
+    """The ``host:port`` that ``address`` (``auto``, ``host:port``, ``ray://host:port``) names, once it
+    accepts a connection within ``timeout`` seconds; else one :class:`UsageError` sentence saying
+    what to do (a user mistake, before anything starts)."""
+    target = address.removeprefix("ray://")
+    if target == "auto":
+        services: Any = getattr(getattr(ray, "_private", None), "services", None)
+        try:
+            found = services.get_ray_address_from_environment("auto", None)
+        except ConnectionError:
+            raise UsageError(f"{_named(address)}: no running Ray cluster was found on this machine{_INSTEAD}") from None
+        except AttributeError:  # a Ray without this helper: its own connect says what is wrong
+            return address
+        target = str(found)
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UsageError(f"{_named(address)}: not a Ray address (auto, host:port or ray://host:port)")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except TimeoutError:
+        raise UsageError(f"{_named(address)}: {target} did not answer within {timeout:g} s{_INSTEAD}") from None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UsageError(f"{_named(address)}: no Ray cluster answers at {target} ({reason.lower()}){_INSTEAD}") from None
+    return target
 
 
 @contextlib.contextmanager

@@ -9,13 +9,14 @@ person at this terminal; :meth:`RayEngine.close` stops what ``start`` started.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import ray
-from farm.actors.cluster import Cluster, connect
+from farm.actors.cluster import Cluster, check_address, connect
 from farm.actors.driver import run_plan
 
 from farm.engines import RunPlan, StopReason
@@ -31,6 +32,9 @@ class RayEngine:
 
     def __init__(self, address: str | None = None):
         self.address = address
+        joins = address or os.environ.get("RAY_ADDRESS")
+        if joins and not ray.is_initialized():  # a cluster that is not there is a usage error before the run starts
+            check_address(joins)
         self.cluster: Cluster | None = None
         self._restore: Callable[[], None] | None = None
 

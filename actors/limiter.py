@@ -42,7 +42,8 @@ class ConnectorLimiter(LimiterCore):
     """The cluster-wide limiter of one connector: :class:`LimiterCore` as a named, restartable Ray actor.
 
     A restart forgets the counts; the processes that hold slots report them
-    again at their next sync, and the buckets start without a burst.
+    again at their next sync, and the buckets start full again (a burst at most, which the
+    1-second cap bounds).
     """
 
 
@@ -150,7 +151,7 @@ def start_limiters(
             continue
         actor_name = limiter_name(scope, name)
         handles[name] = ConnectorLimiter.options(name=actor_name, get_if_exists=True).remote(
-            limits.rpm, limits.tpm, limits.max_concurrency, lease_ttl, actor_name
+            limits.rpm, limits.tpm, limits.max_concurrency, lease_ttl, actor_name, burst=limits.burst
         )
         connectors[name] = limits
     namespace = ray.get_runtime_context().namespace if ray.is_initialized() else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -18,6 +19,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain help, as click and pytest print it: no boxes that cut long words, no type noise
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 160},
 )
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
@@ -34,16 +38,30 @@ def fail(exc: FarmError) -> None:
 def _register() -> None:
     from farm.cli import agents, demo, report, rescore, test, validate, view
 
-    app.command("test")(test.test)
-    app.command("demo")(demo.demo)
-    app.command("validate")(validate.validate)
-    app.command("agents")(agents.agents)
-    app.command("report")(report.report)
-    app.command("rescore")(rescore.rescore)
-    app.command("view")(view.view)
+    app.command("test", short_help="Run a suite against an agent.")(test.test)
+    app.command("demo", short_help="Run the bundled demo suite on the demo agent, offline.")(demo.demo)
+    app.command("validate", short_help="Check test files and report every problem.")(validate.validate)
+    app.command("agents", short_help="List configured agents and connectors.")(agents.agents)
+    app.command("report", short_help="Summarise runs: statuses, flaky cases, regressions.")(report.report)
+    app.command("rescore", short_help="Judge a run's recorded conversations again.")(rescore.rescore)
+    app.command("view", short_help="Browse and compare runs in a local web app.")(view.view)
+
+
+def _usage_name(self: Any) -> str:
+    """An argument on the usage line as click and pytest write it: ``FILE...``, ``[PATH]...``
+    (typer's own wraps a required one in braces: ``{FILE}...``)."""
+    name = self.metavar or self.name.upper()
+    return (name if self.required else f"[{name}]") + ("..." if self.nargs != 1 else "")
+
+
+def _plain_usage() -> None:
+    argument: Any = getattr(getattr(typer, "core", None), "TyperArgument", None)
+    if argument is not None and hasattr(argument, "_usage_display_name"):  # absent in other typer versions
+        argument._usage_display_name = _usage_name
 
 
 _register()
+_plain_usage()
 
 
 def main() -> None:

@@ -21,9 +21,9 @@ def demo_paths() -> tuple[Path, Path]:
 
 def demo(
     verbose: Verbose = False,
-    results_dir: Annotated[Path | None, typer.Option("--results-dir", help="Where to write results (default: ./farm-results).")] = None,
-    engine: Annotated[str | None, typer.Option("--engine", help="local (this process, the default for the demo's size), ray (the embedded Ray) or auto.")] = None,
-    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address for the ray engine; default: embedded local Ray.")] = None,
+    results_dir: Annotated[Path | None, typer.Option("--results-dir", metavar="DIR", help="Where to write results (default: ./farm-results).")] = None,
+    engine: Annotated[str | None, typer.Option("--engine", metavar="local|ray|auto", help="local (this process, the default for the demo's size), ray (the embedded Ray) or auto.")] = None,
+    address: Annotated[str | None, typer.Option("--address", metavar="ADDRESS", help="Ray cluster address for the ray engine; default: embedded local Ray.")] = None,
     json_events: JSONEvents = False,
     input: Annotated[
         str | None,

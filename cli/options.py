@@ -14,12 +14,13 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["ConfigPath", "HTMLPath", "JSONEvents", "JUnitPath", "Match", "Tags", "Verbose"]
+__all__ = ["ConfigPath", "HTMLPath", "JSONEvents", "JUnitPath", "Match", "Quiet", "Tags", "Verbose"]
 
-ConfigPath = Annotated[str | None, typer.Option("--config", help="Path to farm.toml.")]
-Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show every turn of every case.")]
-Match = Annotated[str | None, typer.Option("--run", help="Only cases whose id matches this regex.")]
-JUnitPath = Annotated[Path | None, typer.Option("--junit", help="Also write JUnit XML here.")]
-HTMLPath = Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report here.")]
+ConfigPath = Annotated[str | None, typer.Option("--config", metavar="PATH", help="Path to farm.toml.")]
+Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show every turn of every case, and errors whole.")]
+Quiet = Annotated[bool, typer.Option("-q", "--quiet", help="Print one line per failure and the summary.")]
+Match = Annotated[str | None, typer.Option("--run", metavar="REGEX", help="Only cases whose id matches this regex.")]
+JUnitPath = Annotated[Path | None, typer.Option("--junit", metavar="PATH", help="Also write JUnit XML here.")]
+HTMLPath = Annotated[Path | None, typer.Option("--html", metavar="PATH", help="Also write a self-contained HTML report here.")]
 JSONEvents = Annotated[bool, typer.Option("--json", help="NDJSON events on stdout instead of the console tree.")]
-Tags = Annotated[list[str] | None, typer.Option("--tag", help="Only cases carrying this tag (repeatable).")]
+Tags = Annotated[list[str] | None, typer.Option("--tag", metavar="TAG", help="Only cases carrying this tag (repeatable).")]

@@ -1,4 +1,5 @@
-"""``farm report PATH...``: analyse one or many runs' results (SPEC sections 2 and 7)."""
+"""``farm report [PATH...]``: analyse one or many runs' results (SPEC sections 2 and 7);
+with no path, every run under ``[farm].results_dir``."""
 
 from __future__ import annotations
 
@@ -30,15 +31,18 @@ TURN_ROWS = 30
 
 def report(
     paths: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Argument(
-            help="Run folders, results folders holding runs, or result files (.parquet, .jsonl).", show_default=False
+            metavar="PATH",
+            help="Run folders, results folders holding runs, or result files (.parquet, .jsonl); default: [farm].results_dir.",
+            show_default=False,
         ),
-    ],
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")] = False,
     top: Annotated[
-        int, typer.Option("--top", help="Rows per list: failed assertions, flaky cases, regressions (0: all).")
+        int, typer.Option("--top", metavar="N", help="Rows per list: failed assertions, flaky cases, regressions (0: all).")
     ] = 10,
+    config: Annotated[str | None, typer.Option("--config", metavar="PATH", help="Path to farm.toml, for its results_dir (default: ./farm.toml).")] = None,
 ) -> None:
     """Summarise runs: statuses, tokens, latency, failing assertions, flaky cases, regressions and fixes."""
     from farm.cli.app import fail
@@ -46,7 +50,7 @@ def report(
     try:
         from farm.reports.analysis import analyse  # pyarrow: only for this command
 
-        result = analyse(paths, top=top)
+        result = analyse(paths or [_results_dir(config)], top=top)
     except FarmError as exc:
         fail(exc)
     if json_out:
@@ -56,6 +60,13 @@ def report(
         if not console.is_terminal and "COLUMNS" not in os.environ:
             console.width = PIPE_WIDTH  # a file or a CI log is not a narrow terminal
         render(result, console)
+
+
+def _results_dir(config: str | None) -> Path:
+    """``[farm].results_dir`` of ``--config`` or ``./farm.toml`` (``farm-results`` without one)."""
+    from farm.config import find_config, load_config
+
+    return load_config(find_config(config)).results_dir
 
 
 def render(report: Report, console: Console) -> None:

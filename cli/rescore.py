@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from farm.cli.options import ConfigPath, HTMLPath, JSONEvents, JUnitPath, Match, Tags, Verbose
+from farm.cli.options import ConfigPath, HTMLPath, JSONEvents, JUnitPath, Match, Quiet, Tags, Verbose
 
 from farm.errors import FarmError
 
@@ -16,14 +16,15 @@ __all__ = ["rescore"]
 
 
 def rescore(
-    run_dir: Annotated[Path, typer.Argument(help="The run folder to rescore (results/<run_id>).", show_default=False)],
-    input: Annotated[str | None, typer.Option("-i", "--input", help="The suite to judge with (an edited copy); default: the run's own.")] = None,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Results JSONL path (default: <new run_id>/results.jsonl beside the run folder).")] = None,
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="The run folder to rescore (farm-results/<run_id>).", show_default=False)],
+    input: Annotated[str | None, typer.Option("-i", "--input", metavar="SUITE", help="The suite to judge with (an edited copy); default: the run's own.")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="PATH", help="Results JSONL path (default: <new run_id>/results.jsonl beside the run folder).")] = None,
     config: ConfigPath = None,
     run: Match = None,
     tag: Tags = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Call the validators even where the role cache has their answer.")] = False,
     verbose: Verbose = False,
+    quiet: Quiet = False,
     junit: JUnitPath = None,
     html: HTMLPath = None,
     json_events: JSONEvents = False,
@@ -46,6 +47,7 @@ def rescore(
             html=html,
             json_events=json_events,
             verbose=verbose,
+            quiet=quiet,
             command=sys.argv,
         )
     except FarmError as exc:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from farm.cli.options import ConfigPath, HTMLPath, JSONEvents, JUnitPath, Match, Verbose
+from farm.cli.options import ConfigPath, HTMLPath, JSONEvents, JUnitPath, Match, Quiet, Verbose
 
 from farm.errors import FarmError
 
@@ -15,49 +15,50 @@ __all__ = ["test"]
 
 
 def test(
-    input: Annotated[str | None, typer.Option("-i", "--input", help="A .jsonl/.json file, a message, agents:<id>?k=v, scripts:<id>?k=v, scripts.<module>, or - for stdin.")] = None,
+    input: Annotated[str | None, typer.Option("-i", "--input", metavar="INPUT", help="A .jsonl/.json file, a message, agents:<id>?k=v, scripts:<id>?k=v, scripts.<module>, or - for stdin.")] = None,
     name: Annotated[
         list[str] | None,
-        typer.Option("-n", "--name", help="The agent under test (default: \\[farm].default_agent); repeat it to run every case on each agent."),
+        typer.Option("-n", "--name", metavar="AGENT", help="The agent under test (default: [farm].default_agent); repeat it to run every case on each agent."),
     ] = None,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Results JSONL path (default: <results_dir>/<run_id>/results.jsonl).")] = None,
-    connector: Annotated[str | None, typer.Option("-c", "--connector", help="Override the target agent's connector.")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="PATH", help="Results JSONL path (default: <results_dir>/<run_id>/results.jsonl).")] = None,
+    connector: Annotated[str | None, typer.Option("-c", "--connector", metavar="NAME", help="Override the target agent's connector.")] = None,
     verbose: Verbose = False,
+    quiet: Quiet = False,
     interactive: Annotated[bool, typer.Option("--interactive", help="A person answers on this terminal when the agent awaits input.")] = False,
     skip_interactive: Annotated[bool | None, typer.Option("--skip-interactive", help="Never wait for a person (default when stdin is not a terminal).")] = None,
-    on_missing_input: Annotated[str | None, typer.Option("--on-missing-input", help="skip or fail when the agent awaits input and nothing can answer (default skip).")] = None,
-    simulator: Annotated[str | None, typer.Option("--simulator", help="Default simulator agent id for dynamic cases.")] = None,
-    timeout: Annotated[str | None, typer.Option("--timeout", help="Per-case timeout (30s, 2m, 1h; default 5m).")] = None,
-    turn_timeout: Annotated[str | None, typer.Option("--turn-timeout", help="Per-turn timeout (default 2m).")] = None,
-    parallel: Annotated[int | None, typer.Option("--parallel", min=1, help="Max conversations in flight (default: from the connector's limits).")] = None,
-    fail_fast: Annotated[bool, typer.Option("--fail-fast", help="Stop dispatching after the first failed case.")] = False,
+    on_missing_input: Annotated[str | None, typer.Option("--on-missing-input", metavar="skip|fail", help="skip or fail when the agent awaits input and nothing can answer (default skip).")] = None,
+    simulator: Annotated[str | None, typer.Option("--simulator", metavar="AGENT", help="Default simulator agent id for dynamic cases.")] = None,
+    timeout: Annotated[str | None, typer.Option("--timeout", metavar="DURATION", help="Per-case timeout (30s, 2m, 1h; default 5m).")] = None,
+    turn_timeout: Annotated[str | None, typer.Option("--turn-timeout", metavar="DURATION", help="Per-turn timeout (default 2m).")] = None,
+    parallel: Annotated[int | None, typer.Option("--parallel", min=1, metavar="N", help="Max conversations in flight (default: from the connector's limits).")] = None,
+    fail_fast: Annotated[bool, typer.Option("-x", "--fail-fast", help="Stop dispatching after the first failed case.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Load and validate the cases, print them (and write them with -o); run nothing.")] = False,
-    runs: Annotated[int | None, typer.Option("--runs", min=1, help="Run every case N times (stability; default 1).")] = None,
+    runs: Annotated[int | None, typer.Option("--runs", min=1, metavar="N", help="Run every case N times (stability; default 1).")] = None,
     run: Match = None,
-    tag: Annotated[list[str] | None, typer.Option("--tag", help="Only cases carrying this tag (repeatable).")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", metavar="TAG", help="Only cases carrying this tag (repeatable).")] = None,
     config: ConfigPath = None,
-    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (auto, ray://host:10001) for the ray engine; default: embedded local Ray.")] = None,
-    engine: Annotated[str | None, typer.Option("--engine", help="local (this process), ray (Ray actors) or auto (default; \\[farm].engine).")] = None,
-    resume: Annotated[Path | None, typer.Option("--resume", help="Continue an interrupted run in this folder.")] = None,
+    address: Annotated[str | None, typer.Option("--address", metavar="ADDRESS", help="Ray cluster address (auto, ray://host:10001) for the ray engine; default: embedded local Ray.")] = None,
+    engine: Annotated[str | None, typer.Option("--engine", metavar="local|ray|auto", help="local (this process), ray (Ray actors) or auto (default; [farm].engine).")] = None,
+    resume: Annotated[Path | None, typer.Option("--resume", metavar="RUN_DIR", help="Continue an interrupted run in this folder.")] = None,
     junit: JUnitPath = None,
     html: HTMLPath = None,
     json_events: JSONEvents = False,
     golden: Annotated[
         Path | None,
-        typer.Option("--golden", metavar="DIR", help="Compare every case's conversation with its golden one in DIR (default: cases that set 'golden', with \\[farm].golden_dir)."),
+        typer.Option("--golden", metavar="DIR", help="Compare every case's conversation with its golden one in DIR (default: cases that set 'golden', with [farm].golden_dir)."),
     ] = None,
     update_golden: Annotated[Path | None, typer.Option("--update-golden", metavar="DIR", help="Write every passed case's conversation as its golden file in DIR.")] = None,
-    before: Annotated[str | None, typer.Option("--before", help="Global hook run once before any case (scripts:<id>); its failure stops the run.")] = None,
-    reporter_agent: Annotated[str | None, typer.Option("-r", "--reporter", help="A reporter agent that writes report.md from the run's summary.")] = None,
-    after: Annotated[str | None, typer.Option("--after", help="Global hook run once after every case (scripts:<id>); it gets the summary.")] = None,
+    before: Annotated[str | None, typer.Option("--before", metavar="SCRIPT", help="Global hook run once before any case (scripts:<id>); its failure stops the run.")] = None,
+    reporter_agent: Annotated[str | None, typer.Option("-r", "--reporter", metavar="AGENT", help="A reporter agent that writes report.md from the run's summary.")] = None,
+    after: Annotated[str | None, typer.Option("--after", metavar="SCRIPT", help="Global hook run once after every case (scripts:<id>); it gets the summary.")] = None,
     no_cache: Annotated[
         bool,
         typer.Option("--no-cache", help="Send every role call (simulator, validator, generator, reporter), and an agent under test's with cache = true; answer none from the role cache."),
     ] = False,
-    retries: Annotated[int | None, typer.Option("--retries", min=0, help="Run a case that ended in an agent error or timeout again, up to N more times (default 0).")] = None,
+    retries: Annotated[int | None, typer.Option("--retries", min=0, metavar="N", help="Run a case that ended in an agent error or timeout again, up to N more times (default 0).")] = None,
     max_cost: Annotated[
         float | None,
-        typer.Option("--max-cost", metavar="USD", help="Dispatch nothing more once the run has spent this much (default: \\[farm].max_cost)."),
+        typer.Option("--max-cost", metavar="USD", help="Dispatch nothing more once the run has spent this much (default: [farm].max_cost)."),
     ] = None,
 ) -> None:
     """Run test cases against an agent: in this process, or in parallel on Ray."""
@@ -96,6 +97,7 @@ def test(
             after=after,
             reporter=reporter_agent,
             verbose=verbose,
+            quiet=quiet,
             command=sys.argv,
             cache=not no_cache,
             retries=retries,

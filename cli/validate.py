@@ -13,9 +13,9 @@ __all__ = ["validate"]
 
 
 def validate(
-    files: Annotated[list[Path], typer.Argument(help="Test files (.jsonl, .json).")],
-    config: Annotated[str | None, typer.Option("--config", help="Path to farm.toml (default: ./farm.toml, else beside the file).")] = None,
-    simulator: Annotated[str | None, typer.Option("--simulator", help="The default simulator the run would use.")] = None,
+    files: Annotated[list[Path], typer.Argument(metavar="FILE", help="Test files (.jsonl, .json).", show_default=False)],
+    config: Annotated[str | None, typer.Option("--config", metavar="PATH", help="Path to farm.toml (default: ./farm.toml, else beside the file).")] = None,
+    simulator: Annotated[str | None, typer.Option("--simulator", metavar="AGENT", help="The default simulator the run would use.")] = None,
 ) -> None:
     """Check test files deeply (fields, regex, JSONPath, ids against farm.toml); exit 2 on any problem."""
     from farm.config import find_config, load_config

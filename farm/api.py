@@ -23,7 +23,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from rich.console import Console
 from rich.markup import escape
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from farm.rolecache import CallTally
     from farm.summary import Summary
     from farm.writers import RunInfo
+
+_T = TypeVar("_T")
 
 __all__ = ["RunResult", "new_run_id", "rescore", "run", "run_async"]
 
@@ -83,6 +85,9 @@ def run(
     cache: bool = True,
     retries: int | None = None,
     max_cost: float | None = None,
+    run: str | None = None,
+    name: str | Sequence[str] | None = None,
+    json: bool = False,
 ) -> RunResult:
     """Run a suite against an agent; the options are ``farm test``'s (SPEC section 2).
 
@@ -99,17 +104,23 @@ def run(
       without it, the cases that set ``golden`` compare with ``[farm].golden_dir``.
     - ``update_golden``: write every passed case's conversation to this folder instead (no comparing).
     - ``console``: where the tree and the summary go (default: standard output,
-      standard error with ``json_events``); ``quiet``: print nothing.
+      standard error with ``json_events``); ``quiet`` (``-q``): one line per case that did
+      not pass and the summary (``console=rich.console.Console(quiet=True)`` prints nothing).
     - ``command``: what ``run.json`` records as the command line (default: this call).
     - ``cache``: False (``--no-cache``) sends every role call, none answered from the role cache.
     - ``retries``: times a case that ended in an agent error or timeout runs again (default 0).
     - ``max_cost``: USD after which nothing more is dispatched (``--max-cost``, else ``[farm].max_cost``);
       what is in flight finishes, and ``resume`` with a larger budget runs the rest.
+    - ``run``, ``name``, ``json``: the CLI's names (``--run``, ``-n/--name``, ``--json``) of
+      ``match``, ``agent`` and ``json_events``.
     """
     from farm.rolecache import tally
     from farm.runsetup import prepare, recorded_config, recorded_input, resolve_options, selection
     from farm.writers import RunInfo, finished_keys, read_run_json
 
+    match = _alias("match", match, "run", run)
+    agent = _alias("agent", agent, "name", name)
+    json_events = json_events or json
     previous: RunInfo | None = read_run_json(resume) if resume is not None else None
     input_value = input or (recorded_input(previous) if previous else None)
     if not input_value:
@@ -238,6 +249,7 @@ def run(
         options=options,
         generation=stream.stats.as_record() if stream is not None else None,
     )
+    engine_impl = make_engine(engine_name, **({"address": address} if engine_name == "ray" else {}))  # a cluster not there: said before anything runs
     hook_info = {"input": input_value, "agent": agent_id, "agents": agents, "connector": connector_name, "run_id": run_id, "cases": max(len(suite.cases), stream.asked if stream else 0)}
     if before:
         _global_hook(cfg, before, {"phase": "before", **hook_info})
@@ -259,7 +271,6 @@ def run(
         view.result(result)
 
     outputs = RunOutputs(run_dir=run_dir, jsonl=jsonl, reports=reports, streams=streams, resume=resume is not None)
-    engine_impl = make_engine(engine_name, **({"address": address} if engine_name == "ray" else {}))
     again = f"farm test --resume {run_dir}" + (f" --config {config}" if isinstance(config, (str, Path)) else "")
     ended = execute_viewed(plan, outputs, engine_impl, info, view, on_result, again)
     if isinstance(ended, RunResult):
@@ -300,6 +311,13 @@ def run(
             console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
             code = 1
     return RunResult(code, run_dir, jsonl, summary, engine_name, run_id)
+
+
+def _alias(keyword: str, value: _T | None, cli_name: str, cli_value: _T | None) -> _T | None:
+    """``keyword``'s value, given under its own name or the CLI's; both, and different, is a mistake."""
+    if value is not None and cli_value is not None and value != cli_value:
+        raise UsageError(f"farm.run: {keyword}={value!r} and {cli_name}={cli_value!r} name the same option; give one")
+    return value if value is not None else cli_value
 
 
 async def run_async(input: str | None = None, **options: Any) -> RunResult:
@@ -439,12 +457,12 @@ def _dry_run(suite: Suite, output: Path | None, console: Console, quiet: bool) -
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    for problem in suite.problems:
+        console.print(f"[red]error:[/red] {escape(problem)}", highlight=False, emoji=False)
     if not quiet:
-        for problem in suite.problems:
-            console.print(f"[red]error:[/red] {escape(problem)}", highlight=False, emoji=False)
         for warning in suite.warnings:
             console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False, emoji=False)
         valid = sum(1 for c in suite.cases if c.ok)
-        line = f"{valid} valid case(s), {len(suite.problems)} with problems" + (f"; written to {output}" if output else "")
+        line = f"{valid} valid case(s), {sum(1 for c in suite.cases if c.error)} with problems" + (f"; written to {output}" if output else "")
         console.print(escape(line), highlight=False, emoji=False)
     return 2 if suite.problems else 0

@@ -298,8 +298,8 @@ class TestCase(BaseModel):
     tags: list[str] = Field(default_factory=list)
     skip: bool | str = False
     timeout: float | None = None
-    max_turns: int = Field(default=20, ge=1)
-    max_tool_steps: int | None = Field(default=None, ge=1)
+    max_turns: int = Field(default=20, ge=1, le=10_000)
+    max_tool_steps: int | None = Field(default=None, ge=1, le=1_000)
     """Agent calls within one turn while tool mocks are answered (default: the agent's, else 8)."""
     attachments: list[Any] = Field(default_factory=list)
     interactive: Interactive | None = None
@@ -410,31 +410,13 @@ class TestCase(BaseModel):
         return out
 
     def check_rules(self, known_types: set[str]) -> None:
-        """Rules that a schema cannot state (SPEC 3.1, 3.6); raises :class:`CaseRuleError`."""
-        from farm.validation import _walk, nearest  # here: farm.validation imports this module
+        """Rules that a schema cannot state (SPEC 3.1, 3.6); raises :class:`CaseRuleError` with
+        the first problem (:func:`farm.validation.rule_problems` lists them all)."""
+        from farm.validation import rule_problems
 
-        mode = self.resolved_mode
-        for where, spec in _walk(self):
-            if spec.type not in known_types:
-                hint = nearest(spec.type, known_types) or f" (known: {', '.join(sorted(known_types))})"
-                raise CaseRuleError(f"field '{where}.type': unknown assertion type '{spec.type}'{hint}")
-        if mode == Mode.STATIC and not self.turns:
-            raise CaseRuleError("'turns' must hold at least one turn")
-        if mode == Mode.SINGLE and self.input is None:
-            raise CaseRuleError("a single-turn case needs an 'input'")
-        if mode == Mode.DYNAMIC:
-            ids = [cp.id for cp in self.checkpoints or []]
-            dupes = {i for i in ids if ids.count(i) > 1}
-            if dupes:
-                raise CaseRuleError(f"duplicate checkpoint id(s): {', '.join(sorted(dupes))}")
-            for cp in self.checkpoints or []:
-                unknown = [a for a in cp.after if a not in ids]
-                if unknown:
-                    raise CaseRuleError(
-                        f"checkpoint '{cp.id}' is after unknown checkpoint(s): {', '.join(unknown)}"
-                    )
-            if not ids:
-                raise CaseRuleError("'checkpoints' must hold at least one checkpoint")
+        problems = rule_problems(self, known_types)
+        if problems:
+            raise CaseRuleError(problems[0])
 
 
 InputSource = Literal["static", "simulated", "human"]

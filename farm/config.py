@@ -61,6 +61,8 @@ class Connector(BaseModel):
     rpm: int | None = Field(default=None, ge=1)
     tpm: int | None = Field(default=None, ge=1)
     max_concurrency: int | None = Field(default=None, ge=1)
+    burst: int | None = Field(default=None, ge=1)
+    """Requests that may go at once before the rpm paces them (default: a second's worth, rpm/60, at least 1)."""
     timeout: float = 60.0
     max_retries: int = Field(default=5, ge=0)
     max_reply_bytes: int = Field(default=10_000_000, ge=1)

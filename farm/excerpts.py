@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DOTS", "ELLIPSIS", "LENGTH", "MORE_CHARACTERS", "NOTHING", "clip"]
+__all__ = ["DOTS", "ELLIPSIS", "LENGTH", "MORE_CHARACTERS", "NOTHING", "clip", "clip_middle"]
 
 ELLIPSIS = "…"
 """The usual mark: one character, for a console line or an attribute."""
@@ -29,3 +29,26 @@ def clip(text: str, limit: int, mark: str = ELLIPSIS, *, within: bool = True) ->
         return text
     mark = mark.format(more=len(text) - limit, length=len(text))
     return text[: limit - len(mark)] + mark if within else text[:limit] + mark
+
+
+def clip_middle(text: str, limit: int, mark: str = " … ") -> str:
+    """``text`` as it is when it has at most ``limit`` characters, else its start and its end
+    with ``mark`` between them, cut at spaces where one is near, ``limit`` characters in all.
+
+    For error messages, whose cause is at the end: ``"Cannot get a reply from agent 'a' at
+    POST http://…: the endpoint could not be reached (… [Connect call failed …]), after 1 request."``
+    keeps what was attempted and why it failed, and drops the middle.
+    """
+    if len(text) <= limit:
+        return text
+    room = max(0, limit - len(mark))
+    head_room, tail_room = room // 2, room - room // 2
+    head = text[:head_room]
+    space = head.rfind(" ")
+    if space > head_room * 2 // 3:
+        head = head[:space]
+    tail = text[len(text) - tail_room:] if tail_room else ""
+    space = tail.find(" ")
+    if 0 <= space < tail_room // 3:
+        tail = tail[space + 1:]
+    return head.rstrip() + mark + tail.lstrip()

@@ -22,9 +22,18 @@ from typing import TYPE_CHECKING, Any, TextIO
 from pydantic import ValidationError
 
 from farm.assertions import known_types
-from farm.cases import CaseRuleError, TestCase
+from farm.cases import TestCase
 from farm.errors import InputError, UsageError
-from farm.validation import TooLargeInteger, case_problems, raw_problems
+from farm.validation import (
+    TooLargeInteger,
+    case_problems,
+    known_only,
+    raw_problems,
+    rule_problems,
+    schema_problems,
+    shown,
+    without_failing_fields,
+)
 
 if TYPE_CHECKING:
     from farm.generation import CaseStream
@@ -58,10 +67,22 @@ class LoadedCase:
     """What loads but is not what the author may think (``expected`` beside assertions)."""
     golden: GoldenCheck | None = None
     """The golden conversation this run compares the case with (set by :func:`farm.golden.attach`)."""
+    problems: list[str] = field(default_factory=list)
+    """Every problem of a case that did not load, one each (``error`` joins them)."""
+    partial: TestCase | None = None
+    """A case with problems that still made a model (its unknown or refused fields left out), kept
+    until :func:`farm.validation.check_suite` has checked it against the config too."""
 
     @property
     def ok(self) -> bool:
         return self.error is None and (self.case is not None or self.data is not None)
+
+    def fail(self, problems: list[str]) -> None:
+        """Add ``problems``: the case does not load, and its ``error`` says every one of them.
+        Each stays one line, whatever it echoes of the input (see :func:`~farm.validation.shown`)."""
+        self.problems.extend(shown(problem) for problem in problems)
+        self.error = "; ".join(self.problems)
+        self.case, self.data = None, None
 
     def compact(self) -> LoadedCase:
         """This case holding its JSON (~10x smaller) instead of the validated model, for
@@ -89,7 +110,8 @@ class Suite:
 
     @property
     def problems(self) -> list[str]:
-        return [f"{c.source}: {c.error}" for c in self.cases if c.error]
+        """Every problem of every case, one line each: ``file:line: field 'where': what is wrong``."""
+        return [f"{shown(c.source)}: {problem}" for c in self.cases if c.error for problem in (c.problems or [c.error])]
 
     @property
     def warnings(self) -> list[str]:
@@ -114,18 +136,10 @@ class Suite:
 
 
 def describe_validation_error(exc: ValidationError) -> str:
-    """One sentence for the first problem pydantic found, naming the field."""
-    parts = []
-    for err in exc.errors()[:3]:
-        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field"
-        elif err["type"] == "missing":
-            msg = "required field is missing"
-        parts.append(f"field '{loc}': {msg}" if loc else msg)
-    more = f" (and {len(exc.errors()) - 3} more)" if len(exc.errors()) > 3 else ""
-    return "; ".join(parts) + more
+    """One sentence for the first problems pydantic found, naming the fields."""
+    parts = schema_problems(exc)
+    more = f" (and {len(parts) - 3} more)" if len(parts) > 3 else ""
+    return "; ".join(parts[:3]) + more
 
 
 def parse_cases(items: Iterable[tuple[str, Any]], base_dir: str | None = None, compact: bool = False) -> list[LoadedCase]:
@@ -145,38 +159,34 @@ def parse_cases(items: Iterable[tuple[str, Any]], base_dir: str | None = None, c
 
 def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], base_dir: str | None) -> LoadedCase:
     if not isinstance(raw, dict):
-        return LoadedCase(id=source, source=source, error="a case must be a JSON object", raw=raw, base_dir=base_dir)
+        loaded = LoadedCase(id=source, source=source, raw=raw, base_dir=base_dir)
+        loaded.fail(["a case must be a JSON object"])
+        return loaded
     raw_id = raw.get("id")
     case_id = _id_text(raw_id) if raw_id not in (None, "") else source
     loaded = LoadedCase(id=case_id, source=source, raw=raw, base_dir=base_dir)
+    problems: list[str] = []
     if raw_id in (None, ""):
-        loaded.error = "field 'id': required field is missing"
-        return loaded
-    if case_id in seen:
+        problems.append("field 'id': required field is missing")
+    elif case_id in seen:
         loaded.id = f"{case_id}@{source}"
-        loaded.error = f"duplicate id '{case_id}' (first at {seen[case_id]})"
+        problems.append(f"field 'id': duplicate id '{shown(case_id)}' (first at {shown(seen[case_id])})")
+    else:
+        seen[case_id] = source
+    found = raw_problems(raw)
+    if found and not any("unknown field" in p for p in found):  # out of bounds: nothing more can be read safely
+        loaded.fail(problems + found)
         return loaded
-    seen[case_id] = source
-    problems = raw_problems(raw)
+    problems += found
+    case, whole = _model(known_only(raw) if found else raw, problems)
+    if case is not None:
+        problems += rule_problems(case, known, modes=whole)
+        problems += case_problems(case)
     if problems:
-        loaded.error = "; ".join(problems)
+        loaded.fail(problems)
+        loaded.partial = case if whole else None  # config checks on a case with fields left out would guess
         return loaded
-    try:
-        case = TestCase.model_validate(raw)
-        case.check_rules(known)
-    except ValidationError as exc:
-        loaded.error = describe_validation_error(exc)
-        return loaded
-    except CaseRuleError as exc:
-        loaded.error = str(exc)
-        return loaded
-    except RecursionError:
-        loaded.error = "the case is nested too deeply to read"
-        return loaded
-    problems = case_problems(case)
-    if problems:
-        loaded.error = "; ".join(problems)
-        return loaded
+    assert case is not None
     if raw.get("expected") is not None and case.expected is None:
         loaded.warnings.append("field 'expected': ignored, because the case has assertions (they win, as in Yao)")
     loaded.case = case
@@ -184,6 +194,26 @@ def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], bas
     loaded.needs = (case.simulator is not None or case.checkpoints is not None, judged)
     loaded.raw = None  # the model is enough once valid: a 100k-case suite stays small
     return loaded
+
+
+def _model(data: dict[str, Any], problems: list[str]) -> tuple[TestCase | None, bool]:
+    """The case model of ``data``, and whether it holds every field the case wrote that the farm
+    knows. A field the model refuses is a problem (added to ``problems``) and is left out, once,
+    so that the rest of the case is still checked."""
+    try:
+        return TestCase.model_validate(data), True
+    except ValidationError as exc:
+        problems += schema_problems(exc)
+        rest = without_failing_fields(data, exc)
+    except RecursionError:
+        problems.append("the case is nested too deeply to read")
+        return None, False
+    if rest is None or not isinstance(rest.get("id", ""), (str, int, float)):
+        return None, False
+    try:
+        return TestCase.model_validate({"id": "?", **rest}), False
+    except (ValidationError, RecursionError):
+        return None, False
 
 
 def _id_text(raw_id: Any) -> str:

@@ -85,9 +85,9 @@ def rescore(
 
     source = Path(run_dir).absolute()
     if not source.exists():
-        raise UsageError(f"{run_dir} does not exist (give a run folder that farm test wrote, e.g. results/<run_id>)")
+        raise UsageError(f"{run_dir} does not exist (give a run folder that farm test wrote, e.g. farm-results/<run_id>)")
     if not (source / RUN_JSON).is_file():
-        raise UsageError(f"{run_dir} is not a run folder: it has no {RUN_JSON} (give a folder that farm test wrote, e.g. results/<run_id>)")
+        raise UsageError(f"{run_dir} is not a run folder: it has no {RUN_JSON} (give a folder that farm test wrote, e.g. farm-results/<run_id>)")
     previous = read_run_json(source)
     input_value = input or recorded_input(previous)
     if not input_value:

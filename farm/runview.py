@@ -27,15 +27,15 @@ class RunView:
     """The console side of one run.
 
     ``console``: where the tree and the summary go (default: standard output, standard
-    error with ``json_events``, whose events own standard output). The tree, the
-    progress line and the summary show unless ``quiet`` or ``json_events``; an
-    interrupt is said unless ``quiet``.
+    error with ``json_events``, whose events own standard output). The header, the
+    tree, the progress line and the summary show unless ``json_events``; ``quiet``
+    (``-q``) shows one line per case that did not pass and the summary.
     """
 
     def __init__(self, console: Console | None = None, *, json_events: bool = False, quiet: bool = False, verbose: bool = False):
         self.console = console if console is not None else Console(stderr=json_events, highlight=False)
         self.quiet = quiet
-        self.show = not (quiet or json_events)
+        self.show = not json_events
         self.verbose = verbose
         self._reporter: ConsoleReporter | None = None
 
@@ -45,7 +45,7 @@ class RunView:
         if self._reporter is None:
             from farm.console import ConsoleReporter
 
-            self._reporter = ConsoleReporter(self.console, verbose=self.verbose)
+            self._reporter = ConsoleReporter(self.console, verbose=self.verbose, quiet=self.quiet)
         return self._reporter
 
     def start(self, agents: str | list[str], input: str, cases: int, extra: dict[str, str], total: int, progress: bool = True) -> None:
@@ -57,6 +57,13 @@ class RunView:
         self.reporter.header(", ".join(several), input, cases, extra, agents=several if len(several) > 1 else ())
         if progress:
             self.reporter.start_progress(total)
+            from farm.agents.retry import add_retry_listener
+
+            add_retry_listener(self._retrying)
+
+    def _retrying(self, agent: str, retry: int, retries: int, why: str) -> None:
+        """A call of this process waits to be sent again: the progress line says so."""
+        self.reporter.note(f"{agent}: retry {retry}/{retries} after {why}")
 
     def phase(self, text: str) -> None:
         """Say on the progress line what the run waits for (``starting Ray…``)."""
@@ -76,14 +83,15 @@ class RunView:
 
     def stop(self) -> None:
         """Remove the progress line, printing the lines it held back."""
+        from farm.agents.retry import remove_retry_listener
+
+        remove_retry_listener(self._retrying)
         if self._reporter is not None:
             self._reporter.stop_progress()
 
     def interrupted(self, stop: RunInterrupted, done: str, resume: str | None = None) -> None:
         """Ctrl-C or SIGTERM ended the run: how many case runs were ``done``, and how to ``resume``."""
         self.stop()
-        if self.quiet:
-            return
         self.console.print(f"\n[yellow]Interrupted[/yellow]: {stop.done} of {stop.total} case runs {done}; their results are kept.", soft_wrap=True, emoji=False)
         if resume is not None:
             self.console.print(f"Resume with: {resume}", soft_wrap=True, markup=False)

@@ -97,6 +97,7 @@ class AgentHandle:
         return reply
 
     def send(self, message: Any, options: dict[str, Any] | None = None) -> Reply:
+        """:meth:`asend` from a sync test."""
         return self.ctx.bridge.run(self.asend(message, options))
 
 
@@ -128,10 +129,18 @@ class Ctx:
 
 
 class Assert:
-    """``t.assert_``: each method records an assertion result and returns whether it passed."""
+    """``t.assert_``: each method records an assertion result and returns whether it passed.
+
+    ``t.assert_(condition, message)`` itself is :meth:`true`, as Python's ``assert``
+    reads; a failed one is recorded and the test goes on (the case fails).
+    """
 
     def __init__(self, t: T):
         self.t = t
+
+    def __call__(self, condition: Any, message: str | None = None) -> bool:
+        """Passes when ``condition`` is true; ``message`` is the failure's text."""
+        return self.true(condition, message)
 
     def _record(self, result: AssertionResult) -> bool:
         self.t.results.append(result)
@@ -142,26 +151,33 @@ class Assert:
         return self._record(self.t.bridge.run(evaluate(AssertionSpec.model_validate(spec), subject)))
 
     def contains(self, text: Any, value: str, message: str | None = None) -> bool:
+        """``value`` is a substring of ``text`` (a reply's content, or any value as text)."""
         return self._check({"type": "contains", "value": value, "message": message}, _content(text))
 
     def not_contains(self, text: Any, value: str, message: str | None = None) -> bool:
+        """``value`` is not a substring of ``text``."""
         return self._check({"type": "not_contains", "value": value, "message": message}, _content(text))
 
     def equal(self, actual: Any, expected: Any, message: str | None = None) -> bool:
+        """``actual == expected``."""
         passed = actual == expected
         return self._record(AssertionResult(type="equals", expected=expected, actual=actual, passed=passed, message=None if passed else (message or f"expected {expected!r}, got {actual!r}")))
 
     def regex(self, text: Any, pattern: str, message: str | None = None) -> bool:
+        """``pattern`` is found in ``text`` (Python syntax, as the ``regex`` assertion)."""
         return self._check({"type": "regex", "pattern": pattern, "message": message}, _content(text))
 
     def json_path(self, data: Any, path: str, value: Any, message: str | None = None) -> bool:
+        """The JSONPath ``path`` in ``data`` (a dict or list, or a reply whose content holds JSON) equals ``value``."""
         document = data if not isinstance(data, (str, Reply)) else None
         return self._check({"type": "json_path", "path": path, "value": value, "message": message}, _content(data), document)
 
     def true(self, value: Any, message: str | None = None) -> bool:
+        """``value`` is true."""
         return self._record(AssertionResult(type="true", actual=value, passed=bool(value), message=None if value else (message or "expected a true value")))
 
     def not_nil(self, value: Any, message: str | None = None) -> bool:
+        """``value`` is not None."""
         passed = value is not None
         return self._record(AssertionResult(type="not_nil", actual=value, passed=passed, message=None if passed else (message or "expected a value, got None")))
 
@@ -176,6 +192,7 @@ class Assert:
         return {"passed": result.passed, "score": result.score, "reason": result.reason, "suggestions": result.suggestions}
 
     def agent(self, response: Any, role_agent_id: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """:meth:`aagent` from a sync test."""
         return self.t.bridge.run(self.aagent(response, role_agent_id, options))
 
 
@@ -190,12 +207,15 @@ class T:
         self.assert_ = Assert(self)
 
     def log(self, *parts: Any) -> None:
+        """A line for the result's ``logs``."""
         self.logs.append(" ".join(str(p) for p in parts))
 
     def skip(self, reason: str = "skipped by the test") -> None:
+        """Stop the test: the case is skipped with ``reason``."""
         raise _Stop(Status.SKIPPED, reason)
 
     def fail(self, reason: str = "failed by the test") -> None:
+        """Stop the test: the case fails with ``reason``."""
         raise _Stop(Status.FAILED, reason)
 
 

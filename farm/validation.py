@@ -5,26 +5,36 @@ Three layers, each a plain function:
 - :func:`raw_problems` looks at a case as written (the parsed JSON): every field
   at every depth must be known (an unknown one names the nearest known name),
   strings must be valid Unicode, integers and nesting must stay in bounds;
-- :func:`case_problems` looks at a valid :class:`~farm.cases.TestCase`: regex
-  and JSONPath syntax, JSON type names, the values each assertion needs, and
+  :func:`known_only` is the case without its unknown fields, so that the
+  checks below still see the rest;
+- :func:`schema_problems` turns every error of the case model into a problem,
+  :func:`rule_problems` checks what the model cannot state (assertion types,
+  the mode's fields), and :func:`case_problems` looks at a valid
+  :class:`~farm.cases.TestCase`: regex (compiled by the engine the run uses) and
+  JSONPath syntax, JSON type names, the values each assertion needs, and
   checkpoint dependencies (no cycle, none on itself);
 - :func:`check_suite` checks a loaded suite against the config (when one is
   found): simulator, validator and connector ids, ``file://`` attachments and
   ``scripts:`` references. :func:`check_run` checks what ``farm test`` is about
   to use: the target agent's ``python`` entry imports, connectors' keys are set.
 
-Problems read ``field: what is wrong``; the loader prefixes ``file:line``.
+Every problem of a case is reported, one each, reading ``field 'where': what is
+wrong``; the loader prefixes ``file:line``. Names and values echoed from the input
+are shown with line breaks and control characters escaped (:func:`shown`), so each
+problem stays one line.
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
-import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from farm.cases import TestCase, Turn, role_agent_id
+from pydantic import ValidationError
+
+from farm.cases import CaseRuleError, Mode, TestCase, Turn, role_agent_id
 from farm.errors import FarmError, UsageError
 
 if TYPE_CHECKING:
@@ -34,10 +44,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_LATENCY_MS",
     "JSON_TYPE_NAMES",
     "TooLargeInteger",
     "raw_problems",
+    "known_only",
+    "schema_problems",
+    "without_failing_fields",
+    "rule_problems",
     "case_problems",
+    "shown",
     "assertion_problem",
     "check_suite",
     "check_run",
@@ -47,6 +63,9 @@ __all__ = [
 
 MAX_DEPTH = 64
 """How deeply a case may nest (objects and arrays); far beyond any real suite."""
+
+MAX_LATENCY_MS = 86_400_000
+"""The largest ``latency`` bound a case may give: a day, beyond any turn timeout."""
 
 JSON_TYPE_NAMES = ("string", "number", "boolean", "array", "object", "null")
 
@@ -88,11 +107,22 @@ def nearest(name: str, known: Iterable[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+def shown(text: str) -> str:
+    """``text`` with what would break a line or drive a terminal escaped as Python writes it
+    (``\\n``, ``\\x1b``, ``\\u2028``): names and values from a suite, echoed in one-line messages."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _unknown(where: str, key: str, known: Iterable[str]) -> str:
-    return f"field '{where}{key}': unknown field{nearest(key, known)}"
+    return f"field '{where}{shown(key)}': unknown field{nearest(key, known)}"
 
 
 # -- the case as written ---------------------------------------------------------------
+
+Unknown = Callable[[dict[str, Any], str, str, frozenset[str]], None]
+"""Told of each unknown field: the object holding it, the key, where the object is, the known keys."""
 
 
 def raw_problems(raw: dict[str, Any]) -> list[str]:
@@ -101,32 +131,47 @@ def raw_problems(raw: dict[str, Any]) -> list[str]:
     if problems:
         return problems  # nothing further can be read safely
     out: list[str] = []
-    _fields(raw, CASE_FIELDS, "", out)
-    _options(raw.get("options"), "options", out)
+    _walk_fields(raw, lambda data, key, where, known: out.append(_unknown(where, key, known)))
+    return out
+
+
+def known_only(raw: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``raw`` (already within :func:`raw_problems`' bounds) without its unknown fields."""
+    cleaned = copy.deepcopy(raw)
+    found: list[tuple[dict[str, Any], str]] = []
+    _walk_fields(cleaned, lambda data, key, where, known: found.append((data, key)))
+    for data, key in found:
+        data.pop(key, None)
+    return cleaned
+
+
+def _walk_fields(raw: dict[str, Any], unknown: Unknown) -> None:
+    """Every field of the case at every depth the farm reads; ``unknown`` is told of those it does not know."""
+    _fields(raw, CASE_FIELDS, "", unknown)
+    _options(raw.get("options"), "options", unknown)
     if isinstance(raw.get("interactive"), dict):
-        _fields(raw["interactive"], INTERACTIVE_FIELDS, "interactive.", out)
+        _fields(raw["interactive"], INTERACTIVE_FIELDS, "interactive.", unknown)
     for key in ("assertions", "assert", "final_assertions"):
-        _assertions(raw.get(key), key, out)
+        _assertions(raw.get(key), key, unknown)
     turns = raw.get("turns")
     for i, turn in enumerate(turns if isinstance(turns, list) else []):
         if isinstance(turn, dict):
             where = f"turns[{i}]"
-            _fields(turn, TURN_FIELDS, where + ".", out)
-            _options(turn.get("options"), where + ".options", out)
+            _fields(turn, TURN_FIELDS, where + ".", unknown)
+            _options(turn.get("options"), where + ".options", unknown)
             for key in ("assertions", "assert"):
-                _assertions(turn.get(key), f"{where}.{key}", out)
+                _assertions(turn.get(key), f"{where}.{key}", unknown)
     sim = raw.get("simulator")
     if isinstance(sim, dict):
-        _fields(sim, SIMULATOR_FIELDS, "simulator.", out)
-        _options(sim.get("options"), "simulator.options", out)
+        _fields(sim, SIMULATOR_FIELDS, "simulator.", unknown)
+        _options(sim.get("options"), "simulator.options", unknown)
     checkpoints = raw.get("checkpoints")
     for i, cp in enumerate(checkpoints if isinstance(checkpoints, list) else []):
         if isinstance(cp, dict):
             where = f"checkpoints[{i}]"
-            _fields(cp, CHECKPOINT_FIELDS, where + ".", out)
+            _fields(cp, CHECKPOINT_FIELDS, where + ".", unknown)
             for key in ("assertion", "assert"):
-                _assertions(cp.get(key), f"{where}.{key}", out)
-    return out
+                _assertions(cp.get(key), f"{where}.{key}", unknown)
 
 
 def _bounds(raw: Any) -> list[str]:
@@ -160,21 +205,21 @@ def _has_surrogate(text: str) -> bool:
     return False
 
 
-def _fields(data: dict[str, Any], known: frozenset[str], where: str, out: list[str]) -> None:
-    for key in data:
+def _fields(data: dict[str, Any], known: frozenset[str], where: str, unknown: Unknown) -> None:
+    for key in list(data):
         if key not in known:
-            out.append(_unknown(where, key, known))
+            unknown(data, key, where, known)
 
 
-def _options(value: Any, where: str, out: list[str]) -> None:
+def _options(value: Any, where: str, unknown: Unknown) -> None:
     if isinstance(value, dict):
-        _fields(value, OPTIONS_FIELDS, where + ".", out)
+        _fields(value, OPTIONS_FIELDS, where + ".", unknown)
         skip = value.get("skip")
         if isinstance(skip, dict):
-            _fields(skip, frozenset({"history", "trace"}), where + ".skip.", out)
+            _fields(skip, frozenset({"history", "trace"}), where + ".skip.", unknown)
 
 
-def _assertions(value: Any, where: str, out: list[str]) -> None:
+def _assertions(value: Any, where: str, unknown: Unknown) -> None:
     items = value if isinstance(value, list) else [value]
     for i, item in enumerate(items):
         if not isinstance(item, dict):
@@ -183,9 +228,81 @@ def _assertions(value: Any, where: str, out: list[str]) -> None:
         kind = item.get("type", "equals" if "value" in item else None)
         specific = ASSERTION_FIELDS.get(kind) if isinstance(kind, str) else None
         if specific is None:
-            continue  # an unknown or missing type is reported by the model, naming the known ones
-        _fields(item, ASSERTION_COMMON | specific, here + ".", out)
-        _options(item.get("options"), here + ".options", out)
+            continue  # an unknown or missing type is reported by the rules, naming the known ones
+        _fields(item, ASSERTION_COMMON | specific, here + ".", unknown)
+        _options(item.get("options"), here + ".options", unknown)
+
+
+# -- the case model --------------------------------------------------------------------------
+
+
+def schema_problems(exc: ValidationError) -> list[str]:
+    """Every error of the case model, one problem each, naming its field."""
+    out = []
+    for err in exc.errors():
+        loc = ".".join(shown(str(p)) for p in err["loc"] if not str(p).startswith("function-"))
+        msg = shown(err["msg"].removeprefix("Value error, "))
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        out.append(f"field '{loc}': {msg}" if loc else msg)
+    return out
+
+
+def without_failing_fields(data: dict[str, Any], exc: ValidationError) -> dict[str, Any] | None:
+    """A copy of ``data`` without the fields the model refused (the innermost object key on
+    each error's path), so that the rest can still be checked; None when none can be told."""
+    cleaned = copy.deepcopy(data)
+    dropped = False
+    for err in exc.errors():
+        holder: Any = None
+        key: Any = None
+        node: Any = cleaned
+        for part in err["loc"]:
+            if isinstance(node, dict) and part in node:
+                holder, key, node = node, part, node[part]
+            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                node = node[part]
+            else:
+                break
+        if holder is not None and key in holder:
+            del holder[key]
+            dropped = True
+    return cleaned if dropped else None
+
+
+def rule_problems(case: TestCase, known_types: set[str], modes: bool = True) -> list[str]:
+    """What the case model cannot state (SPEC 3.1, 3.6), every problem of it: unknown assertion
+    types, then (``modes``) the fields the case's mode needs and its checkpoint ids."""
+    out = []
+    known = ", ".join(sorted(known_types))
+    for where, spec in _walk(case):
+        if spec.type not in known_types:
+            out.append(f"field '{where}.type': unknown assertion type '{shown(spec.type)}'{nearest(spec.type, known_types) or f' (known: {known})'}")
+    if not modes:
+        return out
+    try:
+        mode = case.resolved_mode
+    except CaseRuleError as exc:
+        both = case.turns is not None and case.checkpoints is not None
+        return [*out, f"field '{'checkpoints' if both else 'mode'}': {exc}"]
+    if mode == Mode.STATIC and not case.turns:
+        out.append("field 'turns': must hold at least one turn")
+    if mode == Mode.SINGLE and case.input is None:
+        out.append("field 'input': a single-turn case needs an 'input'")
+    if mode == Mode.DYNAMIC:
+        ids = [cp.id for cp in case.checkpoints or []]
+        if not ids:
+            out.append("field 'checkpoints': must hold at least one checkpoint")
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            out.append(f"field 'checkpoints': duplicate checkpoint id(s): {', '.join(shown(d) for d in dupes)}")
+        for i, cp in enumerate(case.checkpoints or []):
+            unknown = [shown(a) for a in cp.after if a not in ids]
+            if unknown:
+                out.append(f"field 'checkpoints[{i}].after': checkpoint '{shown(cp.id)}' is after unknown checkpoint(s): {', '.join(unknown)}")
+    return out
 
 
 # -- the valid case ------------------------------------------------------------------------
@@ -213,8 +330,12 @@ def case_problems(case: TestCase) -> list[str]:
 
 
 def assertion_problem(spec: AssertionSpec) -> str | None:
-    """What is wrong with one assertion as written, or None."""
+    """What is wrong with one assertion as written, or None. Patterns are compiled by the
+    engine the run searches with (:mod:`farm.assertions.patterns`), so none is accepted here
+    and refused there, or the other way round."""
     from jsonpath_ng.ext import parse as parse_jsonpath
+
+    from farm.assertions.patterns import compile_pattern, regex
 
     kind, set_ = spec.type, spec.model_fields_set
     if kind in ("contains", "not_contains") and spec.value is None:
@@ -227,16 +348,16 @@ def assertion_problem(spec: AssertionSpec) -> str | None:
         patterns = [spec.pattern or ""] if kind == "regex" else list(_regex_strings(spec.extra("result")))
         for pattern in patterns:
             try:
-                re.compile(pattern)
-            except (re.error, RecursionError, OverflowError) as exc:
-                return f"invalid regex {pattern!r}: {exc}"
+                compile_pattern(pattern, bool(spec.ignore_case))
+            except (regex.error, RecursionError, OverflowError, ValueError) as exc:
+                return f"invalid regex {pattern!r}: {shown(str(exc))}"
     if kind in ("json_path", "type") and spec.path is not None:
         if not spec.path.strip():
             return "'path' is empty"
         try:
             parse_jsonpath(spec.path)
         except Exception as exc:  # jsonpath-ng's lexer and parser raise several kinds
-            return f"invalid JSONPath {spec.path!r}: {exc}"
+            return f"invalid JSONPath {spec.path!r}: {shown(str(exc))}"
     if kind == "json_path" and not spec.path:
         return "a 'json_path' assertion needs a 'path' (a JSONPath such as $.status)"
     if kind == "type":
@@ -244,7 +365,7 @@ def assertion_problem(spec: AssertionSpec) -> str | None:
             return f"a 'type' assertion needs a 'value' naming a JSON type ({', '.join(JSON_TYPE_NAMES)})"
         if spec.value.lower() not in JSON_TYPE_NAMES:
             hint = " (use number)" if spec.value.lower() in ("integer", "int", "float") else nearest(spec.value.lower(), JSON_TYPE_NAMES)
-            return f"unknown type name '{spec.value}'{hint}; known: {', '.join(JSON_TYPE_NAMES)}"
+            return f"unknown type name '{shown(spec.value)}'{hint}; known: {', '.join(JSON_TYPE_NAMES)}"
     if kind == "tool_called" and (spec.name is None or spec.name == [] or spec.name == ""):
         return "a 'tool_called' assertion needs a 'name' (or 'value'): the tool expected"
     if kind == "tool_called":
@@ -255,6 +376,8 @@ def assertion_problem(spec: AssertionSpec) -> str | None:
         return "a 'tool_result' assertion needs a 'tool' (or 'value': {tool, result})"
     if kind == "latency" and (isinstance(spec.value, bool) or not isinstance(spec.value, (int, float))):
         return "a 'latency' assertion needs a numeric 'value' (the most milliseconds allowed)"
+    if kind == "latency" and not 0 <= spec.value <= MAX_LATENCY_MS:
+        return f"a 'latency' 'value' is milliseconds from 0 to {MAX_LATENCY_MS} (a day)"
     if kind == "script" and not spec.use:
         return "a 'script' assertion needs 'script' (or 'use'): e.g. scripts.tests.check"
     return None
@@ -277,9 +400,8 @@ def _checkpoint_cycles(case: TestCase) -> list[str]:
     out = []
     for i, cp in enumerate(case.checkpoints or []):
         if cp.id in cp.after:
-            out.append(f"field 'checkpoints[{i}].after': checkpoint '{cp.id}' depends on itself")
-    if out:
-        return out
+            out.append(f"field 'checkpoints[{i}].after': checkpoint '{shown(cp.id)}' depends on itself")
+            after[cp.id] = [a for a in cp.after if a != cp.id]  # said once: not a cycle as well
     state: dict[str, int] = {}  # 1: on the path, 2: done
     for start in after:
         if state.get(start):
@@ -296,8 +418,8 @@ def _checkpoint_cycles(case: TestCase) -> list[str]:
             if nxt not in after or state.get(nxt) == 2:
                 continue
             if state.get(nxt) == 1:
-                loop = " -> ".join(path[path.index(nxt):] + [nxt])
-                return [f"field 'checkpoints': the checkpoints depend on each other in a cycle ({loop}), so none of them can be reached"]
+                loop = " -> ".join(shown(p) for p in path[path.index(nxt):] + [nxt])
+                return [*out, f"field 'checkpoints': the checkpoints depend on each other in a cycle ({loop}), so none of them can be reached"]
             state[nxt] = 1
             path.append(nxt)
             iters.append(iter(after[nxt]))
@@ -308,7 +430,8 @@ def _checkpoint_cycles(case: TestCase) -> list[str]:
 
 
 def check_suite(suite: Suite, config: FarmConfig, default_simulator: str | None = None) -> None:
-    """Mark every case that names something the config lacks as an error (in place).
+    """Mark every case that names something the config lacks as an error (in place), adding to
+    the problems of a case that has others (when its model could still be made).
 
     ``config.path`` None (no ``farm.toml`` found): agent and connector ids are not
     checked, but attachments and ``scripts:`` references are.
@@ -318,14 +441,15 @@ def check_suite(suite: Suite, config: FarmConfig, default_simulator: str | None 
     resolver = ScriptResolver(config.scripts_dir)
     simulator = default_simulator or config.farm.simulator
     for loaded in suite.cases:
-        if not loaded.ok or loaded.script is not None:
+        if loaded.script is not None:
             continue
-        case = loaded.materialized().case
-        assert case is not None
+        case = loaded.materialized().case if loaded.ok else loaded.partial
+        loaded.partial = None  # kept only for this check
+        if case is None:
+            continue
         problems = _config_problems(case, config, simulator, resolver, Path(loaded.base_dir) if loaded.base_dir else None)
         if problems:
-            loaded.error = "; ".join(problems)
-            loaded.case, loaded.data = None, None
+            loaded.fail(problems)
 
 
 def _config_problems(case: TestCase, config: FarmConfig, simulator: str | None, resolver: Any, base_dir: Path | None) -> list[str]:

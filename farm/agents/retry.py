@@ -50,14 +50,53 @@ __all__ = [
     "RATE_LIMIT_CAP",
     "RETRY_AFTER_CAP",
     "RETRY_STATUSES",
+    "Retrying",
     "Sleep",
+    "add_retry_listener",
     "backoff_delay",
     "parse_retry_after",
+    "remove_retry_listener",
     "request_json",
     "safe_url",
 ]
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+Retrying = Callable[[str, int, int, str], None]
+"""Told ``(agent, retry, retries, why)`` as a call waits to be sent again: ``("judge", 3, 5,
+"connection refused")``. Called on the event loop of the call; it must not block."""
+
+_listeners: list[Retrying] = []
+
+
+def add_retry_listener(listener: Retrying) -> None:
+    """Tell ``listener`` of every retry of an agent or role call in this process (the console's
+    progress line says so, instead of sitting silent through the backoff)."""
+    _listeners.append(listener)
+
+
+def remove_retry_listener(listener: Retrying) -> None:
+    """Stop telling ``listener``."""
+    if listener in _listeners:
+        _listeners.remove(listener)
+
+
+def _retrying(agent: str, retry: int, retries: int, status: int | None, reason: str, timed_out: bool) -> None:
+    if not _listeners:
+        return
+    if status is not None:
+        why = _status_text(status)
+    elif timed_out:
+        why = "a timeout"
+    elif "refused" in reason.lower():
+        why = "connection refused"
+    else:
+        why = "a connection error"
+    for listener in list(_listeners):
+        try:
+            listener(agent, retry, retries, why)
+        except Exception:  # the console's trouble is never the call's
+            pass
 
 BACKOFF_BASE = 0.5
 """Seconds before the first retry of a 5xx or a connection error (then doubling)."""
@@ -297,6 +336,7 @@ async def request_json(
             delay = backoff_delay(attempt)
         if status == 429:
             limiter.backoff(delay)
+        _retrying(agent, attempt, attempts - 1, status, reason, timed_out)
         await sleep(delay)
 
     retried = "" if attempt > 1 or status is None or status in RETRY_STATUSES else " (not retried)"

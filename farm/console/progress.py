@@ -40,6 +40,7 @@ class ProgressLine:
         """Cases counted since :meth:`start`."""
         self.counts: dict[str, int] = {}
         """Of them, how many ended with each status value."""
+        self._noted = False
 
     def start(self, total: int) -> None:
         """Count from zero, and show the line for ``total`` cases when the console is a terminal."""
@@ -73,11 +74,21 @@ class ProgressLine:
         if self._progress is not None:
             self._progress.update(self._task, generation=escape(text))
 
+    def note(self, text: str) -> None:
+        """Say something passing in the phase column (``judge: retry 3/5 after connection refused``)
+        until the next case ends."""
+        if self._progress is not None:
+            self._progress.update(self._task, phase=escape(text))
+            self._noted = True
+
     def advance(self, result: CaseResult) -> None:
         """Count one finished case."""
         self.done += 1
         status = Status(result.status).value
         self.counts[status] = self.counts.get(status, 0) + 1
+        if self._noted and self._progress is not None:
+            self._noted = False
+            self._progress.update(self._task, phase="Running")
         self.update(self.done, None, self.counts)
 
     def update(self, done: int, total: int | None, counts: dict[str, int]) -> None:

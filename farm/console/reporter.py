@@ -12,7 +12,7 @@ from rich.text import Text
 from farm.console.progress import ProgressLine
 from farm.console.safe import SafeConsole
 from farm.console.summary import print_summary
-from farm.console.tree import passed_line, print_tree
+from farm.console.tree import failure_line, passed_line, print_tree
 from farm.results import CaseResult, Status
 from farm.secrets import scrub_result
 from farm.summary import Summary
@@ -32,13 +32,15 @@ LINES_EVERY = 0.1
 class ConsoleReporter:
     """Prints a run to ``console``: :meth:`header`, :meth:`case` per result, :meth:`summary`.
 
-    ``verbose`` prints every case's tree, passed ones too; ``stability_rows``
-    caps the Stability table (the least stable cases come first).
+    ``verbose`` prints every case's tree, passed ones too; ``quiet`` (``-q``) prints no
+    banner, one line per case that failed, errored or timed out, and the summary;
+    ``stability_rows`` caps the Stability table (the least stable cases come first).
     """
 
-    def __init__(self, console: Console, verbose: bool = False, stability_rows: int = 20) -> None:
+    def __init__(self, console: Console, verbose: bool = False, stability_rows: int = 20, quiet: bool = False) -> None:
         self.console = SafeConsole(console)
         self.verbose = verbose
+        self.quiet = quiet
         self.stability_rows = stability_rows
         self._progress = ProgressLine(console)
         self._gap_needed = False  # compact lines were printed since the last blank line
@@ -56,6 +58,8 @@ class ConsoleReporter:
     ) -> None:
         """The banner: agent, input with its case count, any ``extra`` lines, then the "Running Tests" rule.
         ``agents``: every agent under test when the run tests several (each case then names its agent)."""
+        if self.quiet:
+            return
         self._section("Agent Test Farm", "═")
         cases = "test case" if count == 1 else "test cases"
         if len(agents) > 1:
@@ -79,6 +83,11 @@ class ConsoleReporter:
             if self._first_agent is None:
                 self._first_agent = result.agent or ""
             self.show_agents = (result.agent or "") != self._first_agent
+        if self.quiet:
+            if not result.status.ok:
+                self.console.print(failure_line(result, self.verbose, self.show_agents), soft_wrap=True)
+                self._gap_needed = True
+            return
         if result.status == Status.PASSED and not self.verbose:
             self._lines.append(passed_line(result, self.show_agents))
             self._gap_needed = True
@@ -101,12 +110,18 @@ class ConsoleReporter:
     # -- live progress
 
     def start_progress(self, total: int) -> None:
-        """Show a transient progress line for ``total`` cases (terminals only)."""
+        """Show a transient progress line for ``total`` cases (terminals only; not with ``quiet``)."""
+        if self.quiet:
+            return
         self._progress.start(total)
 
     def phase(self, text: str) -> None:
         """Say on the progress line what the run is doing ("starting Ray…", "running")."""
         self._progress.phase(text)
+
+    def note(self, text: str) -> None:
+        """Say something passing on the progress line (a retry), until the next case ends."""
+        self._progress.note(text)
 
     def advance(self, result: CaseResult) -> None:
         """Count one finished case on the progress line."""

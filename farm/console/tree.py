@@ -2,7 +2,8 @@
 checkpoints, final assertions and result, in the seed's layout.
 
 Every value a line shows (a reply, an input, an assertion's message) is cut to one line
-of a bounded length here; the JSONL keeps them whole.
+of a bounded length here; the JSONL keeps them whole. An error or a failure's message
+keeps its start and its end, where the cause is; with ``-v`` it is shown whole.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from rich.text import Text
 from farm.assertions import describe
 from farm.console.safe import SafeConsole
 from farm.durations import format_duration
-from farm.excerpts import clip
+from farm.excerpts import clip, clip_middle
 from farm.jsontext import arguments_text, json_text
 from farm.messages import content_text
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
 
-__all__ = ["passed_line", "print_tree"]
+__all__ = ["failure_line", "passed_line", "print_tree"]
 
 #: Longest agent reply shown on an ``Agent:`` line.
 REPLY_LIMIT = 100
@@ -28,7 +29,8 @@ REPLY_LIMIT = 100
 INPUT_LIMIT = 80
 #: Longest expected value, tool argument list or message shown on one line.
 VALUE_LIMIT = 80
-MESSAGE_LIMIT = 200
+#: Longest error or failure message shown without ``-v`` (its start and its end).
+MESSAGE_LIMIT = 300
 #: Most lines of a golden diff the tree shows (the JSONL, JUnit and HTML keep it whole).
 DIFF_LINES = 40
 
@@ -67,9 +69,32 @@ def passed_line(result: CaseResult, show_agent: bool = False) -> Text:
     return line
 
 
+def failure_line(result: CaseResult, verbose: bool = False, show_agent: bool = False) -> Text:
+    """A case that did not pass, on one line (``-q``): its id (and agent), status and why."""
+    line = Text()
+    line.append("✗ ", style=_STATUS_STYLE.get(_word(result.status), "red"))
+    if show_agent:
+        line.append_text(_agent_label(result))
+    line.append(f"[{result.id}]", style="bold")
+    line.append(_run_label(result), style="dim")
+    line.append(" ")
+    line.append_text(_status_word(_word(result.status)))
+    why = result.error or next((f"{a.type}: {a.message}" for a in _failed_assertions(result)), None)
+    if why:
+        line.append(f": {_message(why, verbose)}")
+    return line
+
+
+def _failed_assertions(result: CaseResult) -> Iterable[AssertionResult]:
+    for turn in result.turns:
+        yield from (a for a in turn.assertions if not a.passed)
+    yield from (a for a in result.final_assertions if not a.passed)
+
+
 def print_tree(console: SafeConsole, result: CaseResult, verbose: bool, show_agent: bool = False) -> None:
-    """Print ``result`` as a tree; ``verbose`` adds the simulator's reasoning to dynamic turns;
-    ``show_agent`` names the agent under test on the head and the result line."""
+    """Print ``result`` as a tree; ``verbose`` adds the simulator's reasoning to dynamic turns and
+    shows errors and failure messages whole; ``show_agent`` names the agent under test on the head
+    and the result line."""
     head = Text()
     head.append("► ")
     if show_agent:
@@ -86,16 +111,16 @@ def print_tree(console: SafeConsole, result: CaseResult, verbose: bool, show_age
     for turn in result.turns:
         items.append(_turn_item(result, turn, turn.turn == last_turn, verbose))
     if result.awaiting_question is not None:
-        items.append(_awaiting_item(result))
+        items.append(_awaiting_item(result, verbose))
     if result.checkpoints:
         items.append(_checkpoints_item(result.checkpoints))
     if result.final_assertions:
         finals_ok = all(a.passed for a in result.final_assertions)
         head_line = Text("Final Assertions: ")
         head_line.append_text(_status_word("PASSED" if finals_ok else "FAILED"))
-        items.append((head_line, [line for a in result.final_assertions for line in (_assertion_line(a), *_diff_lines(a))]))
+        items.append((head_line, [line for a in result.final_assertions for line in (_assertion_line(a, verbose), *_diff_lines(a))]))
     if _needs_result_line(result) or show_agent:
-        items.append((_result_line(result, show_agent), []))
+        items.append((_result_line(result, verbose, show_agent), []))
 
     for index, (item_head, details) in enumerate(items):
         last = index == len(items) - 1
@@ -126,18 +151,18 @@ def _turn_item(result: CaseResult, turn: TurnResult, is_last: bool, verbose: boo
     if turn.note:
         details.append(Text(f"Note: {turn.note}", style="yellow"))
     if turn.error:
-        details.append(Text(f"Error: {_clip(turn.error, MESSAGE_LIMIT)}", style="red"))
+        details.append(Text(f"Error: {_message(turn.error, verbose)}", style="red"))
     for assertion in turn.assertions:
-        details += [_assertion_line(assertion), *_diff_lines(assertion)]
+        details += [_assertion_line(assertion, verbose), *_diff_lines(assertion)]
     return head, details
 
 
-def _awaiting_item(result: CaseResult) -> Item:
+def _awaiting_item(result: CaseResult, verbose: bool) -> Item:
     head = Text(f"Turn {len(result.turns) + 1}: ")
     head.append_text(_status_word(_word(result.status)))
     details = []
     if result.error:
-        details.append(Text(f"Reason: {_clip(result.error, MESSAGE_LIMIT)}"))
+        details.append(Text(f"Reason: {_message(result.error, verbose)}"))
     details.append(Text(f"Agent asked: {_quote(result.awaiting_question or '', REPLY_LIMIT)}"))
     if result.hint:
         details.append(Text(f"Hint: {_clip(result.hint, MESSAGE_LIMIT)}", style="dim"))
@@ -178,7 +203,7 @@ def _agent_label(result: CaseResult) -> Text:
     return Text(f"{clip(result.agent or '(unnamed)', VALUE_LIMIT)} ", style="cyan")
 
 
-def _result_line(result: CaseResult, show_agent: bool = False) -> Text:
+def _result_line(result: CaseResult, verbose: bool, show_agent: bool = False) -> Text:
     line = Text("Result: ")
     line.append_text(_status_word(_word(result.status)))
     if show_agent:
@@ -187,7 +212,7 @@ def _result_line(result: CaseResult, show_agent: bool = False) -> Text:
     if result.status == Status.PASSED:
         line.append(f" ({format_duration(result.duration_ms / 1000)})", style="dim")
     elif result.error and result.awaiting_question is None:  # the awaiting block gave the reason
-        line.append(f": {_clip(result.error, MESSAGE_LIMIT)}")
+        line.append(f": {_message(result.error, verbose)}")
     return line
 
 
@@ -240,6 +265,13 @@ def _clip(text: str, limit: int) -> str:
     return clip(" ".join(str(text).split()), limit)
 
 
+def _message(text: str, verbose: bool) -> str:
+    """An error or a failure's message on one line: whole with ``-v``, else its start and its
+    end (where the cause is), :data:`MESSAGE_LIMIT` characters in all."""
+    line = " ".join(str(text).split())
+    return line if verbose else clip_middle(line, MESSAGE_LIMIT)
+
+
 def _quote(text: str, limit: int) -> str:
     return f'"{_clip(text, limit)}"'
 
@@ -281,7 +313,7 @@ def _describe(assertion: AssertionResult) -> str:
     return prefix + _clip(describe(assertion.type, assertion.expected), VALUE_LIMIT)
 
 
-def _assertion_line(assertion: AssertionResult) -> Text:
+def _assertion_line(assertion: AssertionResult, verbose: bool = False) -> Text:
     line = Text()
     if assertion.passed:
         line.append("✓ ", style="green")
@@ -290,7 +322,7 @@ def _assertion_line(assertion: AssertionResult) -> Text:
         line.append("✗ ", style="red")
         line.append(_describe(assertion))
         if assertion.message:
-            line.append(f" — {_clip(assertion.message, MESSAGE_LIMIT)}", style="red")
+            line.append(f" — {_message(assertion.message, verbose)}", style="red")
     if assertion.score is not None:
         line.append(f" (score {assertion.score:g})", style="dim")
     return line

@@ -5,19 +5,21 @@ small expense assistant would: it asks what type of expense, drafts one with
 the ``create_expense`` tool, submits it with ``submit_expense`` once the user
 confirms, needs a PO number above $10,000, and answers policy questions in
 JSON. The bundled simulator and validator are deterministic too, so
-``farm demo`` needs no network and no key.
+``farm demo`` needs no network and no key; so is the bundled generator, which
+writes expense cases this agent passes.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import zlib
 from typing import Any
 
 from farm.demo.server import Response, chat_completion
 from farm.messages import content_text
 
-__all__ = ["handle", "reply_to", "scripted_user", "simulator", "validator", "TOOLS"]
+__all__ = ["generator", "handle", "reply_to", "scripted_user", "simulator", "validator", "TOOLS"]
 
 TOOLS = [
     {
@@ -130,3 +132,28 @@ def validator(messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
         "suggestions": [f"mention {w}" for w in missing],
     }
     return json.dumps(verdict)
+
+
+def generator(messages: list[dict[str, Any]], options: dict[str, Any]) -> str:
+    """``{"cases": [...]}``: ``metadata.count`` expense cases (default 5) that the demo agent passes.
+
+    Each request's cases differ from another request's (their amounts come from a
+    checksum of what the request says: its batch, focus, what to avoid), as an LLM's would.
+    """
+    metadata = options.get("metadata", {})
+    count = max(0, int(metadata.get("count") or 5))
+    start = zlib.crc32(json.dumps(metadata, sort_keys=True, default=str).encode()) % 5000
+    focus = str(metadata.get("focus") or "happy-path")
+    cases = []
+    for i in range(count):
+        kind = _TYPES[(start + i) % len(_TYPES)]
+        amount = 10 + start + i * 7
+        cases.append(
+            {
+                "id": f"{focus}-{kind}-{amount}",
+                "input": f"I need to file a {kind} expense of ${amount}",
+                "assertions": [{"type": "tool_called", "name": {"name": "create_expense", "arguments": {"amount": amount}}}],
+                "tags": ["generated", focus],
+            }
+        )
+    return json.dumps({"cases": cases})

@@ -34,7 +34,7 @@ def limits_of(connector: Connector) -> Limits | None:
     """The connector's limits, or None when it has none (it is then never limited)."""
     if not (connector.rpm or connector.tpm or connector.max_concurrency):
         return None
-    return Limits(connector.rpm or None, connector.tpm or None, connector.max_concurrency or None)
+    return Limits(connector.rpm or None, connector.tpm or None, connector.max_concurrency or None, connector.burst or None)
 
 
 def local_limiters(config: FarmConfig) -> Callable[[str], Limiter]:
@@ -48,7 +48,7 @@ def local_limiters(config: FarmConfig) -> Callable[[str], Limiter]:
             if limits is None:
                 made[connector_name] = NoLimit()
             else:
-                core = LimiterCore(limits.rpm, limits.tpm, limits.max_concurrency, name=connector_name)
+                core = LimiterCore(limits.rpm, limits.tpm, limits.max_concurrency, name=connector_name, burst=limits.burst)
                 made[connector_name] = PermitClient(
                     connector_name, CoreRemote(core), rpm=limits.rpm, tpm=limits.tpm, max_concurrency=limits.max_concurrency
                 )

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
-__all__ = ["LEASE_TTL", "Grant", "LeaseStatus", "LimiterCore", "Limits"]
+__all__ = ["LEASE_TTL", "Grant", "LeaseStatus", "LimiterCore", "Limits", "default_burst"]
 
 LEASE_TTL = 30.0
 """Seconds after its last word before a process's concurrency slots are taken back."""
@@ -26,13 +26,15 @@ RPM_HEADROOM = 0.02
 """Requests are paced this much under the rpm: on their way to the endpoint they jitter by a few
 milliseconds, and at exactly the limit that would put one request too many in some 1-second windows."""
 
-REQUEST_BURST = 0.2
-"""Seconds of rate the request bucket holds (at least one request). Small on purpose: a process
-that was not scheduled for a moment gets back at most this much at once; with a bucket of a whole
-second, such bursts met the 1-second cap and came back every second, bunched, on a busy machine."""
+def default_burst(rpm: int) -> int:
+    """Requests that may go at once before the rpm's pacing: one second's worth, at least one."""
+    return max(1, rpm // 60)
 
 TOKEN_BURST = 1.0
 """Seconds of rate the token bucket holds: token budgets are coarse, and one request may need many."""
+
+MIN_WAIT = 1e-6
+"""The shortest sleep the dispatcher takes: a wait of a rounding error would never move a clock."""
 
 COALESCE = 0.005
 """At high rates, a waiting process is answered once this many seconds of permits have built up,
@@ -46,6 +48,8 @@ class Limits:
     rpm: int | None = None
     tpm: int | None = None
     max_concurrency: int | None = None
+    burst: int | None = None
+    """Requests that may go at once before the rpm paces them (None: :func:`default_burst`)."""
 
 
 class LeaseStatus(NamedTuple):
@@ -77,11 +81,11 @@ class Grant(NamedTuple):
 class _Bucket:
     """A token bucket that may go into debt (a request bigger than the bucket goes when it is full)."""
 
-    def __init__(self, per_minute: float, burst: float, level: float | None = None):
-        """``burst``: seconds of rate it holds (at least 1). ``level``: what it holds at first use
-        (None: full). Nothing accrues before that first use."""
+    def __init__(self, per_minute: float, burst: float, level: float | None = None, capacity: float | None = None):
+        """``burst``: seconds of rate it holds (at least 1), unless ``capacity`` says how much.
+        ``level``: what it holds at first use (None: full). Nothing accrues before that first use."""
         self.rate = per_minute / 60.0
-        self.capacity = max(1.0, self.rate * burst)
+        self.capacity = max(1.0, self.rate * burst if capacity is None else capacity)
         self.level = self.capacity if level is None else min(level, self.capacity)
         self.stamp: float | None = None
 
@@ -93,14 +97,27 @@ class _Bucket:
                 self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
             self.stamp = now
 
-    def wait(self, amount: float) -> float:
-        """Seconds until ``amount`` is available (capped at the capacity); 0 when it is now."""
+    def wait(self, amount: float, now: float | None = None) -> float:
+        """Seconds until ``amount`` is available (capped at the capacity); 0 when it is now.
+        ``now``: the time of the last :meth:`refill`, to count a hold that has not ended yet."""
         need = min(amount, self.capacity)
-        return 0.0 if self.level >= need - 1e-9 else (need - self.level) / self.rate
+        if self.level >= need - 1e-9:
+            return 0.0
+        held = max(0.0, self.stamp - now) if now is not None and self.stamp is not None else 0.0
+        return held + (need - self.level) / self.rate
 
     def hold(self, until: float) -> None:
         """Nothing accrues before ``until`` (a pause), so a pause does not end in a burst."""
         self.stamp = until if self.stamp is None else max(self.stamp, until)
+
+    def one_by(self, until: float) -> None:
+        """Accrue no more than one request's worth by ``until`` (nothing, when it holds one already):
+        a bucket held back by another limit meanwhile ends the wait with one permit, not a burst.
+        Call after :meth:`refill`."""
+        if self.level >= 1.0:
+            self.hold(until)
+        else:
+            self.hold(until - (1.0 - self.level) / self.rate)
 
 
 @dataclass
@@ -121,6 +138,12 @@ class _Ask:
 class LimiterCore:
     """The limits of one connector: permits for requests (``rpm``), tokens (``tpm``) and slots (``max_concurrency``).
 
+    Requests: up to ``burst`` go at once (a small suite need not wait), then the rpm paces
+    them, a little under it and under ``rpm - burst``, so that no 60-second window holds
+    more than ``rpm``; and no 1-second window holds more than a second's worth (or the
+    burst). A bucket that the 1-second cap holds back does not fill meanwhile, so a burst
+    is not followed by another one every second.
+
     All methods are coroutines so that, as a Ray async actor, they run on its
     event loop. ``clock`` tells the time (seconds, monotonic): a test passes a
     fake one and calls :meth:`wake` after moving it, instead of sleeping. ``holder`` names one caller (a :class:`ClusterLimiter`); any
@@ -135,17 +158,23 @@ class LimiterCore:
         lease_ttl: float = LEASE_TTL,
         name: str = "",
         clock: Callable[[], float] = time.monotonic,
+        burst: int | None = None,
     ):
         self.name = name
         self._clock = clock
-        self.limits = Limits(rpm, tpm, max_concurrency)
-        # A fresh limiter starts as if it had just been busy, from its first request on: no opening
-        # burst of requests however late the first caller comes (and none after a restart).
-        # A bucket of tokens may start full: it is coarse anyway.
-        self._requests = _Bucket(rpm * (1.0 - RPM_HEADROOM), REQUEST_BURST, 1.0) if rpm else None
+        burst = min(burst or default_burst(rpm), max(1, rpm // 2)) if rpm else None
+        self.limits = Limits(rpm, tpm, max_concurrency, burst)
+        # Up to `burst` requests at once, then paced under the rpm and under rpm - burst: a full
+        # bucket and a minute of pacing never add up to more than the rpm in 60 seconds.
+        # A bucket of tokens may start full too: it is coarse anyway.
+        if rpm and burst:
+            pace = min(rpm * (1.0 - RPM_HEADROOM), float(rpm - burst))
+            self._requests: _Bucket | None = _Bucket(pace, 1.0, capacity=float(burst))
+        else:
+            self._requests = None
         # and, whatever the bucket holds (after a stall of this process, say), never more than the
-        # limit's share of requests in any 1-second window
-        self._per_second = math.ceil(rpm / 60.0 - 1e-9) if rpm else 0
+        # limit's share of requests (or the burst) in any 1-second window
+        self._per_second = max(math.ceil(rpm / 60.0 - 1e-9), burst or 0) if rpm else 0
         self._recent: deque[tuple[float, int]] = deque()  # (when, how many) granted in the last second
         self._recent_count = 0
         self._tokens = _Bucket(tpm, TOKEN_BURST) if tpm else None
@@ -301,13 +330,15 @@ class LimiterCore:
             bucket = self._requests
             bucket.refill(now)
             target = min(n, max(1, int(bucket.rate * COALESCE)))
-            wait = max(wait, bucket.wait(target))
+            wait = max(wait, bucket.wait(target, now))
             n = min(n, max(1, int(bucket.level + 1e-9)))
             while self._recent and self._recent[0][0] <= now - 1.0:
                 self._recent_count -= self._recent.popleft()[1]
             room = self._per_second - self._recent_count
             if room < 1:
-                wait = max(wait, self._recent[0][0] + 1.0 - now)
+                free_at = self._recent[0][0] + 1.0
+                wait = max(wait, free_at - now)
+                bucket.one_by(free_at)  # held back by the cap: no new burst builds up meanwhile
             n = min(n, max(1, room))
         if self._tokens is not None:
             bucket = self._tokens
@@ -323,7 +354,7 @@ class LimiterCore:
                 return 0, self._next_expiry(now)
             n = min(n, free)
         if wait > 0:
-            return 0, wait
+            return 0, max(wait, MIN_WAIT)
         return n, None
 
     def _grant(self, ask: _Ask, n: int, now: float) -> Grant:

@@ -169,12 +169,14 @@ def test_script_tests_module(project: Path):
             '''The agent greets'''
             reply = ctx.agent("target").send("Hello")
             t.assert_.contains(reply, "expense assistant")
+            t.assert_(reply.content, "no reply")
             t.log("greeted")
 
         def test_judged(t, ctx):
             reply = ctx.agent().send("Hello")
             verdict = t.assert_.agent(reply, "val", {"metadata": {"criteria": "pirate"}})
             t.assert_.equal(verdict["passed"], False)
+            t.assert_("pirate" in reply.content, "no pirate talk")
 
         async def test_async_skip(t, ctx):
             reply = await ctx.agent().asend("Hello")
@@ -189,6 +191,8 @@ def test_script_tests_module(project: Path):
     judged = got["checks.test_judged"]["final_assertions"]
     assert judged[0]["reason"] == "looked for 'pirate'" and not judged[0]["error"]  # the validator judged it
     assert judged[1]["passed"] is True  # t.assert_.equal(verdict["passed"], False)
+    assert judged[2]["passed"] is False and judged[2]["message"] == "no pirate talk"  # t.assert_(condition, message)
+    assert [a["passed"] for a in got["checks.test_greeting"]["final_assertions"]] == [True, True]
     assert got["checks.test_async_skip"]["status"] == "skipped" and got["checks.test_async_skip"]["error"] == "not ready: Hello"
 
 

@@ -5,10 +5,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from farm.cli.app import app
 from typer.testing import CliRunner
 
+from farm.demo.server import JSONServer
+from tests.scripted import ScriptedAgent
+
 SECRET = "sk-test-0123456789abcdef-do-not-leak"
+
+
+@pytest.fixture(scope="module")
+def scripted_server():
+    with JSONServer(ScriptedAgent()) as server:
+        yield server
 
 
 def farm(*args: str, **kw):
@@ -26,7 +36,7 @@ def test_validate_reports_every_problem_with_file_and_line(tmp_path: Path):
     result = farm("validate", str(good), str(bad), str(broken))
     assert result.exit_code == 2
     assert f"{bad}:2: field 'assertions[0].type': unknown assertion type 'nope' (known: " in result.output
-    assert f"{bad}:3: duplicate id 'a'" in result.output
+    assert f"{bad}:3: field 'id': duplicate id 'a'" in result.output
     assert f"{broken}:1: not valid JSON" in result.output
 
 
@@ -76,3 +86,50 @@ def test_test_help_keeps_config_section_names_and_metavars():
     text = " ".join(result.output.split())  # help lines may still wrap inside their box
     assert "[farm].default_agent" in text and "[farm].engine" in text and "[farm].golden_dir" in text
     assert "--golden DIR" in text and "--update-golden DIR" in text
+
+
+def test_help_is_plain_and_whole_at_80_columns():
+    """No type noise (``<bool>``), no braces around arguments, nothing cut with an ellipsis."""
+    for command in (["test"], ["rescore"], ["report"], ["validate"], ["demo"], []):
+        result = CliRunner().invoke(app, [*command, "--help"], catch_exceptions=False, terminal_width=80, env={"COLUMNS": "80"})
+        assert result.exit_code == 0
+        assert "<bool>" not in result.output and "{" not in result.output and "…" not in result.output, result.output
+        assert "╭" not in result.output  # no box that cuts long words
+    text = " ".join(farm("test", "-h").output.split())
+    assert "-q, --quiet" in text and "-x, --fail-fast" in text and "<results_dir>/<run_id>/results.jsonl" in text
+    assert "Usage: farm report [OPTIONS] [PATH]..." in farm("report", "--help").output
+    assert "Usage: farm validate [OPTIONS] FILE..." in farm("validate", "--help").output
+
+
+def project_with_failures(tmp_path: Path, scripted_url: str) -> Path:
+    from tests.scripted import farm_toml
+
+    (tmp_path / "farm.toml").write_text(farm_toml(scripted_url))
+    (tmp_path / "suite.jsonl").write_text(
+        json.dumps({"id": "ok", "input": "Hello", "assertions": [{"type": "contains", "value": "expense"}]}) + "\n"
+        + json.dumps({"id": "no", "input": "Hello", "assertions": [{"type": "contains", "value": "pirate"}]}) + "\n"
+        + json.dumps({"id": "ok2", "input": "Hello"}) + "\n"
+    )
+    return tmp_path
+
+
+def test_quiet_prints_one_line_per_failure_and_the_summary(tmp_path: Path, monkeypatch, scripted_server):
+    monkeypatch.chdir(project_with_failures(tmp_path, scripted_server.url))
+    result = farm("test", "-i", "suite.jsonl", "-q", "--engine", "local")
+    assert result.exit_code == 1
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines[0] == "✗ [no] FAILED: turn 1: expected the reply to contain 'pirate'"
+    assert "Agent Test Farm" not in result.output and "[ok]" not in result.output
+    assert "Summary" in result.output and "Failed:   1" in result.output and "Passed:   2" in result.output
+
+
+def test_x_stops_after_the_first_failure_and_report_reads_results_dir(tmp_path: Path, monkeypatch, scripted_server):
+    monkeypatch.chdir(project_with_failures(tmp_path, scripted_server.url))
+    result = farm("test", "-i", "suite.jsonl", "-x", "-q", "--parallel", "1", "--engine", "local")
+    assert result.exit_code == 1
+    (run_dir,) = (tmp_path / "results").iterdir()
+    ran = [json.loads(line)["id"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert ran == ["ok", "no"]  # ok2 was not dispatched after "no" failed
+    report = farm("report", "--json")  # no path: [farm].results_dir of ./farm.toml
+    assert report.exit_code == 0
+    assert [run["run_id"] for run in json.loads(report.output)["runs"]] == [run_dir.name]

@@ -238,3 +238,26 @@ def test_a_dead_embedded_ray_stops_the_run_with_one_sentence_and_resume_runs_the
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     ids = sorted(json.loads(line)["id"] for line in (run_dir / "results.jsonl").read_text().splitlines())
     assert ids == sorted(f"c{i}" for i in range(16))
+
+
+def test_the_embedded_ray_writes_nothing_to_home_and_removes_its_files(tmp_path, scripted):
+    """Ray 2.59+ would write ~/.ray/auth_token for a new local cluster, and its session files
+    stay in its temp folder: the embedded Ray gets its token in the environment and a temp
+    folder of its own, removed when the run ends."""
+    env, marker = embedded_env(tmp_path)
+    del env["RAY_AUTH_MODE"]  # Ray's default: token auth on
+    home = tmp_path / "home"
+    home.mkdir()
+    env["HOME"] = str(home)
+    (tmp_path / "farm.toml").write_text(farm_toml(scripted.url))
+    (tmp_path / "suite.jsonl").write_text('{"id": "a", "input": "Hello"}\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "farm.cli", "test", "-i", "suite.jsonl", "--engine", "ray", "-q"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list(home.iterdir()) == []
+    ray_tmp = Path(env["RAY_TMPDIR"])
+    assert ray_tmp.is_dir() and list(ray_tmp.iterdir()) == []  # its farm-ray-* folder is gone
+    assert wait_until_gone(marker) == []
+    ray_tmp.rmdir()

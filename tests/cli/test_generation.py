@@ -82,7 +82,7 @@ def test_count_runs_exactly_that_many_distinct_generated_cases_and_again_without
         info = json.loads((run_dir / "run.json").read_text())
         stats = info["generation"]
         assert stats["asked"] == stats["kept"] == count and stats["stop_reason"] is None
-        assert stats["malformed"] > 0 and stats["renamed"] > 0 and stats["calls"] == llm.requests >= stats["batches"]
+        assert stats["malformed"] > 0 and stats["renamed"] > 0 and stats["calls"] >= llm.requests >= stats["batches"]  # a request cancelled once enough cases came may not reach the server
         assert stats["batches"] >= count / 20
         assert stats["problems"][0].startswith("agents:gen batch ") and "field 'assertions[0].type': unknown assertion type 'tool_caled' (did you mean 'tool_called'?)" in stats["problems"][0]
         assert info["role_cache"]["role_calls"] >= stats["batches"]  # the generator's calls count as role calls

@@ -60,7 +60,7 @@ def test_rescore_an_edited_suite_after_the_agent_is_gone(tmp_path: Path):
 def test_a_folder_that_is_not_a_run_exits_2_with_one_sentence(tmp_path: Path):
     result = farm("rescore", str(tmp_path))
     assert result.exit_code == 2
-    assert result.output.strip() == f"error: {tmp_path} is not a run folder: it has no run.json (give a folder that farm test wrote, e.g. results/<run_id>)"
+    assert result.output.strip() == f"error: {tmp_path} is not a run folder: it has no run.json (give a folder that farm test wrote, e.g. farm-results/<run_id>)"
 
 
 def test_farm_report_compares_a_run_with_its_rescore_of_an_edited_copy(tmp_path: Path):

@@ -118,7 +118,7 @@ def test_a_local_run_never_imports_ray(project: Path):
         "print(r.engine, r.exit_code, 'ray' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.stdout.split() == ["local", "0", "False"], done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].split() == ["local", "0", "False"], done.stdout + done.stderr  # after the summary
 
 
 def test_sigint_then_resume_on_the_local_engine_covers_the_whole_run(project: Path):
@@ -150,3 +150,14 @@ def test_sigint_then_resume_on_the_local_engine_covers_the_whole_run(project: Pa
     info = json.loads((run_dir / "run.json").read_text())
     assert info["status"] == "finished" and info["counts"]["total"] == 16 and info["counts"]["passed"] == 16
     assert "Total:    16 tests" in done.stdout
+
+
+def test_the_cli_names_of_options_are_keywords_too(project: Path):
+    suite = write_suite(project, [
+        {"id": "ok", "input": "Hello", "assertions": [{"type": "contains", "value": "expense"}]},
+        {"id": "no", "input": "Hello", "assertions": [{"type": "contains", "value": "pirate"}]},
+    ])
+    result = farm.run(str(suite), config=project / "farm.toml", engine="local", run="^ok$", name="target", quiet=True)
+    assert result.exit_code == 0 and result.summary.total == 1
+    with pytest.raises(farm.errors.FarmError, match="match='a' and run='b' name the same option"):
+        farm.run(str(suite), config=project / "farm.toml", match="a", run="b")

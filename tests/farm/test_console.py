@@ -452,3 +452,47 @@ def test_status_words_are_coloured_on_a_colour_terminal() -> None:
     assert "\x1b[31mFAILED\x1b[0m" in text  # red
     assert "\x1b[32mPASSED\x1b[0m" in text  # green
     assert "\x1b[33mSKIPPED\x1b[0m" in text  # yellow
+
+
+CAUSE = "[Connect call failed ('127.0.0.1', 18799)]), after 1 request."
+LONG_ERROR = (
+    "agent error: Cannot get a reply from agent 'a' at POST http://127.0.0.1:18799/v1/chat/completions: the endpoint"
+    " (an agent whose name and route are long: " + "x" * 120 + ")"
+    " could not be reached (Cannot connect to host 127.0.0.1:18799 ssl:default " + CAUSE
+)
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_an_agent_error_shows_its_cause_and_whole_with_verbose(verbose: bool):
+    console = Console(file=io.StringIO(), width=1000, force_terminal=False, color_system=None)
+    turn = TurnResult(turn=1, input="hi", error=LONG_ERROR)
+    result = case_result("E", Status.ERROR, turns=[turn], error=f"turn 1: {LONG_ERROR}")
+    ConsoleReporter(console, verbose=verbose).case(result)
+    lines = text_of(console).splitlines()
+    error_line = next(line for line in lines if "Error: " in line)
+    result_line = next(line for line in lines if "Result: " in line)
+    for line in (error_line, result_line):
+        assert line.rstrip().endswith(CAUSE), line
+        assert "http://127.0.0.1:18799/v1/chat/completions" in line  # what was attempted
+        assert ("x" * 120 in line) is verbose  # the middle
+        assert (" … " in line) is not verbose
+
+
+def test_a_retry_shows_on_the_progress_line_until_the_next_case_ends():
+    from farm.agents.retry import _retrying
+    from farm.runview import RunView
+
+    console = Console(file=io.StringIO(), width=120, force_terminal=True, color_system=None)
+    view = RunView(console)
+    view.start("target", "suite.jsonl", 2, {}, 2)
+    try:
+        _retrying("judge", 3, 5, None, "the endpoint could not be reached (Connect call failed: connection refused)", False)
+        progress = view.reporter._progress
+        assert progress._progress is not None
+        phase = progress._progress.tasks[0].fields["phase"]
+        assert phase == "judge: retry 3/5 after connection refused"
+        view.result(case_result("T1", Status.PASSED))
+        assert progress._progress.tasks[0].fields["phase"] == "Running"
+    finally:
+        view.stop()
+    _retrying("judge", 4, 5, None, "connection refused", False)  # no listener left: nothing happens

@@ -57,7 +57,7 @@ def test_duplicate_ids_name_the_first(tmp_path):
     path = write(tmp_path, "s.jsonl", '{"id": "a", "input": "x"}\n{"id": "a", "input": "y"}\n')
     first, second = load_file(path).cases
     assert first.ok and not second.ok
-    assert second.error == f"duplicate id 'a' (first at {path}:1)"
+    assert second.error == f"field 'id': duplicate id 'a' (first at {path}:1)"
 
 
 def test_both_spellings_are_accepted(tmp_path):

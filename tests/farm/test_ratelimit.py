@@ -4,14 +4,17 @@ per-process clients in one event loop (as the local engine runs them) on virtual
 from __future__ import annotations
 
 import asyncio
+import math
 import selectors
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+import pytest
+
 from farm.agents.permits import Limiter, NoLimit
 from farm.config import Connector, FarmConfig
-from farm.ratelimit import LimiterCore, PermitClient, default_parallel, local_limiters
+from farm.ratelimit import LimiterCore, PermitClient, default_parallel, limits_of, local_limiters
 from farm.ratelimit.client import CoreRemote
 
 T = TypeVar("T")
@@ -237,7 +240,7 @@ def test_rate_concurrency_and_tokens_together():
 
     stamps, peak = on_virtual_time(scenario)
     assert peak <= 3
-    assert 12 <= len(stamps) <= 23  # 3 slots × 0.2 s ≈ 15/s, under the 20/s of the rpm
+    assert 12 <= len(stamps) <= 24  # 3 slots × 0.2 s: 8 rounds of 3 in 1.5 s, under the 20/s of the rpm
 
 
 def test_clients_keep_to_the_rpm_in_every_second_without_an_opening_burst():
@@ -305,3 +308,64 @@ def test_429s_halve_the_concurrency_and_calm_grows_it_back():
         return caps
 
     assert asyncio.run(scenario()) == [4, 2, 2, 8]
+
+
+def test_a_small_suite_goes_at_once_up_to_a_seconds_worth_of_the_rpm():
+    """rpm 500: ten instant calls at once. A burst of 8 (rpm/60) goes at once, a ninth (the 1-second
+    share is 9) as the rate allows, the tenth in the next second; not one every 122 ms."""
+
+    async def scenario() -> list[float]:
+        clock = asyncio.get_running_loop().time
+        core = LimiterCore(rpm=500, clock=clock)
+        start = clock()
+
+        async def one(i: int) -> float:
+            await core.acquire(f"h{i}")
+            return clock() - start
+
+        return list(await asyncio.gather(*(one(i) for i in range(10))))
+
+    times = sorted(on_virtual_time(scenario))
+    assert times[:8] == [0.0] * 8
+    assert 0.1 < times[8] < 0.15 and 0.99 < times[9] < 1.15
+
+
+@pytest.mark.parametrize("rpm, burst", [(120, None), (600, None), (120, 30), (61, None)])
+def test_no_minute_holds_more_than_the_rpm_and_no_second_more_than_its_share_or_the_burst(rpm: int, burst: int | None):
+    async def scenario() -> list[float]:
+        clock = asyncio.get_running_loop().time
+        core = LimiterCore(rpm=rpm, clock=clock, burst=burst)
+        clients = [PermitClient("c", CoreRemote(core), rpm=rpm, clock=clock) for _ in range(2)]
+        start = clock()
+        runs = []
+        for pause in (0.0, 7.3):  # saturated, then idle (the bucket fills), then saturated again
+            await asyncio.sleep(pause)
+            runs += await asyncio.gather(*(hammer(c, 20, clock(), clock() + 65.0, 0.001, clock=clock) for c in clients))
+        return [s - start for run in runs for s in run]
+
+    stamps = on_virtual_time(scenario)
+    second = max(math.ceil(rpm / 60), burst or rpm // 60)
+    assert busiest(stamps, 60.0) <= rpm
+    assert busiest(stamps, 1.0) <= second
+    assert len(stamps) >= 2 * 0.95 * rpm  # the rate is used
+
+
+def test_after_a_burst_requests_are_paced_not_bunched_every_second():
+    async def scenario() -> list[float]:
+        clock = asyncio.get_running_loop().time
+        core = LimiterCore(rpm=600, clock=clock)
+        client = PermitClient("c", CoreRemote(core), rpm=600, clock=clock)
+        start = clock()
+        return [s - start for s in await hammer(client, 30, start, start + 5.0, 0.001, clock=clock)]
+
+    stamps = on_virtual_time(scenario)
+    assert stamps.count(0.0) == 10  # the burst: a second's worth
+    later = [s for s in stamps if s >= 1.0]
+    assert busiest(later, 0.25) <= 4  # 10/s, evenly: not 10 at each second's start
+
+
+def test_a_connectors_burst_reaches_its_limiter():
+    config = FarmConfig(connectors={"llm": Connector(base_url="http://x", rpm=600, burst=3)})
+    assert limits_of(config.connector("llm")).burst == 3
+    assert LimiterCore(rpm=600, burst=3).limits.burst == 3
+    assert LimiterCore(rpm=500).limits.burst == 8 and LimiterCore(rpm=30).limits.burst == 1

@@ -14,6 +14,8 @@ from farm.agents.retry import (
     BACKOFF_BASE,
     RATE_LIMIT_BASE,
     RETRY_AFTER_CAP,
+    add_retry_listener,
+    remove_retry_listener,
     request_json,
 )
 from farm.agents.transport import HTTPClient
@@ -139,3 +141,26 @@ def test_no_retries_means_one_attempt_and_no_wait():
     with pytest.raises(AgentHTTPError, match="after 1 request"):
         call(http, RecordingLimiter(), sleeps, max_retries=0)
     assert sleeps == [] and len(sent) == 1
+
+
+def test_every_retry_is_told_to_the_listeners_with_its_number_and_why():
+    heard: list[tuple[str, int, int, str]] = []
+
+    def listener(agent: str, retry: int, retries: int, why: str) -> None:
+        heard.append((agent, retry, retries, why))
+
+    add_retry_listener(listener)
+    try:
+        refused = httpx.ConnectError("[Errno 111] Connect call failed: connection refused")
+        http, _ = answering(refused, refused, httpx.Response(503), OK)
+        call(http, RecordingLimiter(), Sleeps(), max_retries=5)
+    finally:
+        remove_retry_listener(listener)
+    assert heard == [
+        ("target", 1, 5, "connection refused"),
+        ("target", 2, 5, "connection refused"),
+        ("target", 3, 5, "503 Service Unavailable"),
+    ]
+    http, _ = answering(httpx.Response(503), OK)
+    call(http, RecordingLimiter(), Sleeps())
+    assert len(heard) == 3  # removed: told nothing more

@@ -41,9 +41,9 @@ def load(tmp_path: Path, case: dict[str, Any], toml: str | None = TOML, **kw):
     return suite
 
 
-def problem(tmp_path: Path, case: dict[str, Any], **kw) -> str:
+def problem(tmp_path: Path, case: dict[str, Any], count: int = 1, **kw) -> str:
     suite = load(tmp_path, case, **kw)
-    assert len(suite.problems) == 1, suite.problems
+    assert len(suite.problems) == count, suite.problems
     text = suite.problems[0]
     assert text.startswith(f"{tmp_path / 's.jsonl'}:2: "), text
     return text
@@ -67,7 +67,7 @@ def one(assertion: dict[str, Any]) -> dict[str, Any]:
     ({"type": "agent", "use": "agents:judge", "options": {"conector": "llm"}}, ["assertions[0].options.conector", "did you mean 'connector'"]),
 ])
 def test_assertion_mistakes_name_file_line_and_field(tmp_path, assertion, words):
-    text = problem(tmp_path, one(assertion))
+    text = problem(tmp_path, one(assertion), count=2 if "valeu" in assertion else 1)  # and: contains needs a value
     for word in words:
         assert word in text
 
@@ -75,7 +75,7 @@ def test_assertion_mistakes_name_file_line_and_field(tmp_path, assertion, words)
 @pytest.mark.parametrize("case, words", [
     ({"id": "a", "input": "x", "tagz": ["t"]}, ["'tagz'", "did you mean 'tags'"]),
     ({"id": "a", "turns": [{"input": "x", "asserts": []}]}, ["'turns[0].asserts'", "did you mean 'assert'"]),
-    ({"id": "a", "simulator": {"use": "sim", "metadata": {"x": 1}}, "checkpoints": [{"id": "c", "assert": "contains"}]}, ["'simulator.metadata'", "unknown field"]),
+    ({"id": "a", "simulator": {"use": "sim", "metadata": {"x": 1}}, "checkpoints": [{"id": "c", "assert": {"type": "contains", "value": "x"}}]}, ["'simulator.metadata'", "unknown field"]),
     ({"id": "a", "checkpoints": [{"id": "c", "assertion": {"type": "contains", "value": "ok"}, "afterr": ["c"]}]}, ["'checkpoints[0].afterr'", "did you mean 'after'"]),
     ({"id": "a", "input": "x", "options": {"metadata": {}, "conector": "llm"}}, ["'options.conector'"]),
     ({"id": "a", "checkpoints": [{"id": "c", "assert": {"type": "contains", "value": "x"}, "after": ["c"]}]}, ["depends on itself"]),
@@ -137,3 +137,63 @@ def test_run_checks_refuse_an_unimportable_python_entry_and_a_missing_key(tmp_pa
     check_for_run(suite, keyed, "bot", dry_run=True)  # a dry run calls nothing
     monkeypatch.setenv("FARM_UNSET_KEY_FOR_TEST", "k")
     check_for_run(suite, keyed, "bot")
+
+
+def test_every_problem_of_a_case_is_reported_one_each(tmp_path):
+    """No problem hides another: unknown fields, a bad assertion type, an invalid regex, a checkpoint
+    cycle and an unknown simulator are all reported, each naming its field."""
+    suite = load(tmp_path, {
+        "id": "a", "inputt": "x", "simulator": {"use": "simm", "goall": "g"},
+        "checkpoints": [
+            {"id": "c", "assert": {"type": "containz", "value": "x"}, "after": ["d"]},
+            {"id": "d", "assert": {"type": "regex", "pattern": "([a-z", "flags": 1}, "after": ["c"]},
+        ],
+    })
+    where = f"{tmp_path / 's.jsonl'}:2: "
+    problems = [p.removeprefix(where) for p in suite.problems]
+    assert all(p.startswith(where) for p in suite.problems)
+    assert problems[:3] == [
+        "field 'inputt': unknown field (did you mean 'input'?)",
+        "field 'simulator.goall': unknown field (did you mean 'goal'?)",
+        "field 'checkpoints[1].assert.flags': unknown field",
+    ]
+    assert problems[3] == "field 'checkpoints[0].assertion.type': unknown assertion type 'containz' (did you mean 'contains'?)"
+    assert problems[4].startswith("field 'checkpoints[1].assertion': invalid regex '([a-z'")
+    assert problems[5] == "field 'checkpoints': the checkpoints depend on each other in a cycle (c -> d -> c), so none of them can be reached"
+    assert problems[6].startswith("field 'simulator.use': agent 'simm' is not configured")
+    assert len(problems) == 7
+
+
+def test_a_refused_value_does_not_hide_the_rest_of_the_case(tmp_path):
+    problems = load(tmp_path, {"id": "a", "input": "x", "timeout": "soon", "max_turns": 10**4000 if False else 10**40,
+                               "assertions": [{"type": "regex", "value": "(("}]}).problems
+    assert len(problems) == 3, problems
+    assert "field 'timeout': 'soon' is not a duration" in problems[0]
+    assert "field 'max_turns': Input should be less than or equal to 10000" in problems[1]
+    assert "field 'assertions[0]': invalid regex '(('" in problems[2]
+
+
+@pytest.mark.parametrize("value", [10**4000 // 10**3990, 10**20, -1])
+def test_numbers_have_bounds(tmp_path, value):
+    assert problem(tmp_path, {"id": "a", "input": "x", "max_turns": value}, toml=None)
+    assert problem(tmp_path, one({"type": "latency", "value": value * 10**8}), toml=None)
+
+
+@pytest.mark.parametrize("key", ["a\nb", "a\x1b[31mb", "a\u2028b", "a\u0085b", "a\rb"])
+def test_names_from_the_input_are_escaped_so_each_problem_is_one_line(tmp_path, key):
+    suite = load(tmp_path, {"id": "a", "input": "x", key: 1, "options": {key: 2}, "tool_mocks": {key: "scripts:../x"},
+                            "assertions": [{"type": key, "value": 1}]})
+    assert len(suite.problems) >= 3
+    for text in suite.problems:
+        assert text.isprintable(), text
+    assert repr(key)[1:-1] in suite.problems[0]
+
+
+def test_patterns_are_checked_by_the_engine_the_run_uses_with_no_warning(tmp_path):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # re would warn "Possible nested set" for [[:alpha:]
+        assert not load(tmp_path, one({"type": "regex", "value": "[[:alpha:]]+"}), toml=None).problems
+        assert "invalid regex" in problem(tmp_path, one({"type": "regex", "value": "[[:alpha:]"}), toml=None)
+        assert "invalid regex" in problem(tmp_path, one({"type": "tool_result", "tool": "t", "result": {"s": "regex:[[:alpha:]"}}), toml=None)
