@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 import ray
 
-from farm.roletypes import HumanRequest
+from farm.roles.types import HumanRequest
 from farm.terminal import ask_on_terminal
 
 __all__ = ["HumanDesk", "TerminalDesk"]

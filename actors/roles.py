@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import ray
 
 from farm.config import FarmConfig
-from farm.rolecache import RoleCache, record, tally
-from farm.roletypes import RoleError, RoleOutcome, RoleRequest, SimulatorTurn, Verdict
-from farm.services import LocalRoles
+from farm.roles.cache import RoleCache, record, tally
+from farm.roles.services import LocalRoles
+from farm.roles.types import RoleError, RoleOutcome, RoleRequest, SimulatorTurn, Verdict
 
 if TYPE_CHECKING:
     from farm.actors.limiter import LimiterPlan
@@ -57,7 +57,7 @@ class RoleActor:
 
 async def _counted(call: Awaitable[T]) -> RoleOutcome[T]:
     """``RoleOutcome.of(call)`` with the role calls it made and the cache hits among them, which
-    the session actor counts for the case it asked for (:func:`farm.rolecache.record`)."""
+    the session actor counts for the case it asked for (:func:`farm.roles.cache.record`)."""
     with tally() as calls:
         outcome = await RoleOutcome.of(call)
     return dataclasses.replace(outcome, calls=calls)
@@ -109,7 +109,7 @@ class PoolRoles:
         return outcome.unwrap()
 
     async def generate(self, request: RoleRequest) -> list[Any]:
-        """One batch of a generation on the generator pool (:data:`farm.generation.GenerateCall`)."""
+        """One batch of a generation on the generator pool (:data:`farm.suite.generation.GenerateCall`)."""
         outcome: RoleOutcome[list[Any]] = await self._call(self._gen, "generate", request)
         return outcome.unwrap()
 

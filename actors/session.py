@@ -15,10 +15,10 @@ import ray
 
 from farm.agents.transport import HTTPClient, preload
 from farm.config import FarmConfig
+from farm.conversation.runner import RunSettings
 from farm.engines.worker import CaseWorker
-from farm.loader import LoadedCase
 from farm.results import CaseResult
-from farm.runner import RunSettings
+from farm.suite.loader import LoadedCase
 
 if TYPE_CHECKING:
     from farm.actors.limiter import LimiterPlan

@@ -59,7 +59,7 @@ from private_ray import private_ray_env  # noqa: E402  (beside this script)
 
 
 def _suite(n: int, turns: int) -> list[Any]:
-    from farm.loader import parse_cases
+    from farm.suite.loader import parse_cases
 
     def case(i: int) -> dict[str, Any]:
         check = [{"type": "contains", "value": "fake agent"}]
@@ -137,8 +137,8 @@ def run_once(args: argparse.Namespace, nodes: int, remove_after: int | None) -> 
     from farm.actors.driver import run_plan
 
     from farm.config import load_config
+    from farm.conversation.runner import RunSettings
     from farm.engines import RunPlan
-    from farm.runner import RunSettings
 
     started = time.monotonic()
     cluster = _start_cluster(nodes, args.head_cpus, args.cpus_per_node, args.health_check_ms)

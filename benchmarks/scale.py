@@ -3,7 +3,7 @@
     python benchmarks/scale.py                       # 20k cases
     python benchmarks/scale.py --cases 100000 --json # the README's figure
 
-What runs is :func:`farm.execution.execute` — what ``farm test`` runs: the cases
+What runs is :func:`farm._run.execution.execute` — what ``farm test`` runs: the cases
 are loaded into the driver, dispatched to session actors on the embedded
 local Ray, and every result is written to JSONL and Parquet as it arrives.
 The agent is fast, so the farm is what is measured: by default an ``async``
@@ -90,11 +90,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from farm.actors.cluster import connect
 
+    from farm._run.execution import RunOutputs, execute
     from farm.config import load_config
+    from farm.conversation.runner import RunSettings
     from farm.engines import RunPlan, make_engine
-    from farm.execution import RunOutputs, execute
-    from farm.loader import parse_cases
-    from farm.runner import RunSettings
+    from farm.suite.loader import parse_cases
     from farm.writers import RunInfo
 
     server = FakeAgent(args.latency).start() if args.agent == "http" else None

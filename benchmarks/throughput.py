@@ -8,7 +8,7 @@ For each latency, in the same run:
 - **ideal**: calls x latency / concurrency (6000 x 0.05 s / 400 = 0.75 s);
 - **asyncio**: a plain-asyncio baseline in this one process, no Ray, the same
   conversations, ``--parallel`` at once;
-- **farm**: :func:`farm.execution.execute` — what ``farm test --parallel N`` runs:
+- **farm**: :func:`farm._run.execution.execute` — what ``farm test --parallel N`` runs:
   session actors on the embedded local Ray, results written to JSONL and
   Parquet. The wall time includes starting the actors, not starting Ray.
 
@@ -152,11 +152,11 @@ def baseline(agent: str, url: str, latency: float, n: int, turns: int, parallel:
 
 
 def farm(agent: str, url: str, latency: float, n: int, turns: int, parallel: int, max_concurrency: int, folder: Path, engine: str = "ray") -> dict[str, Any]:
+    from farm._run.execution import RunOutputs, execute
     from farm.config import load_config
+    from farm.conversation.runner import RunSettings
     from farm.engines import RunPlan, make_engine
-    from farm.execution import RunOutputs, execute
-    from farm.loader import parse_cases
-    from farm.runner import RunSettings
+    from farm.suite.loader import parse_cases
     from farm.writers import RunInfo
 
     if agent == "http":

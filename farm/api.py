@@ -1,5 +1,5 @@
 """The public Python API: :func:`run` does everything ``farm test`` does, and
-:func:`rescore` (:mod:`farm.rescoring`) what ``farm rescore`` does.
+:func:`rescore` (:mod:`farm._run.rescoring`) what ``farm rescore`` does.
 
 It finds the config, resolves the agent's defaults (``tool_mocks``,
 ``input_tools``), sizes ``parallel`` from the connector's limits, picks the
@@ -28,18 +28,18 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from rich.console import Console
 from rich.markup import escape
 
+from farm._run.rescoring import rescore
+from farm._run.result import RunResult, new_run_id
 from farm.errors import UsageError
-from farm.rescoring import rescore
-from farm.runresult import RunResult, new_run_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from farm.config import FarmConfig
-    from farm.generation import CaseStream, GenerationStats
-    from farm.loader import Suite
     from farm.results import CaseResult
-    from farm.rolecache import CallTally
+    from farm.roles.cache import CallTally
+    from farm.suite.generation import CaseStream, GenerationStats
+    from farm.suite.loader import Suite
     from farm.summary import Summary
     from farm.writers import RunInfo
 
@@ -114,8 +114,8 @@ def run(
     - ``run``, ``name``, ``json``: the CLI's names (``--run``, ``-n/--name``, ``--json``) of
       ``match``, ``agent`` and ``json_events``.
     """
-    from farm.rolecache import tally
-    from farm.runsetup import prepare, recorded_config, recorded_input, resolve_options, selection
+    from farm._run.setup import prepare, recorded_config, recorded_input, resolve_options, selection
+    from farm.roles.cache import tally
     from farm.writers import RunInfo, finished_keys, read_run_json
 
     match = _alias("match", match, "run", run)
@@ -159,19 +159,19 @@ def run(
         cache=cache,
     )
     agents = agents or ([agent_id] if agent_id else [])
-    from farm.validation import check_for_run  # every check that needs no agent call (SPEC 2)
+    from farm.suite.validation import check_for_run  # every check that needs no agent call (SPEC 2)
 
     checked: list[str | None] = list(agents) or [agent_id]
     for each in checked:
         check_for_run(suite, cfg, each, simulator=options.simulator, connector=options.connector, dry_run=dry_run)
-    from farm.runview import RunView
+    from farm._run.view import RunView
 
     view = RunView(console, json_events=json_events, quiet=quiet, verbose=verbose)
     console = view.console
     run_id = (previous.run_id if previous else None) or new_run_id()
     run_dir = Path(resume) if resume is not None else cfg.results_dir / run_id
     stream = suite.stream
-    if stream is not None:  # generated cases: they run as their batches arrive (farm.generation)
+    if stream is not None:  # generated cases: they run as their batches arrive (farm.suite.generation)
         stream.default_simulator = options.simulator
         if dry_run:  # the generation alone
             try:
@@ -180,7 +180,7 @@ def run(
                 return RunResult(130, interrupted=True)
         else:
             from farm.agents.transport import preload
-            from farm.loader import Suite
+            from farm.suite.loader import Suite
 
             preload()  # the generator's first request would import the HTTP transport inside the run
             suite.cases = Suite(stream.open(run_dir)).select(options.match, options.tags or []).cases  # a resumed run's
@@ -191,7 +191,7 @@ def run(
 
     if not suite.cases and stream is None:
         raise UsageError(f"{suite.description}: no test cases to run")
-    from farm.golden import GoldenRecorder, attach
+    from farm.conversation.golden import GoldenRecorder, attach
 
     recorder = GoldenRecorder(Path(options.update_golden)) if options.update_golden is not None else None
     if recorder is None:  # recording replaces comparing, as a snapshot update does
@@ -208,10 +208,10 @@ def run(
     connector_name = connectors[agent_id]
     cfg.check_keys()  # a key with a stray newline is a usage error before anything runs
 
+    from farm._run.execution import RunOutputs
+    from farm._run.setup import build_plan, execute_viewed, extra_writers
     from farm.engines import StopReason, Terminal, choose_engine, make_engine
-    from farm.execution import RunOutputs
     from farm.ratelimit import DEFAULT_PARALLEL, default_parallel
-    from farm.runsetup import build_plan, execute_viewed, extra_writers
 
     parallel = parallel or (previous.parallel if previous else None) or sum(
         default_parallel(cfg.connectors[name]) if name else DEFAULT_PARALLEL for name in dict.fromkeys(connectors.values())
@@ -337,8 +337,8 @@ class _Say:
 
 def _agent_report(cfg: FarmConfig, agent_id: str, run_dir: Path, run_summary: dict[str, Any], cache: bool = True) -> Path:
     """Ask the reporter agent for a Markdown report of the run; write it beside the results."""
-    from farm.rolecache import RoleCache
-    from farm.roles import RolePlayer
+    from farm.roles.cache import RoleCache
+    from farm.roles.player import RolePlayer
 
     player = RolePlayer.from_config("reporter", cfg, agent_id, cache=RoleCache.for_config(cfg) if cache else None)
     try:
@@ -377,8 +377,8 @@ def _generate(suite: Suite, cfg: FarmConfig, cache: bool, console: Console, quie
     """A dry run's generation: the suite's stream run to its end into ``suite.cases``, here."""
     from contextlib import nullcontext
 
-    from farm.generation import generate_locally
-    from farm.loader import Suite
+    from farm.suite.generation import generate_locally
+    from farm.suite.loader import Suite
 
     stream = suite.stream
     assert stream is not None

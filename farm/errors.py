@@ -24,14 +24,14 @@
     ReplyTooLarge                  a 2xx body past the limit (turned into AgentReplyTooLargeError)
     LimiterRestarting              the rate limiter is being replaced: ask again shortly (never reaches a user)
 
-An interrupt (Ctrl-C, SIGTERM) is ``KeyboardInterrupt`` until :func:`farm.execution.execute` turns it
+An interrupt (Ctrl-C, SIGTERM) is ``KeyboardInterrupt`` until :func:`farm._run.execution.execute` turns it
 into ``RunInterrupted`` (``RunStopped`` when the engine was lost), which carries the run's summary.
 A ``regex`` assertion whose pattern runs away raises ``farm.assertions.patterns.PatternTimeout``,
 which fails that assertion only.
 
 Messages say what was attempted and what blocked it, and where a user can act, what to do.
 The classes are importable from the modules that raise them too (``farm.agents.base``,
-``farm.roletypes``, ``farm.engines``, ...).
+``farm.roles.types``, ``farm.engines``, ...).
 """
 
 from __future__ import annotations

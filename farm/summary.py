@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from farm.results import CaseResult, StabilityClass, Status, add_cost, stability_class
 
 if TYPE_CHECKING:
-    from farm.rolecache import CallTally
+    from farm.roles.cache import CallTally
 
 __all__ = ["AgentCounts", "CaseStability", "Summary"]
 

@@ -11,7 +11,7 @@ import select
 from collections.abc import Callable
 from typing import TextIO
 
-from farm.roletypes import HumanRequest
+from farm.roles.types import HumanRequest
 
 __all__ = ["ask_on_terminal"]
 

@@ -83,7 +83,7 @@ class AgentClient(Protocol):
 
 @runtime_checkable
 class CacheKeyed(Protocol):
-    """An agent that says which parts of a call decide its answer (:mod:`farm.rolecache` keys
+    """An agent that says which parts of a call decide its answer (:mod:`farm.roles.cache` keys
     a cached call on them); the cache falls back to the messages and stable options otherwise."""
 
     def cache_key_parts(self, messages: list[Message], options: dict[str, Any]) -> dict[str, Any]: ...

@@ -16,7 +16,7 @@ from farm.config import Connector, FarmConfig
 from farm.errors import FarmError, UsageError
 
 if TYPE_CHECKING:
-    from farm.rolecache import RoleCache
+    from farm.roles.cache import RoleCache
 
 __all__ = ["TargetClients", "build_agent"]
 
@@ -124,7 +124,7 @@ class TargetClients:
         client = build_agent(self.config, self.agent_id, connector_override=connector, limiter_for=self.limiter_for, http=self.http)
         if self.cache is None:
             return client
-        from farm.rolecache import CachedAgent
+        from farm.roles.cache import CachedAgent
 
         return CachedAgent(client, self.cache, self.agent_id)
 

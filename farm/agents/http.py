@@ -190,7 +190,7 @@ class HTTPAgent:
         )
 
     def cache_key_parts(self, messages: list[Message], options: dict[str, Any]) -> dict[str, Any]:
-        """What decides the answer (:mod:`farm.rolecache`): the endpoint and the template with the
+        """What decides the answer (:mod:`farm.roles.cache`): the endpoint and the template with the
         messages and stable options; the session id, new in every run, is left out."""
         return {
             "kind": "http",

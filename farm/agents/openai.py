@@ -86,7 +86,7 @@ class OpenAIAgent:
         return body
 
     def cache_key_parts(self, messages: list[Message], options: dict[str, Any]) -> dict[str, Any]:
-        """What decides the answer (:mod:`farm.rolecache`): the body as sent, where options reach
+        """What decides the answer (:mod:`farm.roles.cache`): the body as sent, where options reach
         only as ``user`` and metadata and session ids never do."""
         return {"kind": "openai", "agent": self.config.id, "connector": self.connector.name, "body": self.request_body(messages, options)}
 

@@ -95,7 +95,7 @@ class PythonAgent:
         return self._threads
 
     def cache_key_parts(self, messages: list[Message], options: dict[str, Any]) -> dict[str, Any]:
-        """What decides the answer (:mod:`farm.rolecache`): the entry, the messages and the stable options."""
+        """What decides the answer (:mod:`farm.roles.cache`): the entry, the messages and the stable options."""
         return {"kind": "python", "agent": self.config.id, "entry": self.config.entry, "messages": messages, "options": stable_options(options)}
 
     async def send(self, messages: list[Message], options: dict[str, Any]) -> Reply:

@@ -9,7 +9,7 @@ Both take the same :class:`RunPlan` and hand every result to ``on_result``
 once, as it finishes; both keep the connectors' limits, separate budgets for
 simulators and validators, ``--fail-fast`` and interrupts. What is around a
 run (``run.json``, the writers, resume) is the engines' common caller,
-:mod:`farm.execution`.
+:mod:`farm._run.execution`.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from farm.config import FarmConfig
+from farm.conversation.runner import RunSettings, error_result
 from farm.engines.scheduler import Job, JobKey, Scheduler, StopReason, Worker
 from farm.errors import EngineLost, UsageError
-from farm.loader import LoadedCase
 from farm.results import CaseResult
-from farm.rolecache import CallTally
-from farm.runner import RunSettings, error_result
+from farm.roles.cache import CallTally
+from farm.suite.loader import LoadedCase
 
 if TYPE_CHECKING:
-    from farm.generation import CaseStream, GenerationStats
-    from farm.replay import Replay
+    from farm.conversation.replay import Replay
+    from farm.suite.generation import CaseStream, GenerationStats
 
 __all__ = [
     "AUTO_RAY_FROM",

@@ -1,7 +1,7 @@
 """The local engine: every conversation of a run in this process, on one asyncio loop.
 
 It starts nothing, so a small run's first case starts at once. The same parts
-as on Ray, in one process: the runner from :mod:`farm.runner`; each limited
+as on Ray, in one process: the runner from :mod:`farm.conversation.runner`; each limited
 connector's :class:`~farm.ratelimit.LimiterCore` with a
 :class:`~farm.ratelimit.PermitClient` in front of it; simulator and validator
 calls on budgets and HTTP clients of their own; ``--parallel`` conversations
@@ -29,9 +29,9 @@ from farm.engines.feed import Arrival, pump
 from farm.engines.worker import CaseWorker
 from farm.ratelimit import local_limiters
 from farm.results import CaseResult
-from farm.rolecache import RoleCache
-from farm.roletypes import HumanRequest
-from farm.services import LocalRoles
+from farm.roles.cache import RoleCache
+from farm.roles.services import LocalRoles
+from farm.roles.types import HumanRequest
 from farm.terminal import ask_on_terminal
 
 __all__ = ["LocalEngine"]

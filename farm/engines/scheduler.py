@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
-from farm.loader import LoadedCase
 from farm.results import CaseResult, RetriedAttempt
+from farm.suite.loader import LoadedCase
 
 __all__ = ["Job", "JobKey", "Scheduler", "StopReason", "Worker"]
 

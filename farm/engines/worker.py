@@ -3,7 +3,7 @@
 :class:`CaseWorker` is built the same way for both engines: the clients of every agent
 under test (each built on first use and shared by every conversation), the services
 (roles, scripts, a person at a terminal) and each agent's run settings stamped with the
-worker's name. The engines differ only in how role calls travel (:class:`~farm.services.LocalRoles`
+worker's name. The engines differ only in how role calls travel (:class:`~farm.roles.services.LocalRoles`
 in process, the role pools on Ray) and in who asks the person.
 """
 
@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any
 from farm.agents.factory import TargetClients
 from farm.agents.transport import HTTPClient
 from farm.config import FarmConfig
-from farm.loader import LoadedCase
+from farm.conversation.runner import RunSettings, run_case
 from farm.results import CaseResult
-from farm.rolecache import target_cache
-from farm.roletypes import HumanRequest
-from farm.runner import RunSettings, run_case
+from farm.roles.cache import target_cache
+from farm.roles.services import FarmServices, RoleCaller
+from farm.roles.types import HumanRequest
 from farm.scripts import ScriptResolver
-from farm.services import FarmServices, RoleCaller
+from farm.suite.loader import LoadedCase
 
 if TYPE_CHECKING:
-    from farm.replay import Replay
+    from farm.conversation.replay import Replay
 
 __all__ = ["CaseWorker"]
 

@@ -4,10 +4,10 @@ import pytest
 from farm.actors.engine import RayEngine
 
 from farm.config import FarmConfig
+from farm.conversation.replay import Replay
+from farm.conversation.runner import RunSettings
 from farm.engines import RunPlan
 from farm.errors import UsageError
-from farm.replay import Replay
-from farm.runner import RunSettings
 
 
 def test_the_ray_engine_refuses_to_rescore_rather_than_call_the_agent():

@@ -19,7 +19,7 @@ from farm.cli.app import app
 from typer.testing import CliRunner
 
 from farm.config import load_config
-from farm.loader import load_file
+from farm.suite.loader import load_file
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -3,7 +3,7 @@
 import pytest
 
 from farm.agents.base import Reply, ToolCall
-from farm.awaiting import detect_awaiting, last_sentence
+from farm.conversation.awaiting import detect_awaiting, last_sentence
 
 TOOLS = ("request_confirmation", "ask_user", "get_user_input")
 

@@ -479,8 +479,8 @@ def test_an_agent_error_shows_its_cause_and_whole_with_verbose(verbose: bool):
 
 
 def test_a_retry_shows_on_the_progress_line_until_the_next_case_ends():
+    from farm._run.view import RunView
     from farm.agents.retry import _retrying
-    from farm.runview import RunView
 
     console = Console(file=io.StringIO(), width=120, force_terminal=True, color_system=None)
     view = RunView(console)

@@ -5,12 +5,12 @@ import pickle
 import pytest
 
 from farm import errors
+from farm._run.execution import RunInterrupted, RunStopped
 from farm.agents import base, transport
+from farm.conversation.replay import RecordingEnds
 from farm.engines import EngineLost
-from farm.execution import RunInterrupted, RunStopped
 from farm.ratelimit import client
-from farm.replay import RecordingEnds
-from farm.roletypes import RoleError
+from farm.roles.types import RoleError
 
 
 @pytest.mark.parametrize(

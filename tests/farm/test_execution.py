@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from farm import execution
-from farm.execution import YOUNG_THRESHOLD, _collector_for_the_run
+from farm._run import execution as execution
+from farm._run.execution import YOUNG_THRESHOLD, _collector_for_the_run
 
 
 @pytest.fixture(autouse=True)

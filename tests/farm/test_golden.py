@@ -1,5 +1,5 @@
 """Golden conversations: ``--update-golden`` writes the passed cases' conversations, a later run
-compares with them (farm.golden), against a scripted agent behind a real server on 127.0.0.1."""
+compares with them (farm.conversation.golden), against a scripted agent behind a real server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import farm
-from farm.cases import GoldenRule
+from farm.conversation.golden import GoldenCheck, GoldenConversation, attach, compare, golden_path, safe_name
 from farm.demo.server import JSONServer, Response, chat_completion
 from farm.errors import UsageError
-from farm.golden import GoldenCheck, GoldenConversation, attach, compare, golden_path, safe_name
-from farm.loader import load_text
 from farm.results import CaseResult, ToolCallRecord, TurnResult
+from farm.suite.cases import GoldenRule
+from farm.suite.loader import load_text
 from tests.scripted import RoleModels, ScriptedAgent, farm_toml, roles_toml
 
 

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from farm.cases import Mode
 from farm.errors import InputError, UsageError
-from farm.loader import load_file, load_message, load_stdin
+from farm.suite.cases import Mode
+from farm.suite.loader import load_file, load_message, load_stdin
 
 
 def write(tmp_path, name, text):

@@ -9,9 +9,9 @@ import pytest
 from farm.agents.http import HTTPAgent
 from farm.agents.openai import OpenAIAgent
 from farm.config import AgentConfig, Connector
+from farm.conversation.runner import RunSettings, run_case
 from farm.demo.server import JSONServer, Response
-from farm.loader import parse_cases
-from farm.runner import RunSettings, run_case
+from farm.suite.loader import parse_cases
 
 
 def body(message):

@@ -17,4 +17,4 @@ def test_the_python_api_takes_what_farm_test_takes():
     for option in ("agent", "engine", "parallel", "runs", "max_cost", "retries", "resume", "match", "tags", "fail_fast", "dry_run"):
         assert option in run, option
     assert inspect.iscoroutinefunction(farm.run_async)
-    assert farm.RunResult.__module__ == "farm.runresult"
+    assert farm.RunResult.__module__ == "farm._run.result"

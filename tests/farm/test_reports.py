@@ -22,8 +22,8 @@ import yaml
 from farm.cli.app import app
 from typer.testing import CliRunner
 
+from farm._run.events import EventWriter
 from farm.errors import UsageError
-from farm.events import EventWriter
 from farm.reports import HTMLWriter, JUnitWriter, analyse
 from farm.results import (
     SCHEMA_VERSION,

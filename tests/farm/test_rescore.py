@@ -14,16 +14,16 @@ import pytest
 
 import farm
 from farm.agents.base import AgentError, Reply
-from farm.cases import TestCase
 from farm.config import load_config
+from farm.conversation.digest import changed_inputs, inputs_digest
+from farm.conversation.replay import RecordingEnds, Replay, ReplayClient, ReplayClock
+from farm.conversation.runner import RunSettings, run_case
 from farm.demo.server import JSONServer
-from farm.digest import changed_inputs, inputs_digest
 from farm.errors import UsageError
-from farm.loader import parse_cases
-from farm.replay import RecordingEnds, Replay, ReplayClient, ReplayClock
 from farm.results import CaseResult, Status, StepReply, ToolCallRecord, TurnResult
-from farm.roletypes import RoleError, RoleRequest, SimulatorTurn
-from farm.runner import RunSettings, run_case
+from farm.roles.types import RoleError, RoleRequest, SimulatorTurn
+from farm.suite.cases import TestCase
+from farm.suite.loader import parse_cases
 from tests.scripted import Counting, RoleModels, ScriptedAgent, farm_toml, roles_toml
 
 DYNAMIC = {"simulator": {"use": "sim", "goal": "file a travel expense"}, "max_turns": 6}

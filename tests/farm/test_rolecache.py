@@ -15,10 +15,10 @@ from farm.agents.python import PythonAgent
 from farm.aio import run_sync
 from farm.config import AgentConfig, load_config
 from farm.demo.server import JSONServer, Response
-from farm.rolecache import CACHE_DIR, RoleCache, tally
-from farm.roles import RolePlayer
-from farm.roletypes import RoleRequest, Verdict
-from farm.services import LocalRoles
+from farm.roles.cache import CACHE_DIR, RoleCache, tally
+from farm.roles.player import RolePlayer
+from farm.roles.services import LocalRoles
+from farm.roles.types import RoleRequest, Verdict
 from tests.scripted import RoleModels, ScriptedAgent, farm_toml, roles_toml
 
 CONVERSATION = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Your expense is submitted."}]
@@ -230,7 +230,7 @@ def test_the_agent_under_test_is_cached_only_when_it_says_so(project: Path, serv
 
 def test_who_decides_whether_a_role_is_cached():
     from farm.config import Connector
-    from farm.rolecache import caches_role
+    from farm.roles.cache import caches_role
 
     judge = AgentConfig(id="judge", kind="validator", connector="c")
     conn = Connector(name="c", base_url="http://127.0.0.1:1/v1")

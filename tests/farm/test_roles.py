@@ -1,4 +1,4 @@
-"""farm.roles: each role's call (the built-in prompt, or the conversation as it is), its
+"""farm.roles.player: each role's call (the built-in prompt, or the conversation as it is), its
 answer read leniently, and one retry before a :class:`RoleError`."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from farm.agents.base import AgentError, Message, Reply
-from farm.roles import PROMPTS, RolePlayer, render_transcript
-from farm.roletypes import RoleError
+from farm.roles.player import PROMPTS, RolePlayer, render_transcript
+from farm.roles.types import RoleError
 
 
 class ScriptedClient:

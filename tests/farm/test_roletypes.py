@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from farm.roletypes import CallTally, RoleError, RoleOutcome, RoleRequest, SimulatorTurn, Verdict
+from farm.roles.types import CallTally, RoleError, RoleOutcome, RoleRequest, SimulatorTurn, Verdict
 
 
 async def _answer() -> SimulatorTurn:

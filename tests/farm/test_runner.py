@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from farm.agents.base import Reply, ToolCall
-from farm.loader import parse_cases
-from farm.roletypes import RoleError, SimulatorTurn
-from farm.runner import RunSettings, run_case
+from farm.conversation.runner import RunSettings, run_case
+from farm.roles.types import RoleError, SimulatorTurn
+from farm.suite.loader import parse_cases
 
 
 class Agent:

@@ -3,8 +3,8 @@
 import pytest
 
 from farm.engines import Job, JobKey, Scheduler, StopReason, Worker
-from farm.loader import LoadedCase
 from farm.results import CaseResult, Status
+from farm.suite.loader import LoadedCase
 
 
 def cases(n, prefix="case"):

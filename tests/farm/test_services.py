@@ -1,4 +1,4 @@
-"""farm.services: validators, scripts, tool mocks and hooks as a conversation uses them,
+"""farm.roles.services: validators, scripts, tool mocks and hooks as a conversation uses them,
 with role agents that are real Python agents from a ``farm.toml``."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from farm.assertions import Subject
-from farm.cases import AssertionSpec
 from farm.config import load_config
-from farm.roletypes import HumanRequest, RoleError, RoleRequest
-from farm.services import FarmServices, LocalRoles
+from farm.roles.services import FarmServices, LocalRoles
+from farm.roles.types import HumanRequest, RoleError, RoleRequest
+from farm.suite.cases import AssertionSpec
 
 JUDGE = '''
 import json

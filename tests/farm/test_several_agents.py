@@ -10,8 +10,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from farm._run.events import EventWriter
 from farm.console import ConsoleReporter
-from farm.events import EventWriter
 from farm.reports import HTMLWriter, JUnitWriter
 from farm.results import AssertionResult, CaseResult, Status, TurnResult
 from farm.summary import Summary

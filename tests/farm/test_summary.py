@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from farm.results import CaseResult, StabilityClass, Status, TurnResult, Usage
-from farm.rolecache import CallTally
+from farm.roles.cache import CallTally
 from farm.summary import Summary
 
 

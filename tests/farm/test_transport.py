@@ -32,10 +32,10 @@ from farm.agents.transport import (
     preload,
 )
 from farm.config import AgentConfig, Connector
+from farm.conversation.runner import RunSettings, run_case
 from farm.demo.server import chat_completion
-from farm.loader import parse_cases
 from farm.results import Status
-from farm.runner import RunSettings, run_case
+from farm.suite.loader import parse_cases
 
 USER = [{"role": "user", "content": "Hello"}]
 MB = 1_000_000

@@ -14,11 +14,11 @@ from farm.agents.openai import OpenAIAgent
 from farm.agents.retry import RATE_LIMIT_BASE, RATE_LIMIT_CAP, backoff_delay
 from farm.config import AgentConfig, Connector
 from farm.console import ConsoleReporter
+from farm.conversation.runner import RunSettings, run_case
 from farm.demo.server import JSONServer, Response, chat_completion
-from farm.loader import parse_cases
 from farm.reports.html import HTMLWriter
 from farm.reports.junit import JUnitWriter
-from farm.runner import RunSettings, run_case
+from farm.suite.loader import parse_cases
 
 
 class Limiter:

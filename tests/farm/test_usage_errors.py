@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from farm.agents.base import Reply, ToolCall
 from farm.config import Connector, FarmConfig, FarmSettings
+from farm.conversation.runner import RunSettings, run_case
 from farm.errors import UsageError
-from farm.loader import parse_cases
-from farm.runner import RunSettings, run_case
-from farm.services import FarmServices, LocalRoles
+from farm.roles.services import FarmServices, LocalRoles
+from farm.suite.loader import parse_cases
 
 
 class CallsLookup:

@@ -54,7 +54,7 @@ from pydantic import ValidationError
 from farm.agents.base import AgentClient, CacheKeyed, Message, Reply, stable_options
 from farm.config import AgentConfig, Connector, FarmConfig
 from farm.files import atomic_file
-from farm.roletypes import CallTally
+from farm.roles.types import CallTally
 from farm.secrets import Scrubber
 
 __all__ = ["CACHE_DIR", "CachedAgent", "CallTally", "RoleCache", "caches_role", "hit_cost", "record", "tally", "target_cache"]

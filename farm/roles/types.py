@@ -40,7 +40,7 @@ class RoleRequest:
 @dataclass
 class CallTally:
     """Role calls made, how many of them the role cache answered, and what the others cost
-    (:func:`farm.rolecache.tally`)."""
+    (:func:`farm.roles.cache.tally`)."""
 
     role_calls: int = 0
     cache_hits: int = 0

@@ -2,7 +2,7 @@
 
 A rescore re-evaluates a suite's assertions (the run's own, or an edited copy)
 against the conversations a run recorded. It goes through the runner itself
-(:func:`farm.runner.run_case`), so the modes, checkpoints with ``after``, the
+(:func:`farm.conversation.runner.run_case`), so the modes, checkpoints with ``after``, the
 termination rules, ``final_assertions`` and the awaiting-input rules are those
 of a live run. Only three things are swapped:
 
@@ -23,7 +23,7 @@ they prepare and clean up the agent's world, and no agent is called.
 
 A case is *not rescorable* (status ``error``, ``rescorable: false``, an
 ``error`` saying why and "rerun it") when its inputs changed since the run
-(:mod:`farm.digest`), when it is not in the run, when a recorded reply was cut
+(:mod:`farm.conversation.digest`), when it is not in the run, when a recorded reply was cut
 at ``OUTPUT_LIMIT`` in the results, or when the edited case needs more of the
 conversation than was recorded (e.g. an added checkpoint makes a dynamic case
 go on past its last recorded turn). When the recording ended in an agent
@@ -38,12 +38,12 @@ from typing import Any
 
 from farm.agents.base import Message, Reply, ToolCall
 from farm.assertions import AssertionEnv
-from farm.digest import changed_inputs, inputs_digest
+from farm.conversation.digest import changed_inputs, inputs_digest
+from farm.conversation.runner import RunSettings, Services, error_result, run_case
 from farm.errors import RecordingEnds, RoleError
-from farm.loader import LoadedCase
 from farm.results import CaseResult, Status, TurnResult
-from farm.roletypes import HumanRequest, RoleRequest, SimulatorTurn
-from farm.runner import RunSettings, Services, error_result, run_case
+from farm.roles.types import HumanRequest, RoleRequest, SimulatorTurn
+from farm.suite.loader import LoadedCase
 
 __all__ = ["NOT_RESCORABLE", "RecordingEnds", "Replay", "ReplayClient", "ReplayClock", "ReplayServices", "not_rescorable"]
 
@@ -128,7 +128,7 @@ class ReplayClient:
 
 
 class ReplayServices:
-    """The runner's :class:`~farm.runner.Services` for a replay: the simulator, a person and
+    """The runner's :class:`~farm.conversation.runner.Services` for a replay: the simulator, a person and
     ``scripts:`` tool mocks answer from the recording; assertions use ``base``'s real services."""
 
     def __init__(self, base: Services, recorded: CaseResult, client: ReplayClient):
@@ -140,12 +140,12 @@ class ReplayServices:
 
     @property
     def assertion_env(self) -> AssertionEnv | None:
-        """The real services' assertion environment (see :class:`~farm.runner.Services`)."""
+        """The real services' assertion environment (see :class:`~farm.conversation.runner.Services`)."""
         return self.base.assertion_env
 
     async def simulate(self, request: RoleRequest) -> SimulatorTurn:
         """The recorded simulated (or human) input of the turn asked for, or the recorded end
-        of the goal (see :class:`~farm.runner.Services`); a :class:`RoleError` past the recording."""
+        of the goal (see :class:`~farm.conversation.runner.Services`); a :class:`RoleError` past the recording."""
         number = request.turn or 0
         turns = self.recorded.turns
         if 0 < number <= len(turns) and turns[number - 1].input_source in ("simulated", "human"):
@@ -157,7 +157,7 @@ class ReplayServices:
         raise RoleError(f"the run recorded no simulated input for turn {number}")
 
     async def ask_human(self, request: HumanRequest) -> str | None:
-        """The person's recorded answer for that turn, else None (see :class:`~farm.runner.Services`)."""
+        """The person's recorded answer for that turn, else None (see :class:`~farm.conversation.runner.Services`)."""
         turns = self.recorded.turns
         if 0 < request.turn <= len(turns) and turns[request.turn - 1].input_source == "human":
             value = turns[request.turn - 1].input
@@ -166,18 +166,18 @@ class ReplayServices:
 
     async def mock_tool(self, mock: Any, arguments: Any) -> Any:
         """The next recorded result of a ``scripts:`` tool mock in this step (see
-        :class:`~farm.runner.Services`); :class:`RecordingEnds` when none is left."""
+        :class:`~farm.conversation.runner.Services`); :class:`RecordingEnds` when none is left."""
         if not self.client.script_results:
             self.ended = True
             raise RecordingEnds("the run recorded no result for this tool call")
         return self.client.script_results.pop(0)
 
     async def run_hook(self, reference: str, payload: dict[str, Any]) -> Any:
-        """Runs nothing (see :class:`~farm.runner.Services`)."""
+        """Runs nothing (see :class:`~farm.conversation.runner.Services`)."""
         return None  # hooks prepare the agent's world; a replay calls no agent
 
     async def run_script_test(self, loaded: LoadedCase, result: CaseResult) -> None:  # pragma: no cover - refused before
-        """Refused: a script test is code, not a recording (see :class:`~farm.runner.Services`)."""
+        """Refused: a script test is code, not a recording (see :class:`~farm.conversation.runner.Services`)."""
         raise RecordingEnds("script tests are not replayed")
 
 

@@ -3,7 +3,7 @@ conversations a run recorded, with no call to the agent under test or the simula
 
 It reads the source run (its ``run.json`` and results JSONL), resolves the suite (the
 run's own or an edited copy) as :func:`farm.run` would, and runs it on the local engine
-with every case replaying its recording (:mod:`farm.replay`). The result is a new run
+with every case replaying its recording (:mod:`farm.conversation.replay`). The result is a new run
 folder, written as a run's is, whose ``run.json`` names the source.
 """
 
@@ -17,9 +17,9 @@ from farm.errors import UsageError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from farm._run.result import RunResult
     from farm.config import FarmConfig
     from farm.results import CaseResult
-    from farm.runresult import RunResult
 
 __all__ = ["rescore"]
 
@@ -59,16 +59,11 @@ def rescore(
     tables, ``run.json`` with ``rescored_from``), written as ``farm test`` writes a run, so
     ``farm report OLD NEW`` compares the two. A case that cannot be rescored (its inputs changed,
     or the edited case needs more of the conversation than was recorded) is an ``error`` with
-    ``rescorable: false`` (:mod:`farm.replay`). Rescoring always runs in this process.
+    ``rescorable: false`` (:mod:`farm.conversation.replay`). Rescoring always runs in this process.
     """
-    from farm.engines import make_engine
-    from farm.execution import RunOutputs
-    from farm.generation import GENERATED_JSONL
-    from farm.golden import attach
-    from farm.ratelimit import DEFAULT_PARALLEL
-    from farm.replay import Replay
-    from farm.runresult import RunResult, new_run_id
-    from farm.runsetup import (
+    from farm._run.execution import RunOutputs
+    from farm._run.result import RunResult, new_run_id
+    from farm._run.setup import (
         build_plan,
         execute_viewed,
         extra_writers,
@@ -79,8 +74,13 @@ def rescore(
         resolve_options,
         selection,
     )
-    from farm.runview import RunView
-    from farm.validation import check_suite
+    from farm._run.view import RunView
+    from farm.conversation.golden import attach
+    from farm.conversation.replay import Replay
+    from farm.engines import make_engine
+    from farm.ratelimit import DEFAULT_PARALLEL
+    from farm.suite.generation import GENERATED_JSONL
+    from farm.suite.validation import check_suite
     from farm.writers import RUN_JSON, RunInfo, read_run_json
 
     source = Path(run_dir).absolute()

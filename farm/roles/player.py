@@ -18,8 +18,8 @@ from farm.aio import run_sync
 from farm.excerpts import NOTHING, clip
 from farm.jsontext import NO_JSON, as_text, extract_json
 from farm.messages import content_text
-from farm.rolecache import RoleCache, caches_role, hit_cost, record
-from farm.roletypes import RoleError, SimulatorTurn, Verdict
+from farm.roles.cache import RoleCache, caches_role, hit_cost, record
+from farm.roles.types import RoleError, SimulatorTurn, Verdict
 
 if TYPE_CHECKING:
     from farm.config import FarmConfig
@@ -109,7 +109,7 @@ class RolePlayer:
     is the user's own role service and gets the conversation and the metadata
     in ``options`` as they are.
 
-    ``cache``: where usable answers are kept and looked up (:mod:`farm.rolecache`);
+    ``cache``: where usable answers are kept and looked up (:mod:`farm.roles.cache`);
     ``agent_id``: the role agent, part of the cache key.
     """
 
@@ -140,7 +140,7 @@ class RolePlayer:
         with the role's metadata in ``options``. ``connector``: the connector of
         this role call (a case's ``options.connector``) instead of the agent's own.
         ``cache``: the role cache, used unless this agent opts out
-        (:func:`~farm.rolecache.caches_role`).
+        (:func:`~farm.roles.cache.caches_role`).
         """
         from farm.agents.factory import build_agent
 
@@ -186,7 +186,7 @@ class RolePlayer:
 
     def _cached(self, messages: list[Message], options: dict[str, Any]) -> tuple[str | None, Reply | None]:
         """This call's cache key (None without a cache) and the stored answer, counted in the
-        current :func:`~farm.rolecache.tally`."""
+        current :func:`~farm.roles.cache.tally`."""
         key = self.cache.key(self.client, messages, options, role=self.role, agent_id=self.agent_id) if self.cache else None
         cached = self.cache.load(key) if self.cache and key else None
         record(1, int(cached is not None))

@@ -4,7 +4,7 @@ the extra report writers.
 
 Both calls resolve their options into a :class:`~farm.writers.runinfo.RunOptions` (what
 ``run.json`` records), and :func:`run_settings` turns that into the runner's
-:class:`~farm.runner.RunSettings`, so a run, its resume and its rescore shape their
+:class:`~farm.conversation.runner.RunSettings`, so a run, its resume and its rescore shape their
 conversations the same way.
 """
 
@@ -21,15 +21,15 @@ from farm.durations import parse_duration
 from farm.errors import UsageError
 
 if TYPE_CHECKING:
+    from farm._run.execution import RunOutputs
+    from farm._run.result import RunResult
+    from farm._run.view import RunView
     from farm.config import FarmConfig, FarmSettings
+    from farm.conversation.runner import RunSettings
     from farm.engines import Engine, RunPlan
-    from farm.execution import RunOutputs
-    from farm.loader import Suite
     from farm.reports.streamed import StreamedReport
     from farm.results import CaseResult
-    from farm.runner import RunSettings
-    from farm.runresult import RunResult
-    from farm.runview import RunView
+    from farm.suite.loader import Suite
     from farm.summary import Summary
     from farm.writers import ResultWriter
     from farm.writers.runinfo import RunInfo, RunOptions
@@ -63,7 +63,7 @@ def seconds(flag: str, value: str | float) -> float:
 def farm_config(config: str | Path | FarmConfig | None, input: str) -> FarmConfig:
     """``config`` itself, else the ``farm.toml`` it names, else the one found from ``input``."""
     from farm.config import FarmConfig, find_config, load_config
-    from farm.inputs import input_path
+    from farm.suite.inputs import input_path
 
     if isinstance(config, FarmConfig):
         return config
@@ -80,7 +80,7 @@ def prepare(
     cache: bool = True,
 ) -> tuple[FarmConfig, str | None, Suite]:
     """The config, the agent under test and the selected cases."""
-    from farm.inputs import resolve_input
+    from farm.suite.inputs import resolve_input
 
     cfg = farm_config(config, input)
     agent_id = agent or cfg.farm.default_agent
@@ -88,7 +88,7 @@ def prepare(
         raise UsageError("no agent to test: give -n/--name or set [farm].default_agent in farm.toml")
     if agent_id is not None and not dry_run:
         cfg.agent(agent_id)  # fail early, naming the configured agents
-    from farm.rolecache import RoleCache
+    from farm.roles.cache import RoleCache
 
     role_cache = RoleCache.for_config(cfg) if cache else None
     suite = resolve_input(input, cfg, agent_id, compact=not dry_run, cache=role_cache).select(match, tags or [])
@@ -117,7 +117,7 @@ def resolve_options(
     """The run's options, each resolved once, here and nowhere else: the value given, else the
     resumed run's own (``previous``), else the farm's (``[farm]``), else the default. A value that
     cannot be is a :class:`~farm.errors.UsageError` naming its flag."""
-    from farm.runner import DEFAULT_CASE_TIMEOUT, DEFAULT_TURN_TIMEOUT
+    from farm.conversation.runner import DEFAULT_CASE_TIMEOUT, DEFAULT_TURN_TIMEOUT
     from farm.writers.runinfo import RunOptions
 
     earlier = previous.options if previous is not None else RunOptions()
@@ -161,7 +161,7 @@ def run_settings(cfg: FarmConfig, agent_id: str, run_id: str, options: RunOption
     """The runner's settings for a run of ``agent_id`` with ``options`` (as :func:`resolve_options`
     made them); the agent's own ``input_tools``, ``tool_mocks`` and ``max_tool_steps``."""
     from farm.config import AgentConfig
-    from farm.runner import RunSettings
+    from farm.conversation.runner import RunSettings
 
     if options.timeout is None or options.turn_timeout is None:
         raise ValueError("run_settings needs options from resolve_options")
@@ -210,11 +210,11 @@ def execute_viewed(
     on_result: Callable[[CaseResult], None],
     resume: str | None,
 ) -> Summary | RunResult:
-    """Run ``plan`` (:func:`farm.execution.execute`) under ``view``; the run's :class:`Summary`, or,
+    """Run ``plan`` (:func:`farm._run.execution.execute`) under ``view``; the run's :class:`Summary`, or,
     when an interrupt or a lost engine ended it early, the :class:`RunResult` to return, the
     console having said so with ``resume`` (the command that finishes it)."""
-    from farm.execution import RunInterrupted, RunStopped, execute
-    from farm.runresult import RunResult
+    from farm._run.execution import RunInterrupted, RunStopped, execute
+    from farm._run.result import RunResult
 
     try:
         return execute(plan, outputs, engine, info=info, on_result=on_result, on_phase=view.phase)
@@ -237,7 +237,7 @@ def extra_writers(
     reports: list[StreamedReport] = []
     streams: list[ResultWriter] = []
     if json_events:
-        from farm.events import EventWriter
+        from farm._run.events import EventWriter
 
         events = EventWriter(sys.stdout, run_id)
         events.start(info)
@@ -257,7 +257,7 @@ def recorded_input(info: RunInfo) -> str | None:
     """The input a run was started with, found from here: a relative suite file resolves against
     the folder the run started in (``info.cwd``; for a run that did not record it, the folder of
     its ``farm.toml``) when it is not beside us."""
-    from farm.inputs import input_path
+    from farm.suite.inputs import input_path
 
     value = info.input
     path = input_path(value) if value else None

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from farm.cases import Options, TestCase
+from farm.suite.cases import Options, TestCase
 
 if TYPE_CHECKING:
+    from farm.conversation.runner import RunSettings
     from farm.results import TurnResult
-    from farm.runner import RunSettings
 
 __all__ = ["changed_inputs", "inputs_digest"]
 

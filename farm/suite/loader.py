@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 from pydantic import ValidationError
 
 from farm.assertions import known_types
-from farm.cases import TestCase
 from farm.errors import InputError, UsageError
-from farm.validation import (
+from farm.suite.cases import TestCase
+from farm.suite.validation import (
     TooLargeInteger,
     case_problems,
     known_only,
@@ -36,8 +36,8 @@ from farm.validation import (
 )
 
 if TYPE_CHECKING:
-    from farm.generation import CaseStream
-    from farm.golden import GoldenCheck
+    from farm.conversation.golden import GoldenCheck
+    from farm.suite.generation import CaseStream
 
 __all__ = ["LoadedCase", "Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error"]
 
@@ -66,12 +66,12 @@ class LoadedCase:
     warnings: list[str] = field(default_factory=list)
     """What loads but is not what the author may think (``expected`` beside assertions)."""
     golden: GoldenCheck | None = None
-    """The golden conversation this run compares the case with (set by :func:`farm.golden.attach`)."""
+    """The golden conversation this run compares the case with (set by :func:`farm.conversation.golden.attach`)."""
     problems: list[str] = field(default_factory=list)
     """Every problem of a case that did not load, one each (``error`` joins them)."""
     partial: TestCase | None = None
     """A case with problems that still made a model (its unknown or refused fields left out), kept
-    until :func:`farm.validation.check_suite` has checked it against the config too."""
+    until :func:`farm.suite.validation.check_suite` has checked it against the config too."""
 
     @property
     def ok(self) -> bool:
@@ -79,7 +79,7 @@ class LoadedCase:
 
     def fail(self, problems: list[str]) -> None:
         """Add ``problems``: the case does not load, and its ``error`` says every one of them.
-        Each stays one line, whatever it echoes of the input (see :func:`~farm.validation.shown`)."""
+        Each stays one line, whatever it echoes of the input (see :func:`~farm.suite.validation.shown`)."""
         self.problems.extend(shown(problem) for problem in problems)
         self.error = "; ".join(self.problems)
         self.case, self.data = None, None
@@ -106,7 +106,7 @@ class Suite:
     description: str = ""
     stream: CaseStream | None = None
     """The generator whose cases arrive while the run goes (``-i agents:``/``scripts:``);
-    ``cases`` then starts empty (:mod:`farm.generation`)."""
+    ``cases`` then starts empty (:mod:`farm.suite.generation`)."""
 
     @property
     def problems(self) -> list[str]:

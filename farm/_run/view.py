@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 if TYPE_CHECKING:
+    from farm._run.execution import RunInterrupted
     from farm.console import ConsoleReporter
-    from farm.execution import RunInterrupted
     from farm.reports.streamed import StreamedReport
     from farm.results import CaseResult
     from farm.summary import Summary

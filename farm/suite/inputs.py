@@ -1,4 +1,4 @@
-"""What ``-i/--input`` names (SPEC section 2), resolved to a :class:`~farm.loader.Suite`.
+"""What ``-i/--input`` names (SPEC section 2), resolved to a :class:`~farm.suite.loader.Suite`.
 
 =======================  ===============================================
 ``tests.jsonl``          a JSONL or JSON file
@@ -19,9 +19,9 @@ from urllib.parse import parse_qsl
 
 from farm.config import FarmConfig
 from farm.errors import UsageError
-from farm.loader import Suite, load_file, load_message, load_stdin, looks_like_file
-from farm.rolecache import RoleCache
+from farm.roles.cache import RoleCache
 from farm.scripts import ScriptResolver
+from farm.suite.loader import Suite, load_file, load_message, load_stdin, looks_like_file
 
 __all__ = ["resolve_input", "typed_query", "generator_metadata", "input_path"]
 
@@ -84,7 +84,7 @@ def resolve_input(
     """The suite ``value`` names; ``compact`` keeps file cases as JSON (for big runs);
     ``cache``: the role cache a generator's whole generation is kept in (its batch calls go
     through the engine's role players). A generator (``agents:``, ``scripts:``) gives a suite with
-    no cases yet and its :class:`~farm.generation.CaseStream` as ``stream``."""
+    no cases yet and its :class:`~farm.suite.generation.CaseStream` as ``stream``."""
     if value == "-":
         return load_stdin(stdin or sys.stdin, compact)
     if value.startswith("agents:"):
@@ -92,7 +92,7 @@ def resolve_input(
     if value.startswith("scripts:"):
         return _generated_by_script(value, config, agent_id)
     if value.startswith("scripts."):
-        from farm.scripttests import load_script_tests
+        from farm.suite.scripttests import load_script_tests
 
         return load_script_tests(value.removeprefix("scripts."), config)
     if looks_like_file(value):
@@ -108,7 +108,7 @@ def _split(value: str, prefix: str) -> tuple[str, dict[str, Any]]:
 
 
 def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, cache: RoleCache | None = None) -> Suite:
-    from farm.generation import CaseStream
+    from farm.suite.generation import CaseStream
 
     generator_id, params = _split(value, "agents:")
     generator = config.agent(generator_id)  # a UsageError naming the configured agents
@@ -118,7 +118,7 @@ def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, ca
 
 
 def _generated_by_script(value: str, config: FarmConfig, agent_id: str | None) -> Suite:
-    from farm.generation import CaseStream
+    from farm.suite.generation import CaseStream
 
     ref, params = _split(value, "scripts:")
     fn = ScriptResolver(config.scripts_dir).resolve(ref)

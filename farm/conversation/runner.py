@@ -18,20 +18,20 @@ from typing import Any, Literal, Protocol
 from farm.agents.base import AgentClient, AgentError, AgentTimeoutError
 from farm.agents.permits import waiting_for_permits
 from farm.assertions import AssertionEnv, Subject, evaluate
-from farm.awaiting import detect_awaiting, last_sentence
-from farm.cases import AssertionSpec, Mode, Options, TestCase, role_agent_id
-from farm.checkpoints import CheckpointTracker
 from farm.config import DEFAULT_INPUT_TOOLS
-from farm.conversation import Session
-from farm.digest import inputs_digest
+from farm.conversation.awaiting import detect_awaiting, last_sentence
+from farm.conversation.checkpoints import CheckpointTracker
+from farm.conversation.digest import inputs_digest
+from farm.conversation.session import Session
 from farm.durations import format_duration
 from farm.errors import FarmError
 from farm.jsontext import as_text
-from farm.loader import LoadedCase
 from farm.messages import user_messages
 from farm.results import AssertionResult, CaseResult, EndedBy, InputSource, Status, StepReply, TurnResult, add_cost
-from farm.rolecache import tally
-from farm.roletypes import HumanRequest, RoleError, RoleRequest, SimulatorTurn
+from farm.roles.cache import tally
+from farm.roles.types import HumanRequest, RoleError, RoleRequest, SimulatorTurn
+from farm.suite.cases import AssertionSpec, Mode, Options, TestCase, role_agent_id
+from farm.suite.loader import LoadedCase
 
 __all__ = ["RunSettings", "Services", "error_result", "run_case"]
 
@@ -430,10 +430,10 @@ class _Conversation:
         await self.compare_golden()
 
     async def compare_golden(self) -> None:
-        """Compare the finished conversation with its golden one (farm.golden), when the run asks."""
+        """Compare the finished conversation with its golden one (farm.conversation.golden), when the run asks."""
         if self.loaded.golden is None:
             return
-        from farm.golden import compare
+        from farm.conversation.golden import compare
 
         env = self.services.assertion_env if self.services else None
         for where, outcome in await compare(self.loaded.golden, self.result, env):

@@ -207,7 +207,7 @@ class Interactive(BaseModel):
 
 
 class GoldenRule(BaseModel):
-    """``golden``: how a run's conversation is compared with its golden one (see farm.golden).
+    """``golden``: how a run's conversation is compared with its golden one (see farm.conversation.golden).
 
     ``true`` is ``{"text": "exact"}``; a bare rule name (``"similar"``) is that rule with its defaults.
     Tool calls, ``awaiting_input``, the number of turns and JSON replies are always compared exactly.
@@ -411,8 +411,8 @@ class TestCase(BaseModel):
 
     def check_rules(self, known_types: set[str]) -> None:
         """Rules that a schema cannot state (SPEC 3.1, 3.6); raises :class:`CaseRuleError` with
-        the first problem (:func:`farm.validation.rule_problems` lists them all)."""
-        from farm.validation import rule_problems
+        the first problem (:func:`farm.suite.validation.rule_problems` lists them all)."""
+        from farm.suite.validation import rule_problems
 
         problems = rule_problems(self, known_types)
         if problems:

@@ -11,7 +11,7 @@ goes. The stream
   batch number, the batch's slice of the coverage lists (``focus=refunds,travel``),
   ``seed``, and a short list of what is already written, to avoid;
 - accepts a case only when it passes ``farm validate``'s checks
-  (:func:`farm.loader.parse_cases`, :func:`farm.validation.check_suite`) and is
+  (:func:`farm.suite.loader.parse_cases`, :func:`farm.suite.validation.check_suite`) and is
   no duplicate (same normalised input, turns and simulator goal); an id already
   taken is renamed (``refund-2``). Dropped cases are the generator's fault: they
   are counted in :class:`GenerationStats`, never results;
@@ -31,7 +31,7 @@ sends no generator request. ``--no-cache`` (or a generator that samples,
 
 API (the engine gives ``generate``: one generator role call)::
 
-    stream = suite.stream                   # from farm.inputs.resolve_input
+    stream = suite.stream                   # from farm.suite.inputs.resolve_input
     resumed = stream.open(run_dir)          # cases already in generated.jsonl
     async for cases in stream.batches(generate, on_progress):
         ...                                 # run them
@@ -55,13 +55,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from farm.errors import UsageError
-from farm.rolecache import RoleCache, caches_role, tally
-from farm.roletypes import CallTally, RoleRequest
+from farm.roles.cache import RoleCache, caches_role, tally
+from farm.roles.types import CallTally, RoleRequest
 
 if TYPE_CHECKING:
-    from farm.cases import TestCase
     from farm.config import FarmConfig
-    from farm.loader import LoadedCase
+    from farm.suite.cases import TestCase
+    from farm.suite.loader import LoadedCase
 
 __all__ = [
     "DEFAULT_BATCH",
@@ -78,7 +78,7 @@ __all__ = [
 
 GenerateCall = Callable[[RoleRequest], Awaitable[list[Any]]]
 """One generator role call: the request (its ``metadata`` says what to write) to the raw case
-objects of the answer; raises :class:`~farm.roletypes.RoleError` when the generator fails."""
+objects of the answer; raises :class:`~farm.roles.types.RoleError` when the generator fails."""
 
 DEFAULT_BATCH = 20
 """Cases asked per generator call. About 20: an LLM's reply of 20 cases (~3-4k tokens) fits the
@@ -224,7 +224,7 @@ class CaseStream:
     ``origin``: ``agents:<id>`` or ``scripts:<ref>`` (names the problems); ``agent_id``: the
     generator agent (None for a script); ``script``: the generator function of a ``scripts:``
     generator; ``params``: the typed query merged over the generator's ``generate`` settings;
-    ``metadata``: what every request carries (:func:`farm.inputs.generator_metadata`);
+    ``metadata``: what every request carries (:func:`farm.suite.inputs.generator_metadata`);
     ``cache``: the role cache, for the whole-generation entry (None: ``--no-cache``).
     """
 
@@ -308,7 +308,7 @@ class CaseStream:
     def open(self, run_dir: Path) -> list[LoadedCase]:
         """Start (or continue) ``run_dir/generated.jsonl``; returns the cases already there (a
         resumed run's), which count as kept and are not generated again."""
-        from farm.loader import load_text
+        from farm.suite.loader import load_text
 
         path = Path(run_dir) / GENERATED_JSONL
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -359,7 +359,7 @@ class CaseStream:
 
     def _parse(self, raw: Any, where: str, cell: _Slice | None) -> LoadedCase:
         """``raw`` as a loaded case: its id given when missing, its slice's tags added."""
-        from farm.loader import parse_cases
+        from farm.suite.loader import parse_cases
 
         if isinstance(raw, dict):
             raw = dict(raw)
@@ -408,8 +408,8 @@ class CaseStream:
 
     def _take(self, items: list[Any], number: int, cell: _Slice | None, on_problem: Callable[[str], None] | None) -> list[LoadedCase]:
         """The accepted cases of one batch, appended to ``generated.jsonl``."""
-        from farm.loader import Suite
-        from farm.validation import check_suite
+        from farm.suite.loader import Suite
+        from farm.suite.validation import check_suite
 
         parsed = [self._parse(raw, f"batch {number}, case {index}", cell) for index, raw in enumerate(items, start=1)]
         check_suite(Suite(parsed), self.config, default_simulator=self.default_simulator)  # once a batch: it resolves paths
@@ -617,7 +617,7 @@ class CaseStream:
     def _prompt_text(self, path: str | None) -> str | None:
         if not path:
             return None
-        from farm.roles import RolePlayer
+        from farm.roles.player import RolePlayer
 
         try:
             return RolePlayer.prompt_from(path, self.config.base_dir)
@@ -759,12 +759,12 @@ def generate_locally(
     on_progress: Callable[[GenerationStats], None] = lambda stats: None,
     on_problem: Callable[[str], None] | None = None,
 ) -> list[LoadedCase]:
-    """:func:`collect` with this process's role players (:class:`~farm.services.LocalRoles`):
+    """:func:`collect` with this process's role players (:class:`~farm.roles.services.LocalRoles`):
     the generator's calls go through the role cache (unless ``cache`` is False) and its
     connector's limiter."""
     from farm.aio import run_sync
     from farm.ratelimit import local_limiters
-    from farm.services import LocalRoles
+    from farm.roles.services import LocalRoles
 
     async def run() -> list[LoadedCase]:
         roles = LocalRoles(config, limiter_for=local_limiters(config), cache=RoleCache.for_config(config) if cache else None)

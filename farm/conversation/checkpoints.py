@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from farm.cases import Checkpoint
 from farm.results import AssertionResult, CheckpointResult
+from farm.suite.cases import Checkpoint
 
 __all__ = ["CheckpointTracker"]
 

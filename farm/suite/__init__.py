@@ -1,0 +1,1 @@
+"""What a run is given: test cases, loading, validation, inputs, script tests, generation."""
