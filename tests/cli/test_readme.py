@@ -13,6 +13,7 @@ import re
 import shlex
 import tomllib
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import pytest
 from farm.cli.app import app
@@ -106,7 +107,9 @@ def test_every_farm_command_and_python_snippet_of_the_readme_runs_as_written(tmp
     monkeypatch.chdir(tour_project(tmp_path, demo_server.url))
     runner = CliRunner()
     commands = [["validate", "suite.jsonl"], ["agents"], *farm_commands(), ["report", "farm-results"]]
-    assert ["test", "-i", "scripts.checks"] in commands and ["test", "-i", "agents:gen?count=20&focus=edge-cases", "--dry-run", "-o", "generated.jsonl"] in commands
+    generating = next(args for args in commands if args[:2] == ["test", "-i"] and args[2].startswith("agents:gen?"))
+    count = int(dict(parse_qsl(generating[2].partition("?")[2]))["count"])
+    assert ["test", "-i", "scripts.checks"] in commands and generating[-2:] == ["-o", "generated.jsonl"]
     first_run = None  # the run of `farm test -i suite.jsonl`: the tour's <run_id>
 
     def runs() -> set[str]:
@@ -130,7 +133,7 @@ def test_every_farm_command_and_python_snippet_of_the_readme_runs_as_written(tmp
             lines = (Path("farm-results") / checks / "results.jsonl").read_text().splitlines()
             assert [r["status"] for r in map(json.loads, lines)] == ["passed", "passed"]
     generated = [json.loads(line) for line in Path("generated.jsonl").read_text().splitlines()]
-    assert len(generated) == 20 and len({case["input"] for case in generated}) == 20
+    assert len(generated) == count and len({case["input"] for case in generated}) == count
     for snippet in blocks("python"):
         if not snippet.startswith("# scripts/"):
             exec(compile(snippet.replace("<run_id>", first_run or ""), "README.md", "exec"), {})
