@@ -214,6 +214,7 @@ def execute(
 
     interrupted = False
     lost: str | None = None
+    ended = False  # the engine ran the plan to its end (or to a stop it chose)
     with _Interrupts() as interrupts:
         try:
             if engine.starting:
@@ -229,6 +230,7 @@ def execute(
             with _collector_for_the_run():
                 stop_reason = engine.run(plan, record)
                 info.stop_reason = stop_reason.value if stop_reason is not None else None
+            ended = True
         except KeyboardInterrupt:
             interrupted = True
         except EngineLost as exc:
@@ -238,7 +240,14 @@ def execute(
                 writers.close()
                 summary.wall_seconds = time.time() - started
                 timings["closed_s"] = round(summary.wall_seconds, 3)
-                info.status = "interrupted" if interrupted else "stopped" if lost or info.stop_reason == "max_cost" else "finished"
+                if interrupted:
+                    info.status = "interrupted"
+                elif lost or info.stop_reason == "max_cost":
+                    info.status = "stopped"
+                elif ended:
+                    info.status = "finished"
+                else:  # the engine failed to start or to run (the error goes on up)
+                    info.status = "not_started" if "cases_started_s" not in timings else "failed"
                 info.ended_at = time.time()
                 info.counts = summary.count_dict()
                 info.cost = summary.cost()

@@ -71,9 +71,10 @@ class RunInfo(BaseModel):
     """The version of this record's shape (:data:`RUN_INFO_VERSION`)."""
     run_id: str = ""
     """The run's id: the folder's name unless ``-o`` put the results elsewhere."""
-    status: Literal["running", "finished", "interrupted", "stopped"] = "running"
+    status: Literal["running", "finished", "interrupted", "stopped", "not_started", "failed"] = "running"
     """``running`` until the run ends; ``interrupted`` by Ctrl-C/SIGTERM, ``stopped`` when the engine
-    itself was lost (``--resume`` finishes both)."""
+    itself was lost or ``--max-cost`` was spent (``--resume`` finishes all three); ``not_started`` when
+    the engine could not start, ``failed`` when it failed while running (a fault of the farm)."""
     engine: str | None = None
     """``local`` or ``ray``: the engine that ran the cases."""
     started_at: float | None = None

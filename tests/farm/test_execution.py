@@ -44,3 +44,35 @@ def test_a_process_that_froze_its_heap_keeps_its_policy():
         assert 0 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
+
+
+def test_an_engine_that_cannot_start_leaves_a_run_marked_not_started(tmp_path):
+    """Something listens at the address but is not Ray: the run folder says so, not "finished"."""
+    import json
+
+    import pytest
+
+    from farm._run.execution import RunOutputs, execute
+    from farm.config import FarmConfig
+    from farm.conversation.runner import RunSettings
+    from farm.engines import RunPlan
+    from farm.writers import RunInfo
+
+    class Broken:
+        name = "ray"
+        starting = None
+
+        def start(self, run_dir=None):
+            raise ConnectionError("not a Ray cluster")
+
+        def run(self, plan, on_result, should_stop=lambda: False):  # pragma: no cover - never reached
+            raise AssertionError("run after a failed start")
+
+        def close(self):
+            pass
+
+    plan = RunPlan(config=FarmConfig(), cases=[], settings=RunSettings(agent_id="a", run_id="r"))
+    outputs = RunOutputs(run_dir=tmp_path, jsonl=tmp_path / "results.jsonl")
+    with pytest.raises(ConnectionError):
+        execute(plan, outputs, Broken(), info=RunInfo(run_id="r"))
+    assert json.loads((tmp_path / "run.json").read_text())["status"] == "not_started"
