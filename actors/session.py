@@ -15,7 +15,7 @@ import ray
 
 from farm.agents.transport import HTTPClient, preload
 from farm.config import FarmConfig
-from farm.conversation.runner import RunSettings
+from farm.conversation.settings import RunSettings
 from farm.engines.worker import CaseWorker
 from farm.results import CaseResult
 from farm.suite.loader import LoadedCase

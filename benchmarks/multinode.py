@@ -137,7 +137,7 @@ def run_once(args: argparse.Namespace, nodes: int, remove_after: int | None) -> 
     from farm.actors.driver import run_plan
 
     from farm.config import load_config
-    from farm.conversation.runner import RunSettings
+    from farm.conversation.settings import RunSettings
     from farm.engines import RunPlan
 
     started = time.monotonic()

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from farm._run.execution import RunOutputs, execute
     from farm.config import load_config
-    from farm.conversation.runner import RunSettings
+    from farm.conversation.settings import RunSettings
     from farm.engines import RunPlan, make_engine
     from farm.suite.loader import parse_cases
     from farm.writers import RunInfo

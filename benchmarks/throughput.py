@@ -154,7 +154,7 @@ def baseline(agent: str, url: str, latency: float, n: int, turns: int, parallel:
 def farm(agent: str, url: str, latency: float, n: int, turns: int, parallel: int, max_concurrency: int, folder: Path, engine: str = "ray") -> dict[str, Any]:
     from farm._run.execution import RunOutputs, execute
     from farm.config import load_config
-    from farm.conversation.runner import RunSettings
+    from farm.conversation.settings import RunSettings
     from farm.engines import RunPlan, make_engine
     from farm.suite.loader import parse_cases
     from farm.writers import RunInfo

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from farm._run.result import RunResult
     from farm._run.view import RunView
     from farm.config import FarmConfig, FarmSettings
-    from farm.conversation.runner import RunSettings
+    from farm.conversation.settings import RunSettings
     from farm.engines import Engine, RunPlan
     from farm.reports.streamed import StreamedReport
     from farm.results import CaseResult
@@ -117,7 +117,7 @@ def resolve_options(
     """The run's options, each resolved once, here and nowhere else: the value given, else the
     resumed run's own (``previous``), else the farm's (``[farm]``), else the default. A value that
     cannot be is a :class:`~farm.errors.UsageError` naming its flag."""
-    from farm.conversation.runner import DEFAULT_CASE_TIMEOUT, DEFAULT_TURN_TIMEOUT
+    from farm.conversation.settings import DEFAULT_CASE_TIMEOUT, DEFAULT_TURN_TIMEOUT
     from farm.writers.runinfo import RunOptions
 
     earlier = previous.options if previous is not None else RunOptions()
@@ -161,7 +161,7 @@ def run_settings(cfg: FarmConfig, agent_id: str, run_id: str, options: RunOption
     """The runner's settings for a run of ``agent_id`` with ``options`` (as :func:`resolve_options`
     made them); the agent's own ``input_tools``, ``tool_mocks`` and ``max_tool_steps``."""
     from farm.config import AgentConfig
-    from farm.conversation.runner import RunSettings
+    from farm.conversation.settings import RunSettings
 
     if options.timeout is None or options.turn_timeout is None:
         raise ValueError("run_settings needs options from resolve_options")

@@ -26,7 +26,7 @@ from pydantic_core import to_jsonable_python
 from farm.suite.cases import Options, TestCase
 
 if TYPE_CHECKING:
-    from farm.conversation.runner import RunSettings
+    from farm.conversation.settings import RunSettings
     from farm.results import TurnResult
 
 __all__ = ["changed_inputs", "inputs_digest"]

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from farm.agents.base import AgentClient, AgentError, AgentTimeoutError
 from farm.agents.permits import waiting_for_permits
 from farm.assertions import AssertionEnv, Subject, evaluate
-from farm.config import DEFAULT_INPUT_TOOLS
 from farm.conversation.awaiting import detect_awaiting, last_sentence
 from farm.conversation.checkpoints import CheckpointTracker
 from farm.conversation.digest import inputs_digest
 from farm.conversation.session import Session
+from farm.conversation.settings import MAX_TOOL_STEPS, RunSettings
 from farm.durations import format_duration
 from farm.errors import FarmError
 from farm.jsontext import as_text
@@ -35,11 +33,6 @@ from farm.suite.loader import LoadedCase
 
 __all__ = ["RunSettings", "Services", "error_result", "run_case"]
 
-MAX_TOOL_STEPS = 8
-DEFAULT_CASE_TIMEOUT = 300.0
-"""``--timeout``'s default: 5 minutes a case."""
-DEFAULT_TURN_TIMEOUT = 120.0
-"""``--turn-timeout``'s default: 2 minutes a turn."""
 AWAITING_HINT = "Add more turns, use --interactive, or configure a simulator"
 
 
@@ -58,28 +51,6 @@ class Services(Protocol):
     async def run_hook(self, reference: str, payload: dict[str, Any]) -> Any: ...
 
     async def run_script_test(self, loaded: LoadedCase, result: CaseResult) -> None: ...
-
-
-@dataclass
-class RunSettings:
-    """Run-wide settings that shape every conversation."""
-
-    agent_id: str = ""
-    run_id: str = ""
-    on_missing_input: Literal["skip", "fail"] = "skip"
-    case_timeout: float = DEFAULT_CASE_TIMEOUT
-    turn_timeout: float = DEFAULT_TURN_TIMEOUT
-    interactive: bool = False
-    default_simulator: str | None = None
-    input_tools: tuple[str, ...] = DEFAULT_INPUT_TOOLS
-    agent_tool_mocks: dict[str, Any] = field(default_factory=dict)
-    max_tool_steps: int | None = None
-    """The agent's ``max_tool_steps`` (a case's own wins; default :data:`MAX_TOOL_STEPS`)."""
-    worker: str | None = None
-    cache: bool = True
-    """Whether role calls go through the role cache (``--no-cache``: False)."""
-    clock: Callable[[], float] = time.perf_counter
-    """What a turn's ``duration_ms`` is measured with; a rescore gives a clock that replays the recorded times."""
 
 
 class _Stop(Exception):

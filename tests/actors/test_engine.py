@@ -5,7 +5,7 @@ from farm.actors.engine import RayEngine
 
 from farm.config import FarmConfig
 from farm.conversation.replay import Replay
-from farm.conversation.runner import RunSettings
+from farm.conversation.settings import RunSettings
 from farm.engines import RunPlan
 from farm.errors import UsageError
 

@@ -16,7 +16,7 @@ import pytest
 from farm.actors.driver import run_plan
 
 from farm.config import FarmConfig, load_config
-from farm.conversation.runner import RunSettings
+from farm.conversation.settings import RunSettings
 from farm.engines import RunPlan
 from farm.suite.loader import parse_cases
 from tests.scripted import farm_toml

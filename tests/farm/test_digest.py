@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from farm.conversation.digest import inputs_digest
-from farm.conversation.runner import RunSettings
+from farm.conversation.settings import RunSettings
 from farm.suite.cases import TestCase
 
 CHECKPOINTS = [{"id": "a", "assertion": {"type": "contains", "value": "x"}}]

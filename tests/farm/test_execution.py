@@ -54,7 +54,7 @@ def test_an_engine_that_cannot_start_leaves_a_run_marked_not_started(tmp_path):
 
     from farm._run.execution import RunOutputs, execute
     from farm.config import FarmConfig
-    from farm.conversation.runner import RunSettings
+    from farm.conversation.settings import RunSettings
     from farm.engines import RunPlan
     from farm.writers import RunInfo
 

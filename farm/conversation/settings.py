@@ -1,0 +1,42 @@
+"""The run-wide settings that shape every conversation of a run: what the runner is told besides
+the case (:class:`RunSettings`), and their defaults. :func:`farm._run.setup.run_settings` builds
+them from a run's resolved options."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from farm.config import DEFAULT_INPUT_TOOLS
+
+__all__ = ["DEFAULT_CASE_TIMEOUT", "DEFAULT_TURN_TIMEOUT", "MAX_TOOL_STEPS", "RunSettings"]
+
+MAX_TOOL_STEPS = 8
+DEFAULT_CASE_TIMEOUT = 300.0
+"""``--timeout``'s default: 5 minutes a case."""
+DEFAULT_TURN_TIMEOUT = 120.0
+"""``--turn-timeout``'s default: 2 minutes a turn."""
+
+
+@dataclass
+class RunSettings:
+    """Run-wide settings that shape every conversation."""
+
+    agent_id: str = ""
+    run_id: str = ""
+    on_missing_input: Literal["skip", "fail"] = "skip"
+    case_timeout: float = DEFAULT_CASE_TIMEOUT
+    turn_timeout: float = DEFAULT_TURN_TIMEOUT
+    interactive: bool = False
+    default_simulator: str | None = None
+    input_tools: tuple[str, ...] = DEFAULT_INPUT_TOOLS
+    agent_tool_mocks: dict[str, Any] = field(default_factory=dict)
+    max_tool_steps: int | None = None
+    """The agent's ``max_tool_steps`` (a case's own wins; default :data:`MAX_TOOL_STEPS`)."""
+    worker: str | None = None
+    cache: bool = True
+    """Whether role calls go through the role cache (``--no-cache``: False)."""
+    clock: Callable[[], float] = time.perf_counter
+    """What a turn's ``duration_ms`` is measured with; a rescore gives a clock that replays the recorded times."""
