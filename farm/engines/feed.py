@@ -32,8 +32,7 @@ async def pump(
     happens; a failure of the generation itself (a bug: a generator's own errors end it with a
     reason) is handed over before the end, to be raised where the run is pumped."""
     try:
-        batches = stream.batches(generate) if on_progress is None else stream.batches(generate, on_progress)
-        async for batch in batches:
+        async for batch in stream.batches(generate, on_progress or (lambda stats: None)):
             put(batch)
     except Exception as exc:  # noqa: BLE001 - raised again by the pump
         put(exc)

@@ -212,11 +212,10 @@ class Scheduler:
             out.append((worker, job))
 
     def _free_worker(self, agent: str, now: float) -> str | None:
-        free = [w for w in self.workers.values() if w.serves(agent) and self.load[w.name] < w.slots]
-        rested = [w for w in free if self.benched.get(w.name, 0.0) <= now]
-        if not rested and any(self.benched.get(w.name, 0.0) <= now for w in self.workers.values() if w.serves(agent)):
-            return None  # a rested worker will free up: wait for it rather than load a benched one
-        choice = min(rested or free, key=lambda w: (self.load[w.name] / w.slots, w.name), default=None)
+        eligible = [w for w in self.workers.values() if w.serves(agent)]
+        # benched workers only when every eligible one is: else wait for a rested one to free up
+        pool = [w for w in eligible if self.benched.get(w.name, 0.0) <= now] or eligible
+        choice = min((w for w in pool if self.load[w.name] < w.slots), key=lambda w: (self.load[w.name] / w.slots, w.name), default=None)
         return choice.name if choice else None
 
     # -- what happened --------------------------------------------------------
