@@ -14,6 +14,7 @@ actor dies is run again elsewhere (``attempt`` 2, ...) and reported once.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -22,13 +23,15 @@ from typing import Any
 import ray
 from farm.actors.limiter import start_limiters
 from farm.actors.placement import conversations, plan_session_actors, start_session_actors, wait_until_placeable
-from farm.actors.roles import PoolRoles, RolePools, start_pool
+from farm.actors.roles import PoolRoles, RolePools, pool_names, start_pool
 from ray.exceptions import RayActorError, RaySystemError, RayTaskError
 
 from farm.config import AgentConfig
 from farm.engines import EngineLost, Job, RunPlan, StopReason, Worker
 from farm.engines.feed import ThreadFeed
 from farm.results import CaseResult
+from farm.roles.types import RoleRequest
+from farm.suite.loader import LoadedCase
 
 __all__ = ["run_plan"]
 
@@ -47,6 +50,10 @@ QUEUE_FROM = 4
 #: How long an actor that just lost a conversation gets no new one: long enough for a
 #: restart, or for Ray to declare a lost node dead (its actors answer "unavailable" until then).
 BENCH_SECONDS = 5.0
+
+#: A cluster with fewer CPUs gets one actor per role pool (one asyncio actor answers hundreds of
+#: role calls at once; a second only costs a process there), a larger one two.
+POOL_PAIR_FROM_CPUS = 4
 
 
 def run_plan(
@@ -71,14 +78,25 @@ def run_plan(
     scope = plan.settings.run_id or uuid.uuid4().hex[:8]
 
     limiter_handles, limits = start_limiters(plan.config, list(plan.config.connectors), scope)
-    need_sim, need_val = plan.needs_roles()
-    pool_size = max(1, min(2, len(specs)))
-    cache = plan.settings.cache
-    pools = {
-        role: start_pool(f"farm-{role}-{scope}", pool_size, plan.config, limits, cache=cache) if needed else {}
-        for role, needed in (("sim", need_sim), ("val", need_val), ("gen", plan.stream is not None))
-    }
-    names = RolePools(simulators=list(pools["sim"]), validators=list(pools["val"]), generators=list(pools["gen"]))
+    # role pools start when the first case that needs one is about to run (a generator's: at
+    # its first call), so a run whose cases need none, or a cached generation, starts none
+    pool_size = 1 if sum(n.total.get("CPU", 0.0) for n in nodes) < POOL_PAIR_FROM_CPUS else max(1, min(2, len(specs)))
+    roles = ("sim", "val", "gen") if plan.stream is not None else ("sim", "val")
+    names = RolePools(*(pool_names(f"farm-{role}-{scope}", pool_size) for role in roles))
+    pools: dict[str, dict[str, Any]] = {}
+    pools_lock = threading.Lock()
+
+    def start_roles(role: str) -> None:
+        with pools_lock:  # the generation thread starts the generator pool
+            if role not in pools:
+                pools[role] = start_pool(f"farm-{role}-{scope}", pool_size, plan.config, limits, cache=plan.settings.cache)
+
+    def pools_for(cases: list[LoadedCase]) -> list[LoadedCase]:
+        for role, index in (("sim", 0), ("val", 1)):
+            if role not in pools and any(c.needs[index] for c in cases):
+                start_roles(role)
+        return cases
+
     actors = start_session_actors(
         specs,
         queue_share,
@@ -90,9 +108,18 @@ def run_plan(
     scheduler = plan.scheduler(workers)
     in_flight: dict[Any, Job] = {}
     told_to_stop = False
-    for result in scheduler.add(plan.cases):
+    for result in scheduler.add(pools_for(plan.cases)):
         on_result(result)
-    feed = ThreadFeed(plan.stream, lambda: PoolRoles(generators=names.generators).generate, plan.on_generation) if plan.stream else None
+
+    generators: list[PoolRoles] = []
+
+    async def generate(request: RoleRequest) -> list[Any]:
+        if not generators:
+            start_roles("gen")
+            generators.append(PoolRoles(generators=names.generators))
+        return await generators[0].generate(request)
+
+    feed = ThreadFeed(plan.stream, lambda: generate, plan.on_generation) if plan.stream else None
     if feed is None:
         scheduler.close()
 
@@ -114,7 +141,7 @@ def run_plan(
         if feed is None or not feed.open:
             return
         for batch in feed.take(wait):
-            for result in scheduler.add(batch):
+            for result in scheduler.add(pools_for(batch)):
                 on_result(result)
         if not feed.open:
             scheduler.close()
@@ -163,9 +190,10 @@ def run_plan(
             feed.close()
         for handle in actors.values():
             ray.kill(handle, no_restart=True)
-        for pool in pools.values():
-            for handle in pool.values():
-                ray.kill(handle, no_restart=True)
+        with pools_lock:
+            for pool in pools.values():
+                for handle in pool.values():
+                    ray.kill(handle, no_restart=True)
         for handle in limiter_handles.values():
             ray.kill(handle, no_restart=True)
     return scheduler.stop_reason if scheduler.stop_reason != StopReason.REQUESTED else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -23,7 +23,7 @@ from farm.roles.types import RoleError, RoleOutcome, RoleRequest, SimulatorTurn,
 if TYPE_CHECKING:
     from farm.actors.limiter import LimiterPlan
 
-__all__ = ["PoolRoles", "RoleActor", "RolePools", "start_pool"]
+__all__ = ["PoolRoles", "RoleActor", "RolePools", "pool_names", "start_pool"]
 
 T = TypeVar("T")
 
@@ -63,12 +63,17 @@ async def _counted(call: Awaitable[T]) -> RoleOutcome[T]:
     return dataclasses.replace(outcome, calls=calls)
 
 
+def pool_names(name: str, size: int) -> list[str]:
+    """The names of the actors of pool ``name``, known before the pool starts."""
+    return [f"{name}-{i}" for i in range(size)]
+
+
 def start_pool(name: str, size: int, config: FarmConfig, limits: LimiterPlan | None, concurrency: int = 256, cache: bool = True) -> dict[str, Any]:
     """Start a pool of ``size`` named role actors; returns their handles by name (keep them for the run).
     ``cache``: whether their role calls go through the role cache."""
     return {
-        f"{name}-{i}": RoleActor.options(name=f"{name}-{i}", max_concurrency=concurrency, scheduling_strategy="SPREAD").remote(config, limits, cache)
-        for i in range(size)
+        actor: RoleActor.options(name=actor, max_concurrency=concurrency, scheduling_strategy="SPREAD").remote(config, limits, cache)
+        for actor in pool_names(name, size)
     }
 
 
@@ -76,18 +81,25 @@ class PoolRoles:
     """A ``RoleCaller`` that sends role calls to the pools (used inside session actors).
 
     Pool actors are looked up by name (not passed as handles), so a restarted
-    session actor finds them again (ray-project/ray#53727).
+    session actor finds them again (ray-project/ray#53727), and when first called:
+    the driver starts a pool only once a case that needs it is about to run.
     """
 
     def __init__(self, simulators: list[str] = [], validators: list[str] = [], generators: list[str] = []):  # noqa: B006 - never mutated
-        self._sim = itertools.cycle([ray.get_actor(n) for n in simulators]) if simulators else None
-        self._val = itertools.cycle([ray.get_actor(n) for n in validators]) if validators else None
-        self._gen = itertools.cycle([ray.get_actor(n) for n in generators]) if generators else None
+        self._names = {"simulate": simulators, "validate": validators, "generate": generators}
+        self._pools: dict[str, Iterator[Any]] = {}
 
-    @staticmethod
-    async def _call(pool: Any, method: str, request: RoleRequest) -> RoleOutcome[Any]:
+    def _pool(self, method: str) -> Iterator[Any]:
+        pool = self._pools.get(method)
         if pool is None:
-            raise RoleError(f"this run has no {method} pool")
+            names = self._names[method]
+            if not names:
+                raise RoleError(f"this run has no {method} pool")
+            pool = self._pools[method] = itertools.cycle([ray.get_actor(n) for n in names])
+        return pool
+
+    async def _call(self, method: str, request: RoleRequest) -> RoleOutcome[Any]:
+        pool = self._pool(method)
         for attempt in range(1, RESTART_TRIES + 1):
             try:
                 answer = await getattr(next(pool), method).remote(request)
@@ -101,16 +113,16 @@ class PoolRoles:
         return answer
 
     async def simulate(self, request: RoleRequest) -> SimulatorTurn:
-        outcome: RoleOutcome[SimulatorTurn] = await self._call(self._sim, "simulate", request)
+        outcome: RoleOutcome[SimulatorTurn] = await self._call("simulate", request)
         return outcome.unwrap()
 
     async def validate(self, request: RoleRequest) -> Verdict:
-        outcome: RoleOutcome[Verdict] = await self._call(self._val, "validate", request)
+        outcome: RoleOutcome[Verdict] = await self._call("validate", request)
         return outcome.unwrap()
 
     async def generate(self, request: RoleRequest) -> list[Any]:
         """One batch of a generation on the generator pool (:data:`farm.suite.generation.GenerateCall`)."""
-        outcome: RoleOutcome[list[Any]] = await self._call(self._gen, "generate", request)
+        outcome: RoleOutcome[list[Any]] = await self._call("generate", request)
         return outcome.unwrap()
 
 

@@ -5,7 +5,9 @@
 cases: at most ``per_reply`` cases a reply, the same cases for the same prompt
 (temperature 0), now and then a malformed one (``malformed_every``), ids that
 start again in every reply (so ids collide across batches), after ``latency``
-seconds. ``distinct`` bounds how many different cases it can ever write.
+seconds. ``distinct`` bounds how many different cases it can ever write. With
+``answer_first``, it answers that many requests and holds the rest until :meth:`release`
+(a generation that is still under way when a test interrupts it).
 
 :func:`generator` is the demo's generator agent (``kind = "python"``): the same
 writer, called in-process.
@@ -63,7 +65,9 @@ class LikeAnLLM:
     """An OpenAI-compatible generator model (a :class:`~farm.demo.server.JSONServer` handler);
     ``requests`` counts the chat requests it answered, ``last_request`` is when the latest came."""
 
-    def __init__(self, per_reply: int = 25, distinct: int = 1_000_000, malformed_every: int = 20, latency: float = 0.3):
+    def __init__(
+        self, per_reply: int = 25, distinct: int = 1_000_000, malformed_every: int = 20, latency: float = 0.3, answer_first: int | None = None
+    ):
         self.per_reply = per_reply
         self.distinct = distinct
         self.malformed_every = malformed_every
@@ -72,11 +76,20 @@ class LikeAnLLM:
         self.last_request = 0.0
         """When the latest request arrived (``time.time()``)."""
         self._lock = threading.Lock()
+        self._answer_first = answer_first
+        self._released = threading.Event()
+
+    def release(self) -> None:
+        """Answers the requests held back by ``answer_first``, and every one after."""
+        self._released.set()
 
     def __call__(self, path: str, body: Any, headers: dict[str, str]) -> Response:
         with self._lock:
             self.requests += 1
             self.last_request = time.time()
+            held = self._answer_first is not None and self.requests > self._answer_first
+        if held:
+            self._released.wait(timeout=120)
         prompt = "\n".join(str(m.get("content")) for m in body.get("messages", []))
         found = _COUNT.search(prompt)
         count = int(found.group(1)) if found else self.per_reply

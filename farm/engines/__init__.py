@@ -147,13 +147,6 @@ class RunPlan:
         cases = max(len(self.cases), self.stream.asked) if self.stream is not None else len(self.cases)
         return max(0, cases * self.runs * len(self.agents) - len(self.skip_keys))
 
-    def needs_roles(self) -> tuple[bool, bool]:
-        """Whether any case needs a simulator, and any an ``agent`` assertion (a validator). Cases
-        that a generator writes may need either: both are ready when a generator streams."""
-        if self.stream is not None:
-            return True, True
-        return any(c.needs[0] for c in self.cases), any(c.needs[1] for c in self.cases)
-
 
 def case_cost(result: CaseResult) -> float:
     """What a finished case spent, in USD: the agent's and its roles' (0 where nothing is priced)."""

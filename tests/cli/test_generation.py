@@ -65,7 +65,7 @@ def lines(path: Path) -> list[dict]:
 
 
 def test_count_runs_exactly_that_many_distinct_generated_cases_and_again_without_a_generator_call(tmp_path: Path, agent, engine: str):
-    count = 1000 if engine == "local" else 300
+    count = 600 if engine == "local" else 200
     # on Ray, a generator slow enough to outlast the start of the session actors and role pools
     llm = LikeAnLLM(latency=0.1 if engine == "local" else 0.5)
     server = project(tmp_path, agent.url, llm, engine=engine, concurrency=8 if engine == "local" else 1)
@@ -149,7 +149,7 @@ def test_coverage_lists_tag_every_case_and_dry_run_writes_the_generated_suite(tm
 
 
 def test_an_interrupted_generation_resumes_with_the_same_cases_and_generates_only_what_is_missing(tmp_path: Path, agent):
-    llm = LikeAnLLM(latency=0.4)
+    llm = LikeAnLLM(latency=0.05, answer_first=4)  # four batches' cases, then the generation hangs until released
     server = project(tmp_path, agent.url, llm, engine="local", concurrency=2)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "farm.cli", "test", "--config", str(tmp_path / "farm.toml")]
@@ -157,10 +157,9 @@ def test_an_interrupted_generation_resumes_with_the_same_cases_and_generates_onl
         proc = subprocess.Popen([*command, "-i", "agents:gen?count=300"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + 60
-            files: list[Path] = []
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and proc.poll() is None:
                 files = list((tmp_path / "results").glob("*/generated.jsonl"))
-                if files and len(files[0].read_text().splitlines()) >= 60:
+                if files and len(files[0].read_text().splitlines()) >= 60 and llm.requests > 4:
                     break
                 time.sleep(0.05)
             proc.send_signal(signal.SIGINT)
@@ -175,6 +174,7 @@ def test_an_interrupted_generation_resumes_with_the_same_cases_and_generates_onl
         assert f"resume with: farm test --resume {run_dir}" in " ".join(output.split()).lower()
         ran_before = {r["id"] for r in lines(run_dir / "results.jsonl")} if (run_dir / "results.jsonl").exists() else set()
         assert ran_before <= {json.loads(line)["id"] for line in before}
+        llm.release()
         requests = llm.requests
 
         resumed = subprocess.run([*command, "--resume", str(run_dir)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
@@ -193,6 +193,7 @@ def test_an_interrupted_generation_resumes_with_the_same_cases_and_generates_onl
         (rescore_dir,) = [p for p in run_dirs(tmp_path) if p != run_dir]
         assert len(lines(rescore_dir / "results.jsonl")) == 300
     finally:
+        llm.release()
         server.stop()
 
 
