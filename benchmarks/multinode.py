@@ -130,8 +130,8 @@ def _start_cluster(nodes: int, head_cpus: int, cpus_per_node: int, health_check_
     return cluster
 
 
-def run_once(args: argparse.Namespace, nodes: int, remove_after: int | None) -> dict[str, Any]:
-    """One cluster, one run; returns what happened as a dict."""
+def run_once(args: argparse.Namespace, nodes: int, remove_after: int | None, cluster: Any = None) -> dict[str, Any]:
+    """One run, on a cluster of its own (or on ``cluster``, left running); returns what happened as a dict."""
     import ray
     from fake_agent import FakeAgent, config_toml
     from farm.actors.driver import run_plan
@@ -141,7 +141,9 @@ def run_once(args: argparse.Namespace, nodes: int, remove_after: int | None) -> 
     from farm.engines import RunPlan
 
     started = time.monotonic()
-    cluster = _start_cluster(nodes, args.head_cpus, args.cpus_per_node, args.health_check_ms)
+    own = cluster is None
+    if own:
+        cluster = _start_cluster(nodes, args.head_cpus, args.cpus_per_node, args.health_check_ms)
     startup = time.monotonic() - started
     workers_by_id = {node.node_id: node for node in cluster.worker_nodes}
     head_id = cluster.head_node.node_id
@@ -201,8 +203,9 @@ def run_once(args: argparse.Namespace, nodes: int, remove_after: int | None) -> 
             if remover.ident is not None:  # it was started
                 remover.join(timeout=30)
     finally:
-        ray.shutdown()
-        cluster.shutdown()
+        if own:
+            ray.shutdown()
+            cluster.shutdown()
 
     ids = Counter(r.id for r in results)
     per_node: Counter[str] = Counter()
@@ -401,6 +404,9 @@ def placement(args: argparse.Namespace) -> dict[str, Any]:
             }
             # a session actor outlives its run only until ray.kill lands; let the next run see its own
             time.sleep(0.5)
+        if args.remove_node_after is not None:  # then a node lost mid-run, on the same cluster
+            loss = argparse.Namespace(**{**vars(args), "cases": args.node_loss_cases or args.cases})
+            report["node_loss"] = run_once(loss, len(cluster.worker_nodes), args.remove_node_after, cluster=cluster)
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -423,12 +429,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speedup", action="store_true", help="the same workload on 1 worker node and on --nodes worker nodes")
     parser.add_argument("--cpu-agent", action="store_true", help="a CPU-bound python agent declaring num_cpus = 1, via farm test --address, on 1 and --nodes worker nodes")
     parser.add_argument("--work-ms", type=float, default=10.0, help="the CPU agent's milliseconds of CPU per reply")
-    parser.add_argument("--placement", action="store_true", help="where session actors go for CPU, GPU, plain and impossible agents")
+    parser.add_argument(
+        "--placement", action="store_true",
+        help="where session actors go for CPU, GPU, plain and impossible agents (with --remove-node-after, then a node lost mid-run on that cluster)",
+    )
     parser.add_argument(
         "--worker-niceness", type=int, default=None,
         help="niceness of Ray's worker processes (Ray's default: 15; on a machine shared with busy processes at 0, "
         "a CPU-bound agent at 15 gets next to no CPU, whatever the nodes)",
     )
+    parser.add_argument("--node-loss-cases", type=int, default=None, help="with --placement: the cases of the node-loss run (default: --cases)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
 

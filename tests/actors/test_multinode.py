@@ -27,21 +27,30 @@ CASES = 200
 
 
 @pytest.fixture(scope="module")
-def node_loss() -> dict:
+def placement() -> dict:
+    """One cluster (a head with no CPUs, a one-CPU node with a logical GPU, a one-CPU node), four
+    runs on it through ``farm.run(..., address=...)`` (agents declaring a CPU, a GPU, nothing, two
+    GPUs), then a run of its own that loses the busiest worker node after 60 results."""
     command = [
         sys.executable, str(ROOT / "benchmarks" / "multinode.py"),
-        "--nodes", "2",
-        "--cases", str(CASES),
+        "--placement",
+        "--cases", "12",
+        "--node-loss-cases", str(CASES),
         "--remove-node-after", "60",
         "--actors", "4",
         "--parallel", "30",
         "--latency", "0.1",
         "--json",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=ROOT)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads(lines[-1])
+
+
+@pytest.fixture(scope="module")
+def node_loss(placement: dict) -> dict:
+    return placement["node_loss"]
 
 
 def test_every_case_is_reported_exactly_once_across_nodes_after_a_node_is_lost(node_loss: dict):
@@ -55,17 +64,6 @@ def test_every_case_is_reported_exactly_once_across_nodes_after_a_node_is_lost(n
 
 def test_no_case_is_given_up_because_a_node_left(node_loss: dict):
     assert node_loss["statuses"] == {"passed": CASES}, node_loss
-
-
-@pytest.fixture(scope="module")
-def placement() -> dict:
-    """One cluster (a head with no CPUs, a one-CPU node with a logical GPU, a one-CPU node) and four
-    runs on it through ``farm.run(..., address=...)``: agents declaring a CPU, a GPU, nothing, two GPUs."""
-    command = [sys.executable, str(ROOT / "benchmarks" / "multinode.py"), "--placement", "--cases", "12", "--json"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=ROOT)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads(lines[-1])
 
 
 def test_an_agent_declaring_a_cpu_gets_an_actor_on_each_one_cpu_node(placement: dict):
