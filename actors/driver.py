@@ -24,7 +24,7 @@ import ray
 from farm.actors.limiter import start_limiters
 from farm.actors.placement import conversations, plan_session_actors, start_session_actors, wait_until_placeable
 from farm.actors.roles import PoolRoles, RolePools, pool_names, start_pool
-from ray.exceptions import RayActorError, RaySystemError, RayTaskError
+from ray.exceptions import ActorUnavailableError, RayActorError, RaySystemError, RayTaskError
 
 from farm.config import AgentConfig
 from farm.engines import EngineLost, Job, RunPlan, StopReason, Worker
@@ -50,6 +50,9 @@ QUEUE_FROM = 4
 #: How long an actor that just lost a conversation gets no new one: long enough for a
 #: restart, or for Ray to declare a lost node dead (its actors answer "unavailable" until then).
 BENCH_SECONDS = 5.0
+
+#: How long a worker that Ray says is restarting stays benched at most (seconds).
+RESTART_WAIT = 60.0
 
 #: A cluster with fewer CPUs gets one actor per role pool (one asyncio actor answers hundreds of
 #: role calls at once; a second only costs a process there), a larger one two.
@@ -106,7 +109,26 @@ def run_plan(
     workers = [Worker(spec.name, spec.slots(queue_share), frozenset(spec.agents)) for spec in specs]
 
     scheduler = plan.scheduler(workers)
-    in_flight: dict[Any, Job] = {}
+    in_flight: dict[Any, tuple[str, Job]] = {}
+    # a worker benched after a death is asked for its pid until it answers (it restarted: it takes
+    # jobs again at once) or is gone for good; while Ray says it is restarting it stays benched,
+    # so that no job spends an attempt on it (on a busy machine a restart can take many seconds)
+    probes: dict[Any, str] = {}
+    restarting: dict[str, float] = {}  # worker -> when it died
+
+    def probe(worker: str, ref: Any) -> None:
+        try:
+            ray.get(ref)
+        except ActorUnavailableError:
+            if time.monotonic() - restarting[worker] < RESTART_WAIT:
+                probes[actors[worker].pid.remote()] = worker  # answered in a second or two, not at once
+                return
+            scheduler.rest(worker)  # restarting for a minute: let jobs find out
+        except (RayActorError, RayTaskError):  # gone for good (or its node)
+            scheduler.bench(worker, time.monotonic() + BENCH_SECONDS)
+        else:
+            scheduler.rest(worker)
+        restarting.pop(worker, None)
     told_to_stop = False
     for result in scheduler.add(pools_for(plan.cases)):
         on_result(result)
@@ -135,7 +157,7 @@ def run_plan(
     def submit() -> None:
         stopping()
         for worker, job in scheduler.assign(time.monotonic()):
-            in_flight[actors[worker].run.remote(job.payload, job.run_index, job.agent)] = job
+            in_flight[actors[worker].run.remote(job.payload, job.run_index, job.agent)] = (worker, job)
 
     def take_arrivals(wait: float) -> None:
         if feed is None or not feed.open:
@@ -152,26 +174,37 @@ def run_plan(
             submit()
             if scheduler.done:
                 break
-            if not in_flight:  # waiting for a generator's next batch
-                take_arrivals(0.1)
+            waiting = [*in_flight, *probes]
+            if not waiting:  # a generator's next batch, or the end of a bench
+                if feed is not None and feed.open:
+                    take_arrivals(0.1)
+                else:
+                    time.sleep(0.05)
                 continue
             try:
-                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.05 if feed is not None and feed.open else 0.5)
+                ready, _ = ray.wait(waiting, num_returns=1, timeout=0.05 if feed is not None and feed.open else 0.5)
             except (RaySystemError, ConnectionError) as exc:  # the local raylet or the GCS is gone
                 raise EngineLost(f"the Ray cluster stopped answering ({type(exc).__name__})") from None
             if not ready:
                 continue
             # take everything else that is ready too, without waiting
-            more, _ = ray.wait([r for r in in_flight if r not in ready], num_returns=len(in_flight) - len(ready), timeout=0)
+            more, _ = ray.wait([r for r in waiting if r not in ready], num_returns=len(waiting) - len(ready), timeout=0)
             arrived: list[CaseResult] = []
             for ref in ready + more:
-                job = in_flight.pop(ref)
+                if ref in probes:
+                    probe(probes.pop(ref), ref)
+                    continue
+                worker, job = in_flight.pop(ref)
                 try:
                     result = ray.get(ref)
                 except RayActorError:
                     if not _cluster_alive():
                         raise EngineLost("the Ray node running this farm stopped") from None
                     arrived += scheduler.lost(job, time.monotonic(), BENCH_SECONDS)
+                    if worker not in probes.values():  # benched until it answers
+                        restarting.setdefault(worker, time.monotonic())
+                        scheduler.bench(worker, time.monotonic() + RESTART_WAIT)
+                        probes[actors[worker].pid.remote()] = worker
                     continue
                 except RayTaskError as exc:  # a bug in the farm, not in the case
                     arrived += scheduler.crashed(job, repr(exc.cause))

@@ -11,7 +11,7 @@ scheduler assigns and hands it back what happened.
     finished(job, result) -> the results to report: none when ``--retries`` queues the job again or
                              the job was reported already; ``--fail-fast`` and ``--max-cost`` stop here
     lost(job, now)        -> its worker died: queued again as attempt + 1 (the worker benched for a
-                             while), or given up as an error result
+                             while, or until rest(worker): it answers again), or given up as an error result
     crashed(job, text)    -> the farm failed while running the job: an error result
     dropped(job)          -> the job was queued on a worker when the run stopped and never began
     stop(reason)          -> dispatch nothing more; returns the jobs that will never start
@@ -192,7 +192,8 @@ class Scheduler:
 
     def assign(self, now: float = 0.0) -> list[tuple[str, Job]]:
         """Jobs to start now, oldest first, each on the least-loaded worker that serves its agent
-        and is not benched at ``now`` (when every such worker is benched, they are used all the same)."""
+        and is not benched at ``now`` (when every such worker is benched, the job waits: sent to a
+        worker that is still restarting, it would only spend an attempt)."""
         out: list[tuple[str, Job]] = []
         if self.stopped:
             return out
@@ -212,11 +213,17 @@ class Scheduler:
             out.append((worker, job))
 
     def _free_worker(self, agent: str, now: float) -> str | None:
-        eligible = [w for w in self.workers.values() if w.serves(agent)]
-        # benched workers only when every eligible one is: else wait for a rested one to free up
-        pool = [w for w in eligible if self.benched.get(w.name, 0.0) <= now] or eligible
-        choice = min((w for w in pool if self.load[w.name] < w.slots), key=lambda w: (self.load[w.name] / w.slots, w.name), default=None)
+        rested = (w for w in self.workers.values() if w.serves(agent) and self.benched.get(w.name, 0.0) <= now)
+        choice = min((w for w in rested if self.load[w.name] < w.slots), key=lambda w: (self.load[w.name] / w.slots, w.name), default=None)
         return choice.name if choice else None
+
+    def bench(self, worker: str, until: float) -> None:
+        """``worker`` gets no new job before ``until`` (it may be restarting, or its node gone)."""
+        self.benched[worker] = until
+
+    def rest(self, worker: str) -> None:
+        """``worker``, benched after a death, answers again (it restarted): it takes jobs at once."""
+        self.benched.pop(worker, None)
 
     # -- what happened --------------------------------------------------------
 

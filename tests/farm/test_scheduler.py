@@ -158,12 +158,20 @@ def test_a_benched_worker_gets_no_new_job_until_its_time_is_up():
     assert s.assign(now=6.0)[0][0] == worker  # back in rotation, and the least loaded
 
 
-def test_when_every_worker_is_benched_all_are_used():
+def test_when_every_worker_is_benched_the_jobs_wait_until_one_is_back():
     s = scheduler(["a", "b"], slots=10)
     s.add(cases(2))
     for _, job in s.assign(now=0.0):
         s.lost(job, now=0.0, bench_for=10.0)
-    assert len(s.assign(now=1.0)) == 2
+    assert s.assign(now=1.0) == []  # both still restarting: no attempt spent on them
+    s.rest("b")  # b answers again
+    assert [(w, j.attempt) for w, j in s.assign(now=2.0)] == [("b", 2), ("b", 2)]
+    assert [w for w, _ in s.assign(now=10.0)] == []  # b took both; a is back at 10 s with nothing left
+    s.add(cases(1, "late"))
+    s.bench("a", until=20.0)  # still restarting, says Ray
+    assert [w for w, _ in s.assign(now=15.0)] == ["b"]
+    s.add(cases(1, "later"))
+    assert [w for w, _ in s.assign(now=20.0)] == ["a"]
 
 
 def test_a_retried_job_goes_first_and_a_later_worker_death_keeps_its_history():
