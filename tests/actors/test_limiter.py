@@ -219,7 +219,9 @@ def test_a_restarted_limiter_lets_the_run_go_on(limiters, callers):
     assert ray.get(actor.stats.remote())["pid"] != old
     after = [s for s in stamps if s > killed_at]
     assert len(after) >= 10  # grants go on once it is back (Ray takes ~1.5-2 s to restart it)
-    assert busiest(after, 1.0) <= 21  # 20/s: the new one starts without a burst
+    # 20/s: the new one keeps the 1-second cap (a full bucket on top of it would be ~40); the
+    # times are when the callers got their grants, and on a busy machine a few arrive late together
+    assert busiest(after, 1.0) <= 26
 
 
 def test_only_limited_connectors_get_a_limiter(limiters):
