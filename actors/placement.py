@@ -193,9 +193,11 @@ def _cpu_nodes(nodes: list[Node]) -> list[Node]:
 
 def _plain_count(parallel: int, cpus: float, wanted: float) -> int:
     cores = max(1, int(cpus))
-    sized = min(cores, math.ceil(parallel / PLAIN_SHARE_MIN), MAX_PLAIN)
-    # at least two where there are two CPUs, so that a dying actor never stalls the run
-    return int(max(1, min(max(min(2, cores), sized), parallel, wanted)))
+    sized = min(cores, math.ceil(min(parallel, wanted) / PLAIN_SHARE_MIN), MAX_PLAIN)
+    # at least two where there are two CPUs and more conversations than one actor's share, so
+    # that a dying actor never stalls the run; a few conversations need one process, not two
+    floor = min(2, cores) if wanted > PLAIN_SHARE_MIN else 1
+    return int(max(1, min(max(floor, sized), parallel, wanted)))
 
 
 def _spread(count: int, weights: Mapping[str, float]) -> list[str]:

@@ -144,3 +144,12 @@ def test_plain_actors_go_where_declared_ones_left_cpu():
     assert nodes_of(declared) == {"w2": 1, "w0": 1} or nodes_of(declared) == {"w2": 1, "w1": 1}
     left = {"w0", "w1"} - {s.node_id for s in declared}
     assert {s.node_id for s in plain} == left | {"w2"}
+
+
+def test_plain_actors_follow_the_cpus_and_a_few_conversations_need_one():
+    plain = AgentConfig(id="web", kind="openai", connector="c")
+    two = [Node("n", {"CPU": 2})]
+    assert len(plan_session_actors([plain], 128, two, {"web": 3})) == 1  # one process, not two, for three cases
+    assert len(plan_session_actors([plain], 128, two, {"web": 20})) == 2  # enough to share: a dying one never stalls the run
+    assert len(plan_session_actors([plain], 128, two, None)) == 2  # a generator streams an unknown number
+    assert len(plan_session_actors([plain], 128, [Node("n", {"CPU": 16})], {"web": 5000})) == 16
