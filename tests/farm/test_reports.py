@@ -8,7 +8,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
@@ -619,8 +618,9 @@ def test_unconsolidated_runs_are_noted_and_skipped(results_dir: Path):
     assert "run-live" in [run.run_id for run in analyse([results_dir]).runs]
 
 
-def test_analysis_of_100k_cases_takes_seconds(tmp_path: Path):
-    n, turns_per_case = 100_000, 3
+def test_analysis_of_two_large_runs_counts_every_case_turn_and_assertion(tmp_path: Path):
+    """Two runs of 10,000 cases and 30,000 turns each (its time at 100k: benchmarks/scale.py and view.py)."""
+    n, turns_per_case = 10_000, 3
     ids = [f"case-{i}" for i in range(n)]
     statuses = ["passed", "failed", "passed", "skipped", "passed", "error", "passed", "timeout"]
 
@@ -654,13 +654,10 @@ def test_analysis_of_100k_cases_takes_seconds(tmp_path: Path):
             position=pa.array([0] * m),
         ), folder / "assertions.parquet")  # fmt: skip
 
-    began = time.perf_counter()
     report = analyse([tmp_path])
-    elapsed = time.perf_counter() - began
     assert report.summary.counts.total == 2 * n
     assert report.latency_by_turn[0].turns == 2 * n
     assert report.comparison.regressions_total > 0 and report.stability.flaky_total > 0
-    assert elapsed < 20, f"analysing 200k case runs took {elapsed:.1f}s"
 
 
 # --- farm report (CLI) ------------------------------------------------------------------------
