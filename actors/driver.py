@@ -201,9 +201,9 @@ def run_plan(
                     if not _cluster_alive():
                         raise EngineLost("the Ray node running this farm stopped") from None
                     arrived += scheduler.lost(job, time.monotonic(), BENCH_SECONDS)
-                    if worker not in probes.values():  # benched until it answers
-                        restarting.setdefault(worker, time.monotonic())
-                        scheduler.bench(worker, time.monotonic() + RESTART_WAIT)
+                    died = restarting.setdefault(worker, time.monotonic())
+                    scheduler.bench(worker, died + RESTART_WAIT)  # until it answers (see probe)
+                    if worker not in probes.values():
                         probes[actors[worker].pid.remote()] = worker
                     continue
                 except RayTaskError as exc:  # a bug in the farm, not in the case
