@@ -34,7 +34,7 @@ from farm.summary import Summary
 from farm.writers import JSONLWriter, MultiWriter, ParquetWriter, ResultWriter, RunInfo, read_jsonl_results, write_run_json
 from farm.writers.parquet import PARTS_DIR
 
-__all__ = ["RunInterrupted", "RunOutputs", "RunStopped", "execute"]
+__all__ = ["RunInterrupted", "RunOutputs", "RunStopped", "execute", "interrupts_ignored"]
 
 
 class RunInterrupted(RunError):
@@ -139,6 +139,21 @@ class _Interrupts:
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def interrupts_ignored() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored while the block runs (saying how an interrupted run ended: a second
+    Ctrl-C must not cut that short either); the handlers come back after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 

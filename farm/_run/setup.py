@@ -213,7 +213,7 @@ def execute_viewed(
     """Run ``plan`` (:func:`farm._run.execution.execute`) under ``view``; the run's :class:`Summary`, or,
     when an interrupt or a lost engine ended it early, the :class:`RunResult` to return, the
     console having said so with ``resume`` (the command that finishes it)."""
-    from farm._run.execution import RunInterrupted, RunStopped, execute
+    from farm._run.execution import RunInterrupted, RunStopped, execute, interrupts_ignored
     from farm._run.result import RunResult
 
     try:
@@ -226,7 +226,8 @@ def execute_viewed(
                 soft_wrap=True,
             )
             return RunResult(1, outputs.run_dir, outputs.jsonl, stop.summary, engine.name, info.run_id, interrupted=True)
-        view.interrupted(stop, "rescored" if plan.replay is not None else "finished", resume=resume)
+        with interrupts_ignored():  # a second Ctrl-C must not cut the resume command off
+            view.interrupted(stop, "rescored" if plan.replay is not None else "finished", resume=resume)
         return RunResult(130, outputs.run_dir, outputs.jsonl, stop.summary, engine.name, info.run_id, interrupted=True)
 
 
