@@ -47,12 +47,12 @@ QUEUED_SHARE = 1.0
 #: from it, and a debugging run keeps one case per worker at a time.
 QUEUE_FROM = 4
 
-#: How long an actor that just lost a conversation gets no new one: long enough for a
-#: restart, or for Ray to declare a lost node dead (its actors answer "unavailable" until then).
-BENCH_SECONDS = 5.0
-
-#: How long a worker that Ray says is restarting stays benched at most (seconds).
+#: How long a worker that lost a conversation gets no new one while Ray says it is restarting
+#: (it is asked until it answers: then it is back at once), at most (seconds).
 RESTART_WAIT = 60.0
+
+#: How long a worker whose actor Ray says is gone (or its node) gets no new one (seconds).
+BENCH_SECONDS = 5.0
 
 #: A cluster with fewer CPUs gets one actor per role pool (one asyncio actor answers hundreds of
 #: role calls at once; a second only costs a process there), a larger one two.
@@ -133,13 +133,14 @@ def run_plan(
     for result in scheduler.add(pools_for(plan.cases)):
         on_result(result)
 
-    generators: list[PoolRoles] = []
+    generator: PoolRoles | None = None
 
     async def generate(request: RoleRequest) -> list[Any]:
-        if not generators:
+        nonlocal generator
+        if generator is None:
             start_roles("gen")
-            generators.append(PoolRoles(generators=names.generators))
-        return await generators[0].generate(request)
+            generator = PoolRoles(generators=names.generators)
+        return await generator.generate(request)
 
     feed = ThreadFeed(plan.stream, lambda: generate, plan.on_generation) if plan.stream else None
     if feed is None:
@@ -200,7 +201,7 @@ def run_plan(
                 except RayActorError:
                     if not _cluster_alive():
                         raise EngineLost("the Ray node running this farm stopped") from None
-                    arrived += scheduler.lost(job, time.monotonic(), BENCH_SECONDS)
+                    arrived += scheduler.lost(job)
                     died = restarting.setdefault(worker, time.monotonic())
                     scheduler.bench(worker, died + RESTART_WAIT)  # until it answers (see probe)
                     if worker not in probes.values():
