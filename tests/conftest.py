@@ -4,6 +4,8 @@ and projects whose agents are Python functions."""
 from __future__ import annotations
 
 import os
+import shutil
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +24,10 @@ def ray_session():
     token to ``~/.ray/auth_token``, in the home of whoever runs the tests); clients
     started during the session inherit the same mode. The environment it sets is
     restored when the session ends, and ``HOME`` is left alone.
+
+    Under pytest-xdist the workers share one Ray (:class:`SharedRay`): an idle Ray
+    costs ~6 % of a core and ~10 CPU-seconds to start, which three of them spent on
+    two cores. Each worker has its own namespace.
     """
     import ray
     from farm.actors.cluster import QUIET_ENV
@@ -29,20 +35,77 @@ def ray_session():
     if ray.is_initialized():
         yield ray
         return
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
     with pytest.MonkeyPatch.context() as patch:
         for name, value in {**QUIET_ENV, "RAY_AUTH_MODE": "disabled"}.items():
             patch.setenv(name, value)
-        ray.init(
-            num_cpus=2,
-            include_dashboard=False,
-            namespace="farm-test",
-            log_to_driver=False,
-            _temp_dir=str(Path("/tmp") / f"farm-ray-{os.getpid()}"),
-        )
+        if worker is None:
+            temp = Path("/tmp") / f"farm-ray-{os.getpid()}"
+            _start_ray(temp, "farm-test")
+            try:
+                yield ray
+            finally:
+                ray.shutdown()
+                shutil.rmtree(temp, ignore_errors=True)
+            return
+        shared = SharedRay(Path("/tmp") / f"farm-ray-{os.environ['PYTEST_XDIST_TESTRUNUID'][:12]}", worker)
         try:
+            shared.join()
             yield ray
         finally:
-            ray.shutdown()
+            shared.leave()
+
+
+def _start_ray(temp: Path, namespace: str) -> None:
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, namespace=namespace, log_to_driver=False, _temp_dir=str(temp))
+
+
+class SharedRay:
+    """One Ray for all the xdist workers of a test run, started by the first that needs it.
+
+    The folder holds a lock, the Ray's address, and a file per worker connected to it.
+    The worker that started it stops it last: at the end of its session it waits until
+    the others have left (pytest-xdist ends every worker's session once the last test
+    is handed out, so it waits at most for the others' last tests).
+    """
+
+    LEAVE_WAIT = 600.0
+
+    def __init__(self, folder: Path, worker: str):
+        self.folder, self.worker = folder, worker
+        self.owner = False
+
+    def join(self) -> None:
+        import fcntl
+
+        import ray
+
+        self.folder.mkdir(exist_ok=True)
+        (self.folder / "users").mkdir(exist_ok=True)
+        with open(self.folder / "lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            (self.folder / "users" / self.worker).touch()
+            address = self.folder / "address"
+            if address.exists():
+                ray.init(address=address.read_text(), namespace=f"farm-test-{self.worker}", log_to_driver=False)
+            else:
+                _start_ray(self.folder / "ray", f"farm-test-{self.worker}")
+                address.write_text(ray.get_runtime_context().gcs_address)
+                self.owner = True
+
+    def leave(self) -> None:
+        import ray
+
+        (self.folder / "users" / self.worker).unlink(missing_ok=True)
+        if self.owner:
+            deadline = time.monotonic() + self.LEAVE_WAIT
+            while any((self.folder / "users").iterdir()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        ray.shutdown()
+        if self.owner:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 @pytest.fixture(params=["local", pytest.param("ray", marks=pytest.mark.ray)])

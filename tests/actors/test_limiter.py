@@ -166,11 +166,17 @@ def test_backoff_pauses_every_holder(limiters, callers, limits_of):
     refs = [a.hammer.remote(limits, "llm", 10, start, stop, 0.01) for a in callers]
 
     time.sleep(max(0.0, start + 0.7 - time.time()))
-    paused_at = time.time()
-    limiter_factory(limits)("llm").backoff(1.0)  # a 429 seen by a third process
+    limiter_factory(limits)("llm").backoff(1.0)  # a 429 seen by a third process (fire and forget)
+    actor = ray.get_actor(limiter_name(limits.scope, "llm"))
+    deadline = time.time() + 2.0
+    while not (paused_until := ray.get(actor.stats.remote())["paused_until"]) and time.time() < deadline:
+        time.sleep(0.01)
+    paused_at = paused_until - 1.0  # when the limiter itself paused (the message may travel slowly under load)
     stamps = [s for r in ray.get(refs) for s in r]
 
+    assert paused_until, "the limiter never heard of the backoff"
     assert any(s < paused_at for s in stamps)
+    # every holder hears of the pause within one sync (0.1 s) and its answer
     assert not [s for s in stamps if paused_at + 0.25 <= s < paused_at + 0.95]
     assert any(s >= paused_at + 1.0 for s in stamps)  # and the connector resumes
 

@@ -246,10 +246,10 @@ def test_a_validator_pool_actor_that_dies_is_restarted_and_the_run_goes_on(ray_p
     def kill_validator_soon():
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith("farm-val-")]
+            names = [name for name in ray.util.list_named_actors() if name.startswith("farm-val-")]  # this test's namespace
             if names:
                 time.sleep(1.0)
-                ray.kill(ray.get_actor(names[0], namespace="farm-test"), no_restart=False)
+                ray.kill(ray.get_actor(names[0]), no_restart=False)
                 killed.append(names[0])
                 return
             time.sleep(0.05)
