@@ -22,8 +22,16 @@ from typing import Any
 
 import ray
 from farm.actors.limiter import start_limiters
-from farm.actors.placement import conversations, plan_session_actors, start_session_actors, wait_until_placeable
+from farm.actors.placement import (
+    PLAIN_MAX_CONCURRENCY,
+    conversations,
+    plan_session_actors,
+    start_session_actors,
+    wait_until_placeable,
+    warm_key,
+)
 from farm.actors.roles import PoolRoles, RolePools, pool_names, start_pool
+from farm.actors.session import UNPREPARED, WARM, SessionSetup
 from ray.exceptions import ActorUnavailableError, RayActorError, RaySystemError, RayTaskError
 
 from farm.config import AgentConfig
@@ -75,6 +83,8 @@ def run_plan(
     """
     # which session actors, with what resources, where, serving which agents (actors/placement.py)
     agents = [plan.config.agents.get(agent) or AgentConfig(id=agent) for agent in plan.agents]
+    if any(agent.resources is not None for agent in agents):
+        WARM.clear()  # its actors are planned on whole CPUs: the kept ones' slivers would leave none
     nodes = wait_until_placeable(agents, plan.config.farm.autoscaler_wait, say=lambda line: print(line, file=sys.stderr))
     specs = plan_session_actors(agents, plan.parallel, nodes, conversations(plan), plan.actors)
     queue_share = QUEUED_SHARE if plan.parallel >= QUEUE_FROM else 0.0
@@ -100,35 +110,42 @@ def run_plan(
                 start_roles(role)
         return cases
 
-    actors = start_session_actors(
-        specs,
-        queue_share,
-        lambda spec: (spec.name, plan.config, plan.agent_settings, plan.connector_override, spec.concurrency, names, limits, human),
-    )
+    token = uuid.uuid4().hex  # this call's: a resumed run keeps its run id
+    setups = {
+        spec.name: SessionSetup(token, spec.name, plan.config, plan.agent_settings, plan.connector_override, spec.concurrency, names, limits, human)
+        for spec in specs
+    }
+    actors, prepared = start_session_actors(specs, queue_share, lambda spec: setups[spec.name])
     # a job of agent A goes only to an actor that serves A (one with declared resources serves its agent alone)
     workers = [Worker(spec.name, spec.slots(queue_share), frozenset(spec.agents)) for spec in specs]
 
     scheduler = plan.scheduler(workers)
     in_flight: dict[Any, tuple[str, Job]] = {}
-    # a worker benched after a death is asked for its pid until it answers (it restarted: it takes
-    # jobs again at once) or is gone for good; while Ray says it is restarting it stays benched,
-    # so that no job spends an attempt on it (on a busy machine a restart can take many seconds)
+    # a worker benched after a death is prepared for the run again until it answers (it restarted:
+    # it takes jobs again at once) or is gone for good; while Ray says it is restarting it stays
+    # benched, so that no job spends an attempt on it (on a busy machine a restart can take many seconds)
     probes: dict[Any, str] = {}
-    restarting: dict[str, float] = {}  # worker -> when it died
+    restarting: dict[str, float] = {}  # worker -> when it died, until it answers
+    gone: set[str] = set()  # workers Ray says are gone for good
+    node_of: dict[str, str] = {}  # where each worker runs, as it answered when prepared
 
     def probe(worker: str, ref: Any) -> None:
         try:
-            ray.get(ref)
+            node_of[worker] = ray.get(ref)
         except ActorUnavailableError:
-            if time.monotonic() - restarting[worker] < RESTART_WAIT:
-                probes[actors[worker].pid.remote()] = worker  # answered in a second or two, not at once
+            if time.monotonic() - restarting.setdefault(worker, time.monotonic()) < RESTART_WAIT:
+                probes[actors[worker].prepare.remote(setups[worker])] = worker  # answered in a second or two, not at once
                 return
             scheduler.rest(worker)  # restarting for a minute: let jobs find out
         except (RayActorError, RayTaskError):  # gone for good (or its node)
             scheduler.bench(worker, time.monotonic() + BENCH_SECONDS)
+            gone.add(worker)
         else:
             scheduler.rest(worker)
         restarting.pop(worker, None)
+    # jobs go to a new actor at once, queued behind its start and its preparation (a job that
+    # Ray starts before the preparation comes back unprepared, and waits for it)
+    probes.update({ref: worker for worker, ref in prepared.items()})
     told_to_stop = False
     for result in scheduler.add(pools_for(plan.cases)):
         on_result(result)
@@ -153,12 +170,12 @@ def run_plan(
         if scheduler.stopped and not told_to_stop:
             told_to_stop = True
             for handle in actors.values():
-                handle.stop.remote()  # the calls queued on the actors never start
+                handle.stop.remote(token)  # the calls queued on the actors never start
 
     def submit() -> None:
         stopping()
         for worker, job in scheduler.assign(time.monotonic()):
-            in_flight[actors[worker].run.remote(job.payload, job.run_index, job.agent)] = (worker, job)
+            in_flight[actors[worker].run.remote(token, job.payload, job.run_index, job.agent)] = (worker, job)
 
     def take_arrivals(wait: float) -> None:
         if feed is None or not feed.open:
@@ -169,6 +186,7 @@ def run_plan(
         if not feed.open:
             scheduler.close()
 
+    ended = False
     try:
         while True:
             take_arrivals(0.0)
@@ -205,13 +223,19 @@ def run_plan(
                     died = restarting.setdefault(worker, time.monotonic())
                     scheduler.bench(worker, died + RESTART_WAIT)  # until it answers (see probe)
                     if worker not in probes.values():
-                        probes[actors[worker].pid.remote()] = worker
+                        probes[actors[worker].prepare.remote(setups[worker])] = worker
                     continue
                 except RayTaskError as exc:  # a bug in the farm, not in the case
                     arrived += scheduler.crashed(job, repr(exc.cause))
                     continue
                 if result is None:  # it was queued when the run stopped, and never began
                     scheduler.dropped(job)
+                elif result == UNPREPARED:  # it restarted unseen (while idle): prepare it, the job waits
+                    scheduler.returned(job)
+                    restarting.setdefault(worker, time.monotonic())
+                    scheduler.bench(worker, restarting[worker] + RESTART_WAIT)
+                    if worker not in probes.values():
+                        probes[actors[worker].prepare.remote(setups[worker])] = worker
                 else:
                     arrived += scheduler.finished(job, result)
             # refill the freed slots before the slower work of writing and printing
@@ -219,11 +243,18 @@ def run_plan(
             submit()
             for result in arrived:
                 on_result(result)
+        ended = True
     finally:
         if feed is not None:
             feed.close()
-        for handle in actors.values():
-            ray.kill(handle, no_restart=True)
+        for spec in specs:
+            handle = actors[spec.name]
+            healthy = spec.name in node_of and spec.name not in restarting and spec.name not in gone and spec.name not in probes.values()
+            if ended and healthy and not spec.declared:
+                handle.retire.remote(token)  # kept for this process's next run on this cluster
+                WARM.keep(warm_key(spec, node_of[spec.name]), handle, PLAIN_MAX_CONCURRENCY)
+            else:
+                ray.kill(handle, no_restart=True)
         with pools_lock:
             for pool in pools.values():
                 for handle in pool.values():

@@ -38,6 +38,8 @@ from farm.config import AgentConfig
 from farm.errors import UsageError
 
 if TYPE_CHECKING:
+    from farm.actors.session import SessionSetup
+
     from farm.engines import RunPlan
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "plan_session_actors",
     "start_session_actors",
     "wait_until_placeable",
+    "warm_key",
 ]
 
 #: Conversations one session actor runs at once, at most.
@@ -413,20 +416,63 @@ def conversations(plan: RunPlan) -> dict[str, int] | None:
     return {agent: max(1, per_agent - finished[agent]) for agent in plan.agents}
 
 
-def start_session_actors(specs: list[SessionSpec], queue_share: float, make: Callable[[SessionSpec], tuple[Any, ...]]) -> dict[str, Any]:
-    """Start the planned session actors; returns their handles by name.
+def start_session_actors(
+    specs: list[SessionSpec], queue_share: float, setup_of: Callable[[SessionSpec], SessionSetup]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Start the planned session actors, or take plain ones this process kept from its last run
+    (:data:`~farm.actors.session.WARM`), and prepare each for this run.
 
-    ``queue_share``: calls an actor holds queued beyond the conversations it runs, as a share of
-    them (:meth:`SessionSpec.slots`). ``make(spec)``: the constructor arguments of
-    :class:`~farm.actors.session.SessionActor` for that actor.
+    Returns their handles by name, and by name the reference that answers once the actor is
+    prepared (it takes no job before). ``queue_share``: calls an actor holds queued beyond the
+    conversations it runs, as a share of them (:meth:`SessionSpec.slots`). ``setup_of(spec)``: what
+    that actor runs (:class:`~farm.actors.session.SessionSetup`).
     """
+    import ray
+    from farm.actors.session import WARM
+
+    handles: dict[str, Any] = {}
+    prepared: dict[str, Any] = {}
+    kept: list[SessionSpec] = []
+    for spec in specs:
+        handle = None if spec.declared else WARM.take(warm_key(spec), spec.slots(queue_share) + 4)
+        if handle is None:
+            handle = _new_session_actor(spec, queue_share)
+        else:
+            kept.append(spec)
+        handles[spec.name] = handle
+        prepared[spec.name] = handle.prepare.remote(setup_of(spec))
+    # a kept actor answers at once; one that died since is replaced
+    for spec in kept:
+        try:
+            ray.get(prepared[spec.name], timeout=KEPT_ANSWER_S)
+        except Exception:  # noqa: BLE001 - gone, or not answering: start a new one
+            ray.kill(handles[spec.name], no_restart=True)
+            handles[spec.name] = _new_session_actor(spec, queue_share)
+            prepared[spec.name] = handles[spec.name].prepare.remote(setup_of(spec))
+    return handles, prepared
+
+
+#: How long an actor kept from the last run may take to answer before a new one replaces it (seconds).
+KEPT_ANSWER_S = 5.0
+
+#: The calls a plain session actor takes at once (Ray's own default for an asyncio actor), so that a
+#: kept one can serve the next run whatever its ``--parallel``; the actor's own semaphore and the
+#: driver's window bound what runs.
+PLAIN_MAX_CONCURRENCY = 1000
+
+
+def warm_key(spec: SessionSpec, node_id: str | None = None) -> tuple[Any, ...]:
+    """Which kept session actors can serve ``spec``: those with its resources, on its node
+    (``node_id``: where one of them runs, which soft affinity may have made another node)."""
+    return (repr(sorted(spec.options.items())), node_id or spec.node_id)
+
+
+def _new_session_actor(spec: SessionSpec, queue_share: float) -> Any:
     from farm.actors.session import SessionActor
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    handles: dict[str, Any] = {}
-    for spec in specs:
-        strategy: Any = NodeAffinitySchedulingStrategy(spec.node_id, soft=True) if spec.node_id else "SPREAD"
-        handles[spec.name] = SessionActor.options(
-            max_concurrency=spec.slots(queue_share) + 4, scheduling_strategy=strategy, **spec.options
-        ).remote(*make(spec))
-    return handles
+    strategy: Any = NodeAffinitySchedulingStrategy(spec.node_id, soft=True) if spec.node_id else "SPREAD"
+    calls = spec.slots(queue_share) + 4
+    if not spec.declared:
+        calls = max(calls, PLAIN_MAX_CONCURRENCY)
+    return SessionActor.options(max_concurrency=calls, scheduling_strategy=strategy, **spec.options).remote()

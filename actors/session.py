@@ -3,12 +3,24 @@
 One Ray call per conversation (not per turn); an actor serves many
 conversations at once on its event loop, all sending through one HTTP
 connection pool sized to them.
+
+A session actor is started bare and told what to run by :meth:`SessionActor.prepare`
+(the run's config, agents, pools and limits), so that it can serve more than one run:
+a driver process that runs again on the same cluster (a notebook, a script calling
+``farm.run`` in a loop, a test session) takes the plain actors its last run left
+(:class:`WarmActors`) instead of starting new processes, about a second of CPU
+each. Every call names the run it belongs to; an actor that restarted (it has no
+run) or serves another one answers :data:`UNPREPARED`, and the driver prepares it
+again before it gets a job.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import threading
+import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import ray
@@ -24,7 +36,26 @@ if TYPE_CHECKING:
     from farm.actors.limiter import LimiterPlan
     from farm.actors.roles import RolePools
 
-__all__ = ["SessionActor"]
+__all__ = ["UNPREPARED", "SessionActor", "SessionSetup", "WARM", "WarmActors"]
+
+UNPREPARED = "unprepared"
+"""What :meth:`SessionActor.run` answers when it was not prepared for that run (the job never began)."""
+
+
+@dataclass(frozen=True)
+class SessionSetup:
+    """What one session actor needs for one run (:meth:`SessionActor.prepare`)."""
+
+    run: str
+    """The run's token: every call of the run carries it."""
+    name: str
+    config: FarmConfig
+    agent_settings: dict[str, RunSettings]
+    connector_override: str | None
+    concurrency: int
+    pools: RolePools
+    limits: LimiterPlan | None = None
+    human: str | None = None
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
@@ -32,57 +63,167 @@ class SessionActor:
     """Runs conversations of every agent it serves, ``concurrency`` at once; calls beyond them wait
     here ready to start, so that a slot that frees refills without a round trip through the driver."""
 
-    def __init__(
-        self,
-        name: str,
-        config: FarmConfig,
-        agent_settings: dict[str, RunSettings],
-        connector_override: str | None,
-        concurrency: int,
-        pools: RolePools,
-        limits: LimiterPlan | None = None,
-        human: str | None = None,
-    ):
+    def __init__(self) -> None:
+        self.run_id: str | None = None
+        self.worker: CaseWorker | None = None
+        self.http: HTTPClient | None = None
+        self.slots = asyncio.Semaphore(1)
+        self.stopping = False
+        self.human: Any = None
+
+    async def prepare(self, setup: SessionSetup) -> str:
+        """Serve the run of ``setup`` from now on (the previous run's clients are closed); returns the
+        id of the node it runs on. Asked again for the same run, it changes nothing (its
+        conversations go on)."""
         from farm.actors.limiter import limiter_factory
         from farm.actors.roles import PoolRoles
 
-        limiter_for = limiter_factory(limits)
-        self.http = HTTPClient(concurrency)
-        if any(config.agents.get(agent) is None or config.agents[agent].kind != "python" for agent in agent_settings):
+        if setup.run == self.run_id and self.worker is not None:
+            return ray.get_runtime_context().get_node_id()
+        old = (self.worker, self.http)
+        config = setup.config
+        if any(config.agents.get(agent) is None or config.agents[agent].kind != "python" for agent in setup.agent_settings):
             preload()  # an HTTP agent: import aiohttp before the first conversation, not in it
-        self.slots = asyncio.Semaphore(concurrency)
+        self.http = HTTPClient(setup.concurrency)
+        self.slots = asyncio.Semaphore(setup.concurrency)
         self.stopping = False
-        self.human = ray.get_actor(human) if human else None
+        self.human = ray.get_actor(setup.human) if setup.human else None
         self.worker = CaseWorker(
             config,
-            agent_settings,
-            worker=f"{name}@{ray.util.get_node_ip_address()}:{os.getpid()}",
-            roles=PoolRoles(pools.simulators, pools.validators),
+            setup.agent_settings,
+            worker=f"{setup.name}@{ray.util.get_node_ip_address()}:{os.getpid()}",
+            roles=PoolRoles(setup.pools.simulators, setup.pools.validators),
             http=self.http,
-            limiter_for=limiter_for,
-            connector_override=connector_override,
-            ask_human=self._ask_human if human is not None else None,
+            limiter_for=limiter_factory(setup.limits),
+            connector_override=setup.connector_override,
+            ask_human=self._ask_human if setup.human is not None else None,
         )
+        self.run_id = setup.run
+        await _close(*old)
+        return ray.get_runtime_context().get_node_id()
 
     async def _ask_human(self, request: Any) -> str | None:
         return await self.human.ask.remote(request)
 
-    async def run(self, loaded: LoadedCase, run_index: int, agent: str) -> CaseResult | None:
+    async def run(self, run_id: str, loaded: LoadedCase, run_index: int, agent: str) -> CaseResult | str | None:
         """Run one conversation; None when it waited for a slot and the run stopped meanwhile
-        (see :meth:`stop`)."""
+        (see :meth:`stop`); :data:`UNPREPARED` when this actor does not serve ``run_id``."""
+        if run_id != self.run_id or self.worker is None:
+            return UNPREPARED
+        worker = self.worker
         waited = self.slots.locked()  # beyond this actor's share: queued, not yet dispatched
         async with self.slots:
             if waited and self.stopping:
                 return None
-            return await self.worker.run(loaded, run_index, agent)
+            return await worker.run(loaded, run_index, agent)
 
-    async def stop(self) -> None:
+    async def stop(self, run_id: str) -> None:
         """Start none of the calls queued beyond this actor's share (``--fail-fast``): they return None."""
-        self.stopping = True
+        if run_id == self.run_id:
+            self.stopping = True
+
+    async def retire(self, run_id: str) -> None:
+        """The run is over: close its clients (unless a newer run prepared this actor meanwhile)."""
+        if run_id == self.run_id:
+            old = (self.worker, self.http)
+            self.run_id, self.worker, self.http = None, None, None
+            await _close(*old)
 
     async def pid(self) -> int:
         return os.getpid()
 
-    async def close(self) -> None:
-        await self.worker.aclose()
-        await self.http.aclose()
+
+async def _close(worker: CaseWorker | None, http: HTTPClient | None) -> None:
+    if worker is not None:
+        await worker.aclose()
+    if http is not None:
+        await http.aclose()
+
+
+class WarmActors:
+    """Plain session actors between the runs of this driver process, ready for the next run.
+
+    Kept only while the process stays connected to the same cluster (Ray's job), and
+    for at most :attr:`IDLE_SECONDS` (a timer stops them then: each holds a sliver of a
+    CPU, which keeps a whole CPU of its node from work that needs one). Actors with an
+    agent's declared resources are never kept, and a run of such an agent first stops
+    the kept ones (:meth:`clear`), so that its actors get whole CPUs.
+    """
+
+    IDLE_SECONDS = 60.0
+
+    def __init__(self) -> None:
+        self._cluster: tuple[str, str] | None = None
+        self._idle: list[tuple[Any, Any, int, float]] = []  # (key, handle, max_concurrency, idle since)
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+
+    @staticmethod
+    def _this_cluster() -> tuple[str, str]:
+        context = ray.get_runtime_context()
+        return context.gcs_address, context.get_job_id()
+
+    def _same_cluster(self) -> None:
+        cluster = self._this_cluster()
+        if cluster != self._cluster:
+            self._idle, self._cluster = [], cluster  # another Ray: those handles went with the old one
+
+    def take(self, key: Any, max_concurrency: int) -> Any | None:
+        """The last kept actor of ``key`` that takes at least ``max_concurrency`` calls at once, or None
+        (the last: those kept longest expire first)."""
+        with self._lock:
+            self._same_cluster()
+            for entry in reversed(self._idle):
+                if entry[0] == key and entry[2] >= max_concurrency:
+                    self._idle.remove(entry)
+                    return entry[1]
+        return None
+
+    def keep(self, key: Any, handle: Any, max_concurrency: int) -> None:
+        with self._lock:
+            self._same_cluster()
+            self._idle.append((key, handle, max_concurrency, time.monotonic()))
+            self._expire_later()
+
+    def clear(self) -> None:
+        """Stop every kept actor."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for entry in idle:
+            _kill(entry[1])
+
+    def forget(self) -> None:
+        """Drop every kept actor without a word to Ray (it is about to stop, or stopped)."""
+        with self._lock:
+            self._idle, self._cluster = [], None
+
+    def _expire_later(self) -> None:
+        if self._timer is None and self._idle:
+            wait = max(0.0, min(entry[3] for entry in self._idle) + self.IDLE_SECONDS - time.monotonic())
+            self._timer = threading.Timer(wait + 0.1, self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._timer = None
+            stale = [entry for entry in self._idle if now - entry[3] >= self.IDLE_SECONDS]
+            self._idle = [entry for entry in self._idle if entry not in stale]
+            self._expire_later()
+        for entry in stale:
+            _kill(entry[1])
+
+    def __len__(self) -> int:
+        return len(self._idle)
+
+
+def _kill(handle: Any) -> None:
+    try:
+        ray.kill(handle, no_restart=True)
+    except Exception:  # noqa: BLE001 - already gone
+        pass
+
+
+WARM = WarmActors()
+"""This process's kept session actors."""

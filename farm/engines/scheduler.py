@@ -266,6 +266,13 @@ class Scheduler:
         """``job`` was queued on its worker when the run stopped, and never began."""
         self._release(job)
 
+    def returned(self, job: Job) -> None:
+        """``job`` never began: its worker was not ready for it (an actor that restarted while idle).
+        It is queued again first, as it was: no attempt is spent."""
+        self._release(job)
+        if not self.stopped and job.key not in self.reported:
+            self.pending[job.agent].appendleft(job)
+
     def stop(self, reason: StopReason = StopReason.REQUESTED) -> list[Job]:
         """Dispatch nothing more (the first reason is kept); returns the jobs that will never start."""
         if self.stop_reason is None:

@@ -37,8 +37,9 @@ def suicidal_agent(messages, options):
     return "alive"
 
 
-#: The agent as it is, and declaring resources (its session actors then carry them).
-DECLARED = ["", "resources = { num_cpus = 1 }\nconcurrency = 5\n"]
+#: The agent as it is, and declaring resources (its session actors then carry them); half a CPU
+#: each, so that the session's two hold both actors beside the plain ones of other test workers.
+DECLARED = ["", "resources = { num_cpus = 0.5 }\nconcurrency = 5\n"]
 
 
 def python_config(tmp_path: Path, resources: str = "") -> FarmConfig:

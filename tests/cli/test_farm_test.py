@@ -148,6 +148,7 @@ def test_200_cases_read_back_complete_and_consistent(project: Path, engine: str)
     records = [json.loads(line) for line in lines]
     assert sorted(r["id"] for r in records) == sorted(c["id"] for c in cases)
     assert sum(r["status"] == "failed" for r in records) == 20
+    assert all(r["worker"] for r in records), [(r["status"], r["error"]) for r in records if not r["worker"]][:3]
     workers = {r["worker"].split("@")[0] for r in records}
     if engine == "ray":
         assert len(workers) >= 2, "cases spread over the session actors"

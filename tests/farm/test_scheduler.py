@@ -240,3 +240,24 @@ def test_a_dropped_job_frees_its_slot_and_is_never_reported():
     s.stop()
     s.dropped(job)
     assert s.done and s.load["a"] == 0 and JobKey("case-0", 0, "") not in s.reported
+
+
+def test_a_job_its_worker_was_not_ready_for_runs_again_first_without_spending_an_attempt():
+    s = scheduler(["a"], slots=1)
+    s.add(cases(3))
+    s.close()
+    ((worker, job),) = s.assign()
+    s.returned(job)
+    ((_, again),) = s.assign()
+    assert again.key == job.key and again.attempt == job.attempt == 1
+    assert s.finished(again, result(again)) and not s.done
+
+
+def test_a_returned_job_of_a_stopped_run_is_not_queued_again():
+    s = scheduler(["a"], slots=1)
+    s.add(cases(2))
+    ((_, job),) = s.assign()
+    s.stop()
+    s.returned(job)
+    s.close()
+    assert s.queued == 0 and s.done

@@ -1,0 +1,104 @@
+"""Session actors kept between the runs of one driver process: the next run on the same
+cluster takes them (no new process), prepared with its own config; a kept actor that died
+meanwhile is replaced without a case spending an attempt; actors with declared resources
+are never kept."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import ray
+from farm.actors.driver import run_plan
+from farm.actors.roles import RolePools
+from farm.actors.session import UNPREPARED, SessionActor, SessionSetup, WarmActors
+
+from farm.config import load_config
+from farm.conversation.settings import RunSettings
+from tests.actors.test_faults import plan_for
+
+
+def echo(messages, options):
+    return f"{os.getpid()} {messages[-1]['content']}"
+
+
+def shout(messages, options):
+    return f"{os.getpid()} {messages[-1]['content'].upper()}"
+
+
+def config(tmp_path: Path, entry: str, resources: str = ""):
+    folder = tmp_path / entry
+    folder.mkdir(exist_ok=True)
+    (folder / "farm.toml").write_text(f'[agents.target]\nkind = "python"\nentry = "tests.actors.test_warm:{entry}"\n{resources}')
+    return load_config(folder / "farm.toml")
+
+
+def run(cfg, n: int = 6, **kw) -> list:
+    results: list = []
+    run_plan(plan_for(cfg, [{"id": f"c{i}", "input": f"hello {i}"} for i in range(n)], parallel=4, **kw), results.append)
+    assert sorted(r.id for r in results) == [f"c{i}" for i in range(n)]
+    assert all(r.status == "passed" and r.attempt == 1 for r in results), [(r.id, r.status, r.error) for r in results]
+    return results
+
+
+def pids(results: list) -> set[int]:
+    return {int(r.worker.rsplit(":", 1)[1]) for r in results}
+
+
+def test_a_second_run_takes_the_session_actors_the_first_left_prepared_with_its_own_config(tmp_path, ray_session):
+    first = run(config(tmp_path, "echo"))
+    second = run(config(tmp_path, "shout"))
+    assert pids(second) == pids(first)  # the same processes: none started
+    assert all(r.turns[0].output.endswith(f"HELLO {r.id[1:]}") for r in second)  # the second run's agent
+    assert all(r.turns[0].output.endswith(f"hello {r.id[1:]}") for r in first)
+
+
+def test_a_kept_actor_that_died_since_is_replaced_and_no_case_spends_an_attempt(tmp_path, ray_session):
+    cfg = config(tmp_path, "echo")
+    (pid,) = pids(run(cfg, actors=1))
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    again = run(cfg, actors=1)  # run() checks: every case passed on its first attempt
+    assert pid not in pids(again)
+
+
+def test_actors_with_declared_resources_are_never_kept(tmp_path, ray_session):
+    cfg = config(tmp_path, "echo", "resources = { num_cpus = 0.5 }\nconcurrency = 3\n")
+    first = run(cfg)
+    assert not pids(first) & pids(run(cfg))
+
+
+def test_an_actor_asked_for_a_run_it_was_not_prepared_for_answers_unprepared(tmp_path, ray_session):
+    cfg = config(tmp_path, "echo")
+    plan = plan_for(cfg, [{"id": "c0", "input": "hello"}])
+    actor = SessionActor.remote()
+    try:
+        assert ray.get(actor.run.remote("some-run", plan.cases[0], 0, "target")) == UNPREPARED
+        setup = SessionSetup("some-run", "session-0", cfg, {"target": RunSettings(agent_id="target", run_id="r")}, None, 2, RolePools())
+        ray.get(actor.prepare.remote(setup))
+        assert ray.get(actor.run.remote("some-run", plan.cases[0], 0, "target")).status == "passed"
+        assert ray.get(actor.run.remote("another-run", plan.cases[0], 0, "target")) == UNPREPARED
+        ray.get(actor.retire.remote("some-run"))  # the run ended: its clients are closed
+        assert ray.get(actor.run.remote("some-run", plan.cases[0], 0, "target")) == UNPREPARED
+    finally:
+        ray.kill(actor)
+
+
+def test_a_kept_actor_idle_longer_than_the_limit_is_stopped(ray_session):
+    kept = WarmActors()
+    kept.IDLE_SECONDS = 0.3
+    actor = SessionActor.remote()
+    ray.get(actor.pid.remote())
+    kept.keep(("key",), actor, 1000)
+    assert len(kept) == 1
+    deadline = time.monotonic() + 10
+    while len(kept) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(kept) == 0 and kept.take(("key",), 1) is None
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(actor.pid.remote(), timeout=10)
