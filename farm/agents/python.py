@@ -27,6 +27,7 @@ import asyncio
 import functools
 import importlib
 import inspect
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -62,7 +63,7 @@ def load_entry(entry: str | None, agent_id: str) -> Callable[..., Any]:
     if not module_name or not attribute:
         raise UsageError(f"{where}: '{entry}' is not of the form 'module:function'")
     try:
-        module = importlib.import_module(module_name)
+        module = _fresh(importlib.import_module(module_name))
     except Exception as exc:  # ImportError, or whatever the module raises while it loads
         raise UsageError(f"{where}: module '{module_name}' cannot be imported: {type(exc).__name__}: {exc}") from None
     target: Any = module
@@ -74,6 +75,28 @@ def load_entry(entry: str | None, agent_id: str) -> Callable[..., Any]:
     if not callable(target):
         raise UsageError(f"{where}: '{entry}' is a {type(target).__name__}, not a function")
     return target
+
+
+_SOURCE_SEEN: dict[str, tuple[float, int]] = {}
+"""The source file's (mtime, size) of each agent module when this process loaded it."""
+
+
+def _fresh(module: Any) -> Any:
+    """``module`` as its source file now is: a process that runs again (a notebook, a session actor
+    kept for the next run) loads an agent's module again once its file was edited since."""
+    path = getattr(module, "__file__", None)
+    if not path or not path.endswith(".py"):
+        return module
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return module
+    now = (stat.st_mtime, stat.st_size)
+    seen = _SOURCE_SEEN.setdefault(module.__name__, now)
+    if seen != now:
+        module = importlib.reload(module)
+        _SOURCE_SEEN[module.__name__] = now
+    return module
 
 
 def _is_async(fn: Any) -> bool:

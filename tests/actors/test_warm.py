@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,19 @@ def test_a_kept_actor_idle_longer_than_the_limit_is_stopped(ray_session):
     assert len(kept) == 0 and kept.take(("key",), 1) is None
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(actor.pid.remote(), timeout=10)
+
+
+def test_a_kept_actor_runs_the_agent_as_its_file_now_is(tmp_path, ray_session):
+    name = f"warm_agent_{uuid.uuid4().hex[:8]}"
+    module = tmp_path / f"{name}.py"
+    module.write_text("import os\ndef answer(messages, options):\n    return f'{os.getpid()} before'\n")
+    (tmp_path / "farm.toml").write_text(f'[agents.target]\nkind = "python"\nentry = "{name}:answer"\n')
+    cfg = load_config(tmp_path / "farm.toml")
+    first = run(cfg, n=2)
+    module.write_text("import os\ndef answer(messages, options):\n    return f'{os.getpid()} after the edit'\n")
+    stat = module.stat()
+    os.utime(module, (stat.st_atime, stat.st_mtime + 2))
+    second = run(cfg, n=2)
+    assert pids(second) == pids(first)  # the kept actor
+    assert {r.turns[0].output.split(" ", 1)[1] for r in first} == {"before"}
+    assert {r.turns[0].output.split(" ", 1)[1] for r in second} == {"after the edit"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
 import socket
 import threading
 import time
@@ -622,6 +623,19 @@ def test_python_agent_bad_entries_name_the_entry(tmp_path):
     for entry, pattern in cases.items():
         with pytest.raises(UsageError, match=pattern):
             build_agent(python_config(tmp_path, entry), "py")
+
+
+def test_an_agent_module_edited_since_it_was_loaded_is_loaded_again(tmp_path):
+    """A process that runs again (a notebook; a session actor kept for the next run) runs the agent as its file now is."""
+    module = tmp_path / "farm_test_edited_agent.py"
+    module.write_text("def answer(messages, options):\n    return 'before'\n")
+    config = python_config(tmp_path, "farm_test_edited_agent:answer")
+    assert run(send_once(build_agent(config, "py"))).content == "before"
+    assert run(send_once(build_agent(config, "py"))).content == "before"  # unchanged: the module as loaded
+    module.write_text("def answer(messages, options):\n    return 'after, edited'\n")
+    stat = module.stat()
+    os.utime(module, (stat.st_atime, stat.st_mtime + 2))  # an edit a moment later
+    assert run(send_once(build_agent(config, "py"))).content == "after, edited"
 
 
 # -- factory ---------------------------------------------------------------------
