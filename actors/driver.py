@@ -30,8 +30,8 @@ from farm.actors.placement import (
     wait_until_placeable,
     warm_key,
 )
-from farm.actors.roles import PoolRoles, RolePools, pool_names, start_pool
-from farm.actors.session import UNPREPARED, WARM, SessionSetup
+from farm.actors.roles import POOL_CONCURRENCY, PoolRoles, RolePools, RoleSetup, pool_names, start_pool, take_kept
+from farm.actors.session import UNPREPARED, WARM, WARM_ROLES, SessionSetup
 from ray.exceptions import ActorUnavailableError, RayActorError, RaySystemError, RayTaskError
 
 from farm.config import AgentConfig
@@ -91,18 +91,23 @@ def run_plan(
     scope = plan.settings.run_id or uuid.uuid4().hex[:8]
 
     limiter_handles, limits = start_limiters(plan.config, list(plan.config.connectors), scope)
-    # role pools start when the first case that needs one is about to run (a generator's: at
-    # its first call), so a run whose cases need none, or a cached generation, starts none
+    token = uuid.uuid4().hex  # this call's: a resumed run keeps its run id
+    role_setup = RoleSetup(token, plan.config, limits, plan.settings.cache)
+    # the role actors this process kept from its last run serve again; the others start when the
+    # first case that needs one is about to run (a generator's: at its first call), so a run whose
+    # cases need none, or a cached generation, starts none
     pool_size = 1 if sum(n.total.get("CPU", 0.0) for n in nodes) < POOL_PAIR_FROM_CPUS else max(1, min(2, len(specs)))
     roles = ("sim", "val", "gen") if plan.stream is not None else ("sim", "val")
-    names = RolePools(*(pool_names(f"farm-{role}-{scope}", pool_size) for role in roles))
+    kept = {role: take_kept(role, pool_size, role_setup) for role in roles}
+    members = {role: [*kept[role], *pool_names(f"farm-{role}-{scope}", pool_size)[len(kept[role]) :]] for role in roles}
+    names = RolePools(members["sim"], members["val"], members.get("gen", []), setup=role_setup)
     pools: dict[str, dict[str, Any]] = {}
     pools_lock = threading.Lock()
 
     def start_roles(role: str) -> None:
         with pools_lock:  # the generation thread starts the generator pool
             if role not in pools:
-                pools[role] = start_pool(f"farm-{role}-{scope}", pool_size, plan.config, limits, cache=plan.settings.cache)
+                pools[role] = start_pool(members[role], role_setup, kept[role])
 
     def pools_for(cases: list[LoadedCase]) -> list[LoadedCase]:
         for role, index in (("sim", 0), ("val", 1)):
@@ -110,7 +115,6 @@ def run_plan(
                 start_roles(role)
         return cases
 
-    token = uuid.uuid4().hex  # this call's: a resumed run keeps its run id
     setups = {
         spec.name: SessionSetup(token, spec.name, plan.config, plan.agent_settings, plan.connector_override, spec.concurrency, names, limits, human)
         for spec in specs
@@ -156,7 +160,7 @@ def run_plan(
         nonlocal generator
         if generator is None:
             start_roles("gen")
-            generator = PoolRoles(generators=names.generators)
+            generator = PoolRoles(RolePools(generators=names.generators, setup=role_setup))
         return await generator.generate(request)
 
     feed = ThreadFeed(plan.stream, lambda: generate, plan.on_generation) if plan.stream else None
@@ -256,9 +260,13 @@ def run_plan(
             else:
                 ray.kill(handle, no_restart=True)
         with pools_lock:
-            for pool in pools.values():
-                for handle in pool.values():
-                    ray.kill(handle, no_restart=True)
+            for role in roles:
+                for name, handle in (pools.get(role) or kept[role]).items():
+                    if ended:
+                        handle.retire.remote(token)  # kept for this process's next run on this cluster
+                        WARM_ROLES.keep(("role", role), handle, POOL_CONCURRENCY, name)
+                    else:
+                        ray.kill(handle, no_restart=True)
         for handle in limiter_handles.values():
             ray.kill(handle, no_restart=True)
     return scheduler.stop_reason if scheduler.stop_reason != StopReason.REQUESTED else None

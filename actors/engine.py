@@ -18,7 +18,7 @@ from typing import Any
 import ray
 from farm.actors.cluster import Cluster, check_address, connect
 from farm.actors.driver import run_plan
-from farm.actors.session import WARM
+from farm.actors.session import WARM, WARM_ROLES
 
 from farm.engines import RunPlan, StopReason
 from farm.errors import UsageError
@@ -68,6 +68,7 @@ class RayEngine:
         if self.cluster is not None:
             if self.cluster.started:  # the embedded Ray stops, and the actors kept for a next run with it
                 WARM.forget()
+                WARM_ROLES.forget()
             self.cluster.shutdown()
             self.cluster = None
         if self._restore is not None:

@@ -428,7 +428,7 @@ def start_session_actors(
     that actor runs (:class:`~farm.actors.session.SessionSetup`).
     """
     import ray
-    from farm.actors.session import WARM
+    from farm.actors.session import KEPT_ANSWER_S, WARM
 
     handles: dict[str, Any] = {}
     prepared: dict[str, Any] = {}
@@ -451,9 +451,6 @@ def start_session_actors(
             prepared[spec.name] = handles[spec.name].prepare.remote(setup_of(spec))
     return handles, prepared
 
-
-#: How long an actor kept from the last run may take to answer before a new one replaces it (seconds).
-KEPT_ANSWER_S = 5.0
 
 #: The calls a plain session actor takes at once (Ray's own default for an asyncio actor), so that a
 #: kept one can serve the next run whatever its ``--parallel``; the actor's own semaphore and the

@@ -2,6 +2,12 @@
 
 Role calls run here, apart from the session actors, so a slow or rate-limited
 judge never stalls the conversations of the agent under test.
+
+Like a session actor, a role actor starts bare and is prepared per run
+(:class:`RoleSetup`), so that the next run of this driver process on the same
+cluster takes the pool actors of the last one (:data:`~farm.actors.session.WARM_ROLES`);
+every call carries the run's token, and a pool actor that restarted (it has no run)
+answers :data:`~farm.actors.session.UNPREPARED`: its caller prepares it and asks again.
 """
 
 from __future__ import annotations
@@ -9,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import os
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import ray
+from farm.actors.session import UNPREPARED
 
 from farm.config import FarmConfig
 from farm.roles.cache import RoleCache, record, tally
@@ -23,7 +31,7 @@ from farm.roles.types import RoleError, RoleOutcome, RoleRequest, SimulatorTurn,
 if TYPE_CHECKING:
     from farm.actors.limiter import LimiterPlan
 
-__all__ = ["PoolRoles", "RoleActor", "RolePools", "pool_names", "start_pool"]
+__all__ = ["PoolRoles", "RoleActor", "RolePools", "RoleSetup", "pool_names", "start_pool"]
 
 T = TypeVar("T")
 
@@ -32,26 +40,66 @@ RESTART_TRIES = 5
 RESTART_WAIT = 1.0
 
 
+@dataclass(frozen=True)
+class RoleSetup:
+    """What a role actor needs for one run (:meth:`RoleActor.prepare`)."""
+
+    run: str
+    """The run's token: every call of the run carries it."""
+    config: FarmConfig
+    limits: LimiterPlan | None = None
+    cache: bool = True
+    """Whether role calls go through the role cache."""
+
+
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class RoleActor:
-    """One actor of a role pool: answers simulate/validate calls concurrently."""
+    """One actor of a role pool: answers simulate/validate/generate calls concurrently."""
 
-    def __init__(self, config: FarmConfig, limits: LimiterPlan | None = None, cache: bool = True):
+    def __init__(self) -> None:
+        self.run_id: str | None = None
+        self.roles: LocalRoles | None = None
+
+    async def prepare(self, setup: RoleSetup) -> None:
+        """Serve the run of ``setup`` from now on (the last run's clients are closed); asked
+        again for the same run, it changes nothing."""
         from farm.actors.limiter import limiter_factory
 
         from farm.agents.transport import preload
 
-        self.roles = LocalRoles(config, limiter_for=limiter_factory(limits), cache=RoleCache.for_config(config) if cache else None)
+        if setup.run == self.run_id and self.roles is not None:
+            return
+        old = self.roles
+        config = setup.config
+        self.roles = LocalRoles(config, limiter_for=limiter_factory(setup.limits), cache=RoleCache.for_config(config) if setup.cache else None)
+        self.run_id = setup.run
         preload()  # roles are LLMs behind HTTP
+        if old is not None:
+            await old.aclose()
 
-    async def simulate(self, request: RoleRequest) -> RoleOutcome[SimulatorTurn]:
+    async def retire(self, run_id: str) -> None:
+        """The run is over: close its clients (unless a newer run prepared this actor meanwhile)."""
+        if run_id == self.run_id and self.roles is not None:
+            old, self.roles, self.run_id = self.roles, None, None
+            await old.aclose()
+
+    async def pid(self) -> int:
+        return os.getpid()
+
+    async def simulate(self, run_id: str, request: RoleRequest) -> RoleOutcome[SimulatorTurn] | str:
+        if run_id != self.run_id or self.roles is None:
+            return UNPREPARED
         return await _counted(self.roles.simulate(request))
 
-    async def validate(self, request: RoleRequest) -> RoleOutcome[Verdict]:
+    async def validate(self, run_id: str, request: RoleRequest) -> RoleOutcome[Verdict] | str:
+        if run_id != self.run_id or self.roles is None:
+            return UNPREPARED
         return await _counted(self.roles.validate(request))
 
-    async def generate(self, request: RoleRequest) -> RoleOutcome[list[Any]]:
+    async def generate(self, run_id: str, request: RoleRequest) -> RoleOutcome[list[Any]] | str:
         """One batch of a generation: the raw cases the generator wrote."""
+        if run_id != self.run_id or self.roles is None:
+            return UNPREPARED
         return await _counted(self.roles.generate(request))
 
 
@@ -68,13 +116,42 @@ def pool_names(name: str, size: int) -> list[str]:
     return [f"{name}-{i}" for i in range(size)]
 
 
-def start_pool(name: str, size: int, config: FarmConfig, limits: LimiterPlan | None, concurrency: int = 256, cache: bool = True) -> dict[str, Any]:
-    """Start a pool of ``size`` named role actors; returns their handles by name (keep them for the run).
-    ``cache``: whether their role calls go through the role cache."""
-    return {
-        actor: RoleActor.options(name=actor, max_concurrency=concurrency, scheduling_strategy="SPREAD").remote(config, limits, cache)
-        for actor in pool_names(name, size)
+#: Calls a role actor answers at once.
+POOL_CONCURRENCY = 256
+
+
+def start_pool(names: list[str], setup: RoleSetup, kept: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The pool of role actors ``names``, prepared for the run of ``setup``: those in ``kept``
+    (name to handle, from this process's last run) as they are, the others started; returns
+    the handles by name (keep them for the run)."""
+    kept = kept or {}
+    pool = {
+        name: kept.get(name) or RoleActor.options(name=name, max_concurrency=POOL_CONCURRENCY, scheduling_strategy="SPREAD").remote()
+        for name in names
     }
+    for handle in pool.values():
+        handle.prepare.remote(setup)
+    return pool
+
+
+def take_kept(role: str, size: int, setup: RoleSetup) -> dict[str, Any]:
+    """Up to ``size`` role actors of ``role`` kept from this process's last run on this cluster, by
+    name, each prepared for ``setup`` (one that does not answer at once is stopped instead)."""
+    from farm.actors.session import KEPT_ANSWER_S, WARM_ROLES, kill
+
+    kept: dict[str, Any] = {}
+    for _ in range(size):
+        entry = WARM_ROLES.take_named(("role", role), POOL_CONCURRENCY)
+        if entry is None:
+            break
+        name, handle = entry
+        try:
+            ray.get(handle.prepare.remote(setup), timeout=KEPT_ANSWER_S)
+        except Exception:  # noqa: BLE001 - gone, or not answering
+            kill(handle)
+            continue
+        kept[name] = handle
+    return kept
 
 
 class PoolRoles:
@@ -85,8 +162,9 @@ class PoolRoles:
     the driver starts a pool only once a case that needs it is about to run.
     """
 
-    def __init__(self, simulators: list[str] = [], validators: list[str] = [], generators: list[str] = []):  # noqa: B006 - never mutated
-        self._names = {"simulate": simulators, "validate": validators, "generate": generators}
+    def __init__(self, pools: RolePools):
+        self._names = {"simulate": pools.simulators, "validate": pools.validators, "generate": pools.generators}
+        self._setup = pools.setup
         self._pools: dict[str, Iterator[Any]] = {}
 
     def _pool(self, method: str) -> Iterator[Any]:
@@ -100,9 +178,16 @@ class PoolRoles:
 
     async def _call(self, method: str, request: RoleRequest) -> RoleOutcome[Any]:
         pool = self._pool(method)
+        run = self._setup.run if self._setup is not None else ""
         for attempt in range(1, RESTART_TRIES + 1):
+            actor = next(pool)
             try:
-                answer = await getattr(next(pool), method).remote(request)
+                answer = await getattr(actor, method).remote(run, request)
+                if isinstance(answer, str) and answer == UNPREPARED and self._setup is not None:
+                    await actor.prepare.remote(self._setup)  # it restarted since: prepare it, ask again
+                    answer = await getattr(actor, method).remote(run, request)
+                if isinstance(answer, str):
+                    raise RoleError(f"the {method} pool actor was not prepared for this run")
                 break
             except ray.exceptions.RayActorError as exc:
                 # the pool actor died: it restarts (max_restarts=-1), or the next one answers
@@ -128,8 +213,10 @@ class PoolRoles:
 
 @dataclass(frozen=True)
 class RolePools:
-    """The names of a run's role pool actors, by role (empty: the run has no such pool)."""
+    """The names of a run's role pool actors, by role (empty: the run has no such pool), and
+    what they serve."""
 
     simulators: list[str] = field(default_factory=list)
     validators: list[str] = field(default_factory=list)
     generators: list[str] = field(default_factory=list)
+    setup: RoleSetup | None = None

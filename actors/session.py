@@ -36,10 +36,13 @@ if TYPE_CHECKING:
     from farm.actors.limiter import LimiterPlan
     from farm.actors.roles import RolePools
 
-__all__ = ["UNPREPARED", "SessionActor", "SessionSetup", "WARM", "WarmActors"]
+__all__ = ["KEPT_ANSWER_S", "UNPREPARED", "WARM", "WARM_ROLES", "SessionActor", "SessionSetup", "WarmActors", "kill"]
 
 UNPREPARED = "unprepared"
-"""What :meth:`SessionActor.run` answers when it was not prepared for that run (the job never began)."""
+"""What :meth:`SessionActor.run` (and a role actor's call) answers when it was not prepared for that run."""
+
+KEPT_ANSWER_S = 5.0
+"""How long an actor kept from the last run may take to answer before a new one replaces it (seconds)."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ class SessionActor:
             config,
             setup.agent_settings,
             worker=f"{setup.name}@{ray.util.get_node_ip_address()}:{os.getpid()}",
-            roles=PoolRoles(setup.pools.simulators, setup.pools.validators),
+            roles=PoolRoles(setup.pools),
             http=self.http,
             limiter_for=limiter_factory(setup.limits),
             connector_override=setup.connector_override,
@@ -141,20 +144,21 @@ async def _close(worker: CaseWorker | None, http: HTTPClient | None) -> None:
 
 
 class WarmActors:
-    """Plain session actors between the runs of this driver process, ready for the next run.
+    """Actors between the runs of this driver process, ready for the next run: plain session
+    actors (:data:`WARM`) and role pool actors (:data:`WARM_ROLES`).
 
     Kept only while the process stays connected to the same cluster (Ray's job), and
-    for at most :attr:`IDLE_SECONDS` (a timer stops them then: each holds a sliver of a
-    CPU, which keeps a whole CPU of its node from work that needs one). Actors with an
-    agent's declared resources are never kept, and a run of such an agent first stops
-    the kept ones (:meth:`clear`), so that its actors get whole CPUs.
+    for at most :attr:`IDLE_SECONDS` (a timer stops them then: a plain session actor holds
+    a sliver of a CPU, which keeps a whole CPU of its node from work that needs one).
+    Session actors with an agent's declared resources are never kept, and a run of such
+    an agent first stops the kept ones (:meth:`clear`), so that its actors get whole CPUs.
     """
 
     IDLE_SECONDS = 60.0
 
     def __init__(self) -> None:
         self._cluster: tuple[str, str] | None = None
-        self._idle: list[tuple[Any, Any, int, float]] = []  # (key, handle, max_concurrency, idle since)
+        self._idle: list[tuple[Any, Any, int, float, str]] = []  # (key, handle, max_concurrency, idle since, name)
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
 
@@ -171,18 +175,23 @@ class WarmActors:
     def take(self, key: Any, max_concurrency: int) -> Any | None:
         """The last kept actor of ``key`` that takes at least ``max_concurrency`` calls at once, or None
         (the last: those kept longest expire first)."""
+        named = self.take_named(key, max_concurrency)
+        return named[1] if named else None
+
+    def take_named(self, key: Any, max_concurrency: int) -> tuple[str, Any] | None:
+        """:meth:`take`, with the name the actor was kept under."""
         with self._lock:
             self._same_cluster()
             for entry in reversed(self._idle):
                 if entry[0] == key and entry[2] >= max_concurrency:
                     self._idle.remove(entry)
-                    return entry[1]
+                    return entry[4], entry[1]
         return None
 
-    def keep(self, key: Any, handle: Any, max_concurrency: int) -> None:
+    def keep(self, key: Any, handle: Any, max_concurrency: int, name: str = "") -> None:
         with self._lock:
             self._same_cluster()
-            self._idle.append((key, handle, max_concurrency, time.monotonic()))
+            self._idle.append((key, handle, max_concurrency, time.monotonic(), name))
             self._expire_later()
 
     def clear(self) -> None:
@@ -190,7 +199,7 @@ class WarmActors:
         with self._lock:
             idle, self._idle = self._idle, []
         for entry in idle:
-            _kill(entry[1])
+            kill(entry[1])
 
     def forget(self) -> None:
         """Drop every kept actor without a word to Ray (it is about to stop, or stopped)."""
@@ -212,13 +221,14 @@ class WarmActors:
             self._idle = [entry for entry in self._idle if entry not in stale]
             self._expire_later()
         for entry in stale:
-            _kill(entry[1])
+            kill(entry[1])
 
     def __len__(self) -> int:
         return len(self._idle)
 
 
-def _kill(handle: Any) -> None:
+def kill(handle: Any) -> None:
+    """Stop ``handle``'s actor for good, if it is still there."""
     try:
         ray.kill(handle, no_restart=True)
     except Exception:  # noqa: BLE001 - already gone
@@ -227,3 +237,6 @@ def _kill(handle: Any) -> None:
 
 WARM = WarmActors()
 """This process's kept session actors."""
+
+WARM_ROLES = WarmActors()
+"""This process's kept role pool actors, by role (they hold no CPU)."""

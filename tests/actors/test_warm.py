@@ -119,3 +119,26 @@ def test_a_kept_actor_runs_the_agent_as_its_file_now_is(tmp_path, ray_session):
     assert pids(second) == pids(first)  # the kept actor
     assert {r.turns[0].output.split(" ", 1)[1] for r in first} == {"before"}
     assert {r.turns[0].output.split(" ", 1)[1] for r in second} == {"after the edit"}
+
+
+def test_a_second_run_takes_the_role_pool_actors_the_first_left(tmp_path, ray_session):
+    from farm.demo.server import JSONServer
+    from tests.scripted import RoleModels, ScriptedAgent, farm_toml, roles_toml
+
+    def validators() -> set[str]:
+        return {name for name in ray.util.list_named_actors() if name.startswith("farm-val-")}  # this worker's namespace
+
+    judged = {"id": "judged", "input": "Hello", "assertions": [{"type": "agent", "use": "agents:val", "options": {"metadata": {"criteria": "expense"}}}]}
+    with JSONServer(ScriptedAgent()) as agent, JSONServer(RoleModels()) as models:
+        (tmp_path / "farm.toml").write_text(farm_toml(agent.url) + roles_toml(models.url))
+        cfg = load_config(tmp_path / "farm.toml")
+
+        def judge_once() -> None:
+            results: list = []
+            run_plan(plan_for(cfg, [judged]), results.append)
+            assert [r.status for r in results] == ["passed"], [r.error for r in results]
+
+        judge_once()
+        after_first = validators()
+        judge_once()
+        assert after_first and validators() <= after_first  # the second run started no validator

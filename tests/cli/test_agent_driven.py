@@ -246,11 +246,13 @@ def test_a_validator_pool_actor_that_dies_is_restarted_and_the_run_goes_on(ray_p
     def kill_validator_soon():
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            names = [name for name in ray.util.list_named_actors() if name.startswith("farm-val-")]  # this test's namespace
+            # in this test's namespace; every one, as the pool actor of an earlier run may serve this one
+            names = [name for name in ray.util.list_named_actors() if name.startswith("farm-val-")]
             if names:
                 time.sleep(1.0)
-                ray.kill(ray.get_actor(names[0]), no_restart=False)
-                killed.append(names[0])
+                for name in names:
+                    ray.kill(ray.get_actor(name), no_restart=False)
+                killed.extend(names)
                 return
             time.sleep(0.05)
 

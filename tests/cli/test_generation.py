@@ -229,7 +229,7 @@ def test_a_script_generator_that_yields_streams_its_cases_into_the_run(tmp_path:
 
 
 def test_on_the_ray_engine_generator_calls_run_in_a_role_pool(tmp_path: Path, agent, ray_session):
-    from farm.actors.roles import PoolRoles, start_pool
+    from farm.actors.roles import PoolRoles, RolePools, RoleSetup, start_pool
 
     from farm.config import load_config
     from farm.suite.generation import collect
@@ -239,9 +239,10 @@ def test_on_the_ray_engine_generator_calls_run_in_a_role_pool(tmp_path: Path, ag
     server = project(tmp_path, agent.url, llm)
     try:
         config = load_config(tmp_path / "farm.toml")
-        pool = start_pool("gen-pool-test", 2, config, None)
+        setup = RoleSetup("gen-pool-test", config)
+        pool = start_pool(["gen-pool-test-0", "gen-pool-test-1"], setup)
         try:
-            roles = PoolRoles([], [], list(pool))
+            roles = PoolRoles(RolePools(generators=list(pool), setup=setup))
             stream = resolve_input("agents:gen?count=120", config, "target").stream
             assert stream is not None
             cases = collect(stream, roles.generate)
