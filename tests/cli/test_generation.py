@@ -65,7 +65,7 @@ def lines(path: Path) -> list[dict]:
 
 
 def test_count_runs_exactly_that_many_distinct_generated_cases_and_again_without_a_generator_call(tmp_path: Path, agent, engine: str):
-    count = 400 if engine == "local" else 120
+    count = 200 if engine == "local" else 120
     # on Ray, a generator slow enough to outlast the start of the session actors and role pools
     llm = LikeAnLLM(latency=0.1 if engine == "local" else 0.5)
     server = project(tmp_path, agent.url, llm, engine=engine, concurrency=2 if engine == "local" else 1)
