@@ -144,8 +144,30 @@ def python_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[
     return build
 
 
+#: The files that take longest (seconds on two cores, each on one pytest-xdist worker: Rays of
+#: their own, faults, limiter windows), longest first. They start first, so that the other workers
+#: get through the many short files meanwhile instead of one worker running a long one at the end
+#: (pytest-xdist hands out files in collection order: ``--no-loadscope-reorder`` in pyproject.toml).
+LONGEST = (
+    "tests/cli/test_embedded_ray.py",  # ~80
+    "tests/actors/test_faults.py",  # ~70
+    "tests/actors/test_multinode.py",  # ~50
+    "tests/actors/test_limiter.py",  # ~40
+    "tests/cli/test_farm_test.py",  # ~40
+    "tests/actors/test_jobs.py",  # ~35
+    "tests/cli/test_generation.py",  # ~30
+    "tests/actors/test_warm.py",  # ~25
+    "tests/cli/test_agent_driven.py",  # ~25
+    "tests/cli/test_secrets.py",  # ~20
+    "tests/cli/test_readme.py",  # ~20
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that uses the session's Ray carries the ``ray`` marker (``-m "not ray"`` skips them)."""
+    """Every test that uses the session's Ray carries the ``ray`` marker (``-m "not ray"`` skips them);
+    the longest files go first (:data:`LONGEST`), the others keep their order."""
     for item in items:
         if "ray_session" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.ray)
+    rank = {path: i for i, path in enumerate(LONGEST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONGEST)))
