@@ -41,6 +41,10 @@ __all__ = ["KEPT_ANSWER_S", "UNPREPARED", "WARM", "WARM_ROLES", "SessionActor", 
 UNPREPARED = "unprepared"
 """What :meth:`SessionActor.run` (and a role actor's call) answers when it was not prepared for that run."""
 
+PREPARE_WAIT_S = 10.0
+"""How long a call waits for its run's preparation (Ray may start it before the preparation
+sent ahead of it), before it answers :data:`UNPREPARED` (seconds)."""
+
 KEPT_ANSWER_S = 5.0
 """How long an actor kept from the last run may take to answer before a new one replaces it (seconds)."""
 
@@ -66,13 +70,15 @@ class SessionActor:
     """Runs conversations of every agent it serves, ``concurrency`` at once; calls beyond them wait
     here ready to start, so that a slot that frees refills without a round trip through the driver."""
 
-    def __init__(self) -> None:
+    def __init__(self, prepare_wait: float = PREPARE_WAIT_S) -> None:
+        self.prepare_wait = prepare_wait
         self.run_id: str | None = None
         self.worker: CaseWorker | None = None
         self.http: HTTPClient | None = None
         self.slots = asyncio.Semaphore(1)
         self.stopping = False
         self.human: Any = None
+        self._prepared = asyncio.Condition()
 
     async def prepare(self, setup: SessionSetup) -> str:
         """Serve the run of ``setup`` from now on (the previous run's clients are closed); returns the
@@ -102,6 +108,8 @@ class SessionActor:
             ask_human=self._ask_human if setup.human is not None else None,
         )
         self.run_id = setup.run
+        async with self._prepared:
+            self._prepared.notify_all()
         await _close(*old)
         return ray.get_runtime_context().get_node_id()
 
@@ -111,14 +119,29 @@ class SessionActor:
     async def run(self, run_id: str, loaded: LoadedCase, run_index: int, agent: str) -> CaseResult | str | None:
         """Run one conversation; None when it waited for a slot and the run stopped meanwhile
         (see :meth:`stop`); :data:`UNPREPARED` when this actor does not serve ``run_id``."""
-        if run_id != self.run_id or self.worker is None:
+        if not await self._ready_for(run_id):
             return UNPREPARED
         worker = self.worker
+        assert worker is not None
         waited = self.slots.locked()  # beyond this actor's share: queued, not yet dispatched
         async with self.slots:
             if waited and self.stopping:
                 return None
             return await worker.run(loaded, run_index, agent)
+
+    async def _ready_for(self, run_id: str) -> bool:
+        """Whether this actor serves ``run_id``, once the preparation sent ahead of this call came."""
+        def ready() -> bool:
+            return run_id == self.run_id and self.worker is not None
+
+        if ready():
+            return True
+        async with self._prepared:
+            try:
+                await asyncio.wait_for(self._prepared.wait_for(ready), self.prepare_wait)
+            except TimeoutError:
+                return False
+        return True
 
     async def stop(self, run_id: str) -> None:
         """Start none of the calls queued beyond this actor's share (``--fail-fast``): they return None."""

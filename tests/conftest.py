@@ -48,7 +48,8 @@ def ray_session():
                 ray.shutdown()
                 shutil.rmtree(temp, ignore_errors=True)
             return
-        shared = SharedRay(Path("/tmp") / f"farm-ray-{os.environ['PYTEST_XDIST_TESTRUNUID'][:12]}", worker)
+        shared = SharedRay.of_this_run()
+        assert shared is not None
         try:
             shared.join()
             yield ray
@@ -65,10 +66,10 @@ def _start_ray(temp: Path, namespace: str) -> None:
 class SharedRay:
     """One Ray for all the xdist workers of a test run, started by the first that needs it.
 
-    The folder holds a lock, the Ray's address, and a file per worker connected to it.
-    The worker that started it stops it last: at the end of its session it waits until
-    the others have left (pytest-xdist ends every worker's session once the last test
-    is handed out, so it waits at most for the others' last tests).
+    The folder holds a lock, the Ray's address, and a file per worker whose session is still
+    going (written when it starts, removed when it ends: :func:`pytest_sessionstart`). The
+    worker that started the Ray stops it last: at the end of its session it waits until every
+    other worker's session has ended (or its process is gone), so that none can still need it.
     """
 
     LEAVE_WAIT = 600.0
@@ -77,16 +78,27 @@ class SharedRay:
         self.folder, self.worker = folder, worker
         self.owner = False
 
+    @classmethod
+    def of_this_run(cls) -> SharedRay | None:
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        if worker is None:
+            return None
+        return cls(Path("/tmp") / f"farm-ray-{os.environ['PYTEST_XDIST_TESTRUNUID'][:12]}", worker)
+
+    def session_started(self) -> None:
+        (self.folder / "sessions").mkdir(parents=True, exist_ok=True)
+        (self.folder / "sessions" / self.worker).write_text(str(os.getpid()))
+
+    def session_ended(self) -> None:
+        (self.folder / "sessions" / self.worker).unlink(missing_ok=True)
+
     def join(self) -> None:
         import fcntl
 
         import ray
 
-        self.folder.mkdir(exist_ok=True)
-        (self.folder / "users").mkdir(exist_ok=True)
         with open(self.folder / "lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            (self.folder / "users" / self.worker).touch()
             address = self.folder / "address"
             if address.exists():
                 ray.init(address=address.read_text(), namespace=f"farm-test-{self.worker}", log_to_driver=False)
@@ -95,17 +107,43 @@ class SharedRay:
                 address.write_text(ray.get_runtime_context().gcs_address)
                 self.owner = True
 
+    def _others(self) -> list[str]:
+        """The other workers whose session is still going (a worker that crashed does not count)."""
+        going = []
+        for session in (self.folder / "sessions").iterdir():
+            if session.name == self.worker:
+                continue
+            try:
+                os.kill(int(session.read_text()), 0)
+            except (ValueError, OSError):
+                continue
+            going.append(session.name)
+        return going
+
     def leave(self) -> None:
         import ray
 
-        (self.folder / "users" / self.worker).unlink(missing_ok=True)
         if self.owner:
             deadline = time.monotonic() + self.LEAVE_WAIT
-            while any((self.folder / "users").iterdir()) and time.monotonic() < deadline:
+            while self._others() and time.monotonic() < deadline:
                 time.sleep(0.2)
         ray.shutdown()
         if self.owner:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            shutil.rmtree(self.folder / "ray", ignore_errors=True)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    shared = SharedRay.of_this_run()
+    if shared is not None:
+        shared.session_started()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    shared = SharedRay.of_this_run()
+    if shared is not None:
+        shared.session_ended()
+        if not any((shared.folder / "sessions").iterdir()):  # the last worker out tidies up
+            shutil.rmtree(shared.folder, ignore_errors=True)
 
 
 @pytest.fixture(params=["local", pytest.param("ray", marks=pytest.mark.ray)])

@@ -74,10 +74,24 @@ def test_actors_with_declared_resources_are_never_kept(tmp_path, ray_session):
     assert not pids(first) & pids(run(cfg))
 
 
-def test_an_actor_asked_for_a_run_it_was_not_prepared_for_answers_unprepared(tmp_path, ray_session):
+def test_a_call_waits_for_the_preparation_sent_ahead_of_it(tmp_path, ray_session):
     cfg = config(tmp_path, "echo")
     plan = plan_for(cfg, [{"id": "c0", "input": "hello"}])
     actor = SessionActor.remote()
+    try:
+        early = actor.run.remote("some-run", plan.cases[0], 0, "target")  # Ray may start it before the preparation
+        time.sleep(0.5)
+        setup = SessionSetup("some-run", "session-0", cfg, {"target": RunSettings(agent_id="target", run_id="r")}, None, 2, RolePools())
+        ray.get(actor.prepare.remote(setup))
+        assert ray.get(early, timeout=10).status == "passed"
+    finally:
+        ray.kill(actor)
+
+
+def test_an_actor_asked_for_a_run_it_was_not_prepared_for_answers_unprepared(tmp_path, ray_session):
+    cfg = config(tmp_path, "echo")
+    plan = plan_for(cfg, [{"id": "c0", "input": "hello"}])
+    actor = SessionActor.remote(prepare_wait=0.2)
     try:
         assert ray.get(actor.run.remote("some-run", plan.cases[0], 0, "target")) == UNPREPARED
         setup = SessionSetup("some-run", "session-0", cfg, {"target": RunSettings(agent_id="target", run_id="r")}, None, 2, RolePools())
