@@ -23,14 +23,13 @@ from typing import Any
 import ray
 from farm.actors.limiter import start_limiters
 from farm.actors.placement import (
-    PLAIN_MAX_CONCURRENCY,
     conversations,
     plan_session_actors,
     start_session_actors,
     wait_until_placeable,
     warm_key,
 )
-from farm.actors.roles import POOL_CONCURRENCY, PoolRoles, RolePools, RoleSetup, pool_names, start_pool, take_kept
+from farm.actors.roles import PoolRoles, RolePools, RoleSetup, pool_names, start_pool, take_kept
 from farm.actors.session import UNPREPARED, WARM, WARM_ROLES, SessionSetup
 from ray.exceptions import ActorUnavailableError, RayActorError, RaySystemError, RayTaskError
 
@@ -133,6 +132,13 @@ def run_plan(
     gone: set[str] = set()  # workers Ray says are gone for good
     node_of: dict[str, str] = {}  # where each worker runs, as it answered when prepared
 
+    def prepare_again(worker: str) -> None:
+        """Bench ``worker`` (it died, or restarted unseen) until it is prepared for the run again."""
+        died = restarting.setdefault(worker, time.monotonic())
+        scheduler.bench(worker, died + RESTART_WAIT)  # until it answers (see probe)
+        if worker not in probes.values():
+            probes[actors[worker].prepare.remote(setups[worker])] = worker
+
     def probe(worker: str, ref: Any) -> None:
         try:
             node_of[worker] = ray.get(ref)
@@ -224,10 +230,7 @@ def run_plan(
                     if not _cluster_alive():
                         raise EngineLost("the Ray node running this farm stopped") from None
                     arrived += scheduler.lost(job)
-                    died = restarting.setdefault(worker, time.monotonic())
-                    scheduler.bench(worker, died + RESTART_WAIT)  # until it answers (see probe)
-                    if worker not in probes.values():
-                        probes[actors[worker].prepare.remote(setups[worker])] = worker
+                    prepare_again(worker)
                     continue
                 except RayTaskError as exc:  # a bug in the farm, not in the case
                     arrived += scheduler.crashed(job, repr(exc.cause))
@@ -236,10 +239,7 @@ def run_plan(
                     scheduler.dropped(job)
                 elif result == UNPREPARED:  # it restarted unseen (while idle): prepare it, the job waits
                     scheduler.returned(job)
-                    restarting.setdefault(worker, time.monotonic())
-                    scheduler.bench(worker, restarting[worker] + RESTART_WAIT)
-                    if worker not in probes.values():
-                        probes[actors[worker].prepare.remote(setups[worker])] = worker
+                    prepare_again(worker)
                 else:
                     arrived += scheduler.finished(job, result)
             # refill the freed slots before the slower work of writing and printing
@@ -256,7 +256,7 @@ def run_plan(
             healthy = spec.name in node_of and spec.name not in restarting and spec.name not in gone and spec.name not in probes.values()
             if ended and healthy and not spec.declared:
                 handle.retire.remote(token)  # kept for this process's next run on this cluster
-                WARM.keep(warm_key(spec, node_of[spec.name]), handle, PLAIN_MAX_CONCURRENCY)
+                WARM.keep(warm_key(spec, node_of[spec.name]), handle)
             else:
                 ray.kill(handle, no_restart=True)
         with pools_lock:
@@ -264,7 +264,7 @@ def run_plan(
                 for name, handle in (pools.get(role) or kept[role]).items():
                     if ended:
                         handle.retire.remote(token)  # kept for this process's next run on this cluster
-                        WARM_ROLES.keep(("role", role), handle, POOL_CONCURRENCY, name)
+                        WARM_ROLES.keep(("role", role), handle, name)
                     else:
                         ray.kill(handle, no_restart=True)
         for handle in limiter_handles.values():

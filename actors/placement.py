@@ -434,10 +434,11 @@ def start_session_actors(
     prepared: dict[str, Any] = {}
     kept: list[SessionSpec] = []
     for spec in specs:
-        handle = None if spec.declared else WARM.take(warm_key(spec), spec.slots(queue_share) + 4)
-        if handle is None:
+        taken = None if spec.declared else WARM.take(warm_key(spec))
+        if taken is None:
             handle = _new_session_actor(spec, queue_share)
         else:
+            handle = taken[1]
             kept.append(spec)
         handles[spec.name] = handle
         prepared[spec.name] = handle.prepare.remote(setup_of(spec))
@@ -452,10 +453,10 @@ def start_session_actors(
     return handles, prepared
 
 
-#: The calls a plain session actor takes at once (Ray's own default for an asyncio actor), so that a
-#: kept one can serve the next run whatever its ``--parallel``; the actor's own semaphore and the
-#: driver's window bound what runs.
-PLAIN_MAX_CONCURRENCY = 1000
+#: The calls a plain session actor takes at once: as many as any run gives one (its conversations
+#: and as many again queued, plus a few calls of the driver's), so that a kept one can serve the next
+#: run whatever its ``--parallel``; the actor's own semaphore and the driver's window bound what runs.
+PLAIN_MAX_CONCURRENCY = 2 * MAX_PER_ACTOR + 4
 
 
 def warm_key(spec: SessionSpec, node_id: str | None = None) -> tuple[Any, ...]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-import os
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -83,24 +82,21 @@ class RoleActor:
             old, self.roles, self.run_id = self.roles, None, None
             await old.aclose()
 
-    async def pid(self) -> int:
-        return os.getpid()
+    def _for(self, run_id: str) -> LocalRoles | None:
+        return self.roles if run_id == self.run_id else None
 
     async def simulate(self, run_id: str, request: RoleRequest) -> RoleOutcome[SimulatorTurn] | str:
-        if run_id != self.run_id or self.roles is None:
-            return UNPREPARED
-        return await _counted(self.roles.simulate(request))
+        roles = self._for(run_id)
+        return UNPREPARED if roles is None else await _counted(roles.simulate(request))
 
     async def validate(self, run_id: str, request: RoleRequest) -> RoleOutcome[Verdict] | str:
-        if run_id != self.run_id or self.roles is None:
-            return UNPREPARED
-        return await _counted(self.roles.validate(request))
+        roles = self._for(run_id)
+        return UNPREPARED if roles is None else await _counted(roles.validate(request))
 
     async def generate(self, run_id: str, request: RoleRequest) -> RoleOutcome[list[Any]] | str:
         """One batch of a generation: the raw cases the generator wrote."""
-        if run_id != self.run_id or self.roles is None:
-            return UNPREPARED
-        return await _counted(self.roles.generate(request))
+        roles = self._for(run_id)
+        return UNPREPARED if roles is None else await _counted(roles.generate(request))
 
 
 async def _counted(call: Awaitable[T]) -> RoleOutcome[T]:
@@ -141,7 +137,7 @@ def take_kept(role: str, size: int, setup: RoleSetup) -> dict[str, Any]:
 
     kept: dict[str, Any] = {}
     for _ in range(size):
-        entry = WARM_ROLES.take_named(("role", role), POOL_CONCURRENCY)
+        entry = WARM_ROLES.take(("role", role))
         if entry is None:
             break
         name, handle = entry

@@ -181,7 +181,7 @@ class WarmActors:
 
     def __init__(self) -> None:
         self._cluster: tuple[str, str] | None = None
-        self._idle: list[tuple[Any, Any, int, float, str]] = []  # (key, handle, max_concurrency, idle since, name)
+        self._idle: list[tuple[Any, str, Any, float]] = []  # (key, name, handle, idle since)
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
 
@@ -195,26 +195,21 @@ class WarmActors:
         if cluster != self._cluster:
             self._idle, self._cluster = [], cluster  # another Ray: those handles went with the old one
 
-    def take(self, key: Any, max_concurrency: int) -> Any | None:
-        """The last kept actor of ``key`` that takes at least ``max_concurrency`` calls at once, or None
-        (the last: those kept longest expire first)."""
-        named = self.take_named(key, max_concurrency)
-        return named[1] if named else None
-
-    def take_named(self, key: Any, max_concurrency: int) -> tuple[str, Any] | None:
-        """:meth:`take`, with the name the actor was kept under."""
+    def take(self, key: Any) -> tuple[str, Any] | None:
+        """``(name, handle)`` of the last actor kept under ``key``, or None (the last: those kept
+        longest expire first)."""
         with self._lock:
             self._same_cluster()
             for entry in reversed(self._idle):
-                if entry[0] == key and entry[2] >= max_concurrency:
+                if entry[0] == key:
                     self._idle.remove(entry)
-                    return entry[4], entry[1]
+                    return entry[1], entry[2]
         return None
 
-    def keep(self, key: Any, handle: Any, max_concurrency: int, name: str = "") -> None:
+    def keep(self, key: Any, handle: Any, name: str = "") -> None:
         with self._lock:
             self._same_cluster()
-            self._idle.append((key, handle, max_concurrency, time.monotonic(), name))
+            self._idle.append((key, name, handle, time.monotonic()))
             self._expire_later()
 
     def clear(self) -> None:
@@ -222,7 +217,7 @@ class WarmActors:
         with self._lock:
             idle, self._idle = self._idle, []
         for entry in idle:
-            kill(entry[1])
+            kill(entry[2])
 
     def forget(self) -> None:
         """Drop every kept actor without a word to Ray (it is about to stop, or stopped)."""
@@ -244,7 +239,7 @@ class WarmActors:
             self._idle = [entry for entry in self._idle if entry not in stale]
             self._expire_later()
         for entry in stale:
-            kill(entry[1])
+            kill(entry[2])
 
     def __len__(self) -> int:
         return len(self._idle)

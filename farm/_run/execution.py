@@ -146,15 +146,9 @@ class _Interrupts:
 def interrupts_ignored() -> Iterator[None]:
     """SIGINT and SIGTERM ignored while the block runs (saying how an interrupted run ended: a second
     Ctrl-C must not cut that short either); the handlers come back after it."""
-    if threading.current_thread() is not threading.main_thread():
+    with _Interrupts() as interrupts:
+        interrupts.fired = True  # as after the first: every one is ignored
         yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _earlier_results(outputs: RunOutputs) -> list[CaseResult]:

@@ -109,12 +109,12 @@ def test_a_kept_actor_idle_longer_than_the_limit_is_stopped(ray_session):
     kept.IDLE_SECONDS = 0.3
     actor = SessionActor.remote()
     ray.get(actor.pid.remote())
-    kept.keep(("key",), actor, 1000)
+    kept.keep(("key",), actor)
     assert len(kept) == 1
     deadline = time.monotonic() + 10
     while len(kept) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(kept) == 0 and kept.take(("key",), 1) is None
+    assert len(kept) == 0 and kept.take(("key",)) is None
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(actor.pid.remote(), timeout=10)
 
