@@ -16,20 +16,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = [
     "SIGNIFICANCE",
+    "PairedDifference",
     "clustered_interval",
     "comparison_sentence",
+    "difference_sentence",
     "format_p",
+    "holm",
     "mcnemar_exact",
+    "paired_difference",
     "pass_at_k",
     "pass_hat_k",
+    "student_t_quantile",
+    "student_t_sf",
     "wilson_interval",
 ]
 
 SIGNIFICANCE = 0.05
-"""The p-value below which :func:`comparison_sentence` calls a difference real."""
+"""The p-value below which a difference is called significant (at the 5 % level)."""
 
 
 def _wilson(rate: float, n: float, z: float) -> tuple[float, float]:
@@ -127,6 +135,38 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return math.comb(c, k) / math.comb(n, k)
 
 
+def _log_binomial_term(n: int, i: int) -> float:
+    """``log(C(n, i) / 2^n)``."""
+    return math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) - n * math.log(2.0)
+
+
+_EXACT_UP_TO = 1000
+"""Discordant pairs up to which the tail is summed in exact integers; beyond, in floating point."""
+
+
+def _lower_tail(n: int, k: int) -> float:
+    """``P(X <= k)`` for ``X ~ Binomial(n, 1/2)``, ``k <= n / 2``.
+
+    Exact integers for small ``n``. Beyond, the terms are summed from the largest
+    (``i = k``) down, each from the one before (``C(n, i-1) = C(n, i) i / (n-i+1)``)
+    relative to it, until they no longer change the sum: a few hundred terms
+    however large ``n`` is, with a relative error near the float's.
+    """
+    if n <= _EXACT_UP_TO:
+        term = tail = 1
+        for i in range(k):
+            term = term * (n - i) // (i + 1)
+            tail += term
+        return tail / 2**n
+    relative = total = 1.0
+    for i in range(k, 0, -1):
+        relative *= i / (n - i + 1)
+        total += relative
+        if relative < total * 1e-17:
+            break
+    return math.exp(_log_binomial_term(n, k) + math.log(total))
+
+
 def mcnemar_exact(b: int, c: int) -> float:
     """The two-sided exact McNemar p-value on ``b`` and ``c`` discordant pairs.
 
@@ -140,22 +180,201 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
-    # each binomial from the one before (exact integers): one product per term, where a fresh
-    # math.comb per term made 10,000 discordant cases take seconds
-    term = tail = 1
-    for i in range(min(b, c)):
-        term = term * (n - i) // (i + 1)
-        tail += term
-    return min(1.0, 2 * tail / 2**n)
+    return min(1.0, 2.0 * _lower_tail(n, min(b, c)))
+
+
+def _incomplete_beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta (modified Lentz; Numerical Recipes 6.4)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _regularized_beta(a: float, b: float, x: float) -> float:
+    """``I_x(a, b)``, the regularized incomplete beta function, for ``0 <= x <= 1``."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):  # where the fraction converges fast; else by symmetry
+        return math.exp(log_front) * _incomplete_beta_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _incomplete_beta_fraction(b, a, 1.0 - x) / b
+
+
+def student_t_sf(t: float, df: float) -> float:
+    """``P(T > t)`` for Student's t with ``df`` degrees of freedom (via the incomplete beta)."""
+    tail = 0.5 * _regularized_beta(df / 2.0, 0.5, df / (df + t * t))
+    return tail if t >= 0 else 1.0 - tail
+
+
+@lru_cache(maxsize=1024)
+def student_t_quantile(probability: float, df: float) -> float:
+    """The ``t`` with ``P(T <= t) = probability`` (``0.5 <= probability < 1``), by bisection."""
+    low, high = 0.0, 1.0
+    while student_t_sf(high, df) > 1.0 - probability:
+        low, high = high, high * 2.0
+    for _ in range(100):
+        middle = (low + high) / 2.0
+        if student_t_sf(middle, df) > 1.0 - probability:
+            low = middle
+        else:
+            high = middle
+        if high - low < 1e-12 * high:
+            break
+    return (low + high) / 2.0
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """A paired comparison of sides A and B over the cases both judged: how much more often B passes."""
+
+    cases: int
+    """Cases in the comparison: each judged at least once on both sides."""
+    difference: float
+    """The mean over cases of B's pass fraction minus A's: a fraction in [-1, 1]."""
+    interval: tuple[float, float]
+    """The 95 % interval of :attr:`difference` (fractions)."""
+    p_value: float
+    """Two-sided; :attr:`test` says which test gave it."""
+    test: str
+    """``"exact McNemar"`` (one try per case on each side) or ``"paired t"`` (on per-case differences)."""
+    detectable_difference: float | None
+    """The smallest ``|difference|`` this many cases detect with 80 % power at the 5 % level;
+    None with fewer than two cases."""
+
+    @property
+    def significant(self) -> bool:
+        """``p_value`` below :data:`SIGNIFICANCE`, decided on the unrounded value."""
+        return self.p_value < SIGNIFICANCE
+
+
+_POWER = 0.80
+"""The power at which :attr:`PairedDifference.detectable_difference` is computed."""
+
+
+def _standard_error(differences: Sequence[float], mean: float) -> float:
+    """The standard error of the mean of ``differences``; when they are all equal, that of Agresti & Min's
+    pseudo-counts (2005: half a case more each way, +1 and -1, one more at 0), so that a handful of identical
+    cases does not claim a zero-width interval."""
+    n = len(differences)
+    squares = sum((d - mean) ** 2 for d in differences)
+    if squares > 0.0:
+        return math.sqrt(squares / (n - 1) / n)
+    augmented = n + 2
+    centre = sum(differences) / augmented
+    variance = (sum(d * d for d in differences) + 1.0) / augmented - centre * centre
+    return math.sqrt(variance / augmented)
+
+
+def paired_difference(pairs: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> PairedDifference:
+    """The paired difference of per-case pass fractions (E. Miller 2024, "Adding Error Bars to Evals").
+
+    ``pairs``: per case ``((passes_A, tries_A), (passes_B, tries_B))``, tries >= 1 on both sides.
+    Each case gives ``d = passes_B / tries_B - passes_A / tries_A``; their mean is the difference and
+    its standard error the spread of the ``d`` over the root of the number of cases. The interval is
+    the mean +- Student's t (n - 1 degrees of freedom) times that error. The p-value is the paired t
+    test's: under "no difference" every case's ``d`` has mean 0 whatever the tries on each side, so
+    its false positive rate holds when one side ran a case four times and the other once. With one
+    try per case on each side the exact McNemar test is used instead (right for small counts).
+    """
+    for (passes_a, tries_a), (passes_b, tries_b) in pairs:
+        if not (0 <= passes_a <= tries_a and 0 <= passes_b <= tries_b and tries_a >= 1 and tries_b >= 1):
+            raise ValueError(f"need 0 <= passes <= tries and tries >= 1, got {((passes_a, tries_a), (passes_b, tries_b))}")
+    one_try = all(tries_a == 1 and tries_b == 1 for (_, tries_a), (_, tries_b) in pairs)
+    test = "exact McNemar" if one_try else "paired t"
+    n = len(pairs)
+    differences = [passes_b / tries_b - passes_a / tries_a for (passes_a, tries_a), (passes_b, tries_b) in pairs]
+    mean = sum(differences) / n if n else 0.0
+    if n < 2:
+        return PairedDifference(n, mean, (-1.0, 1.0), 1.0, test, None)
+    error = _standard_error(differences, mean)
+    df = n - 1
+    half = student_t_quantile(0.975, df) * error
+    interval = (max(-1.0, mean - half), min(1.0, mean + half))
+    detectable = min(1.0, (student_t_quantile(1.0 - SIGNIFICANCE / 2.0, df) + student_t_quantile(_POWER, df)) * error)
+    if one_try:
+        p = mcnemar_exact(differences.count(-1.0), differences.count(1.0))
+    else:
+        p = min(1.0, 2.0 * student_t_sf(abs(mean) / error, df))
+    return PairedDifference(n, mean, interval, p, test, detectable)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment (Holm 1979) of p-values from one report's several comparisons.
+
+    The smallest p is multiplied by the number of comparisons, the next by one fewer, and so on, each
+    at least the one before and at most 1; a comparison is significant when its adjusted p is below
+    :data:`SIGNIFICANCE`, which keeps the chance of any false positive in the report at 5 %.
+    Same order as given.
+    """
+    m = len(p_values)
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, index in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
 
 
 def format_p(p: float) -> str:
-    """A p-value as a sentence shows it: two decimals, four when small, a bound below that."""
-    if p >= 0.01:
-        return f"p = {p:.2f}"
-    if p >= 0.0001:
-        return f"p = {p:.4f}"
-    return "p < 0.0001"
+    """A p-value as a sentence shows it: two decimals, four when small, a bound below that.
+
+    Never rounded onto or across :data:`SIGNIFICANCE`: 0.049 shows as ``p = 0.049`` and 0.0525
+    as ``p = 0.053``, not both as ``p = 0.05``; the sentence decides on the unrounded value.
+    """
+    if p < 0.0001:
+        return "p < 0.0001"
+    for decimals in range(2 if p >= 0.01 else 4, 7):
+        shown = round(p, decimals)
+        if p == SIGNIFICANCE or (shown != SIGNIFICANCE and (shown < SIGNIFICANCE) == (p < SIGNIFICANCE)):
+            return f"p = {p:.{decimals}f}"
+    return f"p < {SIGNIFICANCE}" if p < SIGNIFICANCE else f"p > {SIGNIFICANCE}"
+
+
+def _points(fraction: float, sign: bool = True) -> str:
+    """A fraction in percentage points, one decimal."""
+    return f"{100.0 * fraction:+.1f}" if sign else f"{100.0 * fraction:.1f}"
+
+
+def difference_sentence(
+    name_a: str, name_b: str, d: PairedDifference, p: float | None = None, adjusted: bool = False
+) -> str:
+    """One sentence: the difference in percentage points with its 95 % interval, the p-value (``p``
+    overrides ``d.p_value``, e.g. Holm-adjusted, which ``adjusted`` says) and whether that is
+    "significant at the 5 % level" or "not significant: this could be noise", then the smallest
+    difference these cases could detect."""
+    if d.cases == 0:
+        return f"{name_a} and {name_b} judged no case in common: there is nothing to compare."
+    p_value = d.p_value if p is None else p
+    low, high = d.interval
+    shown = format_p(p_value) + (", Holm-adjusted" if adjusted else "")
+    text = (
+        f"{name_b} passes {_points(d.difference)} percentage points vs {name_a} "
+        f"(95 % interval {_points(low)} to {_points(high)}; {_cases(d.cases)}, {d.test}, {shown})"
+    )
+    if p_value < SIGNIFICANCE:
+        return f"{text}: significant at the 5 % level."
+    if d.detectable_difference is None:
+        return f"{text}: not significant: this could be noise; one case cannot show a difference."
+    return (
+        f"{text}: not significant: this could be noise; {_cases(d.cases)} detect a difference of "
+        f"{_points(d.detectable_difference, sign=False)} points or more (80 % power)."
+    )
 
 
 def _cases(count: int) -> str:

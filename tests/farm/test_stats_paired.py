@@ -1,0 +1,168 @@
+"""The paired comparison of ``farm report``: p-values and intervals against reference values.
+
+The reference values were computed with scipy 1.17.1 (``scipy.stats.t.sf``, ``t.ppf``,
+``binomtest``), which the product does not depend on; they are written out here.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+import pytest
+
+from farm.reports.stats import (
+    SIGNIFICANCE,
+    PairedDifference,
+    difference_sentence,
+    format_p,
+    holm,
+    mcnemar_exact,
+    paired_difference,
+    student_t_quantile,
+    student_t_sf,
+)
+
+
+@pytest.mark.parametrize(
+    ("t", "df", "reference"),
+    [
+        (0.5, 3, 0.3257239824240755),
+        (2.1, 10, 0.031038622101109265),
+        (-1.3, 5, 0.8748496829146615),
+        (4.0, 1, 0.07797913037736932),
+        (30.0, 2, 0.0005546313409798295),
+        (1.96, 1000, 0.025136592477874368),
+    ],
+)
+def test_student_t_tail_matches_scipy(t: float, df: int, reference: float):
+    assert student_t_sf(t, df) == pytest.approx(reference, rel=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("probability", "df", "reference"),
+    [(0.975, 1, 12.706204736174694), (0.975, 2, 4.302652729749462), (0.975, 59, 2.000995378088267), (0.8, 9, 0.8834038596855346)],
+)
+def test_student_t_quantile_matches_scipy(probability: float, df: int, reference: float):
+    assert student_t_quantile(probability, df) == pytest.approx(reference, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("b", "c", "reference"),
+    [
+        (3, 5, 0.7265625),
+        (0, 14, 0.0001220703125),
+        (50000, 50000, 1.0),
+        # beyond the exact integer sum: floating point, still to ten digits
+        (49500, 50500, 0.0015823598788515154),
+        (400, 600, 2.728464156065947e-10),
+        (2000, 2300, 5.079935568924055e-06),
+    ],
+)
+def test_mcnemar_matches_scipy_binomtest(b: int, c: int, reference: float):
+    assert mcnemar_exact(b, c) == pytest.approx(reference, rel=1e-9)
+
+
+def test_one_try_per_side_is_exact_mcnemar_with_the_difference_and_its_t_interval():
+    # 3 cases only A passes, 10 only B, 20 both: d = +1 ten times, -1 three times, 0 twenty times.
+    pairs = [((1, 1), (0, 1))] * 3 + [((0, 1), (1, 1))] * 10 + [((1, 1), (1, 1))] * 20
+    d = paired_difference(pairs)
+    assert (d.cases, d.test) == (33, "exact McNemar")
+    assert d.difference == pytest.approx(7 / 33)
+    assert d.p_value == mcnemar_exact(3, 10) == pytest.approx(0.09228515625)
+    # sd of d: sum (d - 7/33)^2 = 13 - 33 (7/33)^2; se = sqrt(that / 32 / 33); t(0.975, 32) = 2.0369333434601016
+    se = math.sqrt((13 - 49 / 33) / 32 / 33)
+    assert d.interval == pytest.approx((7 / 33 - 2.0369333434601016 * se, 7 / 33 + 2.0369333434601016 * se), rel=1e-8)
+    # (t(0.975, 32) + t(0.80, 32)) se, t(0.80, 32) = 0.8529984536518881
+    assert d.detectable_difference == pytest.approx((2.0369333434601016 + 0.8529984536518881) * se, rel=1e-8)
+    assert not d.significant
+
+
+def test_repeated_tries_use_the_paired_t_on_pass_fractions():
+    pairs = [((0, 2), (3, 4)), ((1, 2), (4, 4)), ((2, 2), (2, 4)), ((1, 2), (3, 4)), ((0, 2), (1, 4))]
+    d = paired_difference(pairs)
+    differences = [0.75, 0.5, -0.5, 0.25, 0.25]
+    mean = sum(differences) / 5
+    se = math.sqrt(sum((x - mean) ** 2 for x in differences) / 4 / 5)
+    assert d.test == "paired t" and d.difference == pytest.approx(0.25)
+    # scipy.stats.ttest_1samp([0.75, 0.5, -0.5, 0.25, 0.25], 0).pvalue
+    assert d.p_value == pytest.approx(0.29801481173121036, rel=1e-9)
+    assert d.interval == pytest.approx((mean - 2.7764451051977934 * se, mean + 2.7764451051977934 * se), rel=1e-8)
+
+
+def test_identical_cases_do_not_claim_a_zero_width_interval():
+    d = paired_difference([((1, 1), (1, 1))] * 5)
+    assert d.difference == 0.0 and d.p_value == 1.0
+    low, high = d.interval
+    assert low < -0.2 and high > 0.2
+    assert d.detectable_difference is not None and d.detectable_difference > 0.3
+
+
+def test_too_few_cases_say_nothing():
+    assert paired_difference([]) == PairedDifference(0, 0.0, (-1.0, 1.0), 1.0, "exact McNemar", None)
+    single = paired_difference([((0, 3), (3, 3))])
+    assert single.p_value == 1.0 and single.detectable_difference is None
+    with pytest.raises(ValueError, match="tries >= 1"):
+        paired_difference([((0, 0), (1, 1))])
+
+
+def _false_positive_rate(tries_a: int, tries_b: int, rng: random.Random, comparisons: int) -> float:
+    """Identical agents (each case passes with a probability of its own on both sides)."""
+    significant = 0
+    for _ in range(comparisons):
+        pairs = []
+        for _ in range(40):
+            p = rng.betavariate(2.0, 0.5)
+            a = sum(rng.random() < p for _ in range(tries_a))
+            b = sum(rng.random() < p for _ in range(tries_b))
+            pairs.append(((a, tries_a), (b, tries_b)))
+        significant += paired_difference(pairs).significant
+    return significant / comparisons
+
+
+@pytest.mark.parametrize(("tries_a", "tries_b"), [(1, 4), (4, 1), (3, 5), (3, 3), (1, 1)])
+def test_false_positive_rate_holds_whatever_the_tries(tries_a: int, tries_b: int):
+    # 1500 comparisons: a rate of 5 % has a simulation error of 0.56 %; 3 errors over is 6.7 %.
+    rate = _false_positive_rate(tries_a, tries_b, random.Random(20241), 1500)
+    assert rate <= SIGNIFICANCE + 3 * math.sqrt(SIGNIFICANCE * (1 - SIGNIFICANCE) / 1500)
+
+
+def test_holm_multiplies_by_rank_keeps_order_and_caps():
+    # Holm (1979): sorted 0.01, 0.03, 0.04, 0.2 times 4, 3, 2, 1 -> 0.04, 0.09, 0.08 -> 0.09, 0.2
+    assert holm([0.01, 0.04, 0.03, 0.2]) == pytest.approx([0.04, 0.09, 0.09, 0.2])
+    assert holm([0.5, 0.6]) == [1.0, 1.0]
+    assert holm([0.02]) == [0.02]
+    assert holm([]) == []
+
+
+def test_format_p_never_rounds_onto_the_threshold():
+    assert format_p(0.0490) == "p = 0.049"
+    assert format_p(0.0525) == "p = 0.052"
+    assert format_p(0.04999) == "p = 0.04999"
+    assert format_p(0.05) == "p = 0.05"
+    assert format_p(0.0312) == "p = 0.03"
+
+
+def test_sentence_says_significant_or_noise_on_the_unrounded_p():
+    d = PairedDifference(60, 0.125, (0.031, 0.219), 0.0490, "paired t", 0.12)
+    assert difference_sentence("A", "B", d) == (
+        "B passes +12.5 percentage points vs A (95 % interval +3.1 to +21.9; 60 cases, paired t, p = 0.049): "
+        "significant at the 5 % level."
+    )
+    noise = PairedDifference(60, 0.1, (-0.002, 0.2), 0.0525, "paired t", 0.142)
+    assert difference_sentence("A", "B", noise).endswith(
+        "p = 0.052): not significant: this could be noise; 60 cases detect a difference of 14.2 points or more "
+        "(80 % power)."
+    )
+    adjusted = difference_sentence("A", "B", d, p=0.098, adjusted=True)
+    assert "p = 0.10, Holm-adjusted" in adjusted and "not significant" in adjusted
+    assert "nothing to compare" in difference_sentence("A", "B", paired_difference([]))
+    assert "difference is real" not in difference_sentence("A", "B", d)
+
+
+def test_mcnemar_is_linear():
+    start = time.perf_counter()
+    assert mcnemar_exact(50_000, 50_000) == 1.0
+    assert mcnemar_exact(49_000, 51_000) < 1e-9
+    assert time.perf_counter() - start < 1.0
