@@ -280,20 +280,17 @@ def run(
         _count_after_run(run_dir, summary, stream.role_calls)  # the generator's calls, made while the run went
         view.stop()
         _generated(stream, console, quiet)
+    view.stop()
+    _say_stopped(console, info.stop_reason, summary, options.max_cost, again)  # -q too: why a run ended early
     view.summary(summary, [f"Results: {jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"], reports)
     if recorder is not None and not quiet:
         for line in [recorder.line(), *recorder.problems]:
             console.print(line, soft_wrap=True, highlight=False, markup=False, emoji=False)
     code = summary.exit_code
     if info.stop_reason == StopReason.MAX_COST:
-        if not quiet:
-            console.print(
-                f"[yellow]stopped:[/yellow] the run spent its budget of ${options.max_cost:g}: {summary.total} case runs finished, "
-                f"the rest were not started; resume with: {escape(again)} --max-cost <more>",
-                soft_wrap=True,
-                highlight=False,
-            )
         code = max(code, 1)
+    if stream is not None and stream.error is not None:
+        code = max(code, 1)  # the generator's failure cut the suite short: a role's error, never a green run
     if reporter:
         try:
             with tally() as reporter_calls:
@@ -311,6 +308,24 @@ def run(
             console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
             code = 1
     return RunResult(code, run_dir, jsonl, summary, engine_name, run_id)
+
+
+def _say_stopped(console: Console, reason: str | None, summary: Summary, max_cost: float | None, again: str) -> None:
+    """Why the run dispatched no more (``--max-cost``, ``--fail-fast``), in one line; nothing when it ran to its end."""
+    from farm.engines import StopReason
+
+    if reason == StopReason.MAX_COST:
+        why = f"the run spent its budget of ${max_cost:g}"
+        then = f"; resume with: {escape(again)} --max-cost <more>"
+    elif reason == StopReason.FAIL_FAST:
+        why, then = "--fail-fast: a case did not pass", ""
+    else:
+        return
+    console.print(
+        f"[yellow]stopped:[/yellow] {why}: {summary.total} case runs finished, the rest were not started{then}",
+        soft_wrap=True,
+        highlight=False,
+    )
 
 
 def _alias(keyword: str, value: _T | None, cli_name: str, cli_value: _T | None) -> _T | None:
@@ -433,6 +448,8 @@ def _generated(stream: CaseStream, console: Console, quiet: bool) -> None:
     if stats.kept == 0:
         raise UsageError(f"-i {stream.origin}: no case to run: {stats.stop_reason or 'the generator wrote none'}")
     if quiet:
+        if stats.stop_reason:
+            console.print(f"[yellow]{escape(stats.stop_reason)}[/yellow]", highlight=False, soft_wrap=True)
         return
     if stats.cached:
         line = f"{stats.kept} generated cases, from the role cache (generated before by the same generator, parameters and seed; --no-cache generates anew)"
