@@ -114,7 +114,7 @@ def run(
     - ``run``, ``name``, ``json``: the CLI's names (``--run``, ``-n/--name``, ``--json``) of
       ``match``, ``agent`` and ``json_events``.
     """
-    from farm._run.setup import prepare, recorded_config, recorded_input, resolve_options, selection
+    from farm._run.setup import check_budget, prepare, recorded_config, recorded_input, resolve_options, selection
     from farm.roles.cache import tally
     from farm.writers import RunInfo, finished_keys, read_run_json
 
@@ -158,6 +158,8 @@ def run(
         interactive=interactive,
         cache=cache,
     )
+    if not dry_run:
+        check_budget(cfg, options.max_cost)
     agents = agents or ([agent_id] if agent_id else [])
     from farm.suite.validation import check_for_run  # every check that needs no agent call (SPEC 2)
 
