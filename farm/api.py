@@ -30,7 +30,7 @@ from rich.markup import escape
 
 from farm._run.rescoring import rescore
 from farm._run.result import RunResult, new_run_id
-from farm.errors import UsageError
+from farm.errors import InputError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -166,6 +166,8 @@ def run(
     checked: list[str | None] = list(agents) or [agent_id]
     for each in checked:
         check_for_run(suite, cfg, each, simulator=options.simulator, connector=options.connector, dry_run=dry_run)
+    if suite.problems and suite.stream is None and not dry_run:  # as pytest stops on a collection error
+        raise InputError(suite.problems)
     from farm._run.view import RunView
 
     view = RunView(console, json_events=json_events, quiet=quiet, verbose=verbose)
