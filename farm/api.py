@@ -30,7 +30,7 @@ from rich.markup import escape
 
 from farm._run.rescoring import rescore
 from farm._run.result import RunResult, new_run_id
-from farm.errors import UsageError
+from farm.errors import InputError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -114,7 +114,7 @@ def run(
     - ``run``, ``name``, ``json``: the CLI's names (``--run``, ``-n/--name``, ``--json``) of
       ``match``, ``agent`` and ``json_events``.
     """
-    from farm._run.setup import prepare, recorded_config, recorded_input, resolve_options, selection
+    from farm._run.setup import check_budget, prepare, recorded_config, recorded_input, resolve_options, selection
     from farm.roles.cache import tally
     from farm.writers import RunInfo, finished_keys, read_run_json
 
@@ -158,12 +158,16 @@ def run(
         interactive=interactive,
         cache=cache,
     )
+    if not dry_run:
+        check_budget(cfg, options.max_cost)
     agents = agents or ([agent_id] if agent_id else [])
     from farm.suite.validation import check_for_run  # every check that needs no agent call (SPEC 2)
 
     checked: list[str | None] = list(agents) or [agent_id]
     for each in checked:
         check_for_run(suite, cfg, each, simulator=options.simulator, connector=options.connector, dry_run=dry_run)
+    if suite.problems and suite.stream is None and not dry_run:  # as pytest stops on a collection error
+        raise InputError(suite.problems)
     from farm._run.view import RunView
 
     view = RunView(console, json_events=json_events, quiet=quiet, verbose=verbose)
@@ -280,20 +284,17 @@ def run(
         _count_after_run(run_dir, summary, stream.role_calls)  # the generator's calls, made while the run went
         view.stop()
         _generated(stream, console, quiet)
+    view.stop()
+    _say_stopped(console, info.stop_reason, summary, options.max_cost, again)  # -q too: why a run ended early
     view.summary(summary, [f"Results: {jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"], reports)
     if recorder is not None and not quiet:
         for line in [recorder.line(), *recorder.problems]:
             console.print(line, soft_wrap=True, highlight=False, markup=False, emoji=False)
     code = summary.exit_code
     if info.stop_reason == StopReason.MAX_COST:
-        if not quiet:
-            console.print(
-                f"[yellow]stopped:[/yellow] the run spent its budget of ${options.max_cost:g}: {summary.total} case runs finished, "
-                f"the rest were not started; resume with: {escape(again)} --max-cost <more>",
-                soft_wrap=True,
-                highlight=False,
-            )
         code = max(code, 1)
+    if stream is not None and stream.error is not None:
+        code = max(code, 1)  # the generator's failure cut the suite short: a role's error, never a green run
     if reporter:
         try:
             with tally() as reporter_calls:
@@ -311,6 +312,24 @@ def run(
             console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
             code = 1
     return RunResult(code, run_dir, jsonl, summary, engine_name, run_id)
+
+
+def _say_stopped(console: Console, reason: str | None, summary: Summary, max_cost: float | None, again: str) -> None:
+    """Why the run dispatched no more (``--max-cost``, ``--fail-fast``), in one line; nothing when it ran to its end."""
+    from farm.engines import StopReason
+
+    if reason == StopReason.MAX_COST:
+        why = f"the run spent its budget of ${max_cost:g}"
+        then = f"; resume with: {escape(again)} --max-cost <more>"
+    elif reason == StopReason.FAIL_FAST:
+        why, then = "--fail-fast: a case did not pass", ""
+    else:
+        return
+    console.print(
+        f"[yellow]stopped:[/yellow] {why}: {summary.total} case runs finished, the rest were not started{then}",
+        soft_wrap=True,
+        highlight=False,
+    )
 
 
 def _alias(keyword: str, value: _T | None, cli_name: str, cli_value: _T | None) -> _T | None:
@@ -433,6 +452,8 @@ def _generated(stream: CaseStream, console: Console, quiet: bool) -> None:
     if stats.kept == 0:
         raise UsageError(f"-i {stream.origin}: no case to run: {stats.stop_reason or 'the generator wrote none'}")
     if quiet:
+        if stats.stop_reason:
+            console.print(f"[yellow]{escape(stats.stop_reason)}[/yellow]", highlight=False, soft_wrap=True)
         return
     if stats.cached:
         line = f"{stats.kept} generated cases, from the role cache (generated before by the same generator, parameters and seed; --no-cache generates anew)"

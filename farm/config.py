@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from farm.durations import parse_duration
 from farm.errors import UsageError
@@ -28,6 +29,13 @@ CONFIG_NAME = "farm.toml"
 DEFAULT_INPUT_TOOLS = ("request_confirmation", "ask_user", "get_user_input")
 
 
+def _finite(value: Any) -> Any:
+    """An amount of USD must be a number: TOML's ``inf`` and ``nan`` would make every cost ``nan``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PydanticCustomError("finite_number", "{value} is not a finite amount of USD", {"value": value})
+    return value
+
+
 class Price(BaseModel):
     """What a connector's tokens cost, in USD per million tokens (``price = { input = 2.50, output = 10.00 }``)."""
 
@@ -39,6 +47,8 @@ class Price(BaseModel):
     """USD per million completion tokens."""
     cached_input: float | None = Field(default=None, ge=0)
     """USD per million prompt tokens the API served from its cache (``cached_tokens``); unset: ``input``."""
+
+    _finite_amounts = field_validator("input", "output", "cached_input", mode="before")(_finite)
 
     def cost(self, usage: Usage) -> float:
         """The USD ``usage`` costs at this price; cached prompt tokens at ``cached_input`` when set."""
@@ -270,6 +280,8 @@ class FarmSettings(BaseModel):
     """Where golden conversations are, for the cases that set ``golden`` (``--golden DIR`` overrides)."""
     max_cost: float | None = Field(default=None, gt=0)
     """A run's budget in USD when ``--max-cost`` is not given: nothing more is dispatched once it is spent."""
+
+    _finite_budget = field_validator("max_cost", mode="before")(_finite)
 
 
 class FarmConfig(BaseModel):

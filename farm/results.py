@@ -19,6 +19,7 @@ __all__ = [
     "StepReply",
     "CheckpointResult",
     "EndedBy",
+    "ErrorRole",
     "InputSource",
     "RetriedAttempt",
     "StabilityClass",
@@ -35,7 +36,8 @@ __all__ = [
 ]
 
 #: 3: the Parquet columns are defined once, by the row models of ``farm.writers.rows``.
-SCHEMA_VERSION = 3
+#: 4: ``error_role`` names the role whose failure made a case an ``error`` (a simulator error was ``skipped``).
+SCHEMA_VERSION = 4
 
 #: Longest ``actual`` value kept in an assertion result.
 ACTUAL_LIMIT = 500
@@ -67,6 +69,9 @@ class Status(StrEnum):
 
 EndedBy = Literal["agent", "simulator", "tool_mock", "case_timeout"]
 """Which side ended a conversation early (:attr:`CaseResult.ended_by`)."""
+
+ErrorRole = Literal["simulator", "validator", "generator", "reporter"]
+"""The role whose failure made a case an ``error`` (:attr:`CaseResult.error_role`): never the agent's fault."""
 
 InputSource = Literal["static", "simulated", "human"]
 """Where a turn's input came from: the case, the simulator or a person at the terminal."""
@@ -323,6 +328,11 @@ class CaseResult(BaseModel):
     ``simulator`` (it failed or answered no input), ``tool_mock`` (a ``scripts:`` mock failed)
     or ``case_timeout`` (the case's timeout ran out). Null when the conversation ended normally
     or an assertion, a checkpoint or a missing input stopped it."""
+    error_role: ErrorRole | None = None
+    """For an ``error`` that a role caused, the role: ``simulator`` (it failed or answered nothing
+    usable after one retry), ``validator`` (a judge of an ``agent`` assertion, a checkpoint or a
+    golden comparison failed), ``generator`` or ``reporter``. Null when the agent, the case or
+    nothing went wrong; figures about the agent leave these rows out."""
     goal_achieved_at: int | None = None
     """The turn for which the simulator said the goal is achieved instead of giving an input
     that was sent (the conversation ended there); null otherwise."""

@@ -10,6 +10,7 @@ conversations the same way.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -95,6 +96,18 @@ def prepare(
     return cfg, agent_id, suite
 
 
+def check_budget(cfg: FarmConfig, max_cost: float | None) -> None:
+    """A budget needs a price to count against: with no connector priced, every cost is unknown and
+    ``--max-cost`` would never stop the run, so it is a :class:`UsageError` before anything is sent."""
+    if max_cost is None or any(c.price is not None for c in cfg.connectors.values()):
+        return
+    where = f"in {cfg.path}" if cfg.path else "configured"
+    raise UsageError(
+        f"--max-cost ${max_cost:g}: no connector {where} has a price, so no cost can be counted; "
+        "give the connectors a price (price = { input = ..., output = ... }) or drop --max-cost"
+    )
+
+
 def resolve_options(
     previous: RunInfo | None,
     farm: FarmSettings,
@@ -128,7 +141,7 @@ def resolve_options(
     if retries < 0:
         raise UsageError(f"--retries: {retries} is not 0 or more")
     max_cost = next((c for c in (max_cost, earlier.max_cost, farm.max_cost) if c is not None), None)
-    if max_cost is not None and max_cost <= 0:
+    if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
         raise UsageError(f"--max-cost: {max_cost} is not a positive amount of USD")
     golden = golden or earlier.golden
     update_golden = update_golden or earlier.update_golden

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from farm.console.progress import ProgressLine
 from farm.console.safe import SafeConsole
-from farm.console.summary import print_summary
+from farm.console.summary import print_quiet_summary, print_summary
 from farm.console.tree import failure_line, passed_line, print_tree
 from farm.results import CaseResult, Status
 from farm.secrets import scrub_result
@@ -143,8 +143,12 @@ class ConsoleReporter:
     # -- summary
 
     def summary(self, summary: Summary, outputs: Iterable[str] = ()) -> None:
-        """The seed's Summary block, a Stability table after ``--runs N``, then ``outputs`` lines."""
+        """The seed's Summary block, a Stability table after ``--runs N``, then ``outputs`` lines;
+        with ``quiet``, the unstable cases' table and one line, as pytest ``-q`` ends."""
         self._gap()
+        if self.quiet:
+            print_quiet_summary(self.console, summary, self.stability_rows)
+            return
         self._section("Summary", "─")
         print_summary(self.console, summary, self.stability_rows)
         lines = list(outputs)

@@ -13,7 +13,7 @@ from farm.results import StabilityClass, Status
 from farm.results import format_usd as usd
 from farm.summary import Summary
 
-__all__ = ["print_summary"]
+__all__ = ["print_quiet_summary", "print_summary", "summary_line"]
 
 _CLASS_STYLE = {
     StabilityClass.STABLE: "green",
@@ -61,6 +61,36 @@ def print_summary(console: SafeConsole, summary: Summary, stability_rows: int) -
             _stability(console, summary, stability_rows, agent)
 
 
+def print_quiet_summary(console: SafeConsole, summary: Summary, stability_rows: int) -> None:
+    """``-q``'s summary: after ``--runs N``, the Stability table of the cases that were not
+    stable (none when all were), then one line as pytest's (:func:`summary_line`)."""
+    if summary.repeated:
+        for agent in summary.agents if summary.several_agents else [None]:
+            _stability(console, summary, stability_rows, agent, unstable_only=True)
+    console.print(summary_line(summary))
+
+
+def summary_line(summary: Summary) -> Text:
+    """The run in one line, as pytest ends ``-q``: ``48 passed, 2 failed, 1 error in 3.1s``
+    (counts of none left out; "no case ran" when there were none)."""
+    counts = [
+        (summary.passed, "passed", "green"),
+        (summary.failed, "failed", "red"),
+        (summary.skipped, "skipped", "yellow"),
+        (summary.errors, "error" if summary.errors == 1 else "errors", "red"),
+        (summary.timeouts, "timeout" if summary.timeouts == 1 else "timeouts", "yellow"),
+    ]
+    line = Text()
+    for count, label, style in (c for c in counts if c[0]):
+        if line:
+            line.append(", ")
+        line.append(f"{count} {label}", style=style)
+    if not line:
+        line.append("no case ran", style="yellow")
+    seconds = summary.wall_seconds if summary.wall_seconds is not None else summary.duration_ms / 1000
+    return line.append(f" in {format_duration(seconds)}")
+
+
 def _agents(console: SafeConsole, summary: Summary) -> None:
     """Each agent's counts, side by side, when the run tested several."""
     priced = any(entry.cost_usd is not None for entry in summary.agents.values())
@@ -88,8 +118,10 @@ def _agents(console: SafeConsole, summary: Summary) -> None:
     console.print(table)
 
 
-def _stability(console: SafeConsole, summary: Summary, rows: int, agent: str | None) -> None:
+def _stability(console: SafeConsole, summary: Summary, rows: int, agent: str | None, unstable_only: bool = False) -> None:
     stats = summary.stability(agent)
+    if unstable_only and all(stat.stability_class == StabilityClass.STABLE for stat in stats.values()):
+        return
     console.print()
     classes = summary.stability_counts(agent)
     of = f" of {neutralise(agent or '(unnamed)')}" if agent is not None else ""
@@ -108,6 +140,8 @@ def _stability(console: SafeConsole, summary: Summary, rows: int, agent: str | N
     ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     worst_first = sorted(stats.items(), key=lambda item: (item[1].pass_rate, item[0]))
+    if unstable_only:
+        worst_first = [(case_id, stat) for case_id, stat in worst_first if stat.stability_class != StabilityClass.STABLE]
     for case_id, stat in worst_first[:rows]:
         table.add_row(
             Text(neutralise(case_id)),

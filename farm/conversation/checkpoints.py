@@ -1,21 +1,24 @@
 """Checkpoint progress in a simulator-driven conversation (SPEC 3.4).
 
-Bookkeeping only: after each turn the caller evaluates the assertions of the
-pending checkpoints (the conversation runner, or a re-check of a recorded
-conversation) and hands their outcomes to a :class:`CheckpointTracker`, which
-applies the ``after`` order and says what is still missing::
+Bookkeeping: after each turn the caller (the conversation runner, or a replay
+of a recorded conversation) has the :class:`CheckpointTracker` check the
+checkpoints that are ready, those whose ``after`` ids are all reached, with a
+function that evaluates one; the tracker applies the ``after`` order and says
+what is still missing::
 
     tracker = CheckpointTracker(case.checkpoints)
     for each turn:
-        outcomes = {cp.id: <evaluate cp.assertion> for cp in tracker.pending}
-        tracker.apply(turn_number, outcomes)
+        outcomes = await tracker.check(turn_number, evaluate_one)
         if tracker.complete: ...                  # every required checkpoint reached
         else: ", ".join(tracker.missing)          # the required ones not reached yet
+
+A checkpoint whose ``after`` ids are not reached is not evaluated at all: no
+judge call is spent on it, and a judge's failure on it cannot end the case.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from farm.results import AssertionResult, CheckpointResult
 from farm.suite.cases import Checkpoint
@@ -44,6 +47,28 @@ class CheckpointTracker:
     def pending(self) -> list[Checkpoint]:
         """The checkpoints not reached yet, in the case's order: those to evaluate after the next turn."""
         return list(self._pending)
+
+    @property
+    def ready(self) -> list[Checkpoint]:
+        """The pending checkpoints whose ``after`` ids are all reached: those worth evaluating now."""
+        return [cp for cp in self._pending if all(self._results[a].reached for a in cp.after)]
+
+    async def check(self, turn: int, evaluate: Callable[[Checkpoint], Awaitable[AssertionResult]]) -> dict[str, AssertionResult]:
+        """Evaluate the ready checkpoints after ``turn`` and apply the outcomes, again while one
+        reached frees another; returns the outcomes by id. The first outcome with ``error``
+        ends the checks (the conversation ends with it)."""
+        outcomes: dict[str, AssertionResult] = {}
+        while True:
+            todo = [cp for cp in self.ready if cp.id not in outcomes]
+            if not todo:
+                return outcomes
+            for cp in todo:
+                outcome = outcomes[cp.id] = await evaluate(cp)
+                if outcome.error:
+                    self.apply(turn, outcomes)
+                    return outcomes
+            if not self.apply(turn, outcomes):
+                return outcomes
 
     @property
     def missing(self) -> list[str]:

@@ -28,7 +28,8 @@ at ``OUTPUT_LIMIT`` in the results, or when the edited case needs more of the
 conversation than was recorded (e.g. an added checkpoint makes a dynamic case
 go on past its last recorded turn). When the recording ended in an agent
 error, a timeout, a failed tool mock or a simulator error and the replay
-reaches that same end, the case ends with the recorded status and error.
+reaches that same end, the case ends with the recorded status and error (a
+simulator error recorded as ``skipped`` by an older farm is the ``error`` it is now).
 """
 
 from __future__ import annotations
@@ -242,6 +243,9 @@ class Replay:
                 return not_rescorable(loaded, settings, f"the run's conversation ends at {where} ({recorded.status.value}), and the edited case goes on past it")
             # the replay reached the recording's end, which was an error, a timeout or a simulator error
             result.status, result.error, result.ended_by = recorded.status, recorded.error, recorded.ended_by
+            result.error_role = recorded.error_role
+            if (recorded.error or "").startswith("simulator error"):  # recorded as skipped before: an error of the simulator
+                result.status, result.error_role = Status.ERROR, "simulator"
             del result.turns[len(recorded.turns):]
             if result.turns:
                 result.turns[-1].error = recorded.turns[-1].error

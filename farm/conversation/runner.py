@@ -9,6 +9,7 @@ a unit test they are plain objects.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,10 +26,10 @@ from farm.durations import format_duration
 from farm.errors import FarmError
 from farm.jsontext import as_text
 from farm.messages import user_messages
-from farm.results import AssertionResult, CaseResult, EndedBy, InputSource, Status, StepReply, TurnResult, add_cost
+from farm.results import AssertionResult, CaseResult, EndedBy, ErrorRole, InputSource, Status, StepReply, TurnResult, add_cost
 from farm.roles.cache import tally
-from farm.roles.types import HumanRequest, RoleError, RoleRequest, SimulatorTurn
-from farm.suite.cases import AssertionSpec, Mode, Options, TestCase, role_agent_id
+from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn
+from farm.suite.cases import AssertionSpec, Checkpoint, Mode, Options, TestCase, role_agent_id
 from farm.suite.loader import LoadedCase
 
 __all__ = ["RunSettings", "Services", "error_result", "run_case"]
@@ -56,12 +57,20 @@ class Services(Protocol):
 class _Stop(Exception):
     """Ends a conversation with a status (raised inside the mode loops)."""
 
-    def __init__(self, status: Status, error: str | None = None, ended_by: EndedBy | None = None):
+    def __init__(self, status: Status, error: str | None = None, ended_by: EndedBy | None = None, error_role: ErrorRole | None = None):
         super().__init__(error)
         self.status = status
         self.error = error
         self.ended_by = ended_by
         """The side that ended it (:attr:`CaseResult.ended_by`); None for the case's own verdicts."""
+        self.error_role = error_role
+        """The role whose failure this is (:attr:`CaseResult.error_role`)."""
+
+    @classmethod
+    def of_error(cls, where: str, outcome: AssertionResult) -> _Stop:
+        """The error of an assertion that could not be evaluated; a judge's failure names its role."""
+        role: ErrorRole | None = "validator" if (outcome.message or "").startswith(VALIDATOR_ERROR) else None
+        return cls(Status.ERROR, f"{where}: {outcome.message}", error_role=role)
 
 
 class _Conversation:
@@ -207,7 +216,7 @@ class _Conversation:
     def verdict(results: list[AssertionResult], where: str) -> None:
         for r in results:
             if r.error:
-                raise _Stop(Status.ERROR, f"{where}: {r.message}")
+                raise _Stop.of_error(where, r)
         failed = [r for r in results if not r.passed]
         if failed:
             raise _Stop(Status.FAILED, f"{where}: {failed[0].message}")
@@ -312,22 +321,18 @@ class _Conversation:
             first = False
             turn = await self.exchange(user_input, source, self.base_options(), case.attachments if len(self.result.turns) == 0 else [], None)
             turn.simulator_reasoning = reasoning
-            subject = self.subject(turn, include_tool_texts=True)
-            env = self.services.assertion_env if self.services else None
-            outcomes: dict[str, AssertionResult] = {}
-            for cp in checkpoints.pending:
-                outcome = outcomes[cp.id] = await evaluate(cp.assertion, subject, env)
-                if outcome.error:  # the conversation ends here: the checkpoints after it stay unchecked
-                    break
-            checkpoints.apply(turn.turn, outcomes)
+            outcomes = await checkpoints.check(turn.turn, functools.partial(self.check_point, self.subject(turn, include_tool_texts=True)))
             for cp_id, outcome in outcomes.items():
                 if outcome.error:
-                    raise _Stop(Status.ERROR, f"checkpoint '{cp_id}': {outcome.message}")
+                    raise _Stop.of_error(f"checkpoint '{cp_id}'", outcome)
             if checkpoints.complete:
                 await self.final_assertions()
                 return
             if not turn.awaiting_input and turn.awaiting_reason == "completed":
                 raise _Stop(Status.FAILED, f"the agent completed with checkpoints missing: {', '.join(checkpoints.missing)}")
+
+    async def check_point(self, subject: Subject, checkpoint: Checkpoint) -> AssertionResult:
+        return await evaluate(checkpoint.assertion, subject, self.services.assertion_env if self.services else None)
 
     def simulator_id(self) -> str:
         sim = self.case.simulator
@@ -356,9 +361,9 @@ class _Conversation:
         try:
             sim = await self.services.simulate(request)
         except RoleError as exc:
-            raise _Stop(Status.SKIPPED, f"simulator error: {exc}", ended_by="simulator") from None
+            raise _Stop(Status.ERROR, f"simulator error: {exc}", ended_by="simulator", error_role="simulator") from None
         if not sim.goal_achieved and sim.input in (None, ""):
-            raise _Stop(Status.SKIPPED, "simulator error: it answered no input", ended_by="simulator")
+            raise _Stop(Status.ERROR, "simulator error: it answered no input", ended_by="simulator", error_role="simulator")
         return sim
 
     async def ask_human(self, last: TurnResult, proposed: Any) -> str | None:
@@ -454,7 +459,7 @@ async def run_case(loaded: LoadedCase, target: AgentClient, services: Services |
                 conversation.timeouts.append(case_timeout)
                 await _run_with_hooks(conversation)
         except _Stop as stop:
-            result.status, result.error, result.ended_by = stop.status, stop.error, stop.ended_by
+            result.status, result.error, result.ended_by, result.error_role = stop.status, stop.error, stop.ended_by, stop.error_role
         except TimeoutError:
             result.status = Status.TIMEOUT
             result.error = f"the case did not finish within its timeout ({format_duration(timeout)})"

@@ -16,7 +16,7 @@ from farm.config import FarmConfig
 from farm.errors import FarmError
 from farm.roles.cache import RoleCache
 from farm.roles.player import RolePlayer
-from farm.roles.types import HumanRequest, RoleError, RoleRequest, SimulatorTurn, Verdict
+from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn, Verdict
 from farm.scripts import ScriptResolver, call_maybe_async
 from farm.suite.cases import AssertionSpec, role_agent_id
 
@@ -149,7 +149,7 @@ class FarmServices:
             request = RoleRequest(agent_id, conversation, metadata, connector=spec.options.connector if spec.options else None)
             verdict = await self.roles.validate(request)
         except RoleError as exc:
-            return Outcome(False, message=f"validator error: {exc}", error=True)
+            return Outcome(False, message=f"{VALIDATOR_ERROR}: {exc}", error=True)
         return Outcome(
             verdict.passed,
             actual=subject.content,

@@ -14,9 +14,12 @@ from typing import Any, Generic, TypeVar
 from farm.errors import RoleError
 from farm.results import add_cost
 
-__all__ = ["CallTally", "HumanRequest", "RoleError", "RoleOutcome", "RoleRequest", "SimulatorTurn", "Verdict"]
+__all__ = ["VALIDATOR_ERROR", "CallTally", "HumanRequest", "RoleError", "RoleOutcome", "RoleRequest", "SimulatorTurn", "Verdict"]
 
 T = TypeVar("T")
+
+VALIDATOR_ERROR = "validator error"
+"""How the message of an assertion starts when its judge failed (the role's error, not the agent's)."""
 
 
 @dataclass(frozen=True)

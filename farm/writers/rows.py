@@ -217,6 +217,9 @@ class CaseRow(KeyRow):
     ended_by: str | None
     """Which side ended the conversation early: ``agent``, ``simulator``, ``tool_mock`` or ``case_timeout``; null when
     it ended normally or an assertion stopped it."""
+    error_role: str | None
+    """The role whose failure made the case an ``error``: ``simulator``, ``validator``, ``generator`` or
+    ``reporter``; null when the agent, the case or nothing went wrong."""
     awaiting_question: str | None
     """The agent's question, when the case stopped because the agent awaited input."""
     hint: str | None

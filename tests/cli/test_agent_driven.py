@@ -7,6 +7,7 @@ The agent under test and the scripted role models run behind real HTTP servers o
 from __future__ import annotations
 
 import json
+import socket
 import textwrap
 import time
 from pathlib import Path
@@ -65,7 +66,6 @@ def test_dynamic_cases_on_the_simulator_pool(project: Path):
     cases = [
         {"id": "dyn", "simulator": SIM, "checkpoints": CHECKPOINTS, "max_turns": 6},
         {"id": "dyn-fenced", "simulator": {**SIM, "use": "sim-fenced"}, "checkpoints": CHECKPOINTS, "max_turns": 6},
-        {"id": "dyn-broken", "simulator": {**SIM, "use": "sim-broken"}, "checkpoints": CHECKPOINTS},
         {"id": "dyn-default", "simulator": {}, "checkpoints": CHECKPOINTS[:1]},
     ]
     result, got = run(project, cases, "--simulator", "sim")
@@ -74,9 +74,31 @@ def test_dynamic_cases_on_the_simulator_pool(project: Path):
     assert [c["reached_at_turn"] for c in got["dyn"]["checkpoints"]] == [1, 2, 3]
     assert [t["input_source"] for t in got["dyn"]["turns"]] == ["simulated"] * 3
     assert got["dyn-fenced"]["status"] == "passed"
-    assert got["dyn-broken"]["status"] == "skipped"
-    assert got["dyn-broken"]["error"].startswith("simulator error")
     assert got["dyn-default"]["status"] == "passed"  # --simulator supplied the use
+
+
+def test_a_dead_simulator_fails_the_build(project: Path):
+    """A simulator that answers prose where JSON is asked, or whose endpoint is down, is an error
+    of the simulator (exit 1), never a skip that lets a run that tested nothing exit 0."""
+    import pyarrow.parquet as pq
+
+    with socket.socket() as probe:  # a port where nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    toml = project / "farm.toml"
+    toml.write_text(
+        toml.read_text()
+        + f'\n[connectors.down]\nbase_url = "http://127.0.0.1:{port}/v1"\nmodel = "m"\nmax_retries = 0\n'
+        + '\n[agents."sim-down"]\nkind = "simulator"\nconnector = "down"\n'
+    )
+    for use in ("sim-broken", "sim-down"):
+        result, got = run(project, [{"id": "dyn", "simulator": {**SIM, "use": use}, "checkpoints": CHECKPOINTS}])
+        assert result.exit_code == 1, result.output
+        assert (got["dyn"]["status"], got["dyn"]["error_role"]) == ("error", "simulator"), got["dyn"]
+        assert got["dyn"]["error"].startswith("simulator error: the simulator ")
+        assert "SKIPPED" not in result.output and "ERROR" in result.output
+    tables = sorted((project / "results").glob("*/cases.parquet"))
+    assert [pq.read_table(t).column("error_role").to_pylist() for t in tables] == [["simulator"], ["simulator"]]
 
 
 def test_static_case_continues_with_the_simulator(project: Path):

@@ -5,6 +5,7 @@ behind a real HTTP server on 127.0.0.1 that reports 10 prompt and 5 completion t
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -85,3 +86,12 @@ def test_a_resume_that_keeps_a_spent_budget_starts_nothing_and_says_so(project: 
     again = runner.invoke(app, ["test", "--resume", str(run_dir)])  # the run's own budget, already spent
     assert again.exit_code == 1 and "spent its budget" in again.output
     assert len(rows(run_dir)) == before
+
+
+def test_quiet_says_why_the_run_stopped_in_a_line_like_pytests(project: Path):
+    stopped = CliRunner().invoke(app, ["test", "-i", "suite.jsonl", "--parallel", "1", "--max-cost", f"{3 * PER_CASE:.4f}", "-q"])
+    assert stopped.exit_code == 1, stopped.output
+    lines = stopped.output.strip().splitlines()
+    assert lines[0].startswith("stopped: the run spent its budget of $") and "the rest were not started" in lines[0]
+    assert re.fullmatch(r"\d+ passed in \d[\d.]*m?s", lines[-1]), lines
+    assert "Total:" not in stopped.output and "Summary" not in stopped.output

@@ -120,7 +120,17 @@ def test_quiet_prints_one_line_per_failure_and_the_summary(tmp_path: Path, monke
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert lines[0] == "✗ [no] FAILED: turn 1: expected the reply to contain 'pirate'"
     assert "Agent Test Farm" not in result.output and "[ok]" not in result.output
-    assert "Summary" in result.output and "Failed:   1" in result.output and "Passed:   2" in result.output
+    assert lines[-1].startswith("2 passed, 1 failed in ")  # pytest's last line, not the summary block
+    assert "Summary" not in result.output and "Total:" not in result.output
+
+
+def test_quiet_shows_the_stability_of_unstable_cases_only(tmp_path: Path, monkeypatch, scripted_server):
+    monkeypatch.chdir(project_with_failures(tmp_path, scripted_server.url))
+    result = farm("test", "-i", "suite.jsonl", "-q", "--runs", "2", "--engine", "local")
+    assert result.exit_code == 1
+    assert "consistently_failing" in result.output and "│ no " in result.output
+    assert "│ ok " not in result.output and "│ ok2 " not in result.output  # stable cases are not listed
+    assert result.output.strip().splitlines()[-1].startswith("4 passed, 2 failed in ")
 
 
 def test_x_stops_after_the_first_failure_and_report_reads_results_dir(tmp_path: Path, monkeypatch, scripted_server):
@@ -130,6 +140,7 @@ def test_x_stops_after_the_first_failure_and_report_reads_results_dir(tmp_path: 
     (run_dir,) = (tmp_path / "results").iterdir()
     ran = [json.loads(line)["id"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert ran == ["ok", "no"]  # ok2 was not dispatched after "no" failed
+    assert "stopped: --fail-fast: a case did not pass: 2 case runs finished, the rest were not started" in result.output
     report = farm("report", "--json")  # no path: [farm].results_dir of ./farm.toml
     assert report.exit_code == 0
     assert [run["run_id"] for run in json.loads(report.output)["runs"]] == [run_dir.name]

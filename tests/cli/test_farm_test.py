@@ -57,7 +57,6 @@ def test_every_status_for_its_reason(project: Path):
             {"id": "fail", "input": "Hello", "assertions": [{"type": "contains", "value": "pirate"}]},
             {"id": "skip", "turns": [{"input": "Submit $100,000 equipment purchase"}]},
             {"id": "error-agent", "input": "always 500"},
-            {"id": "error-rule", "input": "Hello", "assertions": [{"type": "smells_like", "value": "x"}]},
             {"id": "timeout", "input": "slow 5", "timeout": "1s"},
             {"id": "skip-flag", "input": "Hello", "skip": "not today"},
         ],
@@ -71,7 +70,6 @@ def test_every_status_for_its_reason(project: Path):
         "fail": "failed",
         "skip": "skipped",
         "error-agent": "error",
-        "error-rule": "error",
         "timeout": "timeout",
         "skip-flag": "skipped",
     }
@@ -79,7 +77,6 @@ def test_every_status_for_its_reason(project: Path):
     assert got["skip"]["awaiting_question"] == "Please provide PO number."
     assert got["skip"]["turns"][0]["awaiting_reason"] == "content_is_question"
     assert "500" in got["error-agent"]["error"]
-    assert "unknown assertion type 'smells_like'" in got["error-rule"]["error"]
     assert "timeout" in got["timeout"]["error"]
     assert got["skip-flag"]["error"] == "not today"
 
@@ -90,6 +87,28 @@ def test_missing_input_fails_when_asked_to(project: Path):
     result = farm("test", "-i", str(suite), "-o", str(out), "--on-missing-input", "fail", "--config", str(project / "farm.toml"))
     assert result.exit_code == 1
     assert results(out)["skip"]["status"] == "failed"
+
+
+def test_a_suite_with_problems_stops_before_any_call_with_farm_validates_whole_list(project: Path, scripted: JSONServer):
+    """As pytest stops on a collection error: exit 2, every problem with file:line, no run folder, no call."""
+    before = scripted.requests
+    suite = write_suite(
+        project,
+        [
+            {"id": "ok", "input": "Hello"},
+            {"id": "typo", "input": "Hello", "assertons": [{"type": "contains", "value": "x"}]},
+            {"id": "rule", "input": "Hello", "assertions": [{"type": "smells_like", "value": "x"}]},
+        ],
+    )
+    validate = farm("validate", str(suite), "--config", str(project / "farm.toml"))
+    result = farm("test", "-i", str(suite), "--config", str(project / "farm.toml"))
+    assert validate.exit_code == result.exit_code == 2, result.output
+    expected = [line for line in validate.output.splitlines() if line.startswith("error:")]
+    assert expected[0] == f"error: {suite}:2: field 'assertons': unknown field (did you mean 'assertions'?)"
+    assert len(expected) == 2 and f"{suite}:3: " in expected[1]
+    assert [line for line in result.output.splitlines() if line.startswith("error:")] == expected
+    assert not (project / "results").exists() and "Traceback" not in result.output
+    assert scripted.requests == before
 
 
 def test_broken_json_line_exits_2_naming_every_line(project: Path):
@@ -201,14 +220,16 @@ def test_connector_from_case_options_and_from_the_command_line(project: Path):
         {"id": "default", "input": "which model", "assertions": [{"type": "contains", "value": "model is scripted"}]},
         {"id": "pinned", "input": "which model", "options": {"connector": "other"}, "assertions": [{"type": "contains", "value": "model is other-model"}]},
         {"id": "turn", "turns": [{"input": "which model", "options": {"connector": "other"}, "assertions": [{"type": "contains", "value": "other-model"}]}]},
-        {"id": "unknown", "input": "which model", "options": {"connector": "nowhere"}},
     ]
     out = project / "out.jsonl"
     result = farm("test", "-i", str(write_suite(project, cases)), "-o", str(out), "--config", str(project / "farm.toml"))
     got = results(out)
-    assert {k: v["status"] for k, v in got.items()} == {"default": "passed", "pinned": "passed", "turn": "passed", "unknown": "error"}
-    assert "connector 'nowhere' is not configured" in got["unknown"]["error"]
-    assert result.exit_code == 1
+    assert {k: v["status"] for k, v in got.items()} == {"default": "passed", "pinned": "passed", "turn": "passed"}
+    assert result.exit_code == 0, result.output
+    unknown = write_suite(project, [*cases, {"id": "unknown", "input": "which model", "options": {"connector": "nowhere"}}])
+    result = farm("test", "-i", str(unknown), "-o", str(project / "not-written.jsonl"), "--config", str(project / "farm.toml"))
+    assert result.exit_code == 2 and f"{unknown}:4: field 'options.connector': connector 'nowhere' is not configured" in result.output
+    assert not (project / "not-written.jsonl").exists()
     suite = write_suite(project, [{"id": "c", "input": "which model", "assertions": [{"type": "contains", "value": "other-model"}]}])
     assert farm("test", "-i", str(suite), "-o", str(out), "-c", "other", "--config", str(project / "farm.toml")).exit_code == 0
 

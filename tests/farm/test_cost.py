@@ -48,6 +48,9 @@ def test_add_cost_keeps_unknown_apart_from_zero():
         ("{ input = 1, output = 2, cached = 0.5 }", "connectors.llm.price.cached"),
         ("{ input = 1 }", "connectors.llm.price.output"),
         ('{ input = "cheap", output = 2 }', "connectors.llm.price.input"),
+        ("{ input = inf, output = 2 }", "connectors.llm.price.input"),
+        ("{ input = 1, output = nan }", "connectors.llm.price.output"),
+        ("{ input = 1, output = 2, cached_input = -inf }", "connectors.llm.price.cached_input"),
     ],
 )
 def test_a_bad_price_is_one_sentence_naming_the_field(tmp_path: Path, price: str, field: str):
@@ -166,3 +169,27 @@ def test_a_judge_answer_from_the_cache_costs_nothing(tmp_path: Path, servers):
     again = farm.run(str(suite), config=tmp_path / "farm.toml", engine="local", quiet=True)
     assert first.summary.role_cost_usd == pytest.approx(2e-5)
     assert again.summary.cache_hits == 1 and again.summary.role_cost_usd == 0.0
+
+
+@pytest.mark.parametrize("budget", [float("nan"), float("inf"), "[farm] nan", "[farm] inf"])
+def test_a_budget_of_nan_or_inf_is_refused_before_anything_runs(tmp_path: Path, servers, budget: Any):
+    agent, roles = servers
+    suite = project(tmp_path, agent.url, roles.url, "{ input = 1.0, output = 1.0 }", None)
+    options: dict[str, Any] = {"max_cost": budget}
+    if isinstance(budget, str):
+        toml = tmp_path / "farm.toml"
+        toml.write_text(toml.read_text().replace("[farm]\n", f"[farm]\nmax_cost = {budget.split()[1]}\n", 1))
+        options = {}
+    with pytest.raises(UsageError) as caught:
+        farm.run(str(suite), config=tmp_path / "farm.toml", engine="local", quiet=True, **options)
+    assert ("is not a positive amount of USD" if options else "is not a finite amount of USD") in str(caught.value)
+    assert not (tmp_path / "results").exists()  # nothing ran, no run folder
+
+
+def test_a_budget_without_any_price_is_refused_before_anything_runs(tmp_path: Path, servers):
+    agent, roles = servers
+    suite = project(tmp_path, agent.url, roles.url, None, None)
+    with pytest.raises(UsageError, match=r"^--max-cost \$0\.5: no connector in .* has a price, so no cost can be counted"):
+        farm.run(str(suite), config=tmp_path / "farm.toml", engine="local", quiet=True, max_cost=0.5)
+    assert not (tmp_path / "results").exists()
+

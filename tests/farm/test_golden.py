@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 import farm
 from farm.conversation.golden import GoldenCheck, GoldenConversation, attach, compare, golden_path, safe_name
 from farm.demo.server import JSONServer, Response, chat_completion
-from farm.errors import UsageError
+from farm.errors import InputError, UsageError
 from farm.results import CaseResult, ToolCallRecord, TurnResult
 from farm.suite.cases import GoldenRule
 from farm.suite.loader import load_text
@@ -319,10 +319,10 @@ def test_the_judge_rule_asks_the_validator(project: Path, agent: GoldenAgent):
 
 def test_a_judge_rule_without_a_validator_is_a_problem_of_the_case(project: Path, agent: GoldenAgent):
     record(project)
-    result, _ = run(project, write_suite(project, [dict(CASES[0], golden="judge")]))
-    row = results(result)["greet"]
-    assert row["status"] == "error"
-    assert row["error"] == "field 'golden': the 'judge' rule needs 'use' (a validator agent) or [farm].validator"
+    suite = write_suite(project, [dict(CASES[0], golden="judge")])
+    with pytest.raises(InputError) as caught:  # the run stops before any call, as farm validate says
+        run(project, suite)
+    assert caught.value.problems == [f"{suite}:1: field 'golden': the 'judge' rule needs 'use' (a validator agent) or [farm].validator"]
 
 
 def test_farm_test_update_golden_and_farm_validate_on_the_command_line(project: Path, agent: GoldenAgent):

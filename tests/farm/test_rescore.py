@@ -421,8 +421,20 @@ CHECKS = [{"id": "asked", "assertion": {"type": "contains", "value": "else"}}, {
 def test_a_simulator_error_at_the_recordings_end_is_replayed_as_recorded():
     case = {"id": "d", "simulator": {"use": "sim"}, "checkpoints": CHECKS}
     live, again, roles = _live_then_replay(case, _Agent(), [SimulatorTurn(input="hi"), RoleError("no JSON")])
-    assert live.status == again.status == Status.SKIPPED and again.error == live.error == "simulator error: no JSON"
+    assert live.status == again.status == Status.ERROR and again.error == live.error == "simulator error: no JSON"
+    assert live.error_role == again.error_role == "simulator"
     assert len(again.turns) == 1 and roles.calls == 0 and again.rescorable is True
+
+
+def test_a_simulator_error_recorded_as_skipped_by_an_older_farm_is_rescored_as_an_error():
+    case = {"id": "d", "simulator": {"use": "sim"}, "checkpoints": CHECKS}
+    settings = RunSettings(agent_id="bot", run_id="r1")
+    (loaded,) = parse_cases([("t.jsonl:1", case)])
+    live = asyncio.run(run_case(loaded, _Agent(), _Roles([SimulatorTurn(input="hi"), RoleError("no JSON")]), settings))
+    line = live.model_dump(mode="json", exclude={"error_role"})
+    old = CaseResult.model_validate({**line, "status": "skipped", "schema_version": 3})
+    again = asyncio.run(Replay({(old.id, 0, "bot"): old}, "r1").run(loaded, 0, _Roles([]), dataclasses.replace(settings, run_id="r2")))
+    assert (again.status, again.error_role, again.error) == (Status.ERROR, "simulator", "simulator error: no JSON")
 
 
 def test_the_simulators_goal_is_replayed():
@@ -448,7 +460,8 @@ def test_a_recording_that_the_agent_or_the_simulator_ended_is_replayed_to_that_e
     dynamic = {"id": "d", "simulator": {"use": "sim"}, "checkpoints": CHECKS}
     live, again, _ = _live_then_replay(dynamic, _Agent(), [SimulatorTurn(input="hi"), RoleError("no JSON")], older=older)
     assert live.ended_by == again.ended_by == (None if older else "simulator")
-    assert (again.status, again.error, again.rescorable) == (Status.SKIPPED, "simulator error: no JSON", True)
+    assert (again.status, again.error, again.rescorable) == (Status.ERROR, "simulator error: no JSON", True)
+    assert again.error_role == "simulator"
     static = {"id": "s", "turns": [{"input": "one"}, {"input": "two"}, {"input": "done"}]}
     live, again, _ = _live_then_replay(static, _Agent(fail_on="two"), [], older=older)
     assert live.ended_by == again.ended_by == (None if older else "agent")

@@ -134,10 +134,75 @@ def test_dynamic_timeout():
     assert r.status == "timeout"
 
 
-def test_simulator_error_skips_the_case():
+def test_a_simulator_error_is_an_error_of_the_simulator_not_a_skip():
     r = run(DYNAMIC, Agent(AGENT), Services(RoleError("no JSON in the answer")))
-    assert r.status == "skipped"
+    assert (r.status, r.error_role) == ("error", "simulator")
     assert "simulator error" in r.error and "no JSON" in r.error
+    assert not r.status.ok  # a dead simulator does not let the run exit 0
+
+
+def test_a_simulator_that_answers_no_input_is_an_error_of_the_simulator():
+    r = run(DYNAMIC, Agent(AGENT), Services([SimulatorTurn(input="")]))
+    assert (r.status, r.error_role, r.error) == ("error", "simulator", "simulator error: it answered no input")
+
+
+class Judge:
+    """A validator service that fails (``down``) or judges by whether the reply holds ``word``."""
+
+    def __init__(self, word: str = "", down: bool = False):
+        self.word, self.down = word, down
+        self.judged: list[str] = []
+
+    async def validate(self, spec, subject):
+        from farm.assertions import Outcome
+        from farm.roles.types import VALIDATOR_ERROR
+
+        self.judged.append(subject.content)
+        if self.down:
+            return Outcome(False, message=f"{VALIDATOR_ERROR}: the validator agent failed: connection refused", error=True)
+        return Outcome(self.word in subject.content)
+
+    async def run_script(self, spec, subject):  # pragma: no cover - not used
+        raise AssertionError
+
+
+class JudgedServices(Services):
+    def __init__(self, inputs: list[Any], judge: Judge):
+        super().__init__(inputs)
+        self.assertion_env = judge  # type: ignore[assignment]
+
+
+JUDGED = {
+    "id": "j",
+    "simulator": {"use": "sim"},
+    "checkpoints": [
+        {"id": "size", "assertion": {"type": "contains", "value": "which size"}},
+        {"id": "confirm", "after": ["size"], "assertion": {"type": "agent", "use": "agents:judge", "value": "asks to confirm"}},
+    ],
+    "max_turns": 3,
+}
+
+
+def test_a_checkpoint_whose_after_is_not_reached_is_not_judged():
+    judge = Judge(down=True)
+    r = run(JUDGED, Agent({"hello": "what would you like?"}), JudgedServices(["hello", "hello", "hello"], judge))
+    assert judge.judged == []  # 'size' never reached: no judge call for 'confirm', and no judge error
+    assert r.status == "failed" and "max turns (3)" in r.error and "size, confirm" in r.error
+
+
+def test_a_judge_that_fails_makes_the_case_an_error_of_the_validator():
+    judge = Judge(down=True)
+    r = run(JUDGED, Agent({"shirt": "which size?"}), JudgedServices(["a shirt"], judge))
+    assert judge.judged == ["which size?"]  # 'size' reached in turn 1 frees 'confirm' in the same turn
+    assert (r.status, r.error_role) == ("error", "validator")
+    assert r.error.startswith("checkpoint 'confirm': validator error")
+
+
+def test_a_failing_judge_of_a_turn_assertion_is_an_error_of_the_validator():
+    case = {"id": "t", "input": "hi", "assertions": [{"type": "agent", "use": "agents:judge", "value": "is polite"}]}
+    r = run(case, Agent({}), JudgedServices([], Judge(down=True)))
+    assert (r.status, r.error_role) == ("error", "validator")
+    assert run({**case, "assertions": [{"type": "regex", "pattern": "x"}]}, Agent({})).error_role is None
 
 
 def test_after_order_is_enforced():
@@ -257,7 +322,7 @@ def test_a_result_says_which_side_ended_the_conversation():
         "failed": ("failed", None),
         "agent": ("timeout", "agent"),
         "case_timeout": ("timeout", "case_timeout"),
-        "simulator": ("skipped", "simulator"),
+        "simulator": ("error", "simulator"),
         "tool_mock": ("error", "tool_mock"),
     }
     assert [name for name, r in ended.items() if r.agent_failed] == ["agent", "case_timeout"]
