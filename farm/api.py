@@ -279,6 +279,8 @@ def run(
     if stream is not None:
         _count_after_run(run_dir, summary, stream.role_calls)  # the generator's calls, made while the run went
         view.stop()
+        if stream.stats.kept == 0 and resume is None:
+            _remove_run(run_dir, jsonl)  # nothing ran: no folder is left as if it had (exit 2, below)
         _generated(stream, console, quiet)
     view.summary(summary, [f"Results: {jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"], reports)
     if recorder is not None and not quiet:
@@ -359,6 +361,15 @@ def _count_after_run(run_dir: Path, summary: Summary, calls: CallTally) -> None:
     info.role_cache = summary.role_cache()
     info.cost = summary.cost()
     write_run_json(run_dir, info)
+
+
+def _remove_run(run_dir: Path, jsonl: Path) -> None:
+    """Remove the folder of a run that ran nothing, and its results file when ``-o`` put it elsewhere."""
+    import shutil
+
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if jsonl.exists() and not jsonl.stat().st_size:
+        jsonl.unlink()
 
 
 def _global_hook(cfg: FarmConfig, reference: str, payload: dict[str, Any]) -> None:

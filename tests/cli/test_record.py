@@ -13,6 +13,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from farm.cli.app import app
+from typer.testing import CliRunner
 
 import farm
 from farm.demo.server import JSONServer, Response, chat_completion
@@ -76,3 +78,79 @@ def test_a_turn_records_the_requests_it_repeated_whether_it_got_a_reply_or_not(p
     assert rows["down"]["turns"][0]["retries"] == 2  # three requests sent: two of them repeats
     turns = {r["case_id"]: r for r in pq.read_table(result.run_dir / "turns.parquet").to_pylist()}
     assert turns["flaky"]["retries"] == turns["down"]["retries"] == 2
+
+
+PRICE = {"input": 1000.0, "output": 2000.0}  # USD per million tokens: $0.02 a reply of 10 + 5 tokens
+PER_REPLY = (10 * PRICE["input"] + 5 * PRICE["output"]) / 1e6
+
+
+class Generator:
+    """A priced generator that fails once (500), then answers no JSON, then writes the cases;
+    ``empty`` makes it write none, ever."""
+
+    def __init__(self, empty: bool = False) -> None:
+        self.requests = 0
+        self.empty = empty
+        self._lock = threading.Lock()
+
+    def __call__(self, path: str, body: Any, headers: dict[str, str]) -> Response:
+        import re
+
+        with self._lock:
+            self.requests += 1
+            number = self.requests
+        if self.empty:
+            return Response(chat_completion(json.dumps({"cases": []})))
+        if number == 1:
+            return Response({"error": {"message": "overloaded"}}, status=500)
+        if number == 2:
+            return Response(chat_completion("Here are some ideas for test cases!"))
+        count = int(re.search(r"Generate (\d+) test cases", body["messages"][0]["content"]).group(1))
+        return Response(chat_completion(json.dumps({"cases": [{"id": f"g{i}", "input": f"Hello {i}"} for i in range(count)]})))
+
+
+def generator_project(project: Path, generator: Generator) -> JSONServer:
+    server = JSONServer(generator).start()
+    with (project / "farm.toml").open("a") as toml:
+        toml.write(
+            f"""
+[connectors.llm]
+base_url = "{server.url}/v1"
+model = "gen"
+max_concurrency = 1
+max_retries = 2
+price = {{ input = {PRICE["input"]}, output = {PRICE["output"]} }}
+
+[agents.gen]
+kind = "generator"
+connector = "llm"
+"""
+        )
+    return server
+
+
+def test_the_generation_counts_every_request_it_sent_and_what_they_cost(project: Path):
+    generator = Generator()
+    server = generator_project(project, generator)
+    try:
+        result = CliRunner().invoke(app, ["test", "-i", "agents:gen?count=3", "--no-cache", "--config", str(project / "farm.toml")])
+    finally:
+        server.stop()
+    assert result.exit_code == 0, result.output
+    (run_dir,) = [p.parent for p in (project / "results").glob("*/run.json")]
+    info = json.loads((run_dir / "run.json").read_text())
+    assert generator.requests == 3  # a 500, an answer with no JSON, the cases
+    assert info["generation"]["calls"] == 3 and info["generation"]["kept"] == 3
+    assert info["cost"]["role_cost_usd"] == pytest.approx(2 * PER_REPLY)  # the two replies; the 500 cost nothing
+    assert "(3 generator calls)" in result.output
+
+
+def test_a_generation_that_wrote_no_case_exits_2_and_leaves_no_run_folder(project: Path):
+    server = generator_project(project, Generator(empty=True))
+    try:
+        result = CliRunner().invoke(app, ["test", "-i", "agents:gen?count=3", "--no-cache", "--config", str(project / "farm.toml")])
+    finally:
+        server.stop()
+    assert result.exit_code == 2, result.output
+    assert "no case to run" in result.output
+    assert not list((project / "results").glob("*/run.json"))  # no run left marked finished, or at all
