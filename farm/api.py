@@ -98,7 +98,8 @@ def run(
       by default ``./farm.toml``, else the input file's folder and its parents.
     - ``agent``: the agent under test (default ``[farm].default_agent``), or a list of agents
       (``-n A -n B``): every case runs on each, in one run, each result naming its ``agent``.
-    - ``engine``: ``local``, ``ray`` or ``auto`` (default ``[farm].engine``, else ``auto``).
+    - ``engine``: ``local``, ``ray`` or ``auto`` (default: with ``resume``, the run's own; else
+      ``[farm].engine``, else ``auto``).
     - ``match``: only cases whose id matches this regex (``--run``); ``tags``: only these tags.
     - ``golden``: compare every case with its golden conversation in this folder (``--golden``);
       without it, the cases that set ``golden`` compare with ``[farm].golden_dir``.
@@ -219,7 +220,7 @@ def run(
     jsonl = Path(output) if output else Path(previous.results if previous and previous.results else run_dir / "results.jsonl")
     skip_keys = finished_keys(jsonl, agent_id) if resume is not None and jsonl.exists() else set()
     engine_name = choose_engine(
-        engine or cfg.farm.engine or "auto",
+        engine or (previous.engine if previous is not None else None) or cfg.farm.engine or "auto",  # a resume: the run's own
         address=address,
         conversations=max(len(suite.cases), stream.asked if stream else 0) * runs * len(agents) - len(skip_keys),
         resources=any(cfg.agents[each].declares_resources for each in agents if each in cfg.agents),
@@ -248,6 +249,7 @@ def run(
         config=cfg.safe_dump(),
         options=options,
         generation=stream.stats.as_record() if stream is not None else None,
+        parts=previous.recorded_parts() if previous is not None else [],
     )
     engine_impl = make_engine(engine_name, **({"address": address} if engine_name == "ray" else {}))  # a cluster not there: said before anything runs
     hook_info = {"input": input_value, "agent": agent_id, "agents": agents, "connector": connector_name, "run_id": run_id, "cases": max(len(suite.cases), stream.asked if stream else 0)}
@@ -271,7 +273,7 @@ def run(
         view.result(result)
 
     outputs = RunOutputs(run_dir=run_dir, jsonl=jsonl, reports=reports, streams=streams, resume=resume is not None)
-    again = f"farm test --resume {run_dir}" + (f" --config {config}" if isinstance(config, (str, Path)) else "")
+    again = _resume_command(run_dir, config, engine_name)
     ended = execute_viewed(plan, outputs, engine_impl, info, view, on_result, again)
     if isinstance(ended, RunResult):
         return ended
@@ -313,6 +315,15 @@ def run(
             console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
             code = 1
     return RunResult(code, run_dir, jsonl, summary, engine_name, run_id)
+
+
+def _resume_command(run_dir: Path, config: str | Path | FarmConfig | None, engine: str) -> str:
+    """The command that finishes this run: its folder, its ``farm.toml`` when one was named, and
+    its engine when that is not the local one (a resume goes on with it anyway)."""
+    command = f"farm test --resume {run_dir}"
+    if isinstance(config, (str, Path)):
+        command += f" --config {config}"
+    return command + (f" --engine {engine}" if engine != "local" else "")
 
 
 def _alias(keyword: str, value: _T | None, cli_name: str, cli_value: _T | None) -> _T | None:

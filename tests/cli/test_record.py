@@ -5,8 +5,10 @@ agent behind a real HTTP server on 127.0.0.1."""
 
 from __future__ import annotations
 
+import io
 import json
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -154,3 +156,58 @@ def test_a_generation_that_wrote_no_case_exits_2_and_leaves_no_run_folder(projec
     assert result.exit_code == 2, result.output
     assert "no case to run" in result.output
     assert not list((project / "results").glob("*/run.json"))  # no run left marked finished, or at all
+
+
+@pytest.fixture
+def priced(tmp_path: Path, server) -> Path:
+    """A project whose agent's connector has a price and whose farm.toml names no engine."""
+    (tmp_path / "farm.toml").write_text(
+        f"""
+[farm]
+default_agent = "bot"
+results_dir = "results"
+
+[connectors.priced]
+base_url = "{server[0].url}/v1"
+model = "m"
+price = {{ input = {PRICE["input"]}, output = {PRICE["output"]} }}
+
+[agents.bot]
+kind = "openai"
+connector = "priced"
+"""
+    )
+    cases = [{"id": f"c{i:02d}", "input": f"case {i}"} for i in range(12)]
+    (tmp_path / "suite.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    return tmp_path
+
+
+def test_a_resumed_run_keeps_its_first_start_and_command_lists_its_parts_and_goes_on_on_its_engine(priced: Path, engine: str):
+    from rich.console import Console
+
+    printed = io.StringIO()
+    first = farm.run(
+        str(priced / "suite.jsonl"),
+        config=priced / "farm.toml",
+        engine=engine,  # given once, on the command line
+        parallel=1,
+        max_cost=3 * PER_REPLY,  # stops early: resumed with a larger budget below
+        command=["farm", "test", "--engine", engine],
+        console=Console(file=printed, width=400),
+    )
+    assert first.exit_code == 1 and first.engine == engine
+    assert f"resume with: farm test --resume {first.run_dir}" in printed.getvalue()
+    assert ("--engine ray" in printed.getvalue()) is (engine == "ray")  # the local engine is the default
+    time.sleep(0.3)  # a pause between the parts, which is no part of the run's wall time
+
+    again = farm.run(resume=first.run_dir, max_cost=10, command=["farm", "test", "--resume", "it"], quiet=True)
+    assert again.exit_code == 0 and again.engine == engine  # the run's own engine, without --engine
+    info = json.loads((first.run_dir / "run.json").read_text())
+    parts = info["parts"]
+    assert [p["engine"] for p in parts] == [engine, engine] and info["engine"] == engine
+    assert [p["command"] for p in parts] == [["farm", "test", "--engine", engine], ["farm", "test", "--resume", "it"]]
+    assert info["command"] == parts[0]["command"] and info["started_at"] == parts[0]["started_at"]
+    assert info["ended_at"] == parts[1]["ended_at"] and parts[0]["ended_at"] + 0.3 <= parts[1]["started_at"]
+    assert info["wall_seconds"] == pytest.approx(sum(p["ended_at"] - p["started_at"] for p in parts))
+    assert info["wall_seconds"] < info["ended_at"] - info["started_at"] - 0.3
+    assert info["counts"]["total"] == 12 and again.summary.wall_seconds == pytest.approx(info["wall_seconds"])
