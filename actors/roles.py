@@ -190,7 +190,7 @@ class PoolRoles:
                 if attempt == RESTART_TRIES:
                     raise RoleError(f"the {method} pool did not answer after {attempt} tries: {exc}") from None
                 await asyncio.sleep(RESTART_WAIT)
-        record(answer.calls.role_calls, answer.calls.cache_hits, answer.calls.cost_usd)
+        record(answer.calls.role_calls, answer.calls.cache_hits, answer.calls.cost_usd, answer.calls.requests)
         return answer
 
     async def simulate(self, request: RoleRequest) -> SimulatorTurn:

@@ -98,7 +98,8 @@ def run(
       by default ``./farm.toml``, else the input file's folder and its parents.
     - ``agent``: the agent under test (default ``[farm].default_agent``), or a list of agents
       (``-n A -n B``): every case runs on each, in one run, each result naming its ``agent``.
-    - ``engine``: ``local``, ``ray`` or ``auto`` (default ``[farm].engine``, else ``auto``).
+    - ``engine``: ``local``, ``ray`` or ``auto`` (default: with ``resume``, the run's own; else
+      ``[farm].engine``, else ``auto``).
     - ``match``: only cases whose id matches this regex (``--run``); ``tags``: only these tags.
     - ``golden``: compare every case with its golden conversation in this folder (``--golden``);
       without it, the cases that set ``golden`` compare with ``[farm].golden_dir``.
@@ -223,7 +224,7 @@ def run(
     jsonl = Path(output) if output else Path(previous.results if previous and previous.results else run_dir / "results.jsonl")
     skip_keys = finished_keys(jsonl, agent_id) if resume is not None and jsonl.exists() else set()
     engine_name = choose_engine(
-        engine or cfg.farm.engine or "auto",
+        engine or (previous.engine if previous is not None else None) or cfg.farm.engine or "auto",  # a resume: the run's own
         address=address,
         conversations=max(len(suite.cases), stream.asked if stream else 0) * runs * len(agents) - len(skip_keys),
         resources=any(cfg.agents[each].declares_resources for each in agents if each in cfg.agents),
@@ -252,6 +253,7 @@ def run(
         config=cfg.safe_dump(),
         options=options,
         generation=stream.stats.as_record() if stream is not None else None,
+        parts=previous.recorded_parts() if previous is not None else [],
     )
     engine_impl = make_engine(engine_name, **({"address": address} if engine_name == "ray" else {}))  # a cluster not there: said before anything runs
     hook_info = {"input": input_value, "agent": agent_id, "agents": agents, "connector": connector_name, "run_id": run_id, "cases": max(len(suite.cases), stream.asked if stream else 0)}
@@ -275,7 +277,7 @@ def run(
         view.result(result)
 
     outputs = RunOutputs(run_dir=run_dir, jsonl=jsonl, reports=reports, streams=streams, resume=resume is not None)
-    again = f"farm test --resume {run_dir}" + (f" --config {config}" if isinstance(config, (str, Path)) else "")
+    again = _resume_command(run_dir, config, engine_name)
     ended = execute_viewed(plan, outputs, engine_impl, info, view, on_result, again)
     if isinstance(ended, RunResult):
         return ended
@@ -283,6 +285,8 @@ def run(
     if stream is not None:
         _count_after_run(run_dir, summary, stream.role_calls)  # the generator's calls, made while the run went
         view.stop()
+        if stream.stats.kept == 0 and resume is None:
+            _remove_run(run_dir, jsonl)  # nothing ran: no folder is left as if it had (exit 2, below)
         _generated(stream, console, quiet)
     view.stop()
     _say_stopped(console, info.stop_reason, summary, options.max_cost, again)  # -q too: why a run ended early
@@ -332,6 +336,15 @@ def _say_stopped(console: Console, reason: str | None, summary: Summary, max_cos
     )
 
 
+def _resume_command(run_dir: Path, config: str | Path | FarmConfig | None, engine: str) -> str:
+    """The command that finishes this run: its folder, its ``farm.toml`` when one was named, and
+    its engine when that is not the local one (a resume goes on with it anyway)."""
+    command = f"farm test --resume {run_dir}"
+    if isinstance(config, (str, Path)):
+        command += f" --config {config}"
+    return command + (f" --engine {engine}" if engine != "local" else "")
+
+
 def _alias(keyword: str, value: _T | None, cli_name: str, cli_value: _T | None) -> _T | None:
     """``keyword``'s value, given under its own name or the CLI's; both, and different, is a mistake."""
     if value is not None and cli_value is not None and value != cli_value:
@@ -378,6 +391,15 @@ def _count_after_run(run_dir: Path, summary: Summary, calls: CallTally) -> None:
     info.role_cache = summary.role_cache()
     info.cost = summary.cost()
     write_run_json(run_dir, info)
+
+
+def _remove_run(run_dir: Path, jsonl: Path) -> None:
+    """Remove the folder of a run that ran nothing, and its results file when ``-o`` put it elsewhere."""
+    import shutil
+
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if jsonl.exists() and not jsonl.stat().st_size:
+        jsonl.unlink()
 
 
 def _global_hook(cfg: FarmConfig, reference: str, payload: dict[str, Any]) -> None:

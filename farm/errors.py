@@ -83,6 +83,10 @@ class CaseError(Exception):
 class AgentError(CaseError):
     """A call to an agent failed."""
 
+    retries: int = 0
+    """Requests repeated before the call gave up (after a 429, a 5xx or a broken connection):
+    a turn records what was really sent, its failed requests included."""
+
 
 class AgentHTTPError(AgentError):
     """The agent answered with an HTTP error."""
@@ -93,7 +97,7 @@ class AgentHTTPError(AgentError):
         self.retry_after = retry_after
 
     def __reduce__(self):  # so the error survives pickling across Ray
-        return (type(self), (str(self), self.status_code, self.retry_after))
+        return (type(self), (str(self), self.status_code, self.retry_after), self.__dict__)
 
 
 class AgentConnectionError(AgentError):

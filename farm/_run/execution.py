@@ -33,6 +33,7 @@ from farm.secrets import Scrubber
 from farm.summary import Summary
 from farm.writers import JSONLWriter, MultiWriter, ParquetWriter, ResultWriter, RunInfo, read_jsonl_results, write_run_json
 from farm.writers.parquet import PARTS_DIR
+from farm.writers.runinfo import RunPart
 
 __all__ = ["RunInterrupted", "RunOutputs", "RunStopped", "execute", "interrupts_ignored"]
 
@@ -175,6 +176,16 @@ def _fresh_parquet(run_dir: Path) -> ParquetWriter:
     return ParquetWriter(run_dir)
 
 
+def _begin_part(info: RunInfo, started: float, engine: str) -> RunPart:
+    """Add the part that starts now to ``info`` (after a resumed run's earlier ones), which keeps
+    the first part's start and command as the run's own."""
+    part = RunPart(started_at=started, command=list(info.command), engine=engine)
+    info.parts.append(part)
+    info.started_at, info.command = info.parts[0].started_at, list(info.parts[0].command)
+    info.status, info.engine, info.ended_at = "running", engine, None
+    return part
+
+
 def execute(
     plan: RunPlan,
     outputs: RunOutputs,
@@ -186,12 +197,13 @@ def execute(
 ) -> Summary:
     """Run ``plan`` on ``engine`` and write its results; returns the whole run's :class:`Summary`.
 
-    ``info`` is the run's record as far as the caller knows it; this fills in the
-    rest (status, engine, versions, counts, timings) and writes it to ``run.json``.
-    ``on_phase`` hears what the run is waiting for (``"starting Ray…"``).
+    ``info`` is the run's record as far as the caller knows it (``command``: this part's; ``parts``:
+    a resumed run's earlier ones); this adds this part, fills in the rest (status, engine, versions,
+    counts, timings) and writes it to ``run.json``. ``on_phase`` hears what the run is waiting for
+    (``"starting Ray…"``).
     """
     started = time.time()
-    info.status, info.started_at, info.engine, info.ended_at = "running", started, engine.name, None
+    part = _begin_part(info, started, engine.name)
     info.versions = {"farm": __version__, "python": platform.python_version()}
     info.results, info.parallel, info.runs, info.cases = str(outputs.jsonl), plan.parallel, plan.runs, len(plan.cases)
     info.timings = {}
@@ -247,8 +259,7 @@ def execute(
         finally:
             try:
                 writers.close()
-                summary.wall_seconds = time.time() - started
-                timings["closed_s"] = round(summary.wall_seconds, 3)
+                timings["closed_s"] = elapsed()
                 if interrupted:
                     info.status = "interrupted"
                 elif lost or info.stop_reason == "max_cost":
@@ -257,7 +268,8 @@ def execute(
                     info.status = "finished"
                 else:  # the engine failed to start or to run (the error goes on up)
                     info.status = "not_started" if "cases_started_s" not in timings else "failed"
-                info.ended_at = time.time()
+                info.ended_at = part.ended_at = time.time()
+                info.wall_seconds = summary.wall_seconds = sum(each.wall_seconds for each in info.parts)
                 info.counts = summary.count_dict()
                 info.cost = summary.cost()
                 info.agent_counts = summary.agent_counts()

@@ -46,7 +46,7 @@ from farm.agents.openai import (
     parse_usage,
 )
 from farm.agents.permits import Limiter, NoLimit, estimate_tokens
-from farm.agents.retry import request_json
+from farm.agents.retry import request_json, with_retries
 from farm.agents.transport import HTTPClient, HTTPReply
 from farm.config import AgentConfig, Connector
 from farm.errors import UsageError
@@ -231,7 +231,7 @@ class HTTPAgent:
         try:
             reply = self.parse(data)
         except AgentResponseError as exc:
-            raise AgentResponseError(f"Cannot read the reply of agent '{self.config.id}': {exc}") from None
+            raise with_retries(AgentResponseError(f"Cannot read the reply of agent '{self.config.id}': {exc}"), retries) from None
         reply.retries = retries
         reply.cost_usd = self.connector.cost(reply.usage)
         return reply

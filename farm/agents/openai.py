@@ -24,7 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from farm.agents.base import AgentResponseError, Message, Reply, ToolCall
 from farm.agents.permits import Limiter, NoLimit, estimate_tokens
-from farm.agents.retry import request_json
+from farm.agents.retry import request_json, with_retries
 from farm.agents.transport import HTTPClient
 from farm.config import AgentConfig, Connector
 from farm.excerpts import DOTS, clip
@@ -113,7 +113,7 @@ class OpenAIAgent:
         try:
             reply = parse_completion(data)
         except AgentResponseError as exc:
-            raise AgentResponseError(f"Cannot read the reply of agent '{self.config.id}': {exc}") from None
+            raise with_retries(AgentResponseError(f"Cannot read the reply of agent '{self.config.id}': {exc}"), retries) from None
         reply.retries = retries
         reply.cost_usd = self.connector.cost(reply.usage)
         return reply

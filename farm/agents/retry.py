@@ -36,7 +36,14 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from farm.agents.base import AgentConnectionError, AgentHTTPError, AgentReplyTooLargeError, AgentResponseError, AgentTimeoutError
+from farm.agents.base import (
+    AgentConnectionError,
+    AgentError,
+    AgentHTTPError,
+    AgentReplyTooLargeError,
+    AgentResponseError,
+    AgentTimeoutError,
+)
 from farm.agents.permits import Limiter, acquire_permit
 from farm.agents.transport import HTTPClient, HTTPReply, ReplyTooLarge, TransportError
 from farm.config import Connector
@@ -58,6 +65,7 @@ __all__ = [
     "remove_retry_listener",
     "request_json",
     "safe_url",
+    "with_retries",
 ]
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -296,9 +304,8 @@ async def request_json(
                     max_reply_bytes=connector.max_reply_bytes,
                 )
             except ReplyTooLarge as exc:  # the endpoint did the work: the estimate stays
-                raise AgentReplyTooLargeError(
-                    f"The reply of {what} is larger than max_reply_bytes ({_size(exc.limit)}); stopped reading."
-                ) from None
+                too_large = AgentReplyTooLargeError(f"The reply of {what} is larger than max_reply_bytes ({_size(exc.limit)}); stopped reading.")
+                raise with_retries(too_large, attempt - 1) from None
             except TransportError as exc:
                 used = tokens if exc.maybe_served else 0
                 status, reason, retryable, timed_out = None, exc.reason, exc.retryable, exc.timed_out
@@ -310,9 +317,8 @@ async def request_json(
                         if not text_ok:
                             used = 0
                             start = clip(secrets.scrub(response.text), 80, within=False)
-                            raise AgentResponseError(
-                                f"Cannot read the reply of {what}: the body is not JSON (it starts {start!r})."
-                            ) from None
+                            unread = AgentResponseError(f"Cannot read the reply of {what}: the body is not JSON (it starts {start!r}).")
+                            raise with_retries(unread, attempt - 1) from None
                         data = response.text
                     reported = _reported_tokens(data)
                     used = tokens if reported is None else reported
@@ -342,5 +348,11 @@ async def request_json(
     retried = "" if attempt > 1 or status is None or status in RETRY_STATUSES else " (not retried)"
     message = secrets.scrub(f"Cannot get a reply from {what}: {reason}, after {_requests(attempt)}{retried}.")
     if status is None:
-        raise (AgentTimeoutError if timed_out else AgentConnectionError)(message)
-    raise AgentHTTPError(message, status, retry_after)
+        raise with_retries((AgentTimeoutError if timed_out else AgentConnectionError)(message), attempt - 1)
+    raise with_retries(AgentHTTPError(message, status, retry_after), attempt - 1)
+
+
+def with_retries(error: AgentError, retries: int) -> AgentError:
+    """``error``, saying how many requests were repeated before it (a turn records them)."""
+    error.retries = retries
+    return error

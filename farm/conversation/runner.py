@@ -147,7 +147,11 @@ class _Conversation:
         opts["session_id"] = self.session.id
         limit = self.case.max_tool_steps or self.settings.max_tool_steps or MAX_TOOL_STEPS
         for step in range(1, limit + 1):
-            reply = await self.target.send(list(self.session.messages), opts)
+            try:
+                reply = await self.target.send(list(self.session.messages), opts)
+            except AgentError as exc:
+                turn.retries += exc.retries  # the requests a failed call sent count too
+                raise
             turn.steps = step
             turn.retries += reply.retries
             turn.usage = turn.usage + reply.usage

@@ -80,12 +80,13 @@ def tally() -> Iterator[CallTally]:
         _TALLY.reset(token)
 
 
-def record(role_calls: int, cache_hits: int, cost_usd: float | None = None) -> None:
-    """Add calls (and what they cost) to the current :func:`tally` (none open: nothing happens).
-    The Ray role pools count in their actor and the session actor records the counts it gets back."""
+def record(role_calls: int, cache_hits: int, cost_usd: float | None = None, requests: int = 0) -> None:
+    """Add calls (what they cost, the requests they sent) to the current :func:`tally` (none open:
+    nothing happens). The Ray role pools count in their actor and the session actor records the
+    counts it gets back."""
     counts = _TALLY.get()
     if counts is not None:
-        counts.add(role_calls, cache_hits, cost_usd)
+        counts.add(role_calls, cache_hits, cost_usd, requests)
 
 
 def hit_cost(client: AgentClient) -> float | None:

@@ -200,8 +200,12 @@ class RolePlayer:
         for _attempt in range(2):  # one retry for an unusable answer
             try:
                 reply = cached if cached is not None else await self.client.send(messages, options)
-                record(0, 0, hit_cost(self.client) if reply is cached else reply.cost_usd)
+                if reply is cached:
+                    record(0, 0, hit_cost(self.client))
+                else:
+                    record(0, 0, reply.cost_usd, 1 + reply.retries)
             except AgentError as exc:
+                record(0, 0, None, 1 + exc.retries)  # sent, and failed: no reply, no known cost
                 problem = f"the {self.role} agent failed: {exc}"
                 continue
             value = extract_json(reply.content)
@@ -247,8 +251,12 @@ class RolePlayer:
         if cached is not None:
             record(0, 0, hit_cost(self.client))
             return cached.content
-        reply = await self.client.send(messages, options)
-        record(0, 0, reply.cost_usd)
+        try:
+            reply = await self.client.send(messages, options)
+        except AgentError as exc:
+            record(0, 0, None, 1 + exc.retries)
+            raise
+        record(0, 0, reply.cost_usd, 1 + reply.retries)
         if self.cache and key and reply.content.strip():
             self.cache.store(key, reply)
         return reply.content

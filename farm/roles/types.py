@@ -49,11 +49,15 @@ class CallTally:
     cache_hits: int = 0
     cost_usd: float | None = None
     """USD the calls cost at their connectors' prices; None while no call had a price."""
+    requests: int = 0
+    """Requests that reached the role agents: a call the cache answered sends none, and one whose
+    answer held no JSON, or that was repeated after a 5xx, sends more than one."""
 
-    def add(self, role_calls: int, cache_hits: int, cost_usd: float | None = None) -> None:
+    def add(self, role_calls: int, cache_hits: int, cost_usd: float | None = None, requests: int = 0) -> None:
         self.role_calls += role_calls
         self.cache_hits += cache_hits
         self.cost_usd = add_cost(self.cost_usd, cost_usd)
+        self.requests += requests
 
 
 @dataclass

@@ -131,8 +131,9 @@ class GenerationStats:
     batches: int = 0
     """Generator requests answered (from the generator or the role cache); yields of a script."""
     calls: int = 0
-    """Requests that reached the generator (not answered by the role cache), those still in
-    flight when enough cases had arrived included."""
+    """Requests that reached the generator (not answered by the role cache): repeats of an answer
+    that held no JSON and of a failed request included, and those still in flight when enough
+    cases had arrived."""
     stop_reason: str | None = None
     """One sentence when fewer cases than asked were generated, saying why."""
     cached: bool = False
@@ -503,8 +504,8 @@ class CaseStream:
                 raise
             except Exception as exc:  # the generator's failure (a RoleError; on Ray, a lost pool)
                 items, error = [], str(exc) or type(exc).__name__
-        self.role_calls.add(calls.role_calls, calls.cache_hits)
-        return items if isinstance(items, list) else [items], error, calls.role_calls - calls.cache_hits
+        self.role_calls.add(calls.role_calls, calls.cache_hits, calls.cost_usd, calls.requests)
+        return items if isinstance(items, list) else [items], error, calls.requests
 
     async def _from_agent(self, generate: GenerateCall, on_problem: Callable[[str], None] | None) -> AsyncIterator[list[LoadedCase]]:
         pending: dict[asyncio.Task[tuple[list[Any], str | None, int]], _Ask] = {}

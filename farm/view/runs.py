@@ -68,7 +68,7 @@ class RunSummaries:
             "engine": info.get("engine"),
             "started_at": info.get("started_at"),
             "ended_at": info.get("ended_at"),
-            "wall_s": (info["ended_at"] - info["started_at"]) if info.get("ended_at") and info.get("started_at") else None,
+            "wall_s": _wall_seconds(info),
             "input": info.get("input"),
             "runs": info.get("runs") or 1,
             "rescored_from": (info.get("rescored_from") or {}).get("run_id"),
@@ -206,3 +206,12 @@ class _JsonlTail:
             self.cost = (self.cost or 0.0) + record["cost_usd"]
         if isinstance(record.get("duration_ms"), int | float):
             self.case_ms += record["duration_ms"]
+
+
+def _wall_seconds(info: dict[str, Any]) -> float | None:
+    """The run's wall time: its parts' summed (``wall_seconds``); for a record without it, end minus start."""
+    recorded = info.get("wall_seconds")
+    if isinstance(recorded, (int, float)):
+        return float(recorded)
+    started, ended = info.get("started_at"), info.get("ended_at")
+    return ended - started if isinstance(started, (int, float)) and isinstance(ended, (int, float)) else None

@@ -341,7 +341,8 @@ class TurnRow(KeyRow):
     steps: Int32
     """Agent calls in the turn (more than one when tool mocks were answered)."""
     retries: Int32
-    """Requests repeated in the turn (429, 5xx, connection errors), all steps together."""
+    """Requests repeated in the turn (429, 5xx, connection errors), all steps together, those of a call
+    that failed in the end included ("after 3 requests": 2)."""
     note: str | None
     """What is worth knowing about the turn that is no error, e.g. "stopped after 8 tool steps" when the
     tool loop hit ``max_tool_steps``."""

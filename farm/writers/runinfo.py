@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from farm.errors import UsageError
 from farm.files import atomic_file
 
-__all__ = ["RUN_JSON", "RUN_INFO_VERSION", "RunInfo", "RunOptions", "read_run_json", "write_run_json"]
+__all__ = ["RUN_JSON", "RUN_INFO_VERSION", "RunInfo", "RunOptions", "RunPart", "read_run_json", "write_run_json"]
 
 RUN_JSON = "run.json"
 
@@ -61,6 +61,24 @@ class RunOptions(BaseModel):
     """False with ``--no-cache``: no role call was answered from the role cache."""
 
 
+class RunPart(BaseModel):
+    """One part of a run: its first, or a ``--resume`` that went on with it."""
+
+    started_at: float
+    """Unix time the part started."""
+    ended_at: float | None = None
+    """Unix time it ended; None while it runs (or when its process was killed)."""
+    command: list[str] = Field(default_factory=list)
+    """Its command line (or ``farm.run(...)`` for the Python API)."""
+    engine: str | None = None
+    """``local`` or ``ray``: the engine that ran its cases."""
+
+    @property
+    def wall_seconds(self) -> float:
+        """Seconds from its start to its end (0 while it has none)."""
+        return max(0.0, self.ended_at - self.started_at) if self.ended_at is not None else 0.0
+
+
 class RunInfo(BaseModel):
     """What one run was, as ``run.json`` holds it. Every field but ``run_id`` may be missing
     from a file an older farm or another tool wrote."""
@@ -76,13 +94,19 @@ class RunInfo(BaseModel):
     itself was lost or ``--max-cost`` was spent (``--resume`` finishes all three); ``not_started`` when
     the engine could not start, ``failed`` when it failed while running (a fault of the farm)."""
     engine: str | None = None
-    """``local`` or ``ray``: the engine that ran the cases."""
+    """``local`` or ``ray``: the engine that ran the cases (the latest part's); ``--resume`` goes
+    on with it unless ``--engine`` says otherwise."""
     started_at: float | None = None
-    """Unix time the run (its latest part, after a resume) started."""
+    """Unix time the run (its first part) started."""
     ended_at: float | None = None
-    """Unix time it ended; None while running."""
+    """Unix time it ended (its latest part); None while running."""
     command: list[str] = Field(default_factory=list)
-    """The command line (or ``farm.run(...)`` for the Python API)."""
+    """The command line that started the run (or ``farm.run(...)`` for the Python API); each
+    part's is in ``parts``."""
+    parts: list[RunPart] = Field(default_factory=list)
+    """Every part of the run, in order: the first, then each ``--resume``."""
+    wall_seconds: float | None = None
+    """The run's wall time: its parts' summed (the time between them, when nothing ran, is not in it)."""
     input: str | None = None
     """The ``-i`` input: a file, a message, ``agents:<id>``, ``scripts:<id>``."""
     cwd: str | None = None
@@ -135,6 +159,14 @@ class RunInfo(BaseModel):
     resume with a larger budget), ``fail_fast``; null when it ran everything (or was interrupted)."""
     not_rescorable: int | None = None
     """For a ``farm rescore`` run: case runs that could not be rescored (rerun them)."""
+
+
+    def recorded_parts(self) -> list[RunPart]:
+        """The parts of the run so far; for a record written before parts were kept, its one
+        part as its own start, end, command and engine say."""
+        if self.parts or self.started_at is None:
+            return [part.model_copy() for part in self.parts]
+        return [RunPart(started_at=self.started_at, ended_at=self.ended_at, command=list(self.command), engine=self.engine)]
 
 
 def write_run_json(run_dir: str | os.PathLike[str], info: RunInfo | dict[str, Any]) -> Path:
