@@ -198,9 +198,9 @@ class RunRecord:
         The ``case_id`` column is read first, and then only the row groups that hold the case: a
         case of a large run costs one row group, not the whole table."""
         schema = TABLES[table]
-        wanted = pc.equal(pc.field("case_id"), case_id)
+        wanted = pc.field("case_id") == case_id
         if agent is not None:
-            wanted = pc.and_(wanted, pc.equal(pc.field("agent"), agent))
+            wanted = wanted & (pc.field("agent") == agent)
         if not self._parquet():
             return self._jsonl_tables()[table].filter(wanted)
         tables = []
@@ -209,7 +209,7 @@ class RunRecord:
                 tables.extend(_case_row_groups(path, schema, case_id, wanted))
             except FileNotFoundError:  # a part merged meanwhile: the signature has changed, the caller reads again
                 continue
-            except (OSError, pa.ArrowException) as exc:
+            except _DAMAGED as exc:
                 self._add([_unreadable(path, exc)])
         return pa.concat_tables(tables) if tables else schema.empty_table()
 
@@ -228,7 +228,7 @@ class RunRecord:
                     yield _conformed(pa.Table.from_batches([batch]), schema, present)
             except FileNotFoundError:
                 continue
-            except (OSError, pa.ArrowException) as exc:
+            except _DAMAGED as exc:
                 self._add([_unreadable(path, exc)])
 
     def _table(self, table: str, columns: Sequence[str] | None, filters: Any) -> pa.Table:
@@ -249,7 +249,7 @@ class RunRecord:
                 continue
             except _Unfit as exc:
                 self._add([str(exc)])
-            except (OSError, pa.ArrowException) as exc:
+            except _DAMAGED as exc:
                 self._add([_unreadable(path, exc)])
         return pa.concat_tables(tables) if tables else projected.empty_table()
 
@@ -349,6 +349,10 @@ class RunRecord:
     def _add(self, problems: list[str]) -> None:
         with self._lock:
             self._problems.extend(problem for problem in problems if problem not in self._problems)
+
+
+_DAMAGED = (OSError, pa.ArrowInvalid)
+"""What reading a damaged or truncated Parquet file raises (any other error is the farm's own, and raised)."""
 
 
 class _Unfit(ValueError):

@@ -9,6 +9,7 @@ still one summary: what could be read, and its ``problems``.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter
 from pathlib import Path
@@ -139,15 +140,18 @@ def _figures(table: pa.Table, counts: dict[str, int] | None) -> dict[str, Any]:
         "counts": counts,
         "agents": sorted(value for value in pc.unique(table["agent"]).to_pylist() if value),
         "suites": suites,
-        "cost_usd": pc.sum(costs).as_py() if costs.null_count < len(costs) else None,
-        "case_ms": pc.sum(table["duration_ms"]).as_py() or 0.0,
-        "case_p50_ms": pc.quantile(table["duration_ms"], q=0.5).to_pylist()[0] if table.num_rows else None,
+        "cost_usd": _number(pc.sum(costs).as_py()) if costs.null_count < len(costs) else None,
+        "case_ms": _number(pc.sum(table["duration_ms"]).as_py()) or 0.0,
+        "case_p50_ms": _number(pc.quantile(table["duration_ms"], q=0.5).to_pylist()[0]) if table.num_rows else None,
         "progress": None,
     }
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """``value`` when it is a finite number (a NaN cannot be sent as JSON), else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def _value_counts(column: pa.ChunkedArray) -> tuple[list[str], list[int]]:
@@ -198,7 +202,8 @@ class _JsonlTail:
             self.agents.add(record["agent"])
         if isinstance(record.get("source"), str):
             self.suites.add(suite_of(record["source"]))
-        if _number(record.get("cost_usd")) is not None:
-            self.cost = (self.cost or 0.0) + record["cost_usd"]
-        if _number(record.get("duration_ms")) is not None:
-            self.case_ms += record["duration_ms"]
+        cost, duration = _number(record.get("cost_usd")), _number(record.get("duration_ms"))
+        if cost is not None:
+            self.cost = (self.cost or 0.0) + cost
+        if duration is not None:
+            self.case_ms += duration
