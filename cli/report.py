@@ -286,11 +286,14 @@ def _interval(bounds: tuple[float, float]) -> str:
 def _latency(console: Console, title: str, key: str, rows: list[Latency]) -> None:
     if not rows:
         return
+    per_agent = any(row.agent for row in rows)
     table = _table(
-        title, (key, "left"), ("Turns", "right"), ("p50", "right"), ("p95", "right"), ("p99", "right"), ("max", "right")
-    )
+        title, *((("Agent", "left"),) if per_agent else ()), (key, "left"),
+        ("Turns", "right"), ("p50", "right"), ("p95", "right"), ("p99", "right"), ("max", "right"),
+    )  # fmt: skip
     for row in rows[:TURN_ROWS]:
         table.add_row(
+            *((Text(row.agent or ""),) if per_agent else ()),
             Text(row.group),
             str(row.turns),
             f"{row.p50_ms:.0f}",

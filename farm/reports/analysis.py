@@ -93,7 +93,7 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
         summary=_summary(tables.cases),
         tokens=_tokens(tables.cases, sources),
         latency_by_agent=_percentiles(pc.fill_null(tables.turns["agent"], _UNKNOWN_AGENT), tables.turns["duration_ms"]),
-        latency_by_turn=_percentiles(tables.turns["turn"], tables.turns["duration_ms"]),
+        latency_by_turn=_latency_by_turn(tables.turns),
         failed_assertions_total=failures_total,
         failed_assertions=failures,
         missed_checkpoints_total=misses_total,
@@ -219,6 +219,18 @@ def _tokens(cases: pa.Table, sources: list[RunRecord]) -> list[TokenUsage]:
         )
         for row in grouped.to_pylist()
     ]
+
+
+def _latency_by_turn(turns: pa.Table) -> list[Latency]:
+    """Per turn index; with several agents, per agent and turn index (one agent's slow turns are its own)."""
+    agents = pc.unique(pc.fill_null(turns["agent"], _UNKNOWN_AGENT)).to_pylist()
+    if len(agents) <= 1:
+        return _percentiles(turns["turn"], turns["duration_ms"])
+    out: list[Latency] = []
+    for agent in sorted(agents):
+        own = turns.filter(pc.equal(pc.fill_null(turns["agent"], _UNKNOWN_AGENT), agent))
+        out.extend(latency.model_copy(update={"agent": agent}) for latency in _percentiles(own["turn"], own["duration_ms"]))
+    return out
 
 
 def _percentiles(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> list[Latency]:

@@ -107,6 +107,8 @@ class Latency(BaseModel):
     """Turn latency of one group (an agent, or a turn index)."""
 
     group: str
+    agent: str | None = None
+    """For a turn index, the agent whose turns these are, when the runs tested several (each agent's apart)."""
     turns: int
     p50_ms: float
     p95_ms: float

@@ -137,6 +137,7 @@ def test_farm_report_of_a_run_of_two_agents_gives_every_figure_per_agent(project
     report = json.loads(done.output)
     # 12 cases x 2 tries x 1 turn each: 24 turns per agent, not the 48 a join without the agent makes
     assert [(row["group"], row["turns"]) for row in report["latency_by_agent"]] == [("A", 24), ("B", 24)]
+    assert [(row["agent"], row["group"], row["turns"]) for row in report["latency_by_turn"]] == [("A", "1", 24), ("B", "1", 24)]
     assert {row["agent"]: row["connector"] for row in report["tokens"]} == {"A": "a", "B": "b"}
     stability = report["stability"]
     assert stability["cases"] == 12 and stability["agents"] == ["A", "B"]
