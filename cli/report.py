@@ -20,6 +20,7 @@ from farm.results import format_usd as _usd
 
 if TYPE_CHECKING:
     from farm.reports.models import CaseChange, CaseDelta, CaseRate, Latency, PairedComparison, Report
+    from farm.results import StabilityClass
 
 __all__ = ["render", "report"]
 
@@ -285,11 +286,14 @@ def _interval(bounds: tuple[float, float]) -> str:
 def _latency(console: Console, title: str, key: str, rows: list[Latency]) -> None:
     if not rows:
         return
+    per_agent = any(row.agent for row in rows)
     table = _table(
-        title, (key, "left"), ("Turns", "right"), ("p50", "right"), ("p95", "right"), ("p99", "right"), ("max", "right")
-    )
+        title, *((("Agent", "left"),) if per_agent else ()), (key, "left"),
+        ("Turns", "right"), ("p50", "right"), ("p95", "right"), ("p99", "right"), ("max", "right"),
+    )  # fmt: skip
     for row in rows[:TURN_ROWS]:
         table.add_row(
+            *((Text(row.agent or ""),) if per_agent else ()),
             Text(row.group),
             str(row.turns),
             f"{row.p50_ms:.0f}",
@@ -306,20 +310,26 @@ def _stability(report: Report, console: Console) -> None:
     stability = report.stability
     if not stability.repeated:
         return
-    classes = ", ".join(f"{count} {name}" for name, count in stability.classes.items() if count)
     console.print()
-    console.print(
-        Text(f"Stability over {stability.cases} cases: {classes}; {stability.flaky_total} flaky", style="bold")
-    )
+    if len(stability.agents) > 1:  # each agent's tries of a case apart: a class count per agent
+        console.print(Text(f"Stability over {_plural(stability.cases, 'case')}, per agent; {stability.flaky_total} flaky (case and agent)", style="bold"))
+        for agent, classes in stability.classes_by_agent.items():
+            console.print(Text(f"  {agent}: {_classes(classes)}"))
+    else:
+        console.print(Text(f"Stability over {_plural(stability.cases, 'case')}: {_classes(stability.classes)}; {stability.flaky_total} flaky", style="bold"))
+    several_agents = len(stability.agents) > 1
     if stability.flaky:
-        console.print(_rates_table("Flaky cases (passed in some runs, not in others)", stability.flaky))
+        console.print(_rates_table("Flaky cases (passed in some runs, not in others)", stability.flaky, several_agents))
         _more(console, stability.flaky_total - len(stability.flaky), "flaky cases")
     if stability.least_stable:
-        console.print(_rates_table("Pass rate per case (lowest first)", stability.least_stable))
+        console.print(_rates_table("Pass rate per case (lowest first)", stability.least_stable, several_agents))
 
 
-def _rates_table(title: str, rows: list[CaseRate]) -> Table:
-    several_agents = len({row.agent for row in rows}) > 1
+def _classes(classes: dict[StabilityClass, int]) -> str:
+    return ", ".join(f"{count} {name}" for name, count in classes.items() if count) or "none ran"
+
+
+def _rates_table(title: str, rows: list[CaseRate], several_agents: bool) -> Table:
     table = _table(
         title,
         ("Case", "left"),
@@ -362,16 +372,19 @@ def _comparison(report: Report, console: Console) -> None:
         ("Fixes (failed -> passed)", comparison.fixes, comparison.fixes_total, "green"),
     ):
         if rows:
-            console.print(_changes_table(title, rows, style))
+            console.print(_changes_table(title, rows, style, several_agents=any(row.agent for row in rows)))
             _more(console, total - len(rows), "cases")
 
 
-def _changes_table(title: str, rows: list[CaseChange], style: str) -> Table:
-    table = _table(title, ("Case", "left"), ("Before", "left"), ("After", "left"), ("Error", "left"))
+def _changes_table(title: str, rows: list[CaseChange], style: str, several_agents: bool) -> Table:
+    table = _table(
+        title, ("Case", "left"), *((("Agent", "left"),) if several_agents else ()), ("Before", "left"), ("After", "left"), ("Error", "left")
+    )
     twins = _ids_in_several_suites(rows)
     for row in rows:
         table.add_row(
             Text(_case_label(row.case_id, row.name, row.suite if row.case_id in twins else None), style=style),
+            *((Text(row.agent or ""),) if several_agents else ()),
             row.base_status,
             row.head_status,
             Text(row.error or ""),

@@ -250,6 +250,7 @@ def run(
         agent=agent_id,
         agents=agents,
         connector=connector_name,
+        connectors=connectors,
         config=cfg.safe_dump(),
         options=options,
         generation=stream.stats.as_record() if stream is not None else None,

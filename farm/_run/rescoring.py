@@ -1,7 +1,7 @@
 """:func:`rescore`, what ``farm rescore`` does: a suite's assertions judged again against the
 conversations a run recorded, with no call to the agent under test or the simulator.
 
-It reads the source run (its ``run.json`` and results JSONL), resolves the suite (the
+It reads the source run (its ``run.json`` and results JSONL, through :class:`farm.results.RunRecord`), resolves the suite (the
 run's own or an edited copy) as :func:`farm.run` would, and runs it on the local engine
 with every case replaying its recording (:mod:`farm.conversation.replay`). The result is a new run
 folder, written as a run's is, whose ``run.json`` names the source.
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from farm._run.result import RunResult
     from farm.config import FarmConfig
-    from farm.results import CaseResult
+    from farm.results import CaseResult, RunRecord
 
 __all__ = ["rescore"]
 
@@ -79,16 +79,20 @@ def rescore(
     from farm.conversation.replay import Replay
     from farm.engines import make_engine
     from farm.ratelimit import DEFAULT_PARALLEL
+    from farm.results import RunRecord
     from farm.suite.generation import GENERATED_JSONL
     from farm.suite.validation import check_suite
-    from farm.writers import RUN_JSON, RunInfo, read_run_json
+    from farm.writers import RUN_JSON, RunInfo
 
     source = Path(run_dir).absolute()
     if not source.exists():
         raise UsageError(f"{run_dir} does not exist (give a run folder that farm test wrote, e.g. farm-results/<run_id>)")
-    if not (source / RUN_JSON).is_file():
+    run = RunRecord(source)
+    if not source.is_dir() or not run.has_info:
         raise UsageError(f"{run_dir} is not a run folder: it has no {RUN_JSON} (give a folder that farm test wrote, e.g. farm-results/<run_id>)")
-    previous = read_run_json(source)
+    if run.problems:  # the rescore resolves its options from run.json: it must be whole
+        raise UsageError(f"Cannot rescore {run_dir}, as {run.problems[0]}")
+    previous = run.info
     input_value = input or recorded_input(previous)
     if not input_value:
         raise UsageError(f"{source / RUN_JSON} names no input; give the suite with -i/--input")
@@ -105,7 +109,7 @@ def rescore(
     if agent_id is None:
         raise UsageError(f"{source / RUN_JSON} names no agent and the config sets no [farm].default_agent: there is no agent to rescore the run of")
     agents = previous.agents or [agent_id]
-    recorded = _recorded(run_dir, previous.results, agent_id)
+    recorded = _recorded(run, agent_id)
     # The conversations are the run's, so what shaped them is too (its options, resolved as a
     # resume resolves them); the selection (by default the run's own) and the cache are the
     # rescore's, and nothing is retried, recorded as golden or budgeted: no agent is called.
@@ -138,6 +142,7 @@ def rescore(
         agent=agent_id,
         agents=agents,
         connector=previous.connector,
+        connectors=previous.connectors,
         config=cfg.safe_dump(),
         options=options,
         rescored_from={"run_id": previous.run_id or source.name, "run_dir": str(source)},
@@ -155,20 +160,17 @@ def rescore(
     return RunResult(summary.exit_code, out_dir, jsonl, summary, "local", run_id)
 
 
-def _recorded(run_dir: str | Path, results: str | None, agent: str) -> dict[tuple[str, int, str], CaseResult]:
+def _recorded(run: RunRecord, agent: str) -> dict[tuple[str, int, str], CaseResult]:
     """The source run's results by ``(case id, run index, agent)``, the first record of each; from
     its ``results.jsonl``, else from the path its ``run.json`` names (``-o``). ``agent``: the agent of
-    a result that names none."""
-    from farm.results import CaseResult
-    from farm.writers import read_jsonl_results
-
-    jsonl = Path(run_dir) / "results.jsonl"
-    if not jsonl.is_file() and results:
-        jsonl = Path(results)
-    if not jsonl.is_file():
-        raise UsageError(f"{run_dir} holds no results to rescore: {jsonl} does not exist")
+    a result that names none. A line that is not a case result is a usage error: a rescore that
+    passed it over would judge less than the run ran."""
+    if run.jsonl is None:
+        named = f" nor at {run.info.results}" if run.info.results else ""
+        raise UsageError(f"{run.path} holds no results to rescore: there is no results.jsonl in it{named}")
     recorded: dict[tuple[str, int, str], CaseResult] = {}
-    for record in read_jsonl_results(jsonl):
-        result = CaseResult.model_validate(record)
+    for result in run.results():
         recorded.setdefault((result.id, result.run_index, result.agent or agent), result)
+    if run.problems:
+        raise UsageError(f"Cannot rescore {run.path}: {run.problems[-1]}")
     return recorded

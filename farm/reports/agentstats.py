@@ -176,8 +176,8 @@ def paired_comparisons(sides: dict[Side, pa.Table], run_order: list[str], cut: i
             pairs = [(old_agents[0], new_agents[0])]
         else:
             pairs = [(agent, agent) for agent in old_agents if agent in new_agents]
-        for a, b in pairs:
-            name_a, name_b = (old, new) if a == b else (f"{old} ({a})", f"{new} ({b})")
+        for a, b in pairs:  # each side names its agent unless the runs tested the same one agent
+            name_a, name_b = (old, new) if a == b and len(pairs) == 1 else (f"{old} ({a})", f"{new} ({b})")
             out.append(_compare("runs", (old, a), (new, b), name_a, name_b, sides, cut))
     return out
 

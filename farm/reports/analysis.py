@@ -7,20 +7,22 @@ and returns a :class:`Report`:
 
 - the summary of everything read: statuses, pass rate, turns, case time and
   tokens, and the same per run;
-- tokens per agent (the target agent's usage, as the cases record it; the
-  connector comes from ``run.json``);
+- tokens per agent (the target agent's usage, as the cases record it; each
+  agent's connector comes from ``run.json``);
 - turn latency p50/p95/p99/max per agent and per turn index (exact, from
   ``turns.parquet``'s ``duration_ms``);
 - the assertions that failed most (type and message) and the checkpoints
   missed most;
-- per case over every run and repetition read: pass rate, stability class
-  and the flaky cases (passed in some runs, failed, errored or timed out in
-  others; skipped runs do not count);
+- per case and agent over every run and repetition read: pass rate,
+  stability class and the flaky cases (passed in some runs, failed, errored
+  or timed out in others; skipped runs do not count);
 - with two or more runs, the regressions (passed -> failed) and fixes
   (failed -> passed) between the last two by start time: with exactly two
-  runs named, between those two. A case counts as passed in a run when
-  every non-skipped repetition passed, and as failed when any did not.
+  runs named, between those two, per agent. A case counts as passed in a run
+  when every non-skipped repetition passed, and as failed when any did not.
 
+Every figure is per agent: a case run is keyed by
+:data:`~farm.results.CASE_RUN_KEY`, so no row of one agent joins another's.
 :mod:`farm.reports.runs` finds and reads the runs (only the columns needed,
 and only failed assertion rows), :mod:`farm.reports.models` holds the report;
 this module computes it. The work is vectorised (``group_by``, sorting), so
@@ -56,8 +58,8 @@ from farm.reports.models import (
     StatusCounts,
     TokenUsage,
 )
-from farm.reports.runs import CASE_RUN_KEY, RunSource, RunTables, find_runs, load_runs
-from farm.results import StabilityClass, Status, stability_class
+from farm.reports.runs import find_runs, load_runs
+from farm.results import RunRecord, StabilityClass, Status, stability_class
 
 __all__ = ["analyse"]
 
@@ -74,9 +76,11 @@ _UNKNOWN_AGENT = "(unknown)"
 def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
     """Read the results under ``paths`` and summarise them (see the module docstring)."""
     sources, notes = find_runs(paths)
-    tables, origin = load_runs(sources)
+    tables, origin, problems = load_runs(sources)
     if tables.cases.num_rows == 0:
-        raise UsageError(f"Cannot report, as there are no case results in {', '.join(str(p) for p in paths)}.")
+        found = f" ({'; '.join(problems)})" if problems else ""
+        raise UsageError(f"Cannot report, as there are no case results in {', '.join(str(p) for p in paths)}{found}.")
+    notes = [*notes, *problems]
     cut = top if top > 0 else None
     runs = _runs(tables.cases, origin)
     failures, failures_total = _failed_assertions(tables.failed, cut)
@@ -88,8 +92,8 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
         runs=runs,
         summary=_summary(tables.cases),
         tokens=_tokens(tables.cases, sources),
-        latency_by_agent=_latency_by_agent(tables),
-        latency_by_turn=_percentiles(tables.turns["turn"], tables.turns["duration_ms"]),
+        latency_by_agent=_percentiles(pc.fill_null(tables.turns["agent"], _UNKNOWN_AGENT), tables.turns["duration_ms"]),
+        latency_by_turn=_latency_by_turn(tables.turns),
         failed_assertions_total=failures_total,
         failed_assertions=failures,
         missed_checkpoints_total=misses_total,
@@ -107,10 +111,15 @@ def _named_agents(cases: pa.Table) -> pa.Table:
     return cases.set_column(cases.schema.get_field_index("agent"), "agent", pc.fill_null(cases["agent"], _UNKNOWN_AGENT))
 
 
-def _declared_runs(source: RunSource, run_id: str) -> int | None:
+def _own_info(source: RunRecord, run_id: str) -> bool:
+    """Whether ``source`` has a ``run.json`` and it is ``run_id``'s (a results file may hold other runs)."""
+    return source.has_info and (source.info.run_id or run_id) == run_id
+
+
+def _declared_runs(source: RunRecord, run_id: str) -> int | None:
     """The run's ``--runs`` as its ``run.json`` says (None without one, or for another run's file)."""
-    runs = source.info.get("runs") if source.info.get("run_id", run_id) == run_id else None
-    return runs if isinstance(runs, int) and runs >= 1 else None
+    runs = source.info.runs if _own_info(source, run_id) and "runs" in source.info.model_fields_set else None
+    return runs if runs is not None and runs >= 1 else None
 
 
 def _status_counts(statuses: pa.ChunkedArray | pa.Array) -> StatusCounts:
@@ -154,7 +163,7 @@ def _sum(column: pa.ChunkedArray) -> int:
     return int(pc.sum(column).as_py() or 0)
 
 
-def _runs(cases: pa.Table, origin: dict[str, RunSource]) -> list[RunSummary]:
+def _runs(cases: pa.Table, origin: dict[str, RunRecord]) -> list[RunSummary]:
     starts = {
         row["run_id"]: row["started_at_min"]
         for row in cases.group_by("run_id").aggregate([("started_at", "min")]).to_pylist()
@@ -163,16 +172,17 @@ def _runs(cases: pa.Table, origin: dict[str, RunSource]) -> list[RunSummary]:
     for run_id, first_case in starts.items():
         source = origin[run_id]
         started = first_case
-        info_start = source.info.get("started_at") if source.info.get("run_id", run_id) == run_id else None
-        if isinstance(info_start, (int, float)):
-            started = datetime.fromtimestamp(info_start, UTC)
+        own = _own_info(source, run_id)
+        if own and source.info.started_at is not None:
+            started = datetime.fromtimestamp(source.info.started_at, UTC)
+        agents = (source.info.agents or ([source.info.agent] if source.info.agent else [])) if own else []
         runs.append(
             _summary(
                 cases.filter(pc.equal(cases["run_id"], run_id)),
                 run_id=run_id,
                 path=str(source.path),
                 started_at=started,
-                agent=source.info.get("agent"),
+                agent=", ".join(agent for agent in agents if agent) or None,
             )
         )
     # A run with no start time sorts by its id (ids begin with the start time).
@@ -180,17 +190,15 @@ def _runs(cases: pa.Table, origin: dict[str, RunSource]) -> list[RunSummary]:
     return runs
 
 
-def _tokens(cases: pa.Table, sources: list[RunSource]) -> list[TokenUsage]:
+def _tokens(cases: pa.Table, sources: list[RunRecord]) -> list[TokenUsage]:
     connectors: dict[str, set[str]] = {}
     for source in sources:
-        info = source.info
-        agent = info.get("agent")
-        if not agent:
+        if not source.has_info:
             continue
-        configured = ((info.get("config") or {}).get("agents") or {}).get(agent) or {}
-        connector = info.get("connector") or configured.get("connector")
-        if connector:
-            connectors.setdefault(agent, set()).add(connector)
+        for agent in source.info.agents or ([source.info.agent] if source.info.agent else []):
+            connector = source.connector_of(agent)
+            if agent and connector:
+                connectors.setdefault(agent, set()).add(connector)
     grouped = (
         _named_agents(cases)
         .group_by("agent")
@@ -213,12 +221,16 @@ def _tokens(cases: pa.Table, sources: list[RunSource]) -> list[TokenUsage]:
     ]
 
 
-def _latency_by_agent(tables: RunTables) -> list[Latency]:
-    if tables.turns.num_rows == 0:
-        return []
-    agents = tables.cases.select([*CASE_RUN_KEY, "agent"])
-    joined = tables.turns.select([*CASE_RUN_KEY, "duration_ms"]).join(agents, keys=CASE_RUN_KEY, join_type="left outer")
-    return _percentiles(pc.fill_null(joined["agent"], _UNKNOWN_AGENT), joined["duration_ms"])
+def _latency_by_turn(turns: pa.Table) -> list[Latency]:
+    """Per turn index; with several agents, per agent and turn index (one agent's slow turns are its own)."""
+    agents = pc.unique(pc.fill_null(turns["agent"], _UNKNOWN_AGENT)).to_pylist()
+    if len(agents) <= 1:
+        return _percentiles(turns["turn"], turns["duration_ms"])
+    out: list[Latency] = []
+    for agent in sorted(agents):
+        own = turns.filter(pc.equal(pc.fill_null(turns["agent"], _UNKNOWN_AGENT), agent))
+        out.extend(latency.model_copy(update={"agent": agent}) for latency in _percentiles(own["turn"], own["duration_ms"]))
+    return out
 
 
 def _percentiles(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> list[Latency]:
@@ -288,7 +300,10 @@ def _stability(cases: pa.Table, cut: int | None) -> Stability:
     )
     ran = per_case.filter(pc.greater(per_case["runs"], 0))
     rate = ran["pass_rate"]
-    counted = Counter(stability_class(value) for value in rate.to_pylist())
+    by_agent: dict[str, Counter[StabilityClass]] = {}
+    for agent, value in zip(ran["agent"].to_pylist(), rate.to_pylist(), strict=True):
+        by_agent.setdefault(agent, Counter())[stability_class(value)] += 1
+    counted = sum(by_agent.values(), Counter[StabilityClass]())
     classes = {name: counted[name] for name in StabilityClass}
     worst_first = [("pass_rate", "ascending"), ("case_id", "ascending"), ("suite", "ascending"), ("agent", "ascending")]
     flaky = ran.filter(pc.and_(pc.greater(ran["is_pass_sum"], 0), pc.greater(ran["is_fail_sum"], 0))).sort_by(
@@ -300,7 +315,9 @@ def _stability(cases: pa.Table, cut: int | None) -> Stability:
     statuses = _statuses_of(cases, {(row["suite"], row["case_id"], row["agent"]) for row in flaky_rows + unstable_rows})
     max_runs = pc.max(per_case["count_all"]).as_py() or 0
     return Stability(
-        cases=ran.num_rows,
+        cases=ran.group_by(_CASE).aggregate([]).num_rows,
+        agents=sorted(by_agent),
+        classes_by_agent={agent: {name: count[name] for name in StabilityClass} for agent, count in sorted(by_agent.items())},
         repeated=max_runs > 1,
         classes=classes,
         flaky_total=flaky.num_rows,
@@ -344,16 +361,16 @@ def _stability_class(rate: float | None) -> StabilityClass | None:
     return None if rate is None else stability_class(rate)
 
 
-def _outcomes(cases: pa.Table, run_id: str, prefix: str) -> pa.Table:
-    """Per case of one run: passes, failures, its statuses and an error, columns prefixed."""
-    run = _flags(cases.filter(pc.equal(cases["run_id"], run_id)))
-    grouped = run.group_by(_CASE).aggregate(
+def _outcomes(run: pa.Table, prefix: str) -> pa.Table:
+    """Per case and agent of one run: passes, failures, its statuses and an error, columns prefixed."""
+    grouped = _flags(run).group_by(_CASE_OF_AGENT).aggregate(
         [("is_pass", "sum"), ("is_fail", "sum"), ("status", "distinct"), ("error", "max"), ("name", "max")]
     )
     return pa.table(
         {
             "suite": grouped["suite"],
             "case_id": grouped["case_id"],
+            "agent": grouped["agent"],
             f"{prefix}_pass": grouped["is_pass_sum"],
             f"{prefix}_fail": grouped["is_fail_sum"],
             f"{prefix}_status": pc.binary_join(grouped["status_distinct"], ", "),
@@ -364,33 +381,52 @@ def _outcomes(cases: pa.Table, run_id: str, prefix: str) -> pa.Table:
 
 
 def _matched(base: pa.Table, head: pa.Table) -> pa.Table:
-    """The cases of both runs side by side: by suite and id, then, for the cases left over on both
-    sides, by id alone where it names one case on each side (a suite renamed, or an edited copy of it
-    rescored with ``farm rescore RUN -i copy.jsonl``); the suite shown is the head's."""
-    both = base.join(head, keys=_CASE, join_type="inner")
-    matched = both["case_id"]
-    rest_base = base.filter(pc.invert(pc.is_in(base["case_id"], value_set=matched)))
-    rest_head = head.filter(pc.invert(pc.is_in(head["case_id"], value_set=matched)))
+    """The cases of both runs side by side, each agent's apart: by suite, id and agent, then, for
+    the cases left over on both sides, by id and agent where they name one case on each side (a
+    suite renamed, or an edited copy of it rescored with ``farm rescore RUN -i copy.jsonl``); the
+    suite shown is the head's."""
+    both = base.join(head, keys=_CASE_OF_AGENT, join_type="inner")
+    matched = _ids_of_agents(both)
+    rest_base = base.filter(pc.invert(pc.is_in(_ids_of_agents(base), value_set=matched)))
+    rest_head = head.filter(pc.invert(pc.is_in(_ids_of_agents(head), value_set=matched)))
     if rest_base.num_rows == 0 or rest_head.num_rows == 0:
         return both
     rest_base, rest_head = _unique_ids(rest_base).drop_columns(["suite"]), _unique_ids(rest_head)
-    by_id = rest_base.join(rest_head, keys="case_id", join_type="inner")
+    by_id = rest_base.join(rest_head, keys=["case_id", "agent"], join_type="inner")
     return pa.concat_tables([both, by_id.select(both.column_names)])
 
 
+def _ids_of_agents(table: pa.Table) -> pa.ChunkedArray:
+    """One string per row: its case id and agent."""
+    return pc.binary_join_element_wise(table["case_id"], table["agent"], "\x1f")
+
+
 def _unique_ids(table: pa.Table) -> pa.Table:
-    counts = table.group_by("case_id").aggregate([([], "count_all")])
-    once = counts.filter(pc.equal(counts["count_all"], 1))["case_id"]
-    return table.filter(pc.is_in(table["case_id"], value_set=once))
+    keys = _ids_of_agents(table)
+    counts = pa.table({"key": keys}).group_by("key").aggregate([([], "count_all")])
+    once = counts.filter(pc.equal(counts["count_all"], 1))["key"]
+    return table.filter(pc.is_in(keys, value_set=once))
+
+
+def _run_cases(cases: pa.Table, run_id: str) -> pa.Table:
+    return _named_agents(cases.filter(pc.equal(cases["run_id"], run_id)))
 
 
 def _compare(cases: pa.Table, base: str, head: str, cut: int | None) -> Comparison:
-    both = _matched(_outcomes(cases, base, "base"), _outcomes(cases, head, "head"))
+    """Regressions and fixes from ``base`` to ``head``, each agent's apart; two runs of one agent
+    each are matched whatever their agents are called (a new agent against the old)."""
+    base_cases, head_cases = _run_cases(cases, base), _run_cases(cases, head)
+    one_each = len(pc.unique(base_cases["agent"])) == 1 and len(pc.unique(head_cases["agent"])) == 1
+    if one_each:
+        head_agent = head_cases["agent"][0].as_py() if head_cases.num_rows else None
+        base_cases = base_cases.set_column(base_cases.schema.get_field_index("agent"), "agent", pa.array([head_agent] * base_cases.num_rows, pa.string()))
+    both = _matched(_outcomes(base_cases, "base"), _outcomes(head_cases, "head"))
     base_ok = pc.and_(pc.equal(both["base_fail"], 0), pc.greater(both["base_pass"], 0))
     head_ok = pc.and_(pc.equal(both["head_fail"], 0), pc.greater(both["head_pass"], 0))
     base_bad, head_bad = pc.greater(both["base_fail"], 0), pc.greater(both["head_fail"], 0)
-    regressions = both.filter(pc.and_(base_ok, head_bad)).sort_by([("case_id", "ascending"), ("suite", "ascending")])
-    fixes = both.filter(pc.and_(base_bad, head_ok)).sort_by([("case_id", "ascending"), ("suite", "ascending")])
+    order = [("case_id", "ascending"), ("suite", "ascending"), ("agent", "ascending")]
+    regressions = both.filter(pc.and_(base_ok, head_bad)).sort_by(order)
+    fixes = both.filter(pc.and_(base_bad, head_ok)).sort_by(order)
 
     def changes(table: pa.Table) -> list[CaseChange]:
         rows = (table.slice(0, cut) if cut else table).to_pylist()
@@ -398,6 +434,7 @@ def _compare(cases: pa.Table, base: str, head: str, cut: int | None) -> Comparis
             CaseChange(
                 case_id=row["case_id"],
                 suite=row["suite"],
+                agent=None if one_each else row["agent"],
                 name=row["head_name"] or row["base_name"],
                 base_status=row["base_status"],
                 head_status=row["head_status"],

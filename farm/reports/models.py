@@ -107,6 +107,8 @@ class Latency(BaseModel):
     """Turn latency of one group (an agent, or a turn index)."""
 
     group: str
+    agent: str | None = None
+    """For a turn index, the agent whose turns these are, when the runs tested several (each agent's apart)."""
     turns: int
     p50_ms: float
     p95_ms: float
@@ -158,11 +160,16 @@ class Stability(BaseModel):
     """Pass rates per case across runs and repetitions."""
 
     cases: int
-    """Distinct cases (suite and id; per agent under test) that ran, not only skipped."""
+    """Distinct cases (suite and id) that ran, not only skipped, on any agent."""
+    agents: list[str] = Field(default_factory=list)
+    """The agents under test whose tries these are. Each agent's tries of a case are counted apart:
+    with several agents, ``classes``, ``flaky`` and ``least_stable`` count a case once per agent."""
     repeated: bool
     """Whether any case ran more than once; without that there is nothing to call flaky."""
     classes: dict[StabilityClass, int]
-    """Cases per stability class, every class in its order (best first)."""
+    """Cases per stability class (once per agent that ran them), every class in its order (best first)."""
+    classes_by_agent: dict[str, dict[StabilityClass, int]] = Field(default_factory=dict)
+    """``classes`` of each agent on its own."""
     flaky_total: int
     flaky: list[CaseRate]
     """Passed in some runs and failed, errored or timed out in others; lowest pass rate first."""
@@ -176,6 +183,8 @@ class CaseChange(BaseModel):
     case_id: str
     suite: str = ""
     """As in :class:`CaseRate`."""
+    agent: str | None = None
+    """The agent whose outcome changed, when the runs tested several (null when each tested one)."""
     name: str | None = None
     base_status: str
     """The statuses the case had in the base run, comma-separated."""
@@ -270,7 +279,7 @@ class PairedComparison(BaseModel):
     kind: Literal["agents", "runs"]
     """``agents``: two agents of one run; ``runs``: the same cases in two runs."""
     a: str
-    """A's name: an agent, or a run id (with its agent when the runs tested different ones)."""
+    """A's name: an agent, or a run id (with its agent when the runs tested different or several agents)."""
     b: str
     a_run: str
     b_run: str

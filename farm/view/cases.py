@@ -16,10 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from farm.view.folders import RunFolder, read_columns
-from farm.view.schema import CASES
+from farm.results import RunRecord
 
 __all__ = ["CaseQuery", "RunCases"]
 
@@ -77,7 +75,7 @@ class RunCases:
         self._searches: OrderedDict[tuple[str, Any, str], pa.Array] = OrderedDict()
         self._lock = threading.Lock()
 
-    def table(self, run: RunFolder) -> _Loaded:
+    def table(self, run: RunRecord) -> _Loaded:
         """The run's listing table, read once per change of its files."""
         signature = run.signature()
         with self._lock:
@@ -85,7 +83,7 @@ class RunCases:
             if loaded and loaded.signature == signature:
                 self._runs.move_to_end(run.name)
                 return loaded
-        table = read_columns(run.table_files("cases"), CASES, LISTED)
+        table = run.cases(LISTED)
         # positions, not a sorted copy: a page takes its 50 rows, and memory holds the table once
         order = pc.sort_indices(table, sort_keys=[("case_id", "ascending"), ("agent", "ascending"), ("run_index", "ascending")])
         loaded = _Loaded(signature, table, order, _facets(table))
@@ -95,7 +93,7 @@ class RunCases:
                 self._runs.popitem(last=False)
         return loaded
 
-    def page(self, run: RunFolder, query: CaseQuery) -> dict[str, Any]:
+    def page(self, run: RunRecord, query: CaseQuery) -> dict[str, Any]:
         """One page of ``run``'s cases that match ``query``, with how many match in all."""
         loaded = self.table(run)
         table = loaded.table
@@ -125,7 +123,7 @@ class RunCases:
             row["started_at"] = started.timestamp() if started is not None else None
         return {"total": total, "offset": offset, "limit": limit, "rows": rows, "facets": loaded.facets}
 
-    def _search(self, run: RunFolder, loaded: _Loaded, text: str) -> pa.Array:
+    def _search(self, run: RunRecord, loaded: _Loaded, text: str) -> pa.Array:
         """Which rows of the run's table match ``text`` in id, name, an input or a reply."""
         needle = text.strip()
         marker = (run.name, loaded.signature, needle.casefold())
@@ -149,31 +147,27 @@ class RunCases:
         return mask
 
 
-def _turn_matches(run: RunFolder, needle: str) -> pa.Array:
+def _turn_matches(run: RunRecord, needle: str) -> pa.Array:
     """Keys of the case runs with a turn whose input or reply holds ``needle`` (case-insensitive)."""
     found = []
-    for path in run.table_files("turns"):
-        try:
-            parquet = pq.ParquetFile(path)
-        except FileNotFoundError:
-            continue
-        for batch in parquet.iter_batches(columns=["run_index", "attempt", "case_id", "input", "output"], batch_size=16384):
-            hit = pc.or_(
-                pc.fill_null(pc.match_substring(batch["input"], needle, ignore_case=True), False),
-                pc.fill_null(pc.match_substring(batch["output"], needle, ignore_case=True), False),
-            )
-            if pc.any(hit).as_py():
-                found.append(_keys(pa.Table.from_batches([batch]).filter(hit)))
+    for batch in run.batches("turns", ["agent", "run_index", "attempt", "case_id", "input", "output"]):
+        hit = pc.or_(
+            pc.fill_null(pc.match_substring(batch["input"], needle, ignore_case=True), False),
+            pc.fill_null(pc.match_substring(batch["output"], needle, ignore_case=True), False),
+        )
+        if pc.any(hit).as_py():
+            found.append(_keys(batch.filter(hit)))
     if not found:
         return pa.array([], pa.string())
-    return pc.unique(pa.chunked_array(found).combine_chunks())
+    return pc.unique(pa.chunked_array([chunk for keys in found for chunk in keys.chunks]).combine_chunks())
 
 
 def _keys(table: pa.Table) -> pa.ChunkedArray | pa.Array:
-    """One string per case run: case id, repetition and attempt."""
+    """One string per case run of the run: agent, case id, repetition and attempt."""
     return pc.binary_join_element_wise(
-        table["case_id"], pc.cast(table["run_index"], pa.string()), pc.cast(table["attempt"], pa.string()), _SEP
-    )
+        pc.fill_null(table["agent"], ""), table["case_id"], pc.cast(table["run_index"], pa.string()),
+        pc.cast(table["attempt"], pa.string()), _SEP,
+    )  # fmt: skip
 
 
 def _and(mask: Any, more: Any) -> Any:

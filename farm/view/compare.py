@@ -2,8 +2,9 @@
 
 A case's outcome on a side is ``passed`` when every judged repetition passed, ``failed`` when
 any failed, errored or timed out, ``skipped`` when none was judged (``farm report``'s rule).
-Cases are matched by id; those whose outcome changed come first (regressions, then fixes,
-then the rest). The statistics are :mod:`farm.reports.stats`'s, as ``farm report`` gives them:
+Cases are matched by id, and by agent too when neither side names one and a run tested several
+(each agent's case against the same agent's: no row mixes two agents); those whose outcome
+changed come first (regressions, then fixes, then the rest). The statistics are :mod:`farm.reports.stats`'s, as ``farm report`` gives them:
 each side's pass rate with its 95 % interval (clustered by case under ``--runs``), and the
 exact McNemar test over the cases judged on both sides with its sentence.
 """
@@ -19,9 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from farm.reports.stats import clustered_interval, comparison_sentence, mcnemar_exact, wilson_interval
-from farm.results import Status
+from farm.results import RunRecord, Status
 from farm.view.cases import RunCases
-from farm.view.folders import RunFolder
 
 __all__ = ["Comparisons", "Side"]
 
@@ -34,7 +34,7 @@ MAX_PAGE = 500
 class Side:
     """One side of a comparison: a run, and one of its agents or all of them."""
 
-    run: RunFolder
+    run: RunRecord
     agent: str | None = None
 
     @property
@@ -83,11 +83,12 @@ class Comparisons:
 
 def _matched(cases: RunCases, a: Side, b: Side) -> tuple[pa.Table, dict[str, Any]]:
     """Both sides' cases matched by id, changed ones first, and what the page shows above them."""
-    left, right = _outcomes(cases, a), _outcomes(cases, b)
-    both = left.join(right, keys="case_id", join_type="full outer", left_suffix="_a", right_suffix="_b")
+    keys = ["case_id", "agent"] if _by_agent(cases, a, b) else ["case_id"]
+    left, right = _outcomes(cases, a, keys), _outcomes(cases, b, keys)
+    both = left.join(right, keys=keys, join_type="full outer", left_suffix="_a", right_suffix="_b")
     change = _changes(both["outcome_a"], both["outcome_b"])
     both = both.append_column("change", change).append_column("order", pc.index_in(change, value_set=_CHANGES))
-    both = both.sort_by([("order", "ascending"), ("case_id", "ascending")])
+    both = both.sort_by([("order", "ascending"), *((key, "ascending") for key in keys)])
     counted = pc.value_counts(both["change"])
     tally = {name: 0 for name in _ORDER}
     tally.update(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True))
@@ -116,22 +117,30 @@ def _matched(cases: RunCases, a: Side, b: Side) -> tuple[pa.Table, dict[str, Any
 _CHANGES = pa.array(list(_ORDER))
 
 
-def _outcomes(cases: RunCases, side: Side) -> pa.Table:
-    """Per case id of the side: its outcome and how many repetitions passed, failed and were skipped."""
+def _by_agent(cases: RunCases, a: Side, b: Side) -> bool:
+    """Whether cases are matched per agent: neither side names its agent and a run tested several."""
+    if a.agent or b.agent:
+        return False
+    return any(len(cases.table(side.run).facets["agent"]) > 1 for side in (a, b))
+
+
+def _outcomes(cases: RunCases, side: Side, keys: list[str]) -> pa.Table:
+    """Per case (per ``keys``) of the side: its outcome and how many repetitions passed, failed and were skipped."""
     table = cases.table(side.run).table
     if side.agent:
         table = table.filter(pc.equal(table["agent"], side.agent))
     status = table["status"]
     grouped = pa.table({
         "case_id": table["case_id"],
+        "agent": pc.fill_null(table["agent"], ""),
         "passed": pc.cast(pc.equal(status, Status.PASSED.value), pa.int32()),
         "failed": pc.cast(pc.is_in(status, value_set=_FAILING), pa.int32()),
         "skipped": pc.cast(pc.equal(status, Status.SKIPPED.value), pa.int32()),
-    }).group_by("case_id").aggregate([("passed", "sum"), ("failed", "sum"), ("skipped", "sum")])  # fmt: skip
+    }).group_by(keys).aggregate([("passed", "sum"), ("failed", "sum"), ("skipped", "sum")])  # fmt: skip
     passes, failures = grouped["passed_sum"], grouped["failed_sum"]
     outcome = pc.if_else(pc.greater(failures, 0), "failed", pc.if_else(pc.greater(passes, 0), "passed", "skipped"))
     return pa.table({
-        "case_id": grouped["case_id"],
+        **{key: grouped[key] for key in keys},
         "outcome": outcome,
         "passed": passes,
         "failed": failures,
@@ -139,15 +148,16 @@ def _outcomes(cases: RunCases, side: Side) -> pa.Table:
     })  # fmt: skip
 
 
-def _details(cases: RunCases, side: Side, ids: list[str]) -> dict[str, dict[str, Any]]:
-    """Name and first failure of the cases ``ids`` on the side (only the page's cases are looked up)."""
+def _details(cases: RunCases, side: Side, ids: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Name and first failure of the cases ``ids`` on the side, by case id and agent (only the page's
+    cases are looked up)."""
     table = cases.table(side.run).table
     chosen = table.filter(pc.is_in(table["case_id"], value_set=pa.array(ids, pa.string())))
     if side.agent:
         chosen = chosen.filter(pc.equal(chosen["agent"], side.agent))
-    out: dict[str, dict[str, Any]] = {}
-    for row in chosen.select(["case_id", "name", "error"]).to_pylist():
-        kept = out.setdefault(row["case_id"], {"name": row["name"], "error": None})
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in chosen.select(["case_id", "agent", "name", "error"]).to_pylist():
+        kept = out.setdefault((row["case_id"], row["agent"] or ""), {"name": row["name"], "error": None})
         kept["error"] = kept["error"] or row["error"]
     return out
 
@@ -160,8 +170,10 @@ def _changes(before: pa.ChunkedArray, after: pa.ChunkedArray) -> pa.ChunkedArray
     return pc.if_else(pc.is_null(before), "only_b", pc.if_else(pc.is_null(after), "only_a", change))
 
 
-def _row(row: dict[str, Any], details_a: dict[str, dict[str, Any]], details_b: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    def side(suffix: str, details: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+def _row(
+    row: dict[str, Any], details_a: dict[tuple[str, str], dict[str, Any]], details_b: dict[tuple[str, str], dict[str, Any]]
+) -> dict[str, Any]:
+    def side(suffix: str, details: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any] | None:
         if row[f"outcome{suffix}"] is None:
             return None
         counts = {status: row[f"{status}{suffix}"] for status in ("passed", "failed", "skipped")}
@@ -170,10 +182,19 @@ def _row(row: dict[str, Any], details_a: dict[str, dict[str, Any]], details_b: d
             "passed": counts["passed"],
             "judged": counts["passed"] + counts["failed"],
             "statuses": [status for status, count in counts.items() if count],
-            **details.get(row["case_id"], {"name": None, "error": None}),
+            **_detail(details, row["case_id"], row.get("agent")),
         }
 
-    return {"case_id": row["case_id"], "a": side("_a", details_a), "b": side("_b", details_b), "change": row["change"]}
+    agent = row.get("agent") or None
+    return {"case_id": row["case_id"], "agent": agent, "a": side("_a", details_a), "b": side("_b", details_b), "change": row["change"]}
+
+
+def _detail(details: dict[tuple[str, str], dict[str, Any]], case_id: str, agent: str | None) -> dict[str, Any]:
+    """The side's name and first failure of the case (of ``agent``, when rows are matched per agent)."""
+    if agent is not None:
+        return details.get((case_id, agent), {"name": None, "error": None})
+    found = [detail for (each, _), detail in details.items() if each == case_id]
+    return found[0] if found else {"name": None, "error": None}
 
 
 def _figures(side: Side, outcomes: pa.Table) -> dict[str, Any]:

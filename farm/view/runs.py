@@ -3,12 +3,13 @@
 A finished run is summarised from its cases table (statuses, agents, suites, cost, case time)
 and ``run.json`` (engine, start, end, command); a run still going from its ``results.jsonl``,
 read on from where the last look stopped, so a page that polls costs only the new lines.
-Summaries are kept while the run's files do not change.
+Summaries are kept while the run's files do not change. A run that cannot be read whole is
+still one summary: what could be read, and its ``problems``.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import threading
 from collections import Counter
 from pathlib import Path
@@ -17,9 +18,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from farm.results import Status
-from farm.view.folders import ResultsFolder, RunFolder, read_columns, run_info
-from farm.view.schema import CASES, suite_of
+from farm.results import RunRecord, Status
+from farm.view.folders import ResultsFolder
+from farm.view.schema import suite_of
+from farm.writers import RunInfo
 
 __all__ = ["RunSummaries", "pass_rate"]
 
@@ -46,7 +48,7 @@ class RunSummaries:
         runs = [self.one(run) for run in self.folder.runs()]
         return sorted(runs, key=lambda run: (run["started_at"] or float("inf"), run["name"]), reverse=True)
 
-    def one(self, run: RunFolder) -> dict[str, Any]:
+    def one(self, run: RunRecord) -> dict[str, Any]:
         """The summary of ``run``."""
         signature = run.signature()
         with self._lock:
@@ -58,52 +60,54 @@ class RunSummaries:
             self._kept[run.name] = (signature, summary)
         return summary
 
-    def _summarise(self, run: RunFolder) -> dict[str, Any]:
-        info = run_info(run.path)
-        status = info.get("status") or ("finished" if (run.path / "cases.parquet").is_file() else "running")
+    def _summarise(self, run: RunRecord) -> dict[str, Any]:
+        info = run.info
         summary: dict[str, Any] = {
             "name": run.name,
-            "run_id": info.get("run_id") or run.name,
-            "status": status,
-            "engine": info.get("engine"),
-            "started_at": info.get("started_at"),
-            "ended_at": info.get("ended_at"),
-            "wall_s": _wall_seconds(info),
-            "input": info.get("input"),
-            "runs": info.get("runs") or 1,
-            "rescored_from": (info.get("rescored_from") or {}).get("run_id"),
+            "run_id": info.run_id or run.name,
+            "status": run.status,
+            "engine": info.engine,
+            "started_at": info.started_at,
+            "ended_at": info.ended_at,
+            "wall_s": info.wall_seconds if info.wall_seconds is not None else (info.ended_at - info.started_at) if info.ended_at and info.started_at else None,
+            "input": info.input,
+            "runs": info.runs or 1,
+            "rescored_from": (info.rescored_from or {}).get("run_id"),
         }
-        if (run.path / "cases.parquet").is_file() and status != "running":
-            summary.update(self._from_cases(run, info))
-        else:
-            summary.update(self._from_jsonl(run, info))
+        try:
+            if run.finished_tables and summary["status"] != "running":
+                summary.update(self._from_cases(run, info))
+            else:
+                summary.update(self._from_jsonl(run, info))
+        except (OSError, ValueError, pa.ArrowException) as exc:  # the reader passes over what it cannot read: a last guard
+            summary.update(_nothing())
+            summary["problems"] = [*run.problems, f"{run.path} cannot be summarised ({exc})."]
         summary["pass_rate"] = pass_rate(summary["counts"])
-        cost: dict[str, Any] = info["cost"] if isinstance(info.get("cost"), dict) else {}
         if summary["cost_usd"] is None:
-            summary["cost_usd"] = _number(cost.get("cost_usd")) if cost else _number(info.get("cost_usd"))
-        summary["role_cost_usd"] = _number(cost.get("role_cost_usd"))
-        summary["stop_reason"] = info.get("stop_reason")
+            summary["cost_usd"] = info.cost.get("cost_usd") if info.cost else _number((info.model_extra or {}).get("cost_usd"))
+        summary["role_cost_usd"] = info.cost.get("role_cost_usd")
+        summary["stop_reason"] = info.stop_reason
         if not summary["agents"]:
-            summary["agents"] = list(info.get("agents") or ([info["agent"]] if info.get("agent") else []))
-        if not summary["suites"] and info.get("input"):
+            summary["agents"] = list(info.agents or ([info.agent] if info.agent else []))
+        if not summary["suites"] and info.input:
             summary["suites"] = [_suite(info)]
         summary["suite"] = ", ".join(Path(suite).name for suite in summary["suites"]) or None
+        summary.setdefault("problems", run.problems)
         return summary
 
-    def _from_cases(self, run: RunFolder, info: dict[str, Any]) -> dict[str, Any]:
+    def _from_cases(self, run: RunRecord, info: RunInfo) -> dict[str, Any]:
         # run.json's counts and input spare reading the status and source of every case run
-        counts = info.get("counts") if isinstance(info.get("counts"), dict) and "total" in info["counts"] else None
+        counts = info.counts if "total" in info.counts else None
         columns = ["agent", "duration_ms", "cost_usd"]
         columns += [] if counts else ["status"]
-        columns += [] if info.get("input") else ["source"]
-        return _figures(read_columns(run.table_files("cases"), CASES, columns), counts)
+        columns += [] if info.input else ["source"]
+        return _figures(run.cases(columns), counts)
 
-    def _from_jsonl(self, run: RunFolder, info: dict[str, Any]) -> dict[str, Any]:
-        path = run.path / "results.jsonl"
+    def _from_jsonl(self, run: RunRecord, info: RunInfo) -> dict[str, Any]:
         with self._lock:
-            tail = self._tails.setdefault(path, _JsonlTail(path))
-        counts, agents, suites, cost, case_ms = tail.read()
-        planned = (info.get("cases") or 0) * (info.get("runs") or 1) * max(1, len(info.get("agents") or []))
+            tail = self._tails.setdefault(run.path, _JsonlTail())
+        counts, agents, suites, cost, case_ms = tail.read(run)
+        planned = (info.cases or 0) * (info.runs or 1) * max(1, len(info.agents))
         return {
             "counts": counts,
             "agents": sorted(agents),
@@ -113,6 +117,12 @@ class RunSummaries:
             "case_p50_ms": None,
             "progress": {"done": counts["total"], "planned": planned or None},
         }
+
+
+def _nothing() -> dict[str, Any]:
+    """The figures of a run none of whose cases could be read."""
+    counts = {"total": 0, **{status.value: 0 for status in Status}}
+    return {"counts": counts, "agents": [], "suites": [], "cost_usd": None, "case_ms": 0.0, "case_p50_ms": None, "progress": None}
 
 
 def _figures(table: pa.Table, counts: dict[str, int] | None) -> dict[str, Any]:
@@ -130,15 +140,18 @@ def _figures(table: pa.Table, counts: dict[str, int] | None) -> dict[str, Any]:
         "counts": counts,
         "agents": sorted(value for value in pc.unique(table["agent"]).to_pylist() if value),
         "suites": suites,
-        "cost_usd": pc.sum(costs).as_py() if costs.null_count < len(costs) else None,
-        "case_ms": pc.sum(table["duration_ms"]).as_py() or 0.0,
-        "case_p50_ms": pc.quantile(table["duration_ms"], q=0.5).to_pylist()[0] if table.num_rows else None,
+        "cost_usd": _number(pc.sum(costs).as_py()) if costs.null_count < len(costs) else None,
+        "case_ms": _number(pc.sum(table["duration_ms"]).as_py()) or 0.0,
+        "case_p50_ms": _number(pc.quantile(table["duration_ms"], q=0.5).to_pylist()[0]) if table.num_rows else None,
         "progress": None,
     }
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """``value`` when it is a finite number (a NaN cannot be sent as JSON), else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def _value_counts(column: pa.ChunkedArray) -> tuple[list[str], list[int]]:
@@ -146,20 +159,19 @@ def _value_counts(column: pa.ChunkedArray) -> tuple[list[str], list[int]]:
     return counted.field("values").to_pylist(), counted.field("counts").to_pylist()
 
 
-def _suite(info: dict[str, Any]) -> str:
+def _suite(info: RunInfo) -> str:
     """The run's ``-i`` input as the cases name their source: a relative file path made absolute
     from the folder the run started in; anything else (a message, ``agents:<id>``) as it is."""
-    given = str(info["input"])
-    if given.endswith((".jsonl", ".json")) and info.get("cwd") and not Path(given).is_absolute():
-        return str(Path(info["cwd"]) / given)
+    given = str(info.input)
+    if given.endswith((".jsonl", ".json")) and info.cwd and not Path(given).is_absolute():
+        return str(Path(info.cwd) / given)
     return given
 
 
 class _JsonlTail:
     """Tallies of a growing ``results.jsonl``, read on from the last complete line seen."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._reset()
 
@@ -171,47 +183,27 @@ class _JsonlTail:
         self.cost: float | None = None
         self.case_ms = 0.0
 
-    def read(self) -> tuple[dict[str, int], set[str], set[str], float | None, float]:
+    def read(self, run: RunRecord) -> tuple[dict[str, int], set[str], set[str], float | None, float]:
         with self._lock:
-            try:
-                with open(self.path, "rb") as file:
-                    if file.seek(0, 2) < self.offset:  # rewritten: start again
-                        self._reset()
-                    file.seek(self.offset)
-                    data = file.read()
-            except OSError:
-                data = b""
-            end = data.rfind(b"\n") + 1  # a line still being written waits for its newline
-            for line in data[:end].splitlines():
-                self._add(line)
-            self.offset += end
+            records, offset = run.results_after(self.offset)
+            if offset < self.offset:  # rewritten: start again
+                self._reset()
+            for record in records:
+                self._add(record)
+            self.offset = offset
             return dict(self.counts), set(self.agents), set(self.suites), self.cost, self.case_ms
 
-    def _add(self, line: bytes) -> None:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return
-        if not isinstance(record, dict):
-            return
+    def _add(self, record: dict[str, Any]) -> None:
         status = record.get("status")
         self.counts["total"] += 1
         if status in self.counts:
             self.counts[status] += 1
-        if record.get("agent"):
+        if isinstance(record.get("agent"), str):
             self.agents.add(record["agent"])
-        if record.get("source"):
+        if isinstance(record.get("source"), str):
             self.suites.add(suite_of(record["source"]))
-        if isinstance(record.get("cost_usd"), int | float):
-            self.cost = (self.cost or 0.0) + record["cost_usd"]
-        if isinstance(record.get("duration_ms"), int | float):
-            self.case_ms += record["duration_ms"]
-
-
-def _wall_seconds(info: dict[str, Any]) -> float | None:
-    """The run's wall time: its parts' summed (``wall_seconds``); for a record without it, end minus start."""
-    recorded = info.get("wall_seconds")
-    if isinstance(recorded, (int, float)):
-        return float(recorded)
-    started, ended = info.get("started_at"), info.get("ended_at")
-    return ended - started if isinstance(started, (int, float)) and isinstance(ended, (int, float)) else None
+        cost, duration = _number(record.get("cost_usd")), _number(record.get("duration_ms"))
+        if cost is not None:
+            self.cost = (self.cost or 0.0) + cost
+        if duration is not None:
+            self.case_ms += duration

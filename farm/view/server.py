@@ -36,7 +36,7 @@ import pyarrow as pa
 from farm.secrets import looks_secret
 from farm.view.cases import CaseQuery, RunCases
 from farm.view.compare import Comparisons, Side
-from farm.view.folders import NotFound, ResultsFolder, run_info
+from farm.view.folders import NotFound, ResultsFolder
 from farm.view.runs import RunSummaries
 from farm.view.transcript import case_detail
 from farm.view.trends import suites, trend
@@ -77,7 +77,7 @@ class ViewApp:
             return {"root": str(self.folder.root), "runs": self.summaries.all()}
         if len(parts) == 2 and parts[0] == "runs":
             run = self.folder.run(parts[1])
-            info = run_info(run.path)
+            info = run.info.model_dump(mode="json") if run.has_info else {}
             if "config" in info:
                 info["config"] = _masked(info["config"])
             return {"summary": self.summaries.one(run), "info": info}

@@ -10,31 +10,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pyarrow.compute as pc
-
-from farm.results import Status, stability_class
-from farm.view.folders import NotFound, RunFolder, read_case_rows
-from farm.view.schema import ASSERTIONS, CASES, TURNS
+from farm.results import RunRecord, Status, stability_class
+from farm.view.folders import NotFound
 
 __all__ = ["case_detail"]
 
 _JSON_COLUMNS = ("expected", "actual")
 
 
-def case_detail(run: RunFolder, case_id: str, agent: str | None = None) -> dict[str, Any]:
-    """The case ``case_id`` of ``run`` (of ``agent`` only, when given): its repetitions, oldest first."""
-    cases = read_case_rows(run.table_files("cases"), CASES, case_id)
-    if agent:
-        cases = cases.filter(pc.equal(cases["agent"], agent))
+def case_detail(run: RunRecord, case_id: str, agent: str | None = None) -> dict[str, Any]:
+    """The case ``case_id`` of ``run`` (of ``agent`` only, when given): its repetitions, oldest first,
+    each with its own turns and checks only (a case run is keyed by its agent too)."""
+    cases = run.case_rows("cases", case_id, agent)
     if cases.num_rows == 0:
         raise NotFound(f"There is no case {case_id!r} in run {run.name!r}" + (f" for agent {agent!r}." if agent else "."))
-    turns = read_case_rows(run.table_files("turns"), TURNS, case_id)
-    assertions = read_case_rows(run.table_files("assertions"), ASSERTIONS, case_id)
-    turn_rows = _by_run(turns.to_pylist())
-    assertion_rows = _by_run(assertions.to_pylist())
+    turn_rows = _by_run(run.case_rows("turns", case_id, agent).to_pylist())
+    assertion_rows = _by_run(run.case_rows("assertions", case_id, agent).to_pylist())
     repetitions = []
     for case in sorted(cases.to_pylist(), key=lambda row: (row["agent"] or "", row["run_index"], row["attempt"])):
-        key = (case["run_index"], case["attempt"])
+        key = _case_run(case)
         case["started_at"] = case["started_at"].timestamp() if case["started_at"] else None
         checks = sorted(assertion_rows.get(key, []), key=_check_order)
         for check in checks:
@@ -49,10 +43,15 @@ def case_detail(run: RunFolder, case_id: str, agent: str | None = None) -> dict[
     return {"run": run.name, "case_id": case_id, "agent": agent, "repetitions": repetitions, "stability": _stability(cases)}
 
 
-def _by_run(rows: list[dict[str, Any]]) -> dict[tuple[int, int], list[dict[str, Any]]]:
-    grouped: dict[tuple[int, int], list[dict[str, Any]]] = {}
+def _case_run(row: dict[str, Any]) -> tuple[str | None, int, int]:
+    """Which case run of the case a row belongs to: its agent, repetition and attempt."""
+    return row["agent"], row["run_index"], row["attempt"]
+
+
+def _by_run(rows: list[dict[str, Any]]) -> dict[tuple[str | None, int, int], list[dict[str, Any]]]:
+    grouped: dict[tuple[str | None, int, int], list[dict[str, Any]]] = {}
     for row in rows:
-        grouped.setdefault((row["run_index"], row["attempt"]), []).append(row)
+        grouped.setdefault(_case_run(row), []).append(row)
     return grouped
 
 
@@ -79,7 +78,10 @@ def _parsed_input(text: str | None) -> Any:
 
 
 def _stability(cases: Any) -> dict[str, Any] | None:
-    """Pass rate and class over the case's judged repetitions (skipped ones excluded)."""
+    """Pass rate and class over the case's judged repetitions (skipped ones excluded); None when
+    they are several agents' (each agent's tries are apart: ask for one agent's case)."""
+    if len(set(cases["agent"].to_pylist())) > 1:
+        return None
     statuses = cases["status"].to_pylist()
     judged = [status for status in statuses if status != Status.SKIPPED.value]
     if not judged:

@@ -117,7 +117,9 @@ class RunInfo(BaseModel):
     agents: list[str] = Field(default_factory=list)
     """Every agent under test, in the order of ``-n``: each case ran on each of them."""
     connector: str | None = None
-    """The target agent's connector (after ``-c``)."""
+    """The first agent's connector (after ``-c``); ``connectors`` has every agent's."""
+    connectors: dict[str, str | None] = Field(default_factory=dict)
+    """Per agent under test, the connector that served it (after ``-c``); null for one that needs none."""
     cases: int = 0
     """Cases in the suite (before ``--runs``)."""
     runs: int = 1

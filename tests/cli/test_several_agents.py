@@ -4,6 +4,7 @@ agent, on both engines, against agents behind a real HTTP server on 127.0.0.1.""
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from typer.testing import CliRunner
 
 import farm
 from farm.demo.server import JSONServer, Response, chat_completion
+from farm.view import ViewApp, ViewServer
 
 
 def handler(path, body, headers):
@@ -114,4 +116,86 @@ def test_a_rescore_of_a_run_of_several_agents_judges_each_agents_own_conversatio
     again = farm.rescore(result.run_dir, input=str(edited), quiet=True)
     rows = [json.loads(line) for line in (again.run_dir / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 24 and all(r["rescorable"] for r in rows)
+    assert json.loads((again.run_dir / "run.json").read_text())["connectors"] == {"A": "a", "B": "b"}
     assert {(r["agent"], r["status"]) for r in rows} == {("A", "passed"), ("B", "failed")}  # B's replies name model-b
+
+
+def two_agent_run(project: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``farm test -n A -n B --runs 2`` in ``project``: B refuses c00, c03, c06 and c09, every try."""
+    monkeypatch.chdir(project)
+    done = CliRunner().invoke(app, ["test", "-i", "suite.jsonl", "-n", "A", "-n", "B", "--runs", "2"])
+    assert done.exit_code == 1, done.output
+    (run_dir,) = (project / "results").iterdir()
+    return run_dir
+
+
+def test_farm_report_of_a_run_of_two_agents_gives_every_figure_per_agent(project: Path, monkeypatch):
+    run_dir = two_agent_run(project, monkeypatch)
+    runner = CliRunner()
+    done = runner.invoke(app, ["report", "--json", str(run_dir)])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.output)
+    # 12 cases x 2 tries x 1 turn each: 24 turns per agent, not the 48 a join without the agent makes
+    assert [(row["group"], row["turns"]) for row in report["latency_by_agent"]] == [("A", 24), ("B", 24)]
+    assert [(row["agent"], row["group"], row["turns"]) for row in report["latency_by_turn"]] == [("A", "1", 24), ("B", "1", 24)]
+    assert {row["agent"]: row["connector"] for row in report["tokens"]} == {"A": "a", "B": "b"}
+    stability = report["stability"]
+    assert stability["cases"] == 12 and stability["agents"] == ["A", "B"]
+    assert stability["classes_by_agent"]["A"]["stable"] == 12 and stability["classes_by_agent"]["B"]["consistently_failing"] == 4
+    assert {(row["case_id"], row["agent"]) for row in stability["least_stable"]} == {(c, "B") for c in ("c00", "c03", "c06", "c09")}
+    assert [(stats["agent"], stats["tries"], stats["passes"]) for stats in report["agents"]] == [("A", 24, 24), ("B", 24, 16)]
+    text = runner.invoke(app, ["report", str(run_dir)], env={"COLUMNS": "200"}).output
+    assert "Stability over 12 cases, per agent" in text and "  B: 8 stable, 4 consistently_failing" in text
+    header = [line for line in text.split("Pass rate per case (lowest first)")[1].splitlines() if line.strip()][0]
+    assert header.split()[:2] == ["Case", "Agent"]
+
+
+def test_two_runs_of_two_agents_compare_each_agent_under_its_own_name(project: Path, monkeypatch):
+    first = two_agent_run(project, monkeypatch)
+    second_done = CliRunner().invoke(app, ["test", "-i", "suite.jsonl", "-n", "A", "-n", "B", "--run", "c0[0-5]"])
+    assert second_done.exit_code == 1, second_done.output
+    (second,) = [path for path in (project / "results").iterdir() if path != first]
+    report = json.loads(CliRunner().invoke(app, ["report", "--json", str(first), str(second)]).output)
+    runs = [comparison for comparison in report["comparisons"] if comparison["kind"] == "runs"]
+    assert [(c["a_agent"], c["b_agent"], c["cases"]) for c in runs] == [("A", "A", 6), ("B", "B", 6)]
+    assert runs[0]["a"] == f"{first.name} (A)" and runs[1]["b"] == f"{second.name} (B)"  # two titles that say which agent
+    assert report["comparison"]["regressions_total"] == 0 and report["comparison"]["fixes_total"] == 0  # per agent: B failed c00 and c03 in both
+
+
+def get_json(server, path: str) -> dict:
+    with urllib.request.urlopen(f"{server.url}{path.lstrip('/')}", timeout=30) as response:
+        return json.loads(response.read())
+
+
+def test_farm_view_of_a_run_of_two_agents_shows_each_agents_own_conversations(project: Path, monkeypatch):
+    run_dir = two_agent_run(project, monkeypatch)
+    server = ViewServer(ViewApp(str(project / "results")))
+    server.start()
+    try:
+        name = run_dir.name
+        (summary,) = get_json(server, "/api/runs")["runs"]
+        assert summary["agents"] == ["A", "B"] and summary["counts"]["failed"] == 8 and summary["problems"] == []
+        assert get_json(server, f"/api/runs/{name}")["info"]["connectors"] == {"A": "a", "B": "b"}
+        # B's case: B's turns only, with B's verdicts, one turn per try
+        detail = get_json(server, f"/api/runs/{name}/cases/c03?agent=B")
+        assert [rep["case"]["agent"] for rep in detail["repetitions"]] == ["B", "B"]
+        assert [[turn["output"] for turn in rep["turns"]] for rep in detail["repetitions"]] == [["I cannot help with that."]] * 2
+        assert [[check["passed"] for check in rep["checks"]] for rep in detail["repetitions"]] == [[False]] * 2
+        assert detail["stability"] == {"runs": 2, "passed": 0, "pass_rate": 0.0, "class": "consistently_failing"}
+        both = get_json(server, f"/api/runs/{name}/cases/c03")
+        assert [len(rep["turns"]) for rep in both["repetitions"]] == [1, 1, 1, 1] and both["stability"] is None
+        # a search finds B's replies, not A's case runs of the same case
+        found = get_json(server, f"/api/runs/{name}/cases?q=cannot+help&limit=100")
+        assert found["total"] == 8 and {row["agent"] for row in found["rows"]} == {"B"}
+        assert get_json(server, f"/api/runs/{name}/cases?agent=B&status=failed")["total"] == 8
+        # compare: A against B, and the run against itself case by case and agent by agent
+        agents = get_json(server, f"/api/compare?a={name}&agent_a=A&agent_b=B")
+        assert agents["statistics"]["paired"] == 12 and agents["changes"]["regression"] == 4
+        itself = get_json(server, f"/api/compare?a={name}&b={name}&limit=100")
+        assert itself["total"] == 24 and itself["changes"]["same"] == 24
+        assert {(row["case_id"], row["agent"], row["a"]["outcome"]) for row in itself["rows"] if row["case_id"] == "c03"} == {
+            ("c03", "A", "passed"), ("c03", "B", "failed")
+        }
+    finally:
+        server.shutdown()
+        server.server_close()

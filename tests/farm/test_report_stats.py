@@ -83,7 +83,9 @@ def test_two_agents_of_a_run_are_compared_case_by_case(two_agents: Path):
 def test_the_stability_of_a_case_is_counted_per_agent(two_agents: Path):
     """A case that passes on one agent and fails on the other is not flaky."""
     stability = analyse([two_agents]).stability
-    assert stability.flaky_total == 0 and stability.cases == 80
+    assert stability.flaky_total == 0 and stability.cases == 40 and stability.agents == ["v1", "v2"]
+    assert stability.classes_by_agent["v1"]["stable"] == 40 and stability.classes_by_agent["v2"]["consistently_failing"] == 14
+    assert sum(stability.classes.values()) == 80  # a class per case and agent
     assert {row.agent for row in stability.least_stable} == {"v2"}
 
 
@@ -134,7 +136,9 @@ def test_two_runs_of_the_same_agents_compare_each_agent(tmp_path: Path):
         ("runs", "a", "a", "run-old", "run-new", 2),
         ("runs", "b", "b", "run-old", "run-new", 0),
     ]
-    assert comparisons[2].a == "run-old" and comparisons[2].sentence.startswith("run-new passes 2 cases that run-old fails")
+    # each comparison names its agent: two titles "run-old -> run-new" would not say which is which
+    assert comparisons[2].a == "run-old (a)" and comparisons[3].b == "run-new (b)"
+    assert comparisons[2].sentence.startswith("run-new (a) passes 2 cases that run-old (a) fails")
 
 
 def test_farm_report_json_holds_the_statistics_and_tables_show_them(two_agents: Path):

@@ -597,10 +597,10 @@ def test_missing_or_empty_paths_are_usage_errors(tmp_path: Path):
     with pytest.raises(UsageError, match="no cases.parquet"):
         analyse([tmp_path])
     (tmp_path / "notes.txt").write_text("hi")
-    with pytest.raises(UsageError, match="neither a .parquet nor a .jsonl"):
+    with pytest.raises(UsageError, match="nor a .parquet or .jsonl file"):
         analyse([tmp_path / "notes.txt"])
     pq.write_table(pa.table({"x": [1]}), tmp_path / "other.parquet")
-    with pytest.raises(UsageError, match="not a cases table"):
+    with pytest.raises(UsageError, match="no case results .*other.parquet lacks the columns .*case_id"):
         analyse([tmp_path / "other.parquet"])
 
 

@@ -333,6 +333,7 @@ async function comparePage(mine, params) {
   const columns = [
     { title: "Change", cell: (r) => badge(r.change, r.change.replace("_", " ")) },
     { title: "Case", cell: (r) => r.case_id },
+    ...(data.rows.some((r) => r.agent) ? [{ title: "Agent", cell: (r) => r.agent || "" }] : []),
     { title: "Name", cell: (r) => (r.b || r.a).name || "" },
     { title: data.a.label, cell: (r) => (r.a ? r.a.statuses.map((s) => badge(s)) : "—") },
     { title: data.b.label, cell: (r) => (r.b ? r.b.statuses.map((s) => badge(s)) : "—") },
@@ -367,11 +368,12 @@ async function comparePage(mine, params) {
 }
 
 async function showPair(pair, data, row) {
-  const load = (s, present) => (present ? api(`runs/${enc(s.run)}/cases/${enc(row.case_id)}` + (s.agent ? `?agent=${enc(s.agent)}` : "")) : null);
+  const agentOf = (s) => s.agent || row.agent;  // rows of runs of several agents are matched per agent
+  const load = (s, present) => (present ? api(`runs/${enc(s.run)}/cases/${enc(row.case_id)}` + (agentOf(s) ? `?agent=${enc(agentOf(s))}` : "")) : null);
   const [one, two] = await Promise.all([load(data.a, row.a), load(data.b, row.b)]);
   const column = (label, detail) => h("div", {}, h("h3", {}, label), detail
     ? [caseHeader(detail.repetitions[0].case), transcript(detail.repetitions[0])] : h("p", { class: "muted" }, "Not in this side."));
-  pair.replaceChildren(h("h2", {}, `Case ${row.case_id}`), h("div", { class: "side-by-side" }, column(data.a.label, one), column(data.b.label, two)));
+  pair.replaceChildren(h("h2", {}, `Case ${row.case_id}` + (row.agent ? ` · ${row.agent}` : "")), h("div", { class: "side-by-side" }, column(data.a.label, one), column(data.b.label, two)));
   pair.scrollIntoView();
 }
 

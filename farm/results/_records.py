@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 __all__ = [
+    "CASE_RUN_KEY",
     "SCHEMA_VERSION",
     "AssertionResult",
     "CaseResult",
@@ -34,6 +35,10 @@ __all__ = [
     "format_usd",
     "stability_class",
 ]
+
+CASE_RUN_KEY = ("run_id", "agent", "case_id", "run_index", "attempt")
+"""What names one case run, in every table and every figure: a run may test several agents, each
+case runs ``--runs`` times on each, and a retried case has several attempts."""
 
 #: 3: the Parquet columns are defined once, by the row models of ``farm.writers.rows``.
 #: 4: ``error_role`` names the role whose failure made a case an ``error`` (a simulator error was ``skipped``).

@@ -1,0 +1,83 @@
+"""What a run produces, and how to read it back.
+
+The records (:class:`CaseResult` and its parts) are what a run writes: one JSONL line per case
+run, and the rows of the Parquet tables. The reader reads a run folder back as one typed object,
+as inspect-ai's ``read_eval_log`` reads an eval log: :func:`read_run` for one run, :func:`list_runs`
+for every run of a results folder. ``farm report``, ``farm view`` and ``farm rescore`` read runs
+through it, and so can a notebook::
+
+    from farm.results import list_runs
+
+    for run in list_runs("farm-results"):
+        print(run.run_id, run.info.status, run.problems)
+        cases = run.cases(columns=["agent", "case_id", "status"]).to_pandas()
+
+A case run is named by :data:`CASE_RUN_KEY` everywhere. The reader (and pyarrow with it) is
+imported on first use: the run path imports this package for its records only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from farm.results._records import (
+    ACTUAL_LIMIT,
+    CASE_RUN_KEY,
+    OUTPUT_LIMIT,
+    SCHEMA_VERSION,
+    AssertionResult,
+    CaseResult,
+    CheckpointResult,
+    EndedBy,
+    InputSource,
+    RetriedAttempt,
+    StabilityClass,
+    Status,
+    StepReply,
+    ToolCallRecord,
+    TurnResult,
+    Usage,
+    add_cost,
+    clip_output,
+    format_usd,
+    stability_class,
+)
+
+if TYPE_CHECKING:
+    from farm.results._reader import RunRecord, list_runs, read_run
+
+__all__ = [
+    "ACTUAL_LIMIT",
+    "CASE_RUN_KEY",
+    "OUTPUT_LIMIT",
+    "SCHEMA_VERSION",
+    "AssertionResult",
+    "CaseResult",
+    "CheckpointResult",
+    "EndedBy",
+    "InputSource",
+    "RetriedAttempt",
+    "RunRecord",
+    "StabilityClass",
+    "Status",
+    "StepReply",
+    "ToolCallRecord",
+    "TurnResult",
+    "Usage",
+    "add_cost",
+    "clip_output",
+    "format_usd",
+    "list_runs",
+    "read_run",
+    "stability_class",
+]
+
+_READER = ("RunRecord", "list_runs", "read_run")
+
+
+def __getattr__(name: str) -> Any:  # the reader (and pyarrow) on first use
+    if name in _READER:
+        from farm.results import _reader
+
+        return getattr(_reader, name)
+    raise AttributeError(f"module 'farm.results' has no attribute {name!r}")

@@ -1,0 +1,125 @@
+"""The reader of run folders (``farm.results``): one typed record per run, every row keyed by
+:data:`CASE_RUN_KEY`, and a corrupt run that lists its problems instead of raising. Run folders are
+written by the farm's own writers, then damaged by hand."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from farm.errors import UsageError
+from farm.results import CASE_RUN_KEY, Status, TurnResult, list_runs, read_run
+from farm.writers import JSONLWriter, ParquetWriter, write_run_json
+from tests.factories import case_result
+
+
+def results(run_id: str) -> list:
+    """Two agents, two tries of one case: every case run has one turn that says whose it is."""
+    return [
+        case_result(
+            "greet", Status.PASSED if agent == "A" else Status.FAILED, run_id=run_id, run_index=index, agent=agent,
+            source="suite.jsonl:1", turns=[TurnResult(turn=1, input="hi", output=f"{agent} says hello", duration_ms=10.0 * (index + 1))],
+        )
+        for agent in ("A", "B")
+        for index in range(2)
+    ]  # fmt: skip
+
+
+def write_run(folder: Path, run_id: str = "run-1", *, finish: bool = True, info: dict | None = None) -> Path:
+    with JSONLWriter(folder / "results.jsonl") as jsonl:
+        parquet = ParquetWriter(folder)
+        for result in results(run_id):
+            jsonl.write(result)
+            parquet.write(result)
+        parquet.close() if finish else parquet.flush()
+    write_run_json(folder, {"run_id": run_id, "status": "finished" if finish else "running", "started_at": 1.0, "agents": ["A", "B"], **(info or {})})
+    return folder
+
+
+def test_every_table_carries_the_case_run_key_and_each_agents_rows_are_its_own(tmp_path: Path):
+    run = read_run(write_run(tmp_path / "run-1"))
+    assert CASE_RUN_KEY == ("run_id", "agent", "case_id", "run_index", "attempt")
+    for table in (run.cases(), run.turns(), run.assertions()):
+        assert set(CASE_RUN_KEY) <= set(table.column_names)
+    turns = run.turns(columns=["agent", "output"], filters=pc.field("agent") == "B")
+    assert turns["output"].to_pylist() == ["B says hello", "B says hello"]
+    assert run.run_id == "run-1" and run.status == "finished" and run.info.agents == ["A", "B"] and run.problems == []
+    b_rows = run.case_rows("turns", "greet", agent="B")
+    assert b_rows.num_rows == 2 and set(b_rows["agent"].to_pylist()) == {"B"}
+
+
+def test_a_run_still_going_reads_its_parts_and_a_results_file_reads_as_a_run(tmp_path: Path):
+    going = read_run(write_run(tmp_path / "going", finish=False))
+    assert not (going.path / "cases.parquet").exists() and going.cases().num_rows == 4 and going.status == "running"
+    jsonl = read_run(tmp_path / "going" / "results.jsonl")
+    assert jsonl.cases(columns=["agent", "status"]).to_pylist()[0] == {"agent": "A", "status": "passed"}
+    assert jsonl.turns().num_rows == 4 and jsonl.run_id == "run-1"
+    with pytest.raises(UsageError, match="does not exist"):
+        read_run(tmp_path / "nowhere")
+
+
+def test_each_agents_connector_is_kept(tmp_path: Path):
+    run = read_run(write_run(tmp_path / "run", info={"agent": "A", "connector": "a", "connectors": {"A": "a", "B": "b"}}))
+    assert (run.connector_of("A"), run.connector_of("B")) == ("a", "b")
+    older = read_run(write_run(tmp_path / "older", info={"agent": "A", "connector": "a", "config": {"agents": {"B": {"connector": "b"}}}}))
+    assert (older.connector_of("A"), older.connector_of("B")) == ("a", "b")  # a run.json before `connectors`: its config says
+
+
+def test_a_wrongly_typed_or_nan_field_of_run_json_reads_as_unknown_and_says_so(tmp_path: Path):
+    folder = write_run(tmp_path / "run")
+    text = json.dumps({"run_id": "run", "status": "finished", "started_at": "yesterday", "runs": float("nan"), "cost": {"cost_usd": float("inf")}})
+    (folder / "run.json").write_text(text)  # Python writes NaN and Infinity, which JSON has not
+    run = read_run(folder)
+    assert run.info.started_at is None and run.info.runs == 1 and run.info.cost == {"cost_usd": None} and run.status == "finished"
+    problems = run.problems
+    assert len(problems) == 3 and all(problem.startswith(f"{folder / 'run.json'}: ") for problem in problems)
+    assert any("started_at is text, not a number" in problem for problem in problems)
+    assert any("runs is nan" in problem for problem in problems) and any("cost.cost_usd is inf" in problem for problem in problems)
+    assert not any("pydantic" in problem or "Input should" in problem for problem in problems)
+    assert run.cases().num_rows == 4  # the tables are whole: only run.json's fields are unknown
+    (folder / "run.json").write_text("[1, 2")
+    broken = read_run(folder)
+    assert broken.info.run_id == "" and broken.run_id == "run" and "cannot be read" in broken.problems[0]
+
+
+def test_a_truncated_parquet_file_is_a_problem_and_the_other_files_are_read(tmp_path: Path):
+    folder = write_run(tmp_path / "run")
+    cases = folder / "cases.parquet"
+    cases.write_bytes(cases.read_bytes()[:100])
+    run = read_run(folder)
+    assert run.cases().num_rows == 0 and run.turns().num_rows == 4
+    assert run.problems == [f"{cases} cannot be read (" + run.problems[0].split(" cannot be read (", 1)[1]]
+    assert run.problems[0].endswith("; its rows are left out.")
+    assert run.case_rows("cases", "greet").num_rows == 0 and len(run.problems) == 1  # said once
+
+
+def test_a_link_out_of_the_results_folder_is_no_run_and_is_not_read(tmp_path: Path):
+    root = tmp_path / "results"
+    write_run(root / "inside")
+    outside = write_run(tmp_path / "elsewhere", "elsewhere")
+    (root / "escape").symlink_to(outside, target_is_directory=True)
+    (root / "alias").symlink_to(root / "inside", target_is_directory=True)  # a link that stays inside is a run
+    (root / ".cache").mkdir()
+    (root / "notes").mkdir()
+    assert [run.name for run in list_runs(root)] == ["alias", "inside"]
+    with pytest.raises(UsageError, match="leads out of"):
+        read_run(root / "escape", root=root)
+    # a table that is a link out of the folder is not read either
+    leaky = write_run(root / "leaky", "leaky")
+    os.replace(outside / "turns.parquet", tmp_path / "secret-turns.parquet")
+    (leaky / "turns.parquet").unlink()
+    (leaky / "turns.parquet").symlink_to(tmp_path / "secret-turns.parquet")
+    (run,) = [run for run in list_runs(root) if run.name == "leaky"]
+    assert run.turns().num_rows == 0 and run.cases().num_rows == 4
+
+
+def test_importing_farm_results_does_not_import_pyarrow():
+    code = "import sys, farm.results; print('pyarrow' in sys.modules); farm.results.read_run; print('pyarrow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
