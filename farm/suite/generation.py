@@ -71,6 +71,7 @@ __all__ = [
     "CaseStream",
     "GenerateCall",
     "GenerationStats",
+    "check_query",
     "collect",
     "fingerprint",
     "generate_locally",
@@ -190,6 +191,33 @@ def _as_list(value: Any) -> list[Any] | None:
     return None
 
 
+DOCUMENTED = frozenset({*_SETTINGS, "focus", "complexity"})
+"""Parameters every generator is told of (docs/generation.md), besides the settings."""
+
+
+def check_query(origin: str, query: dict[str, Any], known: set[str], strict: bool) -> None:
+    """Raise :class:`UsageError` for a query parameter the generator does not know.
+
+    ``known``: what it reads besides :data:`DOCUMENTED` (its ``generate`` table, its prompt's
+    placeholders). A name close to a known one is a typo, always; with ``strict`` (the farm writes
+    the generator's prompt, so nothing else reaches the model) any other name that is no coverage
+    list is unknown too."""
+    names = known | DOCUMENTED
+    for key, value in query.items():
+        if key in names:
+            continue
+        from farm.suite.validation import nearest, shown
+
+        hint = nearest(key, names)
+        if hint:
+            raise UsageError(f"-i {origin}: unknown parameter '{shown(key)}'{hint}")
+        if strict and _as_list(value) is None:
+            raise UsageError(
+                f"-i {origin}: unknown parameter '{shown(key)}': the generator's prompt has no {{{shown(key)}}}"
+                f" and it is no coverage list (known: {', '.join(sorted(names))})"
+            )
+
+
 def _int_setting(name: str, value: Any, origin: str, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise UsageError(f"-i {origin}: '{name}' must be a whole number of at least {least}, not {value!r}")
@@ -243,7 +271,7 @@ class CaseStream:
         self.config = config
         self.agent_id = agent_id
         self.script = script
-        self.asked: int = _int_setting("count", params.get("count", metadata.get("count", 5)), origin, 0)
+        self.asked: int = _int_setting("count", params.get("count", metadata.get("count", 5)), origin, 1)
         self.batch = _int_setting("batch", params.get("batch", DEFAULT_BATCH), origin, 1)
         self.patience = _int_setting("patience", params.get("patience", DEFAULT_PATIENCE), origin, 1)
         self.seed = params.get("seed", DEFAULT_SEED)
