@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from farm.agents.transport import DEFAULT_MAX_REPLY_BYTES
 from farm.errors import UsageError
 from farm.roles.cache import RoleCache, caches_role, tally
 from farm.roles.types import CallTally, RoleRequest
@@ -280,6 +281,8 @@ class CaseStream:
         self.metadata = {k: v for k, v in metadata.items() if k not in coverage and k not in ("batch", "patience")}
         self.metadata.update(count=self.asked, seed=self.seed)
         self.parallel = self._parallel()
+        self.max_reply_bytes = DEFAULT_MAX_REPLY_BYTES
+        """The largest reply a script generator may give at once, counted as JSON (an HTTP reply's default bound)."""
         self.default_simulator: str | None = None
         """The run's default simulator (``--simulator``), for the checks of dynamic cases."""
         self.role_calls = CallTally()
@@ -597,6 +600,12 @@ class CaseStream:
                 return
             number += 1
             self.stats.batches += 1
+            if not _within(item, self.max_reply_bytes):
+                verb = "yielded" if inspect.isgenerator(produced) or inspect.isasyncgen(produced) else "returned"
+                self._error = f"the generator script {verb} more than {self.max_reply_bytes} bytes at once (the bound of a reply, max_reply_bytes)"
+                self._stop(self._error)
+                await _close(produced)
+                return
             cases = item
             if isinstance(cases, dict) and isinstance(cases.get("cases"), list):
                 cases = cases["cases"]
@@ -732,6 +741,29 @@ async def _close(produced: Any) -> None:
         await produced.aclose()
     elif inspect.isgenerator(produced):
         produced.close()
+
+
+def _within(value: Any, limit: int) -> bool:
+    """Whether ``value`` (what a script produced) takes at most ``limit`` bytes as JSON, about;
+    counted without writing it out, and stopping as soon as it is over."""
+    used = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            used += len(item) + 2 if item.isascii() else len(item.encode("utf-8", "replace")) + 2
+        elif isinstance(item, dict):
+            used += 2 + 2 * len(item)
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            used += 2 + len(item)
+            stack.extend(item)
+        else:
+            used += 8
+        if used > limit:
+            return False
+    return True
 
 
 def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
