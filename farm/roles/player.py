@@ -9,6 +9,7 @@ answer is retried once, then raised as :class:`RoleError`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,7 +25,7 @@ from farm.roles.types import RoleError, SimulatorTurn, Verdict
 if TYPE_CHECKING:
     from farm.config import FarmConfig
 
-__all__ = ["PROMPTS", "RolePlayer", "render_transcript"]
+__all__ = ["PLACEHOLDERS", "PROMPTS", "RolePlayer", "fill", "placeholders", "render_transcript"]
 
 T = TypeVar("T")
 
@@ -40,7 +41,7 @@ Read the conversation so far and the agent's last response, then write the user'
 moving toward the goal. If the goal has been achieved, set goal_achieved to true.
 
 Respond in JSON only:
-{{"input": "your next message as the user", "goal_achieved": true or false, "reasoning": "brief explanation"}}""",
+{"input": "your next message as the user", "goal_achieved": true or false, "reasoning": "brief explanation"}""",
     "validator": """You are a strict test validator judging an AI agent's response.
 test_mode: validator
 
@@ -49,7 +50,7 @@ Additional context: {context}
 
 Judge only the agent's latest response against the criteria.
 Respond in JSON only:
-{{"passed": true or false, "score": 0.0 to 1.0, "reason": "one sentence", "suggestions": ["..."]}}""",
+{"passed": true or false, "score": 0.0 to 1.0, "reason": "one sentence", "suggestions": ["..."]}""",
     "generator": """You are a test case generator for AI agents.
 test_mode: generator
 
@@ -58,14 +59,14 @@ Description: {target_description}
 Available Tools: {target_tools}
 
 Generate {count} test cases with focus on: {focus} (complexity: {complexity}).
-This is batch {batch_number} (seed {seed}) of a suite of {total} cases; this batch covers: {slice}.
+This is batch {batch_number} (seed {seed}) of a suite of {total} cases.{coverage}
 Write cases that differ from those already written (id: first words of the input):
 {avoid}
 Each case has: id (unique, short, lowercase words joined by '-'), name, input (the user message) or
-turns (an array of {{"input", "assertions"}}), and assertions (e.g. {{"type": "contains", "value": "..."}},
-{{"type": "tool_called", "name": "..."}}).
+turns (an array of {"input", "assertions"}), and assertions (e.g. {"type": "contains", "value": "..."},
+{"type": "tool_called", "name": "..."}).
 
-Respond in JSON only: {{"cases": [ ... ]}}""",
+Respond in JSON only: {"cases": [ ... ]}""",
     "reporter": """You are a test reporter. Summarise this test run of an AI agent for its developers:
 what passed, what failed and why, patterns across failures, and what to fix first.
 test_mode: reporter
@@ -77,9 +78,49 @@ Respond in Markdown.""",
 }
 
 
-class _Defaults(dict):
-    def __missing__(self, key: str) -> str:
-        return "(not given)"
+PLACEHOLDERS: dict[str, frozenset[str]] = {
+    "simulator": frozenset({"persona", "goal", "turn_number", "max_turns"}),
+    "validator": frozenset({"criteria", "context"}),
+    "generator": frozenset(
+        {"target_agent", "target_description", "target_tools", "count", "focus", "complexity", "batch_number", "seed", "total", "slice", "coverage", "avoid"}
+    ),
+    "reporter": frozenset({"summary"}),
+}
+"""Each role's own placeholders (docs/generation.md): one with no value reads ``(not given)``."""
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def fill(prompt: str, fields: dict[str, str], documented: frozenset[str] = frozenset()) -> str:
+    """``prompt`` with each ``{name}`` of ``fields`` (or of ``documented``: ``(not given)``) filled in.
+
+    A prompt is text, not a format string: every other brace is kept as written, so a
+    prompt file may hold a JSON example as it is."""
+
+    def one(match: re.Match[str]) -> str:
+        name = match[1]
+        if name in fields:
+            return fields[name]
+        return "(not given)" if name in documented else match[0]
+
+    return _PLACEHOLDER.sub(one, prompt)
+
+
+def placeholders(prompt: str) -> set[str]:
+    """The ``{name}`` placeholders ``prompt`` holds."""
+    return set(_PLACEHOLDER.findall(prompt))
+
+
+def _generator_fields(metadata: dict[str, Any]) -> dict[str, str]:
+    """What the generator prompt shows besides the metadata: the batch's coverage as a clause
+    (nothing when there are no coverage lists) and the cases to avoid, one a line."""
+    chosen = metadata.get("slice")
+    covers = as_text(chosen, ensure_ascii=True) if chosen else ""
+    avoid = metadata.get("avoid") or []
+    return {
+        "coverage": f"; this batch covers: {covers}." if covers else "",
+        "avoid": "\n".join(f"- {as_text(a, ensure_ascii=True)}" for a in avoid) if isinstance(avoid, list) and avoid else "(none yet)",
+    }
 
 
 def render_transcript(messages: list[Message]) -> str:
@@ -178,11 +219,19 @@ class RolePlayer:
     def _messages(self, conversation: list[Message], metadata: dict[str, Any]) -> list[Message]:
         if not self.builtin_prompt:
             return list(conversation)
-        fields = _Defaults({k: as_text(v, ensure_ascii=True) for k, v in metadata.items()})
+        fields = {k: as_text(v, ensure_ascii=True) for k, v in metadata.items()}
         fields.setdefault("context", as_text({k: v for k, v in metadata.items() if k not in ("criteria",)}, ensure_ascii=True))
-        system = self.prompt.format_map(fields)
-        transcript = render_transcript(conversation) or "(no conversation yet: write the user's first message)"
-        return [{"role": "system", "content": system}, {"role": "user", "content": transcript}]
+        if self.role == "generator":
+            fields.update(_generator_fields(metadata))
+        system = fill(self.prompt, fields, PLACEHOLDERS.get(self.role, frozenset()))
+        return [{"role": "system", "content": system}, {"role": "user", "content": self._ask(conversation, metadata)}]
+
+    def _ask(self, conversation: list[Message], metadata: dict[str, Any]) -> str:
+        """The user message of a role call: a generator's request for its cases, else the conversation."""
+        if self.role == "generator":
+            count = metadata.get("count")
+            return f"Write the {count} test cases of this batch now, as JSON." if count else "Write the test cases now, as JSON."
+        return render_transcript(conversation) or "(no conversation yet: write the user's first message)"
 
     def _cached(self, messages: list[Message], options: dict[str, Any]) -> tuple[str | None, Reply | None]:
         """This call's cache key (None without a cache) and the stored answer, counted in the
@@ -243,7 +292,7 @@ class RolePlayer:
         raise RoleError("the generator's answer is neither {\"cases\": [...]}, an array, nor a case")
 
     async def report(self, summary: dict[str, Any]) -> str:
-        messages = [{"role": "system", "content": self.prompt.format_map(_Defaults(summary=json.dumps(summary, indent=2, default=str)))}]
+        messages = [{"role": "system", "content": fill(self.prompt, {"summary": json.dumps(summary, indent=2, default=str)})}]
         if not self.builtin_prompt:
             messages = [{"role": "user", "content": json.dumps(summary, default=str)}]
         options = {"skip": {"history": True}, "metadata": {"test_mode": "reporter"}}

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from farm.agents.transport import DEFAULT_MAX_REPLY_BYTES
 from farm.errors import UsageError
 from farm.roles.cache import RoleCache, caches_role, tally
 from farm.roles.types import CallTally, RoleRequest
@@ -71,6 +72,7 @@ __all__ = [
     "CaseStream",
     "GenerateCall",
     "GenerationStats",
+    "check_query",
     "collect",
     "fingerprint",
     "generate_locally",
@@ -191,6 +193,33 @@ def _as_list(value: Any) -> list[Any] | None:
     return None
 
 
+DOCUMENTED = frozenset({*_SETTINGS, "focus", "complexity"})
+"""Parameters every generator is told of (docs/generation.md), besides the settings."""
+
+
+def check_query(origin: str, query: dict[str, Any], known: set[str], strict: bool) -> None:
+    """Raise :class:`UsageError` for a query parameter the generator does not know.
+
+    ``known``: what it reads besides :data:`DOCUMENTED` (its ``generate`` table, its prompt's
+    placeholders). A name close to a known one is a typo, always; with ``strict`` (the farm writes
+    the generator's prompt, so nothing else reaches the model) any other name that is no coverage
+    list is unknown too."""
+    names = known | DOCUMENTED
+    for key, value in query.items():
+        if key in names:
+            continue
+        from farm.suite.validation import nearest, shown
+
+        hint = nearest(key, names)
+        if hint:
+            raise UsageError(f"-i {origin}: unknown parameter '{shown(key)}'{hint}")
+        if strict and _as_list(value) is None:
+            raise UsageError(
+                f"-i {origin}: unknown parameter '{shown(key)}': the generator's prompt has no {{{shown(key)}}}"
+                f" and it is no coverage list (known: {', '.join(sorted(names))})"
+            )
+
+
 def _int_setting(name: str, value: Any, origin: str, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise UsageError(f"-i {origin}: '{name}' must be a whole number of at least {least}, not {value!r}")
@@ -244,7 +273,7 @@ class CaseStream:
         self.config = config
         self.agent_id = agent_id
         self.script = script
-        self.asked: int = _int_setting("count", params.get("count", metadata.get("count", 5)), origin, 0)
+        self.asked: int = _int_setting("count", params.get("count", metadata.get("count", 5)), origin, 1)
         self.batch = _int_setting("batch", params.get("batch", DEFAULT_BATCH), origin, 1)
         self.patience = _int_setting("patience", params.get("patience", DEFAULT_PATIENCE), origin, 1)
         self.seed = params.get("seed", DEFAULT_SEED)
@@ -253,6 +282,8 @@ class CaseStream:
         self.metadata = {k: v for k, v in metadata.items() if k not in coverage and k not in ("batch", "patience")}
         self.metadata.update(count=self.asked, seed=self.seed)
         self.parallel = self._parallel()
+        self.max_reply_bytes = DEFAULT_MAX_REPLY_BYTES
+        """The largest reply a script generator may give at once, counted as JSON (an HTTP reply's default bound)."""
         self.default_simulator: str | None = None
         """The run's default simulator (``--simulator``), for the checks of dynamic cases."""
         self.role_calls = CallTally()
@@ -570,6 +601,12 @@ class CaseStream:
                 return
             number += 1
             self.stats.batches += 1
+            if not _within(item, self.max_reply_bytes):
+                verb = "yielded" if inspect.isgenerator(produced) or inspect.isasyncgen(produced) else "returned"
+                self._error = f"the generator script {verb} more than {self.max_reply_bytes} bytes at once (the bound of a reply, max_reply_bytes)"
+                self._stop(self._error)
+                await _close(produced)
+                return
             cases = item
             if isinstance(cases, dict) and isinstance(cases.get("cases"), list):
                 cases = cases["cases"]
@@ -705,6 +742,29 @@ async def _close(produced: Any) -> None:
         await produced.aclose()
     elif inspect.isgenerator(produced):
         produced.close()
+
+
+def _within(value: Any, limit: int) -> bool:
+    """Whether ``value`` (what a script produced) takes at most ``limit`` bytes as JSON, about;
+    counted without writing it out, and stopping as soon as it is over."""
+    used = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            used += len(item) + 2 if item.isascii() else len(item.encode("utf-8", "replace")) + 2
+        elif isinstance(item, dict):
+            used += 2 + 2 * len(item)
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            used += 2 + len(item)
+            stack.extend(item)
+        else:
+            used += 8
+        if used > limit:
+            return False
+    return True
 
 
 def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:

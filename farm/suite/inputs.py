@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import parse_qsl
 
-from farm.config import FarmConfig
+from farm.config import AgentConfig, FarmConfig
 from farm.errors import UsageError
 from farm.roles.cache import RoleCache
+from farm.roles.player import RolePlayer
 from farm.scripts import ScriptResolver
 from farm.suite.loader import Suite, load_file, load_message, load_stdin, looks_like_file
 
@@ -107,20 +108,39 @@ def _split(value: str, prefix: str) -> tuple[str, dict[str, Any]]:
     return ref, typed_query(query)
 
 
-def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, cache: RoleCache | None = None) -> Suite:
-    from farm.suite.generation import CaseStream
+def _writes_prompt(config: FarmConfig, generator: AgentConfig) -> bool:
+    """Whether the farm writes this generator's prompt (a plain LLM), as the role player decides."""
+    player = config.agents.get(generator.uses) if generator.is_role and generator.uses else generator
+    return player is not None and (player.kind == "openai" or player.is_role)
 
-    generator_id, params = _split(value, "agents:")
+
+def _placeholders(config: FarmConfig, generator: AgentConfig) -> set[str]:
+    """The ``{name}`` placeholders of the generator's prompt (its file's, else the built-in one)."""
+    from farm.roles.player import PLACEHOLDERS, PROMPTS, placeholders
+
+    try:
+        text = RolePlayer.prompt_from(generator.prompt, config.base_dir) or PROMPTS["generator"]
+    except OSError:
+        text = PROMPTS["generator"]
+    return placeholders(text) | PLACEHOLDERS["generator"]
+
+
+def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, cache: RoleCache | None = None) -> Suite:
+    from farm.suite.generation import CaseStream, check_query
+
+    generator_id, query = _split(value, "agents:")
     generator = config.agent(generator_id)  # a UsageError naming the configured agents
-    params = {**generator.generate, **params}
+    check_query(f"agents:{generator_id}", query, {*generator.generate, *_placeholders(config, generator)}, strict=_writes_prompt(config, generator))
+    params = {**generator.generate, **query}
     stream = CaseStream(f"agents:{generator_id}", config, params, generator_metadata(config, agent_id, params), agent_id=generator_id, cache=cache)
     return Suite([], f"agents:{generator_id} ({stream.asked} cases to generate)", stream=stream)
 
 
 def _generated_by_script(value: str, config: FarmConfig, agent_id: str | None) -> Suite:
-    from farm.suite.generation import CaseStream
+    from farm.suite.generation import CaseStream, check_query
 
     ref, params = _split(value, "scripts:")
     fn = ScriptResolver(config.scripts_dir).resolve(ref)
+    check_query(f"scripts:{ref}", params, set(), strict=False)
     stream = CaseStream(f"scripts:{ref}", config, params, generator_metadata(config, agent_id, params), script=fn)
     return Suite([], f"scripts:{ref} ({stream.asked} cases to generate)", stream=stream)

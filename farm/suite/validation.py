@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_DEPTH",
     "MAX_LATENCY_MS",
+    "MAX_TURNS",
     "JSON_TYPE_NAMES",
     "TooLargeInteger",
     "raw_problems",
@@ -63,6 +64,9 @@ __all__ = [
 
 MAX_DEPTH = 64
 """How deeply a case may nest (objects and arrays); far beyond any real suite."""
+
+MAX_TURNS = 10_000
+"""The most turns a case may script: the bound of ``max_turns``."""
 
 MAX_LATENCY_MS = 86_400_000
 """The largest ``latency`` bound a case may give: a day, beyond any turn timeout."""
@@ -127,6 +131,9 @@ Unknown = Callable[[dict[str, Any], str, str, frozenset[str]], None]
 
 def raw_problems(raw: dict[str, Any]) -> list[str]:
     """Problems of a case as written: bounds and Unicode at any depth, then unknown fields."""
+    turns = raw.get("turns")
+    if isinstance(turns, list) and len(turns) > MAX_TURNS:
+        return [f"field 'turns': {len(turns)} turns, more than the {MAX_TURNS} a case may have (the bound of max_turns)"]
     problems = _bounds(raw)
     if problems:
         return problems  # nothing further can be read safely

@@ -20,7 +20,7 @@ from farm.cli.app import app
 from typer.testing import CliRunner
 
 from farm.demo.generator import LikeAnLLM
-from farm.demo.server import JSONServer
+from farm.demo.server import JSONServer, Response, chat_completion
 from tests.scripted import ScriptedAgent, farm_toml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -254,3 +254,114 @@ def test_on_the_ray_engine_generator_calls_run_in_a_role_pool(tmp_path: Path, ag
                 ray_session.kill(handle)
     finally:
         server.stop()
+
+
+class Recording(LikeAnLLM):
+    """:class:`LikeAnLLM` that keeps the messages of every request it was sent."""
+
+    def __init__(self, **kwargs):
+        super().__init__(latency=0.0, **kwargs)
+        self.sent: list[list[dict]] = []
+
+    def __call__(self, path, body, headers):
+        self.sent.append(body.get("messages", []))
+        return super().__call__(path, body, headers)
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("cuont=20", "-i agents:gen: unknown parameter 'cuont' (did you mean 'count'?)"),
+        ("count=0", "-i agents:gen: 'count' must be a whole number of at least 1, not 0"),
+        ("count=3&tone=friendly", "-i agents:gen: unknown parameter 'tone': the generator's prompt has no {tone}"),
+    ],
+)
+def test_a_generator_parameter_the_farm_does_not_know_is_one_sentence_before_any_call(tmp_path: Path, agent, query: str, said: str):
+    llm = Recording()
+    server = project(tmp_path, agent.url, llm)
+    try:
+        result = farm_test(tmp_path, "-i", f"agents:gen?{query}")
+        assert result.exit_code == 2, result.output
+        assert said in " ".join(result.output.split())
+        assert "Traceback" not in result.output and llm.sent == []
+        assert run_dirs(tmp_path) == []
+    finally:
+        server.stop()
+
+
+def test_the_generator_is_asked_for_cases_not_for_a_users_first_message(tmp_path: Path, agent):
+    llm = Recording()
+    server = project(tmp_path, agent.url, llm)
+    try:
+        plain = farm_test(tmp_path, "-i", "agents:gen?count=3", "--dry-run")
+        assert plain.exit_code == 0, plain.output
+        system, user = llm.sent[0]
+        assert user["role"] == "user" and "first message" not in user["content"] and "3 test cases" in user["content"]
+        assert "covers" not in system["content"] and "{}" not in system["content"]  # no coverage lists, no empty placeholder
+        assert "(none yet)" in system["content"]  # nothing to avoid in the first batch
+
+        covered = farm_test(tmp_path, "-i", "agents:gen?count=4&batch=2&focus=refunds,travel", "--dry-run")
+        assert covered.exit_code == 0, covered.output
+        assert 'this batch covers: {"focus": "refunds"}.' in llm.sent[-1][0]["content"] or 'this batch covers: {"focus": "travel"}.' in llm.sent[-1][0]["content"]
+    finally:
+        server.stop()
+
+
+def test_a_prompt_file_is_text_with_its_literal_braces_kept(tmp_path: Path, agent):
+    llm = Recording()
+    server = project(tmp_path, agent.url, llm)
+    prompt = 'Write {count} cases about {focus} for {nobody}. Answer like {"cases": [{"id": "x", "input": "{hi}"}]} and {{this}}.'
+    (tmp_path / "gen.md").write_text(prompt)
+    toml = tmp_path / "farm.toml"
+    toml.write_text(toml.read_text().replace('[agents.gen]\nkind = "generator"\n', '[agents.gen]\nkind = "generator"\nprompt = "gen.md"\n'))
+    try:
+        result = farm_test(tmp_path, "-i", "agents:gen?count=2&focus=refunds", "--dry-run")
+        assert result.exit_code == 0, result.output
+        system = llm.sent[0][0]["content"]
+        assert system == 'Write 2 cases about refunds for {nobody}. Answer like {"cases": [{"id": "x", "input": "{hi}"}]} and {{this}}.'
+    finally:
+        server.stop()
+
+
+def test_a_generated_case_with_more_turns_than_a_case_may_have_is_dropped(tmp_path: Path, agent):
+    cases = [
+        {"id": "endless", "turns": [{"input": "and again"}] * 10_001},
+        {"id": "fine", "input": "I want to submit an expense", "assertions": [{"type": "contains", "value": "type of expense"}]},
+    ]
+    server = JSONServer(lambda path, body, headers: Response(chat_completion(json.dumps({"cases": cases})))).start()
+    (tmp_path / "farm.toml").write_text(farm_toml(agent.url) + generator_toml(server.url))
+    try:
+        result = farm_test(tmp_path, "-i", "agents:gen?count=2&patience=1", "--engine", "local")
+        assert result.exit_code == 0, result.output
+        (run_dir,) = run_dirs(tmp_path)
+        assert [c["id"] for c in lines(run_dir / "generated.jsonl")] == ["fine"]
+        stats = json.loads((run_dir / "run.json").read_text())["generation"]
+        assert stats["malformed"] >= 1 and "field 'turns': 10001 turns, more than the 10000" in stats["problems"][0]
+    finally:
+        server.stop()
+
+
+BIG_SCRIPT = '''
+def huge(meta):
+    return [{"id": "big", "input": "x" * 11_000_000}]
+
+
+def many(meta):
+    yield {"id": "small", "input": "I want to submit an expense", "assertions": [{"type": "contains", "value": "type of expense"}]}
+    yield [{"id": f"c{i}", "input": "y" * 1000} for i in range(11_000)]
+'''
+
+
+def test_a_script_generators_reply_is_bounded_like_an_http_one(tmp_path: Path, agent):
+    (tmp_path / "farm.toml").write_text(farm_toml(agent.url))
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "gen.py").write_text(BIG_SCRIPT)
+    huge = farm_test(tmp_path, "-i", "scripts:gen.huge?count=1", "--engine", "local")
+    assert huge.exit_code == 2, huge.output
+    assert "the generator script returned more than 10000000 bytes at once (the bound of a reply, max_reply_bytes)" in " ".join(huge.output.split())
+    before = set(run_dirs(tmp_path))
+    many = farm_test(tmp_path, "-i", "scripts:gen.many?count=5", "--engine", "local")
+    assert many.exit_code == 0, many.output  # the case before the oversized yield runs
+    (run_dir,) = set(run_dirs(tmp_path)) - before
+    assert [r["id"] for r in lines(run_dir / "results.jsonl")] == ["small"]
+    assert "yielded more than 10000000 bytes" in json.loads((run_dir / "run.json").read_text())["generation"]["stop_reason"]

@@ -197,3 +197,10 @@ def test_patterns_are_checked_by_the_engine_the_run_uses_with_no_warning(tmp_pat
         assert not load(tmp_path, one({"type": "regex", "value": "[[:alpha:]]+"}), toml=None).problems
         assert "invalid regex" in problem(tmp_path, one({"type": "regex", "value": "[[:alpha:]"}), toml=None)
         assert "invalid regex" in problem(tmp_path, one({"type": "tool_result", "tool": "t", "result": {"s": "regex:[[:alpha:]"}}), toml=None)
+
+
+def test_a_case_scripts_at_most_as_many_turns_as_max_turns_allows(tmp_path):
+    turn = {"input": "hi"}
+    text = problem(tmp_path, {"id": "a", "turns": [turn] * 10_001}, toml=None)
+    assert text.endswith("field 'turns': 10001 turns, more than the 10000 a case may have (the bound of max_turns)")
+    assert not load(tmp_path, {"id": "a", "turns": [turn] * 10_000}, toml=None).problems
