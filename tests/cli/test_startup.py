@@ -76,6 +76,8 @@ def test_a_test_run_imports_no_report_or_viewer(tmp_path: Path):
     assert (tmp_path / "results").is_dir()
     assert "farm.cli.test" in modules and "farm.writers.parquet" in modules
     assert loaded(modules, REPORTS_AND_VIEWER) == []
+    assert "httpx" in modules
+    assert loaded(modules, ("httpx._main", "pygments", "click")) == []  # httpx's command-line client
 
 
 def test_validate_imports_no_engine_or_writer(tmp_path: Path):
