@@ -2,19 +2,85 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
+from typer.core import TyperGroup
+from typer.main import get_command_from_info
+from typer.models import CommandInfo
 
 from farm.errors import FarmError, InputError
 
 __all__ = ["app", "err_console", "fail", "main"]
 
+COMMANDS: dict[str, tuple[str, str]] = {
+    "test": ("farm.cli.test", "Run a suite against an agent."),
+    "demo": ("farm.cli.demo", "Run the bundled demo suite on the demo agent, offline."),
+    "validate": ("farm.cli.validate", "Check test files and report every problem."),
+    "agents": ("farm.cli.agents", "List configured agents and connectors."),
+    "report": ("farm.cli.report", "Summarise runs: statuses, flaky cases, regressions."),
+    "rescore": ("farm.cli.rescore", "Judge a run's recorded conversations again."),
+    "view": ("farm.cli.view", "Browse and compare runs in a local web app."),
+}
+"""Command name → (its module, which defines a function of that name; its line in ``farm --help``)."""
+
+
+class _Commands(MutableMapping[str, Any]):
+    """The app's click commands, each built from its module when it is first looked up: a command
+    imports only its own module, so ``farm test`` never loads the reports and the viewer that
+    ``farm report`` and ``farm view`` need, and ``farm --help`` loads none."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            module, short_help = COMMANDS[name]  # KeyError: no such command
+            callback = getattr(importlib.import_module(module), name)
+            info = CommandInfo(name=name, callback=callback, short_help=short_help)
+            self._built[name] = get_command_from_info(
+                info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=app.rich_markup_mode
+            )
+        return self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS)
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        raise TypeError("the farm's commands are fixed")
+
+
+class _Group(TyperGroup):
+    """The ``farm`` group over :class:`_Commands`; its help lists the commands from :data:`COMMANDS`."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = _Commands()
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, short_help) for name, (_, short_help) in COMMANDS.items()])
+
+
+def _farm() -> None:
+    """The group's own callback: options of the whole app would go here (there are none)."""
+
+
 app = typer.Typer(
     name="farm",
+    cls=_Group,
+    callback=_farm,
     help="Agent Test Farm: run test suites against conversational AI agents, in parallel on Ray.",
     no_args_is_help=True,
     add_completion=False,
@@ -35,18 +101,6 @@ def fail(exc: FarmError) -> None:
     raise typer.Exit(2)
 
 
-def _register() -> None:
-    from farm.cli import agents, demo, report, rescore, test, validate, view
-
-    app.command("test", short_help="Run a suite against an agent.")(test.test)
-    app.command("demo", short_help="Run the bundled demo suite on the demo agent, offline.")(demo.demo)
-    app.command("validate", short_help="Check test files and report every problem.")(validate.validate)
-    app.command("agents", short_help="List configured agents and connectors.")(agents.agents)
-    app.command("report", short_help="Summarise runs: statuses, flaky cases, regressions.")(report.report)
-    app.command("rescore", short_help="Judge a run's recorded conversations again.")(rescore.rescore)
-    app.command("view", short_help="Browse and compare runs in a local web app.")(view.view)
-
-
 def _usage_name(self: Any) -> str:
     """An argument on the usage line as click and pytest write it: ``FILE...``, ``[PATH]...``
     (typer's own wraps a required one in braces: ``{FILE}...``)."""
@@ -60,7 +114,6 @@ def _plain_usage() -> None:
         argument._usage_display_name = _usage_name
 
 
-_register()
 _plain_usage()
 
 

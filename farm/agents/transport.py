@@ -27,18 +27,36 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 import urllib.request
 import zlib
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-import httpx
-
 from farm.errors import ReplyTooLarge, TransportError
 
 if TYPE_CHECKING:
     import aiohttp
+
+
+def _import_httpx() -> None:
+    """Import httpx without its command-line client: ``httpx/__init__`` imports ``httpx._main``
+    (click, pygments, rich's syntax and progress: ~20 ms of every run's start) and, when that
+    import fails, defines a stub ``httpx.main`` instead. The client is the same; the block is
+    lifted right after, so that an explicit ``import httpx._main`` still works."""
+    if "httpx" in sys.modules:
+        return
+    sys.modules["httpx._main"] = None  # type: ignore[assignment]  # None: "cannot be imported"
+    try:
+        import httpx  # noqa: F401
+    finally:
+        del sys.modules["httpx._main"]
+
+
+_import_httpx()
+
+import httpx  # noqa: E402  (imported just above, without its command-line client)
 
 __all__ = [
     "AiohttpTransport",

@@ -384,6 +384,26 @@ def test_an_empty_run_still_has_three_empty_tables(tmp_path):
         assert table.num_rows == 0 and table.schema.equals(schema, check_metadata=False)
 
 
+def test_a_run_that_wrote_no_part_gets_the_tables_a_consolidation_would_give(tmp_path):
+    results = mixed_results(30)
+    direct, via_part = tmp_path / "direct", tmp_path / "via-part"
+    with ParquetWriter(direct) as writer:
+        for result in results:
+            writer.write(result)
+        assert part_names(direct) == []
+    with ParquetWriter(via_part) as writer:
+        for result in results:
+            writer.write(result)
+        writer.flush()
+        assert part_names(via_part) == ["assertions-000001.parquet", "cases-000001.parquet", "turns-000001.parquet"]
+    for table in ("cases", "turns", "assertions"):
+        written, consolidated = pq.read_table(direct / f"{table}.parquet"), pq.read_table(via_part / f"{table}.parquet")
+        assert written.schema.equals(consolidated.schema, check_metadata=True)
+        assert written.equals(consolidated)
+    assert not (direct / ".parts").exists()
+    assert table_rows(direct) == expected_counts(results)
+
+
 def test_closed_writers_refuse_writes_and_close_twice(tmp_path):
     jsonl, parquet = JSONLWriter(tmp_path / "r.jsonl"), ParquetWriter(tmp_path / "run")
     for writer in (jsonl, parquet):

@@ -1,0 +1,88 @@
+"""What a command imports: only its own module and what it uses, so short commands start at once.
+
+Each command runs in a fresh Python process (the imports of this test session would hide
+the command's own), which writes the modules it ended with to a file.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from farm.cli.app import COMMANDS, app
+from typer.testing import CliRunner
+
+from farm.demo.server import JSONServer
+from tests.scripted import ScriptedAgent, farm_toml
+
+CHILD = """
+import json, sys
+from farm.cli.app import app
+try:
+    app(sys.argv[2:], prog_name="farm")
+except SystemExit as done:
+    code = done.code
+with open(sys.argv[1], "w") as out:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, out)
+"""
+
+REPORTS_AND_VIEWER = ("farm.reports", "farm.view", "farm.cli.report", "farm.cli.view", "farm.cli.rescore")
+
+
+def modules_after(tmp_path: Path, *args: str) -> set[str]:
+    """The modules a fresh process has loaded after ``farm args...`` (which must exit 0)."""
+    out = tmp_path / "modules.json"
+    subprocess.run([sys.executable, "-c", CHILD, str(out), *args], cwd=tmp_path, capture_output=True, timeout=120, check=True)
+    found = json.loads(out.read_text())
+    assert found["code"] in (0, None)
+    return set(found["modules"])
+
+
+def loaded(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if m.startswith(prefixes))
+
+
+def test_help_imports_no_command(tmp_path: Path):
+    modules = modules_after(tmp_path, "--help")
+    assert loaded(modules, ("farm.cli.",)) == ["farm.cli.app"]
+    assert loaded(modules, ("pydantic", "httpx", "farm.results", "farm.suite")) == []
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_command_is_listed_and_has_its_help(name: str):
+    listing = CliRunner().invoke(app, ["--help"])
+    assert listing.exit_code == 0
+    assert f"{name}  " in listing.output and COMMANDS[name][1] in listing.output
+    own = CliRunner().invoke(app, [name, "--help"])
+    assert own.exit_code == 0, own.output
+    assert own.output.startswith("Usage: ") and f" {name} " in own.output.splitlines()[0]
+
+
+def test_a_mistyped_command_names_the_nearest():
+    result = CliRunner().invoke(app, ["tset"])
+    assert result.exit_code == 2
+    assert "No such command 'tset'. Did you mean 'test'?" in result.output
+
+
+def test_a_test_run_imports_no_report_or_viewer(tmp_path: Path):
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text("".join(json.dumps({"id": f"c{i}", "input": "Hello", "assertions": [{"type": "contains", "value": "expense"}]}) + "\n" for i in range(3)))
+    with JSONServer(ScriptedAgent()) as server:
+        (tmp_path / "farm.toml").write_text(farm_toml(server.url, engine="local"))
+        modules = modules_after(tmp_path, "test", "-i", str(suite))
+    assert (tmp_path / "results").is_dir()
+    assert "farm.cli.test" in modules and "farm.writers.parquet" in modules
+    assert loaded(modules, REPORTS_AND_VIEWER) == []
+    assert "httpx" in modules
+    assert loaded(modules, ("httpx._main", "pygments", "click")) == []  # httpx's command-line client
+
+
+def test_validate_imports_no_engine_or_writer(tmp_path: Path):
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text('{"id": "a", "input": "Hello"}\n')
+    modules = modules_after(tmp_path, "validate", str(suite))
+    assert "farm.cli.validate" in modules
+    assert loaded(modules, ("farm.engines", "farm.writers", "farm.agents", "pyarrow", "httpx", *REPORTS_AND_VIEWER)) == []
