@@ -361,7 +361,7 @@ def test_a_script_generators_reply_is_bounded_like_an_http_one(tmp_path: Path, a
     assert "the generator script returned more than 10000000 bytes at once (the bound of a reply, max_reply_bytes)" in " ".join(huge.output.split())
     before = set(run_dirs(tmp_path))
     many = farm_test(tmp_path, "-i", "scripts:gen.many?count=5", "--engine", "local")
-    assert many.exit_code == 0, many.output  # the case before the oversized yield runs
+    assert many.exit_code == 1, many.output  # the case before the oversized yield runs; the generator failed: not green
     (run_dir,) = set(run_dirs(tmp_path)) - before
     assert [r["id"] for r in lines(run_dir / "results.jsonl")] == ["small"]
     assert "yielded more than 10000000 bytes" in json.loads((run_dir / "run.json").read_text())["generation"]["stop_reason"]
