@@ -269,8 +269,10 @@ def run(
     if stream is not None:
         plan.on_generation = _GenerationShown(info, view, previous.generation if previous is not None else None)
     problems: list[dict[str, Any]] = []  # a bounded sample of what went wrong, for the reporter
+    reach = _Reach()
 
     def on_result(result: CaseResult) -> None:
+        reach.offer(result)
         if not result.status.ok and len(problems) < 200:
             problems.append({"id": result.id, "name": result.name, "status": result.status.value, "error": result.error})
         if recorder is not None:
@@ -291,6 +293,8 @@ def run(
         _generated(stream, console, quiet)
     view.stop()
     _say_stopped(console, info.stop_reason, summary, options.max_cost, again)  # -q too: why a run ended early
+    if reach.unreachable is not None:
+        console.print(f"[red]error:[/red] {escape(reach.unreachable)}", soft_wrap=True, highlight=False, emoji=False)
     view.summary(summary, [f"Results: {jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"], reports)
     if recorder is not None and not quiet:
         for line in [recorder.line(), *recorder.problems]:
@@ -298,6 +302,8 @@ def run(
     code = summary.exit_code
     if info.stop_reason == StopReason.MAX_COST:
         code = max(code, 1)
+    if reach.unreachable is not None:
+        code = 1 if reach.answers else 2  # an endpoint that could not be reached at all: nothing was tested
     if stream is not None and stream.error is not None:
         code = max(code, 1)  # the generator's failure cut the suite short: a role's error, never a green run
     if reporter:
@@ -317,6 +323,20 @@ def run(
             console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
             code = 1
     return RunResult(code, run_dir, jsonl, summary, engine_name, run_id)
+
+
+class _Reach:
+    """What the results say of the agents' endpoints: the sentence of the first case that ended on
+    an unreachable one (the run stopped there), and whether any case got an answer."""
+
+    def __init__(self) -> None:
+        self.unreachable: str | None = None
+        self.answers = False
+
+    def offer(self, result: CaseResult) -> None:
+        if result.ended_by == "unreachable" and self.unreachable is None:
+            self.unreachable = result.error
+        self.answers = self.answers or any(turn.replies for turn in result.turns)
 
 
 def _say_stopped(console: Console, reason: str | None, summary: Summary, max_cost: float | None, again: str) -> None:

@@ -11,6 +11,7 @@
     │   ├── AgentHTTPError             it answered an HTTP error (``status_code``, ``retry_after``)
     │   ├── AgentConnectionError       no answer: connection refused, reset, ...
     │   │   ├── AgentTimeoutError          the connector's timeout ran out on every attempt (status ``timeout``)
+    │   │   ├── EndpointUnreachable        the connector never answered and keeps refusing: the run stops
     │   │   └── LimiterUnavailable         the connector's rate limiter cannot be reached
     │   ├── AgentResponseError         an answer the farm cannot read
     │   │   └── AgentReplyTooLargeError    larger than ``max_reply_bytes``
@@ -44,6 +45,7 @@ __all__ = [
     "AgentResponseError",
     "AgentTimeoutError",
     "CaseError",
+    "EndpointUnreachable",
     "EngineLost",
     "FarmError",
     "InputError",
@@ -108,6 +110,11 @@ class AgentTimeoutError(AgentConnectionError):
     """The connector's timeout ran out on every attempt: the turn ends as ``timeout``."""
 
 
+class EndpointUnreachable(AgentConnectionError):
+    """The connector has never answered in this process and its requests keep failing to connect:
+    nothing listens there (``farm.agents.retry``). The case ends, and the run stops dispatching."""
+
+
 class LimiterUnavailable(AgentConnectionError):
     """The connector's limiter cannot be reached, so no request may start."""
 
@@ -131,21 +138,23 @@ class RoleError(CaseError):
 class TransportError(Exception):
     """No answer came. ``reason`` says why in words; ``retryable``: another attempt may work;
     ``maybe_served``: the endpoint may have done the work (it timed out while answering);
-    ``timed_out``: the connector's timeout ran out while waiting for the answer."""
+    ``timed_out``: the connector's timeout ran out while waiting for the answer; ``connect_failed``:
+    no connection could be made at all (refused, no route, the connect timeout)."""
 
-    def __init__(self, reason: str, *, retryable: bool, maybe_served: bool = False, timed_out: bool = False):
+    def __init__(self, reason: str, *, retryable: bool, maybe_served: bool = False, timed_out: bool = False, connect_failed: bool = False):
         super().__init__(reason)
         self.reason = reason
         self.retryable = retryable
         self.maybe_served = maybe_served
         self.timed_out = timed_out
+        self.connect_failed = connect_failed
 
     def __reduce__(self):  # keyword-only fields: pickle them by name
-        return (_transport_error, (self.reason, self.retryable, self.maybe_served, self.timed_out))
+        return (_transport_error, (self.reason, self.retryable, self.maybe_served, self.timed_out, self.connect_failed))
 
 
-def _transport_error(reason: str, retryable: bool, maybe_served: bool, timed_out: bool) -> TransportError:
-    return TransportError(reason, retryable=retryable, maybe_served=maybe_served, timed_out=timed_out)
+def _transport_error(reason: str, retryable: bool, maybe_served: bool, timed_out: bool, connect_failed: bool = False) -> TransportError:
+    return TransportError(reason, retryable=retryable, maybe_served=maybe_served, timed_out=timed_out, connect_failed=connect_failed)
 
 
 class ReplyTooLarge(Exception):

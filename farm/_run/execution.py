@@ -262,7 +262,7 @@ def execute(
                 timings["closed_s"] = elapsed()
                 if interrupted:
                     info.status = "interrupted"
-                elif lost or info.stop_reason == "max_cost":
+                elif lost or info.stop_reason in ("max_cost", "unreachable"):
                     info.status = "stopped"
                 elif ended:
                     info.status = "finished"

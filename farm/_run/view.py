@@ -76,10 +76,12 @@ class RunView:
             self.reporter.generation(text)
 
     def result(self, result: CaseResult) -> None:
-        """One finished case run: counted on the progress line, printed as a line or a tree."""
+        """One finished case run: counted on the progress line, printed as a line or a tree (not a
+        case that ended on an unreachable endpoint: the run ends with that sentence, once)."""
         if self.show:
             self.reporter.advance(result)
-            self.reporter.case(result)
+            if result.ended_by != "unreachable":
+                self.reporter.case(result)
 
     def stop(self) -> None:
         """Remove the progress line, printing the lines it held back."""

@@ -17,6 +17,13 @@ exponential backoff with jitter (:data:`BACKOFF_BASE` doubling up to
 also pauses the whole connector through :meth:`Limiter.backoff`. Any other
 status is final at once.
 
+A connector that has never answered in this process and whose requests keep
+failing to connect (:data:`UNREACHABLE_FAILURES` of them, or failures over
+:data:`UNREACHABLE_SECONDS`) is taken for one where nothing listens: the
+request raises :class:`EndpointUnreachable` at once, and so does every request
+to it for :data:`UNREACHABLE_HOLD` seconds, without waiting out the retries;
+the run stops on it (:class:`Reachability`). One answer, of any status, clears it.
+
 Error messages say what was attempted, what blocked it and after how many
 attempts. They never carry request headers, and the API key, the connector's
 secret-looking header values and the URL's query string are scrubbed from
@@ -47,6 +54,7 @@ from farm.agents.base import (
 from farm.agents.permits import Limiter, acquire_permit
 from farm.agents.transport import HTTPClient, HTTPReply, ReplyTooLarge, TransportError
 from farm.config import Connector
+from farm.errors import EndpointUnreachable
 from farm.excerpts import clip
 from farm.secrets import Scrubber, header_secrets, url_secrets
 
@@ -57,6 +65,10 @@ __all__ = [
     "RATE_LIMIT_CAP",
     "RETRY_AFTER_CAP",
     "RETRY_STATUSES",
+    "UNREACHABLE_FAILURES",
+    "UNREACHABLE_HOLD",
+    "UNREACHABLE_SECONDS",
+    "Reachability",
     "Retrying",
     "Sleep",
     "add_retry_listener",
@@ -129,6 +141,81 @@ CONNECT_TIMEOUT_CAP = 10.0
 """Reaching a host takes seconds, not the minute an LLM may need to answer."""
 
 _DETAIL_LIMIT = 200
+
+UNREACHABLE_FAILURES = 10
+"""Failed connections, none ever answered, after which a connector is taken for unreachable:
+a burst of cases against a port where nothing listens."""
+
+UNREACHABLE_SECONDS = 2.0
+"""Seconds of failed connections (two at least), none ever answered, after which a connector
+is taken for unreachable: one case retrying against it."""
+
+UNREACHABLE_HOLD = 10.0
+"""Seconds an unreachable verdict holds: requests to the connector fail at once meanwhile; then
+one may try again (a server that started since, a later run in a kept Ray actor)."""
+
+
+class Reachability:
+    """Whether each connector of this process has ever answered, and the verdict on one that
+    never has while its connections keep failing (see the module's docstring).
+
+    Per process: on Ray each session actor judges for itself, and the driver learns it
+    from the results (:attr:`~farm.results.CaseResult.ended_by` ``unreachable``).
+    ``clock``: seconds, monotonic (a test passes its own).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self._answered: set[str] = set()
+        self._failures: dict[str, tuple[int, float]] = {}
+        """Per connector never answered: failed connections, and when the first failed."""
+        self._verdicts: dict[str, float] = {}
+        """Per connector judged unreachable: when."""
+
+    def answered(self, key: str) -> None:
+        """An answer came (any status): the endpoint is there."""
+        self._answered.add(key)
+        self._failures.pop(key, None)
+        self._verdicts.pop(key, None)
+
+    def judged(self, key: str) -> bool:
+        """Whether ``key`` is judged unreachable now (the verdict holds :data:`UNREACHABLE_HOLD` seconds)."""
+        since = self._verdicts.get(key)
+        if since is None:
+            return False
+        if self.clock() - since < UNREACHABLE_HOLD:
+            return True
+        del self._verdicts[key]
+        self._failures.pop(key, None)
+        return False
+
+    def failed(self, key: str) -> bool:
+        """A connection to ``key`` could not be made; returns whether that makes it unreachable."""
+        if key in self._answered:
+            return False
+        now = self.clock()
+        count, first = self._failures.get(key, (0, now))
+        count += 1
+        self._failures[key] = (count, first)
+        if count >= UNREACHABLE_FAILURES or (count >= 2 and now - first >= UNREACHABLE_SECONDS):
+            self._verdicts[key] = now
+            return True
+        return False
+
+    def failures(self, key: str) -> int:
+        """Failed connections to ``key`` counted towards the verdict."""
+        return self._failures.get(key, (0, 0.0))[0]
+
+
+_reachability = Reachability()
+
+
+def _unreachable(connector: Connector, key: str) -> EndpointUnreachable:
+    count = _reachability.failures(key)
+    return EndpointUnreachable(
+        f"connector '{connector.name}' at {safe_url(connector.base_url)} cannot be reached: "
+        f"{count} connection{'s' if count != 1 else ''} failed and none was ever answered; is the agent running there?"
+    )
 
 Sleep = Callable[[float], Awaitable[None]]
 """How :func:`request_json` waits between attempts: :func:`asyncio.sleep`, or a test's fake."""
@@ -280,6 +367,7 @@ async def request_json(
     if not any(name.lower() == "content-type" for name in headers):
         headers = {**headers, "Content-Type": "application/json"}
     connect_timeout = min(connector.timeout, CONNECT_TIMEOUT_CAP)
+    reach = f"{connector.name} {urlsplit(url).netloc}"
 
     status: int | None = None
     reason = ""
@@ -290,6 +378,8 @@ async def request_json(
         attempt += 1
         retryable = False
         retry_after = None
+        if _reachability.judged(reach):
+            raise _unreachable(connector, reach)
         await acquire_permit(limiter, tokens)
         used = tokens  # until we know better (a cancellation keeps the estimate)
         try:
@@ -309,7 +399,12 @@ async def request_json(
             except TransportError as exc:
                 used = tokens if exc.maybe_served else 0
                 status, reason, retryable, timed_out = None, exc.reason, exc.retryable, exc.timed_out
+                if not exc.connect_failed:
+                    _reachability.answered(reach)  # connected: something listens there
+                elif _reachability.failed(reach):
+                    raise _unreachable(connector, reach) from None
             else:
+                _reachability.answered(reach)
                 if response.ok:
                     try:
                         data = response.json()

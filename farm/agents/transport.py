@@ -19,7 +19,7 @@ Replies are read as a stream and counted after decompression: a 2xx body
 larger than ``max_reply_bytes`` stops the reading at that size, so a gzip bomb
 or an endless stream never fills the memory. Errors::
 
-    TransportError    no answer came: ``reason`` in words, ``retryable``, ``maybe_served``
+    TransportError    no answer came: ``reason`` in words, ``retryable``, ``maybe_served``, ``connect_failed``
     ReplyTooLarge     an answer came, larger than ``max_reply_bytes``; reading stopped there
 """
 
@@ -199,13 +199,13 @@ class HTTPClient:
             finally:
                 await response.aclose()
         except httpx.ConnectTimeout:
-            raise TransportError("the connection could not be made in time", retryable=True) from None
+            raise TransportError("the connection could not be made in time", retryable=True, connect_failed=True) from None
         except (httpx.TimeoutException, TimeoutError):
             raise TransportError(
                 f"no answer came within the {timeout:g} s timeout", retryable=True, maybe_served=True, timed_out=True
             ) from None
         except httpx.ConnectError as exc:
-            raise TransportError(f"the endpoint could not be reached ({_first_line(exc)})", retryable=True) from None
+            raise TransportError(f"the endpoint could not be reached ({_first_line(exc)})", retryable=True, connect_failed=True) from None
         except (httpx.RemoteProtocolError, httpx.NetworkError) as exc:
             raise TransportError(
                 f"the connection broke before an answer came ({_first_line(exc) or type(exc).__name__})",

@@ -23,7 +23,7 @@ from farm.conversation.digest import inputs_digest
 from farm.conversation.session import Session
 from farm.conversation.settings import MAX_TOOL_STEPS, RunSettings
 from farm.durations import format_duration
-from farm.errors import FarmError
+from farm.errors import EndpointUnreachable, FarmError
 from farm.jsontext import as_text
 from farm.messages import user_messages
 from farm.results import AssertionResult, CaseResult, EndedBy, ErrorRole, InputSource, Status, StepReply, TurnResult, add_cost
@@ -128,6 +128,9 @@ class _Conversation:
         except AgentTimeoutError as exc:
             turn.error = f"agent error: {exc}"
             raise _Stop(Status.TIMEOUT, f"turn {turn.turn}: {turn.error}", ended_by="agent") from None
+        except EndpointUnreachable as exc:  # the run stops on it: the error is the sentence the run ends with
+            turn.error = f"agent error: {exc}"
+            raise _Stop(Status.ERROR, str(exc), ended_by="unreachable") from None
         except AgentError as exc:
             turn.error = f"agent error: {exc}"
             raise _Stop(Status.ERROR, f"turn {turn.turn}: {turn.error}", ended_by="agent") from None

@@ -97,6 +97,8 @@ class StopReason(StrEnum):
     """``--fail-fast``: a case failed."""
     MAX_COST = "max_cost"
     """``--max-cost``: the run's spend reached the budget."""
+    UNREACHABLE = "unreachable"
+    """The agent's connector never answered and its connections kept failing (a case ended ``unreachable``)."""
     REQUESTED = "requested"
     """The caller asked (an interrupt, a lost engine)."""
 
@@ -308,6 +310,8 @@ class Scheduler:
         if job.key in self.reported:
             return []
         self.reported.add(job.key)
+        if result.ended_by == "unreachable":
+            self.stop(StopReason.UNREACHABLE)
         if self.fail_fast and not result.status.ok:
             self.stop(StopReason.FAIL_FAST)
         return [result]

@@ -72,7 +72,7 @@ class Status(StrEnum):
         return self in (Status.PASSED, Status.SKIPPED)
 
 
-EndedBy = Literal["agent", "simulator", "tool_mock", "case_timeout"]
+EndedBy = Literal["agent", "simulator", "tool_mock", "case_timeout", "unreachable"]
 """Which side ended a conversation early (:attr:`CaseResult.ended_by`)."""
 
 ErrorRole = Literal["simulator", "validator", "generator", "reporter"]
@@ -330,8 +330,9 @@ class CaseResult(BaseModel):
     """Of ``role_calls``, those answered from the role cache (no request sent)."""
     ended_by: EndedBy | None = None
     """Which side ended the conversation early: ``agent`` (a turn's agent error or timeout),
-    ``simulator`` (it failed or answered no input), ``tool_mock`` (a ``scripts:`` mock failed)
-    or ``case_timeout`` (the case's timeout ran out). Null when the conversation ended normally
+    ``simulator`` (it failed or answered no input), ``tool_mock`` (a ``scripts:`` mock failed),
+    ``case_timeout`` (the case's timeout ran out) or ``unreachable`` (the agent's connector never
+    answered and its connections kept failing: the run stopped there). Null when the conversation ended normally
     or an assertion, a checkpoint or a missing input stopped it."""
     error_role: ErrorRole | None = None
     """For an ``error`` that a role caused, the role: ``simulator`` (it failed or answered nothing

@@ -215,7 +215,8 @@ class CaseRow(KeyRow):
     error: str | None
     """Why it failed, errored, timed out or was skipped, in one sentence."""
     ended_by: str | None
-    """Which side ended the conversation early: ``agent``, ``simulator``, ``tool_mock`` or ``case_timeout``; null when
+    """Which side ended the conversation early: ``agent``, ``simulator``, ``tool_mock``, ``case_timeout`` or
+    ``unreachable`` (the agent's connector never answered: the run stopped); null when
     it ended normally or an assertion stopped it."""
     error_role: str | None
     """The role whose failure made the case an ``error``: ``simulator``, ``validator``, ``generator`` or

@@ -14,12 +14,17 @@ from farm.agents.retry import (
     BACKOFF_BASE,
     RATE_LIMIT_BASE,
     RETRY_AFTER_CAP,
+    UNREACHABLE_FAILURES,
+    UNREACHABLE_HOLD,
+    UNREACHABLE_SECONDS,
+    Reachability,
     add_retry_listener,
     remove_retry_listener,
     request_json,
 )
 from farm.agents.transport import HTTPClient
 from farm.config import Connector
+from farm.errors import EndpointUnreachable
 from tests.farm.test_agents import RecordingLimiter
 
 
@@ -164,3 +169,58 @@ def test_every_retry_is_told_to_the_listeners_with_its_number_and_why():
     http, _ = answering(httpx.Response(503), OK)
     call(http, RecordingLimiter(), Sleeps())
     assert len(heard) == 3  # removed: told nothing more
+
+
+# -- an endpoint where nothing listens ------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def reachability(monkeypatch: pytest.MonkeyPatch) -> Reachability:
+    """A fresh verdict for each test, on a clock that the recorded sleeps move."""
+    from farm.agents import retry
+
+    fresh = Reachability(clock=lambda: fresh.now)  # type: ignore[attr-defined]
+    fresh.now = 0.0  # type: ignore[attr-defined]
+    monkeypatch.setattr(retry, "_reachability", fresh)
+    return fresh
+
+
+def test_a_connector_that_never_answered_is_unreachable_after_a_burst_or_some_seconds_of_failures(reachability: Reachability):
+    assert not any(reachability.failed("burst") for _ in range(UNREACHABLE_FAILURES - 1))
+    assert reachability.failed("burst") and reachability.judged("burst")
+    assert not reachability.failed("slow")
+    reachability.now = UNREACHABLE_SECONDS  # type: ignore[attr-defined]
+    assert reachability.failed("slow")  # two failures, the seconds apart
+    reachability.now += UNREACHABLE_HOLD  # type: ignore[attr-defined]
+    assert not reachability.judged("slow")  # the verdict expires: one may try again
+    reachability.answered("up")
+    assert not any(reachability.failed("up") for _ in range(2 * UNREACHABLE_FAILURES))  # it answered once: it is there
+
+
+def test_an_unreachable_endpoint_ends_the_request_early_and_the_next_at_once(reachability: Reachability):
+    refused = httpx.ConnectError("connection refused")
+    http, sent = answering(*[refused] * 6)
+
+    class Clocked(Sleeps):
+        async def __call__(self, seconds: float) -> None:
+            self.append(seconds)
+            reachability.now += seconds  # type: ignore[attr-defined]
+
+    sleeps = Clocked()
+    with pytest.raises(EndpointUnreachable) as caught:
+        call(http, RecordingLimiter(), sleeps, max_retries=5)
+    assert str(caught.value).startswith("connector 'c' at http://agent.test cannot be reached: ")
+    assert len(sent) < 6 and sum(sleeps[:-1]) < UNREACHABLE_SECONDS <= sum(sleeps)  # not all the retries
+    before = len(sent)
+    with pytest.raises(EndpointUnreachable):
+        call(http, RecordingLimiter(), Sleeps(), max_retries=5)
+    assert len(sent) == before  # judged: nothing sent
+
+
+def test_a_refused_connection_to_an_endpoint_that_answered_before_is_retried_as_ever(reachability: Reachability):
+    refused = httpx.ConnectError("connection refused")
+    call(answering(OK)[0], RecordingLimiter(), Sleeps())
+    for _ in range(2):  # more failures than a burst: it answered once, it is there
+        with pytest.raises(AgentConnectionError, match="after 6 requests") as caught:
+            call(answering(*[refused] * 6)[0], RecordingLimiter(), Sleeps(), max_retries=5)
+        assert not isinstance(caught.value, EndpointUnreachable)
