@@ -228,6 +228,26 @@ def test_a_script_generator_that_yields_streams_its_cases_into_the_run(tmp_path:
     assert {c["id"] for c in lines(run_dir / "generated.jsonl")} == ids
 
 
+FAILING = """
+async def stream(meta):
+    for i in range(3):
+        yield {"id": f"expense-{i}", "input": f"I want to submit an expense number {i}", "assertions": [{"type": "contains", "value": "type of expense"}]}
+    raise ConnectionError("the generator's backend went away")
+"""
+
+
+def test_a_generator_that_fails_midway_fails_the_run_although_its_cases_pass(tmp_path: Path, agent, engine: str):
+    """A role's failure is never a green run: the suite it cut short is not the one asked for."""
+    (tmp_path / "farm.toml").write_text(farm_toml(agent.url, engine=engine))
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "gen.py").write_text(FAILING)
+    result = farm_test(tmp_path, "-i", "scripts:gen.stream?count=10", "-q")
+    assert result.exit_code == 1, result.output
+    assert "generated 3 of the 10 cases asked: the generator script failed: ConnectionError" in result.output
+    (run_dir,) = run_dirs(tmp_path)
+    assert {r["status"] for r in lines(run_dir / "results.jsonl")} == {"passed"}
+
+
 def test_on_the_ray_engine_generator_calls_run_in_a_role_pool(tmp_path: Path, agent, ray_session):
     from farm.actors.roles import PoolRoles, RolePools, RoleSetup, start_pool
 
