@@ -20,8 +20,9 @@ status is final at once.
 A connector that has never answered in this process and whose requests keep
 failing to connect (:data:`UNREACHABLE_FAILURES` of them, or failures over
 :data:`UNREACHABLE_SECONDS`) is taken for one where nothing listens: the
-request raises :class:`EndpointUnreachable` at once, and so does every request
-to it for :data:`UNREACHABLE_HOLD` seconds, without waiting out the retries;
+request raises :class:`EndpointUnreachable` at once, without waiting out its
+retries, and a later request to it makes one attempt, not its retries (a
+refused connection costs a millisecond; a server started since answers it);
 the run stops on it (:class:`Reachability`). One answer, of any status, clears it.
 
 Error messages say what was attempted, what blocked it and after how many
@@ -66,7 +67,6 @@ __all__ = [
     "RETRY_AFTER_CAP",
     "RETRY_STATUSES",
     "UNREACHABLE_FAILURES",
-    "UNREACHABLE_HOLD",
     "UNREACHABLE_SECONDS",
     "Reachability",
     "Retrying",
@@ -150,10 +150,6 @@ UNREACHABLE_SECONDS = 2.0
 """Seconds of failed connections (two at least), none ever answered, after which a connector
 is taken for unreachable: one case retrying against it."""
 
-UNREACHABLE_HOLD = 10.0
-"""Seconds an unreachable verdict holds: requests to the connector fail at once meanwhile; then
-one may try again (a server that started since, a later run in a kept Ray actor)."""
-
 
 class Reachability:
     """Whether each connector of this process has ever answered, and the verdict on one that
@@ -169,36 +165,29 @@ class Reachability:
         self._answered: set[str] = set()
         self._failures: dict[str, tuple[int, float]] = {}
         """Per connector never answered: failed connections, and when the first failed."""
-        self._verdicts: dict[str, float] = {}
-        """Per connector judged unreachable: when."""
+        self._verdicts: set[str] = set()
+        """The connectors judged unreachable."""
 
     def answered(self, key: str) -> None:
         """An answer came (any status): the endpoint is there."""
         self._answered.add(key)
         self._failures.pop(key, None)
-        self._verdicts.pop(key, None)
+        self._verdicts.discard(key)
 
     def judged(self, key: str) -> bool:
-        """Whether ``key`` is judged unreachable now (the verdict holds :data:`UNREACHABLE_HOLD` seconds)."""
-        since = self._verdicts.get(key)
-        if since is None:
-            return False
-        if self.clock() - since < UNREACHABLE_HOLD:
-            return True
-        del self._verdicts[key]
-        self._failures.pop(key, None)
-        return False
+        """Whether ``key`` is judged unreachable (until it answers)."""
+        return key in self._verdicts
 
     def failed(self, key: str) -> bool:
-        """A connection to ``key`` could not be made; returns whether that makes it unreachable."""
+        """A connection to ``key`` could not be made; returns whether it is (now) judged unreachable."""
         if key in self._answered:
             return False
         now = self.clock()
         count, first = self._failures.get(key, (0, now))
         count += 1
         self._failures[key] = (count, first)
-        if count >= UNREACHABLE_FAILURES or (count >= 2 and now - first >= UNREACHABLE_SECONDS):
-            self._verdicts[key] = now
+        if key in self._verdicts or count >= UNREACHABLE_FAILURES or (count >= 2 and now - first >= UNREACHABLE_SECONDS):
+            self._verdicts.add(key)
             return True
         return False
 
@@ -360,14 +349,14 @@ async def request_json(
 
     ``sleep`` waits between attempts (a test passes one that records the delays).
     """
-    attempts = connector.max_retries + 1
+    reach = f"{connector.name} {urlsplit(url).netloc}"
+    attempts = 1 if _reachability.judged(reach) else connector.max_retries + 1  # judged: one attempt, no retries
     what = f"agent '{agent}' at {method.upper()} {safe_url(url)}"
     secrets = _secrets(connector, headers, url)
     payload = json.dumps(body, ensure_ascii=False).encode()
     if not any(name.lower() == "content-type" for name in headers):
         headers = {**headers, "Content-Type": "application/json"}
     connect_timeout = min(connector.timeout, CONNECT_TIMEOUT_CAP)
-    reach = f"{connector.name} {urlsplit(url).netloc}"
 
     status: int | None = None
     reason = ""
@@ -378,8 +367,6 @@ async def request_json(
         attempt += 1
         retryable = False
         retry_after = None
-        if _reachability.judged(reach):
-            raise _unreachable(connector, reach)
         await acquire_permit(limiter, tokens)
         used = tokens  # until we know better (a cancellation keeps the estimate)
         try:

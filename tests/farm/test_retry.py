@@ -15,7 +15,6 @@ from farm.agents.retry import (
     RATE_LIMIT_BASE,
     RETRY_AFTER_CAP,
     UNREACHABLE_FAILURES,
-    UNREACHABLE_HOLD,
     UNREACHABLE_SECONDS,
     Reachability,
     add_retry_listener,
@@ -191,13 +190,13 @@ def test_a_connector_that_never_answered_is_unreachable_after_a_burst_or_some_se
     assert not reachability.failed("slow")
     reachability.now = UNREACHABLE_SECONDS  # type: ignore[attr-defined]
     assert reachability.failed("slow")  # two failures, the seconds apart
-    reachability.now += UNREACHABLE_HOLD  # type: ignore[attr-defined]
-    assert not reachability.judged("slow")  # the verdict expires: one may try again
+    reachability.answered("slow")
+    assert not reachability.judged("slow")  # it answered since (a server started): cleared
     reachability.answered("up")
     assert not any(reachability.failed("up") for _ in range(2 * UNREACHABLE_FAILURES))  # it answered once: it is there
 
 
-def test_an_unreachable_endpoint_ends_the_request_early_and_the_next_at_once(reachability: Reachability):
+def test_an_unreachable_endpoint_ends_the_request_early_and_the_next_after_one_attempt(reachability: Reachability):
     refused = httpx.ConnectError("connection refused")
     http, sent = answering(*[refused] * 6)
 
@@ -211,10 +210,14 @@ def test_an_unreachable_endpoint_ends_the_request_early_and_the_next_at_once(rea
         call(http, RecordingLimiter(), sleeps, max_retries=5)
     assert str(caught.value).startswith("connector 'c' at http://agent.test cannot be reached: ")
     assert len(sent) < 6 and sum(sleeps[:-1]) < UNREACHABLE_SECONDS <= sum(sleeps)  # not all the retries
-    before = len(sent)
+    http, sent = answering(refused, OK)
+    again = Sleeps()
     with pytest.raises(EndpointUnreachable):
-        call(http, RecordingLimiter(), Sleeps(), max_retries=5)
-    assert len(sent) == before  # judged: nothing sent
+        call(http, RecordingLimiter(), again, max_retries=5)
+    assert len(sent) == 1 and again == []  # judged: one attempt, no retries
+    http, _ = answering(OK)
+    assert call(http, RecordingLimiter(), Sleeps())[0] == {"answer": "fine", "usage": {"total_tokens": 7}}  # a server started since
+    assert not reachability.judged("c agent.test")
 
 
 def test_a_refused_connection_to_an_endpoint_that_answered_before_is_retried_as_ever(reachability: Reachability):
