@@ -244,6 +244,8 @@ class Replay:
             # the replay reached the recording's end, which was an error, a timeout or a simulator error
             result.status, result.error, result.ended_by = recorded.status, recorded.error, recorded.ended_by
             result.error_role = recorded.error_role
+            if recorded.ended_by == "unreachable":  # it stopped the live run; a rescore of its record goes on
+                result.ended_by = "agent"
             if (recorded.error or "").startswith("simulator error"):  # recorded as skipped before: an error of the simulator
                 result.status, result.error_role = Status.ERROR, "simulator"
             del result.turns[len(recorded.turns):]

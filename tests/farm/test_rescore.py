@@ -437,6 +437,19 @@ def test_a_simulator_error_recorded_as_skipped_by_an_older_farm_is_rescored_as_a
     assert (again.status, again.error_role, again.error) == (Status.ERROR, "simulator", "simulator error: no JSON")
 
 
+def test_a_case_that_ended_on_an_unreachable_endpoint_is_replayed_without_stopping_the_rescore():
+    from farm.errors import EndpointUnreachable
+
+    class Unreachable(_Agent):
+        async def send(self, messages, options):
+            raise EndpointUnreachable("connector 'c' at http://127.0.0.1:9/v1 cannot be reached: 10 connections failed")
+
+    case = {"id": "s", "turns": [{"input": "one"}, {"input": "two"}]}
+    live, again, _ = _live_then_replay(case, Unreachable(), [])
+    assert (live.status, live.ended_by) == (Status.ERROR, "unreachable") and live.error.startswith("connector 'c' at ")
+    assert (again.status, again.error, again.ended_by, again.rescorable) == (Status.ERROR, live.error, "agent", True)
+
+
 def test_the_simulators_goal_is_replayed():
     case = {"id": "d", "simulator": {"use": "sim"}, "checkpoints": CHECKS}
     live, again, _ = _live_then_replay(case, _Agent(), [SimulatorTurn(input="hi"), SimulatorTurn(goal_achieved=True)])
