@@ -32,7 +32,8 @@ async function api(path) {
 
 const enc = encodeURIComponent;
 const pct = (rate) => (rate === null || rate === undefined ? "—" : (rate * 100).toFixed(1) + "%");
-const usd = (value) => (value === null || value === undefined ? "—" : "$" + (value < 0.01 ? value.toFixed(4) : value.toFixed(2)));
+// at least two significant digits: one case of a cheap model costs $0.000085, which toFixed(4) rounds away
+const usd = (value) => (value === null || value === undefined ? "—" : "$" + value.toFixed(value > 0 && value < 1 ? Math.max(2, 1 - Math.floor(Math.log10(value))) : 2));
 const when = (seconds) => (seconds ? new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19) : "—");
 
 function duration(ms) {
