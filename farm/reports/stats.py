@@ -375,9 +375,17 @@ def format_p(p: float) -> str:
     return f"p < {SIGNIFICANCE}" if p < SIGNIFICANCE else f"p > {SIGNIFICANCE}"
 
 
-def _points(fraction: float, sign: bool = True) -> str:
-    """A fraction in percentage points, one decimal."""
-    return f"{100.0 * fraction:+.1f}" if sign else f"{100.0 * fraction:.1f}"
+def _points(fraction: float) -> str:
+    """A signed fraction in percentage points, one decimal."""
+    return f"{100.0 * fraction:+.1f}"
+
+
+def _how_often(name_a: str, name_b: str, difference: float) -> str:
+    points = f"{abs(100.0 * difference):.1f}"
+    if points == "0.0":
+        return f"{name_b} passes as often as {name_a}"
+    more = "more" if difference > 0 else "less"
+    return f"{name_b} passes {points} percentage points {more} often than {name_a}"
 
 
 def difference_sentence(
@@ -393,16 +401,17 @@ def difference_sentence(
     low, high = d.interval
     shown = format_p(p_value) + (", Holm-adjusted" if adjusted else "")
     text = (
-        f"{name_b} passes {_points(d.difference)} percentage points vs {name_a} "
-        f"(95 % interval {_points(low)} to {_points(high)}; {_cases(d.cases)}, {d.test}, {shown})"
+        f"{_how_often(name_a, name_b, d.difference)} (95 % interval {_points(low)} to {_points(high)} points; "
+        f"{_cases(d.cases)}, {d.test}, {shown})"
     )
     if p_value < SIGNIFICANCE:
         return f"{text}: significant at the 5 % level."
-    if d.detectable_difference is None:
-        return f"{text}: not significant: this could be noise; one case cannot show a difference."
+    detectable = d.detectable_difference
+    if detectable is None or detectable >= 1.0:
+        return f"{text}: not significant: this could be noise; {_cases(d.cases)} are too few to detect any difference."
     return (
         f"{text}: not significant: this could be noise; {_cases(d.cases)} detect a difference of "
-        f"{_points(d.detectable_difference, sign=False)} points or more (80 % power)."
+        f"{100.0 * detectable:.1f} points or more (80 % power)."
     )
 
 

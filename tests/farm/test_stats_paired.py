@@ -174,16 +174,19 @@ def test_format_p_never_rounds_onto_the_threshold():
 def test_sentence_says_significant_or_noise_on_the_unrounded_p():
     d = PairedDifference(60, 0.125, (0.031, 0.219), 0.0490, "Cochran-Mantel-Haenszel", 0.12)
     assert difference_sentence("A", "B", d) == (
-        "B passes +12.5 percentage points vs A (95 % interval +3.1 to +21.9; 60 cases, Cochran-Mantel-Haenszel, p = 0.049): "
-        "significant at the 5 % level."
+        "B passes 12.5 percentage points more often than A (95 % interval +3.1 to +21.9 points; 60 cases, "
+        "Cochran-Mantel-Haenszel, p = 0.049): significant at the 5 % level."
     )
-    noise = PairedDifference(60, 0.1, (-0.002, 0.2), 0.0525, "Cochran-Mantel-Haenszel", 0.142)
-    assert difference_sentence("A", "B", noise).endswith(
-        "p = 0.052): not significant: this could be noise; 60 cases detect a difference of 14.2 points or more "
-        "(80 % power)."
+    noise = PairedDifference(60, -0.1, (-0.2, 0.002), 0.0525, "exact McNemar", 0.142)
+    assert difference_sentence("A", "B", noise) == (
+        "B passes 10.0 percentage points less often than A (95 % interval -20.0 to +0.2 points; 60 cases, "
+        "exact McNemar, p = 0.052): not significant: this could be noise; 60 cases detect a difference of "
+        "14.2 points or more (80 % power)."
     )
     adjusted = difference_sentence("A", "B", d, p=0.098, adjusted=True)
     assert "p = 0.10, Holm-adjusted" in adjusted and "not significant" in adjusted
+    same = difference_sentence("A", "B", paired_difference([((1, 1), (1, 1)), ((0, 1), (1, 1)), ((1, 1), (0, 1))]))
+    assert same.startswith("B passes as often as A") and same.endswith("3 cases are too few to detect any difference.")
     assert "nothing to compare" in difference_sentence("A", "B", paired_difference([]))
     assert "difference is real" not in difference_sentence("A", "B", d)
 
