@@ -29,7 +29,6 @@ __all__ = [
     "SIGNIFICANCE",
     "PairedDifference",
     "clustered_interval",
-    "comparison_sentence",
     "difference_sentence",
     "format_p",
     "holm",
@@ -417,31 +416,3 @@ def difference_sentence(
 
 def _cases(count: int) -> str:
     return f"{count} case" if count == 1 else f"{count} cases"
-
-
-def comparison_sentence(
-    name_a: str, name_b: str, a_only: int, b_only: int, p: float, *, repeated: bool = False
-) -> str:
-    """One sentence saying what a paired comparison of A and B found.
-
-    ``a_only`` cases pass on A and fail on B, ``b_only`` the reverse, ``p`` is
-    :func:`mcnemar_exact` of the two. Below :data:`SIGNIFICANCE` the difference
-    is called real; otherwise the sentence says it could be noise and how to get
-    more evidence. ``repeated``: the cases ran several times and the counts are
-    of cases where one side's pass rate is higher (a sign test), which the
-    sentence then says.
-    """
-    if a_only == 0 and b_only == 0:
-        if repeated:
-            return f"{name_b} and {name_a} pass every case equally often: there is no difference to test."
-        return f"{name_b} and {name_a} pass and fail the same cases: there is no difference to test."
-    if repeated:
-        counts = f"{name_b} passes {_cases(b_only)} more often than {name_a} and {a_only} less often; {format_p(p)}"
-    else:
-        counts = (
-            f"{name_b} passes {_cases(b_only)} that {name_a} fails "
-            f"and fails {a_only} that {name_a} passes; {format_p(p)}"
-        )
-    if p < SIGNIFICANCE:
-        return f"{counts}: the difference is real."
-    return f"{counts}: this could be noise; run more cases or --runs."

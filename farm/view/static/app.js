@@ -352,7 +352,7 @@ async function comparePage(mine, params) {
     h("div", { class: "side-by-side" }, side(data.a, stats.interval_a, "side-a"), side(data.b, stats.interval_b, "side-b")),
     h("div", { class: "card", id: "verdict" },
       h("div", { class: "verdict", id: "sentence" }, stats.sentence || `${stats.a_only} case(s) passed only on ${data.a.label}, ${stats.b_only} only on ${data.b.label}.`),
-      stats.p_value !== undefined && stats.p_value !== null ? h("div", { class: "muted", id: "p-value" }, `exact McNemar test over ${stats.paired} paired cases: p = ${stats.p_value.toPrecision(3)}`) : null),
+      stats.p_value !== undefined && stats.p_value !== null ? h("div", { class: "muted", id: "p-value" }, `${stats.test} test over ${stats.paired} paired cases: p = ${stats.p_value.toPrecision(3)}`) : null),
     h("div", { class: "filters", id: "change-counts" },
       ["regression", "fix", "changed", "only_a", "only_b", "same"].map((k) => h("span", {}, badge(k, k.replace("_", " ")), ` ${changes[k]}`)),
       h("label", {}, h("input", { type: "checkbox", id: "changed-only", checked: params.get("changed") === "1", onchange: (e) => set({ changed: e.target.checked ? "1" : null, page: null }) }), " changed only")),
