@@ -278,9 +278,8 @@ def _standard_error(differences: Sequence[float], mean: float) -> float:
     pseudo-counts (2005: half a case more each way, +1 and -1, one more at 0), so that a handful of identical
     cases does not claim a zero-width interval."""
     n = len(differences)
-    squares = sum((d - mean) ** 2 for d in differences)
-    if squares > 0.0:
-        return math.sqrt(squares / (n - 1) / n)
+    if max(differences) > min(differences):  # not "squares > 0": equal thirds can leave a rounding residue
+        return math.sqrt(sum((d - mean) ** 2 for d in differences) / (n - 1) / n)
     augmented = n + 2
     centre = sum(differences) / augmented
     variance = (sum(d * d for d in differences) + 1.0) / augmented - centre * centre

@@ -112,6 +112,15 @@ def test_identical_cases_do_not_claim_a_zero_width_interval():
     assert d.detectable_difference is not None and d.detectable_difference > 0.3
 
 
+def test_cases_that_all_differ_alike_keep_a_width():
+    # every case 0 of 5 against 1 of 5: 0.2 three times, whose mean floating point leaves a hair off 0.2
+    assert sum([0.2] * 3) / 3 != 0.2
+    d = paired_difference([((0, 5), (1, 5))] * 3)
+    assert d.difference == pytest.approx(0.2)
+    low, high = d.interval
+    assert high - low > 0.2 and d.detectable_difference is not None and d.detectable_difference > 0.1
+
+
 def test_too_few_cases_say_nothing():
     assert paired_difference([]) == PairedDifference(0, 0.0, (-1.0, 1.0), 1.0, "exact McNemar", None)
     single = paired_difference([((0, 1), (1, 1))])
