@@ -168,9 +168,9 @@ def _summary(report: Report, console: Console) -> None:
         ("Passed", str(counts.passed)),
         ("Failed", str(counts.failed)),
         ("Skipped", str(counts.skipped)),
-        ("Errors", str(counts.error)),
+        ("Errors", str(counts.error) + (f" ({counts.role_errors} of a role, not the agent)" if counts.role_errors else "")),
         ("Timeouts", str(counts.timeout)),
-        ("Pass rate", _rate(counts.pass_rate) + " (skipped excluded)"),
+        ("Pass rate", _rate(counts.pass_rate) + (" (skipped and role errors excluded)" if counts.role_errors else " (skipped excluded)")),
         ("Turns", f"{summary.turns} (avg {summary.avg_turns:.1f} per case)"),
         ("Case time", format_duration(summary.duration_ms / 1000)),
         ("Tokens", f"{summary.total_tokens} (prompt {summary.prompt_tokens}, completion {summary.completion_tokens})"),
@@ -193,8 +193,9 @@ def _agents(report: Report, console: Console) -> None:
     ks = {stats.k for stats in report.agents if stats.k}
     k_label = str(next(iter(ks))) if len(ks) == 1 else "k"
     priced = any(stats.cost_usd is not None for stats in report.agents)
+    clustered = any(stats.interval_method == "wilson-clustered" for stats in report.agents)
     table = _table(
-        "Pass rate per agent (95 % interval, clustered by case over repeated tries)",
+        "Pass rate per agent (95 % Wilson interval" + (", clustered by case over repeated tries)" if clustered else ")"),
         *((("Run", "left", True),) if several_runs else ()),
         ("Agent", "left"),
         ("Cases", "right"),
@@ -202,7 +203,7 @@ def _agents(report: Report, console: Console) -> None:
         ("Pass rate", "right"),
         ("95 % interval", "right"),
         *(((f"pass@{k_label}", "right"), (f"pass^{k_label}", "right")) if ks else ()),
-        *((("Cost", "right"), ("Per case", "right")) if priced else ()),
+        *((("Cost", "right"), ("Per case run", "right")) if priced else ()),
     )
     for stats in report.agents:
         k_cells: tuple[str, ...] = ()
@@ -220,6 +221,14 @@ def _agents(report: Report, console: Console) -> None:
             *((_usd(stats.cost_usd), _usd(stats.cost_per_case_usd)) if priced else ()),
         )
     console.print(table)
+    if ks:
+        console.print(Text(f"  pass@{k_label}: the chance that at least one of {k_label} tries of a case passes; "
+                           f"pass^{k_label}: that all {k_label} pass (unbiased estimates, averaged over the cases).", style="dim"))
+    for stats in report.agents:
+        if stats.role_errors:
+            where = f" in {stats.run_id}" if several_runs else ""
+            console.print(Text(f"  {stats.agent}{where}: {_plural(stats.role_errors, 'case run')} left out, "
+                               "as a role failed (simulator, judge, generator or reporter), not the agent.", style="yellow"))
     for stats in report.agents:
         if not stats.flaky:
             continue
@@ -247,11 +256,43 @@ def _agents(report: Report, console: Console) -> None:
 
 
 def _paired(report: Report, console: Console) -> None:
+    """The comparisons in one table (difference, interval, p-values, detectable difference), then each one's
+    sentence and the cases that went better and worse."""
+    if not report.comparisons:
+        return
+    several = len(report.comparisons) > 1
+    table = _table(
+        "Paired comparisons (B - A, percentage points" + (", p Holm-adjusted for the comparisons)" if several else ")"),
+        ("A", "left"),
+        ("B", "left"),
+        ("Cases", "right"),
+        ("Difference", "right"),
+        ("95 % interval", "right"),
+        ("Test", "left"),
+        ("p", "right"),
+        *((("p (Holm)", "right"),) if several else ()),
+        ("Detectable", "right"),
+    )
+    for comparison in report.comparisons:
+        low, high = comparison.difference_interval
+        detectable = comparison.detectable_difference
+        table.add_row(
+            Text(comparison.a),
+            Text(comparison.b),
+            str(comparison.cases),
+            Text(_points(comparison.difference), style="green" if comparison.significant else ""),
+            f"[{_points(low)}, {_points(high)}]",
+            comparison.test,
+            _p(comparison.p_value),
+            *((_p(comparison.p_adjusted),) if several else ()),
+            "—" if detectable is None else f"{100 * detectable:.1f}",
+        )
+    console.print(table)
+    console.print(Text("  Detectable: the smallest difference these cases would find significant 80 % of the time.", style="dim"))
     for comparison in report.comparisons:
         console.print()
         console.print(Text(_paired_title(comparison), style="bold"))
-        style = "green" if comparison.p_value < 0.05 else "yellow"
-        console.print(Text(f"  {comparison.sentence}", style=style))
+        console.print(Text(f"  {comparison.sentence}", style="green" if comparison.significant else "yellow"))
         for title, rows, total, row_style in (
             (f"Better on {comparison.b}", comparison.better, comparison.b_better, "green"),
             (f"Worse on {comparison.b}", comparison.worse, comparison.b_worse, "red"),
@@ -259,6 +300,17 @@ def _paired(report: Report, console: Console) -> None:
             if rows:
                 console.print(_deltas_table(title, comparison, rows, row_style))
                 _more(console, total - len(rows), "cases")
+
+
+def _points(fraction: float) -> str:
+    return f"{100 * fraction:+.1f}"
+
+
+def _p(p: float) -> str:
+    from farm.reports.stats import format_p  # farm.reports imports pyarrow: only when a report is made
+
+    text = format_p(p)  # "p = 0.25", "p < 0.0001": the cell keeps "< 0.0001"
+    return text.removeprefix("p = ").removeprefix("p ")
 
 
 def _paired_title(comparison: PairedComparison) -> str:

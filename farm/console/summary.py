@@ -127,7 +127,7 @@ def _stability(console: SafeConsole, summary: Summary, rows: int, agent: str | N
     of = f" of {neutralise(agent or '(unnamed)')}" if agent is not None else ""
     console.print(Text(f"  Stability{of}: " + ", ".join(f"{count} {name}" for name, count in classes.items() if count)))
     any_pass = sum(stat.pass_at_k == 1.0 for stat in stats.values())
-    console.print(Text(f"  pass@k (k = runs): {any_pass}/{len(stats)} cases"))
+    console.print(Text(f"  pass@k (k = runs; passed in at least one of its k tries): {any_pass}/{len(stats)} cases"))
 
     table = Table(title=f"Stability{of}", title_justify="left")
     for column, justify in (

@@ -6,7 +6,7 @@
   tables (or a results JSONL file; :mod:`~farm.reports.runs` finds and reads
   them) and returns a :class:`~farm.reports.models.Report`, with per agent statistics and
   paired comparisons (:mod:`~farm.reports.agentstats`) computed by the pure functions of
-  :mod:`~farm.reports.stats` (Wilson and case-clustered intervals, pass@k, pass^k, exact McNemar).
+  :mod:`~farm.reports.stats` (Wilson and case-clustered intervals, pass@k, pass^k, the paired difference and its tests, Holm).
 """
 
 from farm.reports.analysis import Report, analyse, find_runs

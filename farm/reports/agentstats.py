@@ -11,12 +11,17 @@ by :mod:`farm.reports.analysis`), per run and agent:
 - the flaky cases (passed some tries, not others), each with its own interval;
 - what the agent and its cases' role calls cost.
 
+Case runs a role failed (``error_role`` set: a dead simulator, a judge that
+answered no JSON) are neither passes nor failures of the agent: they are left
+out of every figure here and counted (``role_errors``).
+
 Paired comparisons (:func:`paired_comparisons`): every two agents of one run,
 and the last two runs read (one agent each: those two; else each agent both
-tested), on the cases both sides judged. Per case, B is better when its pass
-rate is higher; the exact McNemar test on the better and worse counts (with
-repeated tries, the same binomial test as a sign test on the per-case pass
-rates) gives ``p_value``.
+tested), on the cases both sides judged:
+:func:`~farm.reports.stats.paired_difference` of the per-case pass fractions
+(the difference, its interval, ``p_value``, the detectable difference). With
+several comparisons in one report their p-values are Holm-adjusted
+(``p_adjusted``), and the adjusted value decides.
 """
 
 from __future__ import annotations
@@ -29,9 +34,12 @@ import pyarrow.compute as pc
 
 from farm.reports.models import AgentStats, CaseDelta, CaseStats, PairedComparison
 from farm.reports.stats import (
+    SIGNIFICANCE,
+    PairedDifference,
     clustered_interval,
-    comparison_sentence,
-    mcnemar_exact,
+    difference_sentence,
+    holm,
+    paired_difference,
     pass_at_k,
     pass_hat_k,
     wilson_interval,
@@ -75,14 +83,17 @@ def _sides(flagged: pa.Table) -> dict[Side, pa.Table]:
     return out
 
 
-def _costs(flagged: pa.Table) -> dict[Side, tuple[float | None, float | None, int]]:
+def _costs(flagged: pa.Table) -> dict[Side, tuple[float | None, float | None, int, int]]:
+    """Per run and agent: its cost, its roles' cost, its case runs and how many of them a role failed."""
     grouped = flagged.group_by(["run_id", "agent"]).aggregate(
-        [("cost_usd", "sum"), ("role_cost_usd", "sum"), ([], "count_all")]
+        [("cost_usd", "sum"), ("role_cost_usd", "sum"), ([], "count_all"), ("is_role_error", "sum")]
     )
     return {
-        (row["run_id"], row["agent"]): (row["cost_usd_sum"], row["role_cost_usd_sum"], row["count_all"])
+        (row["run_id"], row["agent"]): (
+            row["cost_usd_sum"], row["role_cost_usd_sum"], row["count_all"], row["is_role_error_sum"] or 0
+        )
         for row in grouped.to_pylist()
-    }
+    }  # fmt: skip
 
 
 def agent_stats(
@@ -97,7 +108,7 @@ def agent_stats(
     out = []
     for side in keys:
         cases = sides.get(side)
-        cost, role_cost, case_runs = costs.get(side, (None, None, 0))
+        cost, role_cost, case_runs, role_errors = costs.get(side, (None, None, 0, 0))
         passes_list: list[int] = [] if cases is None else cases["passes"].to_pylist()
         tries_list: list[int] = [] if cases is None else cases["tries"].to_pylist()
         tries, passes = sum(tries_list), sum(passes_list)
@@ -124,6 +135,7 @@ def agent_stats(
                 cost_usd=cost,
                 role_cost_usd=role_cost,
                 cost_per_case_usd=cost / case_runs if cost is not None and case_runs else None,
+                role_errors=role_errors,
                 flaky_total=flaky_total,
                 flaky=flaky,
             )
@@ -162,8 +174,9 @@ def _case_stats(row: dict[str, Any], agent: str, k: int | None) -> CaseStats:
 
 
 def paired_comparisons(sides: dict[Side, pa.Table], run_order: list[str], cut: int | None) -> list[PairedComparison]:
-    """Every two agents of each run, then the last two runs of ``run_order`` (see the module docstring)."""
-    out = []
+    """Every two agents of each run, then the last two runs of ``run_order`` (see the module docstring),
+    their p-values Holm-adjusted together when there are several."""
+    out: list[tuple[PairedComparison, PairedDifference]] = []
     for run_id in run_order:
         agents = sorted(agent for run, agent in sides if run == run_id)
         for a, b in combinations(agents, 2):
@@ -179,7 +192,23 @@ def paired_comparisons(sides: dict[Side, pa.Table], run_order: list[str], cut: i
         for a, b in pairs:  # each side names its agent unless the runs tested the same one agent
             name_a, name_b = (old, new) if a == b and len(pairs) == 1 else (f"{old} ({a})", f"{new} ({b})")
             out.append(_compare("runs", (old, a), (new, b), name_a, name_b, sides, cut))
-    return out
+    return _adjusted(out)
+
+
+def _adjusted(comparisons: list[tuple[PairedComparison, PairedDifference]]) -> list[PairedComparison]:
+    """The comparisons with their Holm-adjusted p-values, significance and sentences."""
+    several = len(comparisons) > 1
+    adjusted = holm([difference.p_value for _, difference in comparisons])
+    return [
+        comparison.model_copy(
+            update={
+                "p_adjusted": p,
+                "significant": p < SIGNIFICANCE,
+                "sentence": difference_sentence(comparison.a, comparison.b, difference, p=p, adjusted=several),
+            }
+        )
+        for (comparison, difference), p in zip(comparisons, adjusted, strict=True)
+    ]
 
 
 def _paired(left: pa.Table, right: pa.Table) -> pa.Table:
@@ -204,7 +233,8 @@ def _unique_ids(table: pa.Table) -> pa.Table:
 
 def _compare(
     kind: Literal["agents", "runs"], a: Side, b: Side, name_a: str, name_b: str, sides: dict[Side, pa.Table], cut: int | None
-) -> PairedComparison:
+) -> tuple[PairedComparison, PairedDifference]:
+    """A against B on the cases both judged, before the p-values of the report are adjusted together."""
     left = sides[a].rename_columns(["suite", "case_id", "a_name", "a_passes", "a_tries"])
     right = sides[b].rename_columns(["suite", "case_id", "b_name", "b_passes", "b_tries"])
     both = _paired(left, right)
@@ -212,7 +242,8 @@ def _compare(
     difference = pc.subtract(pc.multiply(both["b_passes"], both["a_tries"]), pc.multiply(both["a_passes"], both["b_tries"]))
     better = both.filter(pc.greater(difference, 0))
     worse = both.filter(pc.less(difference, 0))
-    repeated = both.num_rows > 0 and max(pc.max(both["a_tries"]).as_py(), pc.max(both["b_tries"]).as_py()) > 1
+    columns = [both[name].to_pylist() for name in ("a_passes", "a_tries", "b_passes", "b_tries")]
+    paired = paired_difference([((pa_, ta), (pb, tb)) for pa_, ta, pb, tb in zip(*columns, strict=True)])
 
     def deltas(table: pa.Table) -> list[CaseDelta]:
         table = table.sort_by([("case_id", "ascending"), ("suite", "ascending")])
@@ -224,8 +255,7 @@ def _compare(
             for row in (table.slice(0, cut) if cut else table).to_pylist()
         ]
 
-    p = mcnemar_exact(better.num_rows, worse.num_rows)
-    return PairedComparison(
+    comparison = PairedComparison(
         kind=kind,
         a=name_a,
         b=name_b,
@@ -237,8 +267,15 @@ def _compare(
         b_better=better.num_rows,
         b_worse=worse.num_rows,
         same=both.num_rows - better.num_rows - worse.num_rows,
-        p_value=p,
-        sentence=comparison_sentence(name_a, name_b, worse.num_rows, better.num_rows, p, repeated=repeated),
+        difference=paired.difference,
+        difference_interval=paired.interval,
+        test=paired.test,
+        p_value=paired.p_value,
+        p_adjusted=paired.p_value,
+        significant=paired.significant,
+        detectable_difference=paired.detectable_difference,
+        sentence=difference_sentence(name_a, name_b, paired),
         better=deltas(better),
         worse=deltas(worse),
     )
+    return comparison, paired

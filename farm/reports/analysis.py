@@ -122,13 +122,13 @@ def _declared_runs(source: RunRecord, run_id: str) -> int | None:
     return runs if runs is not None and runs >= 1 else None
 
 
-def _status_counts(statuses: pa.ChunkedArray | pa.Array) -> StatusCounts:
-    counts = StatusCounts(total=len(statuses))
-    for entry in pc.value_counts(statuses).to_pylist():
+def _status_counts(cases: pa.Table) -> StatusCounts:
+    counts = StatusCounts(total=cases.num_rows, role_errors=_sum(pc.cast(_role_errors(cases), pa.int64())))
+    for entry in pc.value_counts(cases["status"]).to_pylist():
         if entry["values"] in Status.__members__.values():
             setattr(counts, entry["values"], entry["counts"])
-    ran = counts.total - counts.skipped
-    counts.pass_rate = counts.passed / ran if ran else None
+    judged = counts.total - counts.skipped - counts.role_errors
+    counts.pass_rate = counts.passed / judged if judged else None
     return counts
 
 
@@ -136,7 +136,7 @@ def _summary(cases: pa.Table, **fields: Any) -> RunSummary:
     turns = _sum(cases["total_turns"])
     total = cases.num_rows
     return RunSummary(
-        counts=_status_counts(cases["status"]),
+        counts=_status_counts(cases),
         turns=turns,
         avg_turns=turns / total if total else 0.0,
         duration_ms=float(pc.sum(cases["duration_ms"]).as_py() or 0.0),
@@ -279,11 +279,22 @@ def _missed_checkpoints(failed: pa.Table, cut: int | None) -> tuple[list[Checkpo
 
 def _flags(cases: pa.Table) -> pa.Table:
     status = cases["status"]
-    # a case farm rescore could not judge (rescorable false) neither passed nor failed: it was not judged
-    judged = pc.invert(pc.fill_null(pc.equal(cases["rescorable"], False), False))
-    return cases.append_column("is_pass", pc.cast(pc.equal(status, Status.PASSED.value), pa.int64())).append_column(
-        "is_fail", pc.cast(pc.and_(pc.is_in(status, value_set=pa.array(_FAILING)), judged), pa.int64())
+    # a case farm rescore could not judge (rescorable false) neither passed nor failed: it was not judged;
+    # nor was one a role failed (a dead simulator, a judge that answered no JSON): the agent's figures leave it out
+    role_error = _role_errors(cases)
+    judged = pc.and_(pc.invert(pc.fill_null(pc.equal(cases["rescorable"], False), False)), pc.invert(role_error))
+    return (
+        cases.append_column("is_pass", pc.cast(pc.equal(status, Status.PASSED.value), pa.int64()))
+        .append_column("is_fail", pc.cast(pc.and_(pc.is_in(status, value_set=pa.array(_FAILING)), judged), pa.int64()))
+        .append_column("is_role_error", pc.cast(role_error, pa.int64()))
     )
+
+
+def _role_errors(cases: pa.Table) -> pa.ChunkedArray | pa.Array:
+    """Per case run: an error of a role, not of the agent (``error_role`` set; runs before it was recorded: none)."""
+    if "error_role" not in cases.column_names:
+        return pa.array([False] * cases.num_rows, pa.bool_())
+    return pc.and_(pc.equal(cases["status"], Status.ERROR.value), pc.is_valid(cases["error_role"]))
 
 
 def _stability(cases: pa.Table, cut: int | None) -> Stability:

@@ -33,7 +33,7 @@ __all__ = [
     "TokenUsage",
 ]
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
 
 
 class StatusCounts(BaseModel):
@@ -45,8 +45,10 @@ class StatusCounts(BaseModel):
     skipped: int = 0
     error: int = 0
     timeout: int = 0
+    role_errors: int = 0
+    """Of ``error``, the case runs a role failed (simulator, validator, generator, reporter), not the agent."""
     pass_rate: float | None = None
-    """passed / (total - skipped); null when nothing ran."""
+    """passed / (total - skipped - role_errors); null when nothing ran."""
 
 
 class Retries(BaseModel):
@@ -254,7 +256,10 @@ class AgentStats(BaseModel):
     role_cost_usd: float | None = None
     """USD its cases' simulator and validator calls cost; null when no role had a price."""
     cost_per_case_usd: float | None = None
-    """``cost_usd`` per case run."""
+    """``cost_usd`` per case run (a case tried three times is three case runs)."""
+    role_errors: int = 0
+    """Case runs left out of these figures: they ended in an error of a role (a simulator that died, a judge
+    that answered no JSON), which says nothing about the agent."""
     flaky_total: int = 0
     """Cases that passed some tries and not others."""
     flaky: list[CaseStats] = Field(default_factory=list)
@@ -293,9 +298,24 @@ class PairedComparison(BaseModel):
     """Cases where B's pass rate is lower (with one try each: A passes, B fails)."""
     same: int
     """Cases where both did equally well."""
+    difference: float
+    """The mean over the cases of B's pass fraction minus A's (a fraction; the console shows percentage
+    points): positive when B passes more often."""
+    difference_interval: tuple[float, float]
+    """95 % interval ``[low, high]`` of ``difference`` (mean +- Student's t times its standard error)."""
+    test: str
+    """The test behind ``p_value``: ``exact McNemar`` (one try per case on each side) or
+    ``Cochran-Mantel-Haenszel`` (repeated tries: each case's tries shuffled between the sides)."""
     p_value: float
-    """Two-sided exact McNemar p on ``b_better`` and ``b_worse`` (a sign test on per-case pass rates when cases
-    ran more than once); small means the difference is unlikely to be noise."""
+    """Two-sided p of ``test``: how often a difference this large would show between two sides that pass
+    every case equally often."""
+    p_adjusted: float
+    """``p_value`` Holm-adjusted for the report's comparisons (the same with one comparison): it decides."""
+    significant: bool
+    """``p_adjusted`` below 0.05: significant at the 5 % level."""
+    detectable_difference: float | None = None
+    """The smallest ``|difference|`` these cases would detect with 80 % power at the 5 % level (a fraction);
+    null with fewer than two cases."""
     sentence: str
     """What the comparison says, in one sentence."""
     better: list[CaseDelta] = Field(default_factory=list)

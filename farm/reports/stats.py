@@ -29,7 +29,6 @@ __all__ = [
     "SIGNIFICANCE",
     "PairedDifference",
     "clustered_interval",
-    "comparison_sentence",
     "difference_sentence",
     "format_p",
     "holm",
@@ -279,9 +278,8 @@ def _standard_error(differences: Sequence[float], mean: float) -> float:
     pseudo-counts (2005: half a case more each way, +1 and -1, one more at 0), so that a handful of identical
     cases does not claim a zero-width interval."""
     n = len(differences)
-    squares = sum((d - mean) ** 2 for d in differences)
-    if squares > 0.0:
-        return math.sqrt(squares / (n - 1) / n)
+    if max(differences) > min(differences):  # not "squares > 0": equal thirds can leave a rounding residue
+        return math.sqrt(sum((d - mean) ** 2 for d in differences) / (n - 1) / n)
     augmented = n + 2
     centre = sum(differences) / augmented
     variance = (sum(d * d for d in differences) + 1.0) / augmented - centre * centre
@@ -375,9 +373,17 @@ def format_p(p: float) -> str:
     return f"p < {SIGNIFICANCE}" if p < SIGNIFICANCE else f"p > {SIGNIFICANCE}"
 
 
-def _points(fraction: float, sign: bool = True) -> str:
-    """A fraction in percentage points, one decimal."""
-    return f"{100.0 * fraction:+.1f}" if sign else f"{100.0 * fraction:.1f}"
+def _points(fraction: float) -> str:
+    """A signed fraction in percentage points, one decimal."""
+    return f"{100.0 * fraction:+.1f}"
+
+
+def _how_often(name_a: str, name_b: str, difference: float) -> str:
+    points = f"{abs(100.0 * difference):.1f}"
+    if points == "0.0":
+        return f"{name_b} passes as often as {name_a}"
+    more = "more" if difference > 0 else "less"
+    return f"{name_b} passes {points} percentage points {more} often than {name_a}"
 
 
 def difference_sentence(
@@ -393,46 +399,19 @@ def difference_sentence(
     low, high = d.interval
     shown = format_p(p_value) + (", Holm-adjusted" if adjusted else "")
     text = (
-        f"{name_b} passes {_points(d.difference)} percentage points vs {name_a} "
-        f"(95 % interval {_points(low)} to {_points(high)}; {_cases(d.cases)}, {d.test}, {shown})"
+        f"{_how_often(name_a, name_b, d.difference)} (95 % interval {_points(low)} to {_points(high)} points; "
+        f"{_cases(d.cases)}, {d.test}, {shown})"
     )
     if p_value < SIGNIFICANCE:
         return f"{text}: significant at the 5 % level."
-    if d.detectable_difference is None:
-        return f"{text}: not significant: this could be noise; one case cannot show a difference."
+    detectable = d.detectable_difference
+    if detectable is None or detectable >= 1.0:
+        return f"{text}: not significant: this could be noise; {_cases(d.cases)} are too few to detect any difference."
     return (
         f"{text}: not significant: this could be noise; {_cases(d.cases)} detect a difference of "
-        f"{_points(d.detectable_difference, sign=False)} points or more (80 % power)."
+        f"{100.0 * detectable:.1f} points or more (80 % power)."
     )
 
 
 def _cases(count: int) -> str:
     return f"{count} case" if count == 1 else f"{count} cases"
-
-
-def comparison_sentence(
-    name_a: str, name_b: str, a_only: int, b_only: int, p: float, *, repeated: bool = False
-) -> str:
-    """One sentence saying what a paired comparison of A and B found.
-
-    ``a_only`` cases pass on A and fail on B, ``b_only`` the reverse, ``p`` is
-    :func:`mcnemar_exact` of the two. Below :data:`SIGNIFICANCE` the difference
-    is called real; otherwise the sentence says it could be noise and how to get
-    more evidence. ``repeated``: the cases ran several times and the counts are
-    of cases where one side's pass rate is higher (a sign test), which the
-    sentence then says.
-    """
-    if a_only == 0 and b_only == 0:
-        if repeated:
-            return f"{name_b} and {name_a} pass every case equally often: there is no difference to test."
-        return f"{name_b} and {name_a} pass and fail the same cases: there is no difference to test."
-    if repeated:
-        counts = f"{name_b} passes {_cases(b_only)} more often than {name_a} and {a_only} less often; {format_p(p)}"
-    else:
-        counts = (
-            f"{name_b} passes {_cases(b_only)} that {name_a} fails "
-            f"and fails {a_only} that {name_a} passes; {format_p(p)}"
-        )
-    if p < SIGNIFICANCE:
-        return f"{counts}: the difference is real."
-    return f"{counts}: this could be noise; run more cases or --runs."

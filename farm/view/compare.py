@@ -6,7 +6,7 @@ Cases are matched by id, and by agent too when neither side names one and a run 
 (each agent's case against the same agent's: no row mixes two agents); those whose outcome
 changed come first (regressions, then fixes, then the rest). The statistics are :mod:`farm.reports.stats`'s, as ``farm report`` gives them:
 each side's pass rate with its 95 % interval (clustered by case under ``--runs``), and the
-exact McNemar test over the cases judged on both sides with its sentence.
+paired difference over the cases judged on both sides (its interval, p-value and sentence).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from farm.reports.stats import clustered_interval, comparison_sentence, mcnemar_exact, wilson_interval
+from farm.reports.stats import clustered_interval, difference_sentence, paired_difference, wilson_interval
 from farm.results import RunRecord, Status
 from farm.view.cases import RunCases
 
@@ -92,9 +92,8 @@ def _matched(cases: RunCases, a: Side, b: Side) -> tuple[pa.Table, dict[str, Any
     counted = pc.value_counts(both["change"])
     tally = {name: 0 for name in _ORDER}
     tally.update(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True))
-    # farm report's rule: per case judged on both sides, B is better when its pass rate is higher
-    # (cross-multiplied in integers, so 2/3 and 4/6 are equal); with one try each that is McNemar's
-    # discordant pairs, with --runs the same binomial test as a sign test on the cases' rates
+    # per case judged on both sides, B is better when its pass rate is higher (cross-multiplied in
+    # integers, so 2/3 and 4/6 are equal); the statistics are farm report's paired difference
     tries_a = pc.cast(pc.add(both["passed_a"], both["failed_a"]), pa.int64())
     tries_b = pc.cast(pc.add(both["passed_b"], both["failed_b"]), pa.int64())
     judged = pc.fill_null(pc.and_(pc.greater(tries_a, 0), pc.greater(tries_b, 0)), False)
@@ -103,13 +102,13 @@ def _matched(cases: RunCases, a: Side, b: Side) -> tuple[pa.Table, dict[str, Any
     )
     b_only = int(pc.sum(pc.and_(judged, pc.greater(difference, 0))).as_py() or 0)
     a_only = int(pc.sum(pc.and_(judged, pc.less(difference, 0))).as_py() or 0)
-    paired = int(pc.sum(judged).as_py() or 0)
-    repeated = paired > 0 and max(pc.max(pc.filter(tries_a, judged)).as_py(), pc.max(pc.filter(tries_b, judged)).as_py()) > 1
+    counts = [pc.filter(column, judged).to_pylist() for column in (both["passed_a"], tries_a, both["passed_b"], tries_b)]
+    pairs = [((passed_a, n_a), (passed_b, n_b)) for passed_a, n_a, passed_b, n_b in zip(*counts, strict=True)]
     head = {
         "a": _figures(a, left),
         "b": _figures(b, right),
         "changes": tally,
-        "statistics": statistics(a.label, b.label, left, right, paired, a_only, b_only, repeated),
+        "statistics": statistics(a.label, b.label, left, right, pairs, a_only, b_only),
     }
     return both, head
 
@@ -212,22 +211,29 @@ def _figures(side: Side, outcomes: pa.Table) -> dict[str, Any]:
 
 
 def statistics(
-    name_a: str, name_b: str, left: pa.Table, right: pa.Table, paired: int, a_only: int, b_only: int, repeated: bool
+    name_a: str, name_b: str, left: pa.Table, right: pa.Table, pairs: list[tuple[tuple[int, int], tuple[int, int]]],
+    a_only: int, b_only: int,
 ) -> dict[str, Any]:
     """Each side's pass rate interval (95 %, clustered by case when a case ran more than once) and
-    the exact McNemar test over the ``paired`` cases judged on both sides: ``a_only`` passed more
-    often on side a, ``b_only`` on side b, with the sentence ``farm report`` says."""
-    p_value = mcnemar_exact(a_only, b_only)
+    :func:`~farm.reports.stats.paired_difference` over ``pairs``, the cases judged on both sides
+    (``(passes, tries)`` on a, on b): ``a_only`` passed more often on side a, ``b_only`` on side b,
+    with the sentence ``farm report`` says."""
+    paired = paired_difference(pairs)
     return {
-        "paired": paired,
+        "paired": paired.cases,
         "a_only": a_only,
         "b_only": b_only,
         "interval_a": _interval(left),
         "interval_b": _interval(right),
-        "p_value": p_value,
-        "repeated": repeated,
-        "sentence": comparison_sentence(name_a, name_b, a_only, b_only, p_value, repeated=repeated),
-    }
+        "repeated": paired.test != "exact McNemar" and paired.cases > 0,
+        "difference": paired.difference,
+        "difference_interval": list(paired.interval),
+        "test": paired.test,
+        "p_value": paired.p_value,
+        "significant": paired.significant,
+        "detectable_difference": paired.detectable_difference,
+        "sentence": difference_sentence(name_a, name_b, paired),
+    }  # fmt: skip
 
 
 def _interval(outcomes: pa.Table) -> list[float] | None:

@@ -15,7 +15,7 @@ from farm.agents.openai import parse_usage
 from farm.config import Connector, Price, load_config
 from farm.demo.server import JSONServer, Response, chat_completion
 from farm.errors import UsageError
-from farm.results import CaseResult, Status, Usage, add_cost
+from farm.results import CaseResult, Status, Usage, add_cost, format_usd
 from farm.summary import Summary
 from tests.scripted import RoleModels, roles_toml
 
@@ -193,3 +193,19 @@ def test_a_budget_without_any_price_is_refused_before_anything_runs(tmp_path: Pa
         farm.run(str(suite), config=tmp_path / "farm.toml", engine="local", quiet=True, max_cost=0.5)
     assert not (tmp_path / "results").exists()
 
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (None, "—"),
+        (0.0, "$0.0000"),
+        (0.000085, "$0.000085"),  # a case of a cheap model: four decimals would show $0.0001
+        (0.00000012345, "$0.00000012"),
+        (0.004, "$0.0040"),
+        (0.0123, "$0.0123"),
+        (12.3456, "$12.3456"),
+        (1234.5, "$1,234.50"),
+    ],
+)
+def test_costs_print_with_significant_digits(value: float | None, shown: str):
+    assert format_usd(value) == shown

@@ -4,6 +4,7 @@ paired comparisons of two agents in a run and of two runs, on results built by h
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,7 +14,7 @@ from farm.cli.app import app
 from typer.testing import CliRunner
 
 from farm.reports import analyse
-from farm.reports.stats import clustered_interval, mcnemar_exact, wilson_interval
+from farm.reports.stats import clustered_interval, holm, mcnemar_exact, wilson_interval
 from farm.results import Status
 from farm.writers import ParquetWriter, write_run_json
 from tests.factories import case_result
@@ -74,8 +75,19 @@ def test_two_agents_of_a_run_are_compared_case_by_case(two_agents: Path):
     (comparison,) = analyse([two_agents]).comparisons
     assert (comparison.kind, comparison.a, comparison.b, comparison.cases) == ("agents", "v1", "v2", 40)
     assert (comparison.b_better, comparison.b_worse, comparison.same) == (0, 14, 26)
-    assert comparison.p_value == pytest.approx(2 / 2**14)
-    assert comparison.sentence == "v2 passes 0 cases more often than v1 and 14 less often; p = 0.0001: the difference is real."
+    # 14 cases at -1, 26 at 0: the mean, and its interval with t(0.975, 39) = 2.022690920036761 (scipy)
+    se = math.sqrt((14 * 0.65**2 + 26 * 0.35**2) / 39 / 40)
+    assert comparison.difference == pytest.approx(-0.35)
+    assert comparison.difference_interval == pytest.approx((-0.35 - 2.022690920036761 * se, -0.35 + 2.022690920036761 * se))
+    # each of the 14 cases: 3 of 6 tries passed, B holds 0; hypergeometric variance 3*3*3*3 / (36*5) = 0.45,
+    # times (1/3 + 1/3)^2: 0.2 a case; z = 14 / sqrt(14 * 0.2)
+    assert comparison.test == "Cochran-Mantel-Haenszel"
+    assert comparison.p_value == pytest.approx(math.erfc(14 / math.sqrt(2 * 14 * 0.2)))
+    assert comparison.p_adjusted == comparison.p_value and comparison.significant
+    assert comparison.sentence == (
+        "v2 passes 35.0 percentage points less often than v1 (95 % interval -50.4 to -19.6 points; 40 cases, "
+        "Cochran-Mantel-Haenszel, p < 0.0001): significant at the 5 % level."
+    )
     assert [delta.case_id for delta in comparison.worse][:3] == ["c00", "c03", "c06"]
     assert (comparison.worse[0].a_passes, comparison.worse[0].b_passes) == (3, 0)
 
@@ -119,9 +131,15 @@ def test_two_runs_of_different_agents_are_a_paired_comparison(tmp_path: Path):
     assert comparison.a == "run-old (v1)" and comparison.b == "run-new (v2)"
     assert (comparison.b_better, comparison.b_worse) == (0, 3)
     assert comparison.p_value == pytest.approx(mcnemar_exact(0, 3)) == pytest.approx(0.25)
+    assert comparison.test == "exact McNemar" and not comparison.significant
+    # 3 cases at -1, 7 at 0; t(0.975, 9) = 2.262157162798205, t(0.80, 9) = 0.8834038596855346 (scipy)
+    se = math.sqrt((3 * 0.7**2 + 7 * 0.3**2) / 9 / 10)
+    assert comparison.difference_interval == pytest.approx((-0.3 - 2.262157162798205 * se, -0.3 + 2.262157162798205 * se))
+    assert comparison.detectable_difference == pytest.approx((2.262157162798205 + 0.8834038596855346) * se)
     assert comparison.sentence == (
-        "run-new (v2) passes 0 cases that run-old (v1) fails and fails 3 that run-old (v1) passes; "
-        "p = 0.25: this could be noise; run more cases or --runs."
+        "run-new (v2) passes 30.0 percentage points less often than run-old (v1) (95 % interval -64.6 to +4.6 "
+        "points; 10 cases, exact McNemar, p = 0.25): not significant: this could be noise; 10 cases detect a "
+        "difference of 48.0 points or more (80 % power)."
     )
 
 
@@ -138,7 +156,10 @@ def test_two_runs_of_the_same_agents_compare_each_agent(tmp_path: Path):
     ]
     # each comparison names its agent: two titles "run-old -> run-new" would not say which is which
     assert comparisons[2].a == "run-old (a)" and comparisons[3].b == "run-new (b)"
-    assert comparisons[2].sentence.startswith("run-new (a) passes 2 cases that run-old (a) fails")
+    assert comparisons[2].sentence.startswith("run-new (a) passes 100.0 percentage points more often than run-old (a)")
+    # four comparisons in one report: Holm-adjusted, and the sentences say so
+    assert [c.p_adjusted for c in comparisons] == pytest.approx(holm([c.p_value for c in comparisons]))
+    assert all("Holm-adjusted" in c.sentence for c in comparisons)
 
 
 def test_farm_report_json_holds_the_statistics_and_tables_show_them(two_agents: Path):
@@ -149,12 +170,21 @@ def test_farm_report_json_holds_the_statistics_and_tables_show_them(two_agents: 
     v2 = next(entry for entry in data["agents"] if entry["agent"] == "v2")
     low, high = v2["interval"]
     assert low < 0.65 < high and v2["pass_hat_k"] == pytest.approx(0.65) and v2["pass_at_k"] == pytest.approx(0.65)
-    assert data["comparisons"][0]["p_value"] == pytest.approx(2 / 2**14)
+    comparison = data["comparisons"][0]
+    assert comparison["difference"] == pytest.approx(-0.35) and comparison["p_value"] < 1e-10
+    assert comparison["p_adjusted"] == comparison["p_value"] and comparison["significant"] is True
+    low, high = comparison["difference_interval"]
+    assert low < -0.35 < high < 0 and 0 < comparison["detectable_difference"] < 0.35
     assert data["summary"]["cost_usd"] == pytest.approx(0.36)
     tables = runner.invoke(app, ["report", str(two_agents)], env={"COLUMNS": "200"})
     assert tables.exit_code == 0, tables.output
-    assert "v2 passes 0 cases more often than v1 and 14 less often; p = 0.0001: the difference is real." in tables.output
+    assert "v2 passes 35.0 percentage points less often than v1" in tables.output
+    assert "significant at the 5 % level." in tables.output and "difference is real" not in tables.output
+    row = next(line.strip() for line in tables.output.splitlines() if line.strip().startswith("v1 ") and "-35.0" in line)
+    assert "[-50.4, -19.6]" in row and "Cochran-Mantel-Haenszel" in row and "< 0.0001" in row
     assert "pass^3" in tables.output and "$0.2400" in tables.output
+    assert "pass@3: the chance that at least one of 3 tries of a case passes" in tables.output
+    assert "Per case run" in tables.output and "clustered by case" in tables.output
 
 
 def test_equal_pass_rates_over_different_tries_are_no_difference(tmp_path: Path):
@@ -167,7 +197,8 @@ def test_equal_pass_rates_over_different_tries_are_no_difference(tmp_path: Path)
     (comparison,) = analyse([old, new]).comparisons
     assert (comparison.same, comparison.b_better, comparison.b_worse) == (1, 1, 0)  # x: 2/3 == 4/6; y: 1/3 -> 6/6
     assert comparison.better[0].case_id == "y" and (comparison.better[0].b_passes, comparison.better[0].b_tries) == (6, 6)
-    assert comparison.sentence == "run-new passes 1 case more often than run-old and 0 less often; p = 1.00: this could be noise; run more cases or --runs."
+    assert comparison.difference == pytest.approx(1 / 3)  # (0 + 2/3) / 2
+    assert not comparison.significant and comparison.sentence.endswith("2 cases are too few to detect any difference.")
 
 
 def test_runs_of_a_renamed_suite_are_paired_by_case_id(tmp_path: Path):
@@ -178,3 +209,50 @@ def test_runs_of_a_renamed_suite_are_paired_by_case_id(tmp_path: Path):
     pq.write_table(table.set_column(table.schema.get_field_index("source"), "source", pa.array(["copy.jsonl:1"] * table.num_rows)), cases)
     (comparison,) = analyse([old, new]).comparisons
     assert (comparison.cases, comparison.b_better, comparison.better[0].suite) == (2, 1, "copy.jsonl")
+
+
+def _errors_run(folder: Path) -> Path:
+    """10 cases on one try: 6 pass, 2 fail, c8 errs on the agent's side, c9 on the simulator's."""
+    write_run_json(folder, {"run_id": "run-e", "started_at": START, "runs": 1})
+    with ParquetWriter(folder) as writer:
+        for n in range(10):
+            status = Status.PASSED if n < 6 else Status.FAILED if n < 8 else Status.ERROR
+            role = "simulator" if n == 9 else None
+            writer.write(case_result(f"c{n}", status, run_id="run-e", agent="bot", source="suite.jsonl:1", started_at=START, error_role=role))
+    return folder
+
+
+def test_a_roles_error_is_left_out_of_the_agents_figures_and_counted(tmp_path: Path):
+    report = analyse([_errors_run(tmp_path / "run")])
+    (stats,) = report.agents
+    # c9 is neither a pass nor a failure of the agent; c8's error is the agent's: a failure
+    assert (stats.cases, stats.tries, stats.passes, stats.role_errors) == (9, 9, 6, 1)
+    assert stats.interval == wilson_interval(6, 9)
+    counts = report.summary.counts
+    assert (counts.error, counts.role_errors, counts.pass_rate) == (2, 1, pytest.approx(6 / 9))
+    tables = CliRunner().invoke(app, ["report", str(tmp_path / "run")], env={"COLUMNS": "200"})
+    assert "bot: 1 case run left out, as a role failed" in tables.output
+    assert "Errors:    2 (1 of a role, not the agent)" in tables.output
+    assert "skipped and role errors excluded" in tables.output
+
+
+def test_a_run_written_before_error_role_counts_every_error_as_the_agents(tmp_path: Path):
+    run = _errors_run(tmp_path / "run")
+    cases = run / "cases.parquet"
+    pq.write_table(pq.read_table(cases).drop_columns(["error_role"]), cases)  # as a farm before error_role wrote it
+    (stats,) = analyse([run]).agents
+    assert (stats.tries, stats.passes, stats.role_errors) == (10, 6, 0)
+    assert analyse([run]).summary.counts.pass_rate == pytest.approx(0.6)
+
+
+def test_a_role_error_is_no_difference_between_two_agents(tmp_path: Path):
+    """B's simulator died on three cases A passed: nothing says B would have failed them."""
+    folder = tmp_path / "run"
+    write_run_json(folder, {"run_id": "run-ab", "started_at": START, "runs": 1})
+    with ParquetWriter(folder) as writer:
+        for n in range(10):
+            writer.write(case_result(f"c{n}", Status.PASSED, run_id="run-ab", agent="a", source="s.jsonl:1"))
+            role = None if n >= 3 else "simulator"
+            writer.write(case_result(f"c{n}", Status.PASSED if n >= 3 else Status.ERROR, run_id="run-ab", agent="b", source="s.jsonl:1", error_role=role))
+    (comparison,) = analyse([folder]).comparisons
+    assert (comparison.cases, comparison.b_better, comparison.b_worse, comparison.difference) == (7, 0, 0, 0.0)

@@ -681,7 +681,7 @@ def test_farm_report_json_is_one_document(results_dir: Path):
     outcome = invoke("report", str(results_dir), "--json", "--top", "1")
     assert outcome.exit_code == 0
     document = json.loads(outcome.stdout)
-    assert document["schema_version"] == 1
+    assert document["schema_version"] == 2
     assert document["summary"]["counts"]["total"] == 18
     assert [run["run_id"] for run in document["runs"]] == list(RUN_IDS)
     assert document["comparison"]["regressions"][0]["case_id"] == "regress"

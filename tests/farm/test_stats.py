@@ -6,7 +6,6 @@ import pytest
 
 from farm.reports.stats import (
     clustered_interval,
-    comparison_sentence,
     format_p,
     mcnemar_exact,
     pass_at_k,
@@ -149,28 +148,6 @@ def test_mcnemar_exact_matches_the_binomial_tail(b: int, c: int, p: float):
 def test_mcnemar_refuses_negative_counts():
     with pytest.raises(ValueError):
         mcnemar_exact(-1, 2)
-
-
-def test_comparison_sentence_says_real_or_noise():
-    assert comparison_sentence("A", "B", 0, 14, mcnemar_exact(0, 14)) == (
-        "B passes 14 cases that A fails and fails 0 that A passes; p = 0.0001: the difference is real."
-    )
-    assert comparison_sentence("v1", "v2", 1, 3, mcnemar_exact(1, 3)) == (
-        "v2 passes 3 cases that v1 fails and fails 1 that v1 passes; p = 0.62: "
-        "this could be noise; run more cases or --runs."
-    )
-    assert comparison_sentence("A", "B", 1, 0, 1.0).startswith("B passes 0 cases that A fails and fails 1 that")
-    assert "1 case that" in comparison_sentence("A", "B", 0, 1, 1.0)
-    assert comparison_sentence("A", "B", 0, 0, 1.0) == (
-        "B and A pass and fail the same cases: there is no difference to test."
-    )
-
-
-def test_comparison_sentence_over_repeated_tries_speaks_of_pass_rates():
-    assert comparison_sentence("A", "B", 0, 13, mcnemar_exact(0, 13), repeated=True) == (
-        "B passes 13 cases more often than A and 0 less often; p = 0.0002: the difference is real."
-    )
-    assert comparison_sentence("A", "B", 0, 0, 1.0, repeated=True).endswith("there is no difference to test.")
 
 
 def test_format_p_keeps_small_values_readable():

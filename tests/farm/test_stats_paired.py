@@ -112,6 +112,15 @@ def test_identical_cases_do_not_claim_a_zero_width_interval():
     assert d.detectable_difference is not None and d.detectable_difference > 0.3
 
 
+def test_cases_that_all_differ_alike_keep_a_width():
+    # every case 0 of 5 against 1 of 5: 0.2 three times, whose mean floating point leaves a hair off 0.2
+    assert sum([0.2] * 3) / 3 != 0.2
+    d = paired_difference([((0, 5), (1, 5))] * 3)
+    assert d.difference == pytest.approx(0.2)
+    low, high = d.interval
+    assert high - low > 0.2 and d.detectable_difference is not None and d.detectable_difference > 0.1
+
+
 def test_too_few_cases_say_nothing():
     assert paired_difference([]) == PairedDifference(0, 0.0, (-1.0, 1.0), 1.0, "exact McNemar", None)
     single = paired_difference([((0, 1), (1, 1))])
@@ -174,16 +183,19 @@ def test_format_p_never_rounds_onto_the_threshold():
 def test_sentence_says_significant_or_noise_on_the_unrounded_p():
     d = PairedDifference(60, 0.125, (0.031, 0.219), 0.0490, "Cochran-Mantel-Haenszel", 0.12)
     assert difference_sentence("A", "B", d) == (
-        "B passes +12.5 percentage points vs A (95 % interval +3.1 to +21.9; 60 cases, Cochran-Mantel-Haenszel, p = 0.049): "
-        "significant at the 5 % level."
+        "B passes 12.5 percentage points more often than A (95 % interval +3.1 to +21.9 points; 60 cases, "
+        "Cochran-Mantel-Haenszel, p = 0.049): significant at the 5 % level."
     )
-    noise = PairedDifference(60, 0.1, (-0.002, 0.2), 0.0525, "Cochran-Mantel-Haenszel", 0.142)
-    assert difference_sentence("A", "B", noise).endswith(
-        "p = 0.052): not significant: this could be noise; 60 cases detect a difference of 14.2 points or more "
-        "(80 % power)."
+    noise = PairedDifference(60, -0.1, (-0.2, 0.002), 0.0525, "exact McNemar", 0.142)
+    assert difference_sentence("A", "B", noise) == (
+        "B passes 10.0 percentage points less often than A (95 % interval -20.0 to +0.2 points; 60 cases, "
+        "exact McNemar, p = 0.052): not significant: this could be noise; 60 cases detect a difference of "
+        "14.2 points or more (80 % power)."
     )
     adjusted = difference_sentence("A", "B", d, p=0.098, adjusted=True)
     assert "p = 0.10, Holm-adjusted" in adjusted and "not significant" in adjusted
+    same = difference_sentence("A", "B", paired_difference([((1, 1), (1, 1)), ((0, 1), (1, 1)), ((1, 1), (0, 1))]))
+    assert same.startswith("B passes as often as A") and same.endswith("3 cases are too few to detect any difference.")
     assert "nothing to compare" in difference_sentence("A", "B", paired_difference([]))
     assert "difference is real" not in difference_sentence("A", "B", d)
 

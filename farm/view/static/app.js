@@ -32,7 +32,8 @@ async function api(path) {
 
 const enc = encodeURIComponent;
 const pct = (rate) => (rate === null || rate === undefined ? "—" : (rate * 100).toFixed(1) + "%");
-const usd = (value) => (value === null || value === undefined ? "—" : "$" + (value < 0.01 ? value.toFixed(4) : value.toFixed(2)));
+// at least two significant digits: one case of a cheap model costs $0.000085, which toFixed(4) rounds away
+const usd = (value) => (value === null || value === undefined ? "—" : "$" + value.toFixed(value > 0 && value < 1 ? Math.max(2, 1 - Math.floor(Math.log10(value))) : 2));
 const when = (seconds) => (seconds ? new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19) : "—");
 
 function duration(ms) {
@@ -351,7 +352,7 @@ async function comparePage(mine, params) {
     h("div", { class: "side-by-side" }, side(data.a, stats.interval_a, "side-a"), side(data.b, stats.interval_b, "side-b")),
     h("div", { class: "card", id: "verdict" },
       h("div", { class: "verdict", id: "sentence" }, stats.sentence || `${stats.a_only} case(s) passed only on ${data.a.label}, ${stats.b_only} only on ${data.b.label}.`),
-      stats.p_value !== undefined && stats.p_value !== null ? h("div", { class: "muted", id: "p-value" }, `exact McNemar test over ${stats.paired} paired cases: p = ${stats.p_value.toPrecision(3)}`) : null),
+      stats.p_value !== undefined && stats.p_value !== null ? h("div", { class: "muted", id: "p-value" }, `${stats.test} test over ${stats.paired} paired cases: p = ${stats.p_value.toPrecision(3)}`) : null),
     h("div", { class: "filters", id: "change-counts" },
       ["regression", "fix", "changed", "only_a", "only_b", "same"].map((k) => h("span", {}, badge(k, k.replace("_", " ")), ` ${changes[k]}`)),
       h("label", {}, h("input", { type: "checkbox", id: "changed-only", checked: params.get("changed") === "1", onchange: (e) => set({ changed: e.target.checked ? "1" : null, page: null }) }), " changed only")),
