@@ -451,6 +451,8 @@ def _turn(turn: TurnResult) -> str:
         head.append(f"{turn.steps} agent calls")
     if turn.retries:
         head.append(f"{turn.retries} retried request(s)")
+    if turn.truncated:
+        head.append("reply cut at the token limit")
     out = [f'<div class="turn"><div class="turn-head">{escape(" · ".join(head))}</div>']
     out.append(f'<div class="who">User</div><pre class="input">{escape(_clip(_text(turn.input)))}</pre>')
     if turn.simulator_reasoning:

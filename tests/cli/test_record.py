@@ -9,6 +9,7 @@ import io
 import json
 import threading
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,20 @@ def server():
 def project(tmp_path: Path, server, engine: str) -> Path:
     (tmp_path / "farm.toml").write_text(farm_toml(server[0].url, engine=engine))  # max_retries = 2
     return tmp_path
+
+
+def view_json(results: Path, path: str) -> Any:
+    """``GET path`` of ``farm view`` serving ``results``, over HTTP on 127.0.0.1."""
+    from farm.view import ViewApp, ViewServer
+
+    server = ViewServer(ViewApp(str(results)))
+    server.start()
+    try:
+        with urllib.request.urlopen(f"http://{server.server_address[0]}:{server.server_address[1]}{path}", timeout=30) as response:
+            return json.load(response)
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def run(project: Path, cases: list[dict], **options: Any) -> tuple[farm.RunResult, dict[str, dict]]:
@@ -211,3 +226,31 @@ def test_a_resumed_run_keeps_its_first_start_and_command_lists_its_parts_and_goe
     assert info["wall_seconds"] == pytest.approx(sum(p["ended_at"] - p["started_at"] for p in parts))
     assert info["wall_seconds"] < info["ended_at"] - info["started_at"] - 0.3
     assert info["counts"]["total"] == 12 and again.summary.wall_seconds == pytest.approx(info["wall_seconds"])
+    [shown] = view_json(priced / "results", "/api/runs")["runs"]
+    assert shown["started_at"] == parts[0]["started_at"] and shown["wall_s"] == pytest.approx(info["wall_seconds"])
+
+
+def test_a_reply_cut_at_the_token_limit_is_marked_on_its_turn_said_on_the_console_and_in_the_viewer(project: Path):
+    from rich.console import Console
+
+    printed = io.StringIO()
+    cases = [
+        {"id": "cut", "input": "cut", "assertions": [{"type": "contains", "value": "policy"}]},  # passes on half an answer
+        {"id": "whole", "input": "hi", "assertions": [{"type": "contains", "value": "hello"}]},
+    ]
+    suite = project / "suite.jsonl"
+    suite.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    result = farm.run(str(suite), config=project / "farm.toml", console=Console(file=printed, width=400))
+    assert result.exit_code == 0
+    rows = {r["id"]: r for r in map(json.loads, (result.run_dir / "results.jsonl").read_text().splitlines())}
+    assert rows["cut"]["status"] == "passed" and rows["cut"]["turns"][0]["truncated"] is True
+    assert rows["whole"]["turns"][0]["truncated"] is False
+    turns = {r["case_id"]: r for r in pq.read_table(result.run_dir / "turns.parquet").to_pylist()}
+    assert turns["cut"]["truncated"] is True and turns["whole"]["truncated"] is False
+    [cut_line] = [line for line in printed.getvalue().splitlines() if "[cut]" in line]
+    assert "turn 1: the reply was cut at the model's token limit (finish_reason: length)" in cut_line
+    assert "token limit" not in next(line for line in printed.getvalue().splitlines() if "[whole]" in line)
+
+    for case, cut in (("cut", True), ("whole", False)):
+        detail = view_json(project / "results", f"/api/runs/{result.run_dir.name}/cases/{case}")
+        assert detail["repetitions"][0]["turns"][0]["truncated"] is cut
