@@ -251,6 +251,9 @@ def test_a_reply_cut_at_the_token_limit_is_marked_on_its_turn_said_on_the_consol
     assert "turn 1: the reply was cut at the model's token limit (finish_reason: length)" in cut_line
     assert "token limit" not in next(line for line in printed.getvalue().splitlines() if "[whole]" in line)
 
+    rescored = farm.rescore(result.run_dir, quiet=True)  # the recorded reply is replayed, cut as it was
+    again = {r["id"]: r for r in map(json.loads, (rescored.run_dir / "results.jsonl").read_text().splitlines())}
+    assert again["cut"]["turns"][0]["truncated"] is True and again["whole"]["turns"][0]["truncated"] is False
     for case, cut in (("cut", True), ("whole", False)):
         detail = view_json(project / "results", f"/api/runs/{result.run_dir.name}/cases/{case}")
         assert detail["repetitions"][0]["turns"][0]["truncated"] is cut
