@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 import farm
 from farm.demo.server import JSONServer, Response, chat_completion
+from farm.results import format_usd
 from tests.scripted import farm_toml
 
 
@@ -146,20 +147,36 @@ connector = "llm"
     return server
 
 
-def test_the_generation_counts_every_request_it_sent_and_what_they_cost(project: Path):
+def test_the_generation_and_the_reporter_count_every_request_they_sent_and_what_they_cost(project: Path, server):
     generator = Generator()
-    server = generator_project(project, generator)
+    llm = generator_project(project, generator)
+    with (project / "farm.toml").open("a") as toml:  # a priced reporter on the agent's server, which says "hello"
+        toml.write(
+            f"""
+[connectors.rep]
+base_url = "{server[0].url}/v1"
+model = "rep"
+price = {{ input = {PRICE["input"]}, output = {PRICE["output"]} }}
+
+[agents.rep]
+kind = "reporter"
+connector = "rep"
+"""
+        )
     try:
-        result = CliRunner().invoke(app, ["test", "-i", "agents:gen?count=3", "--no-cache", "--config", str(project / "farm.toml")])
+        result = CliRunner().invoke(app, ["test", "-i", "agents:gen?count=3", "--reporter", "rep", "--no-cache", "--config", str(project / "farm.toml")])
     finally:
-        server.stop()
+        llm.stop()
     assert result.exit_code == 0, result.output
     (run_dir,) = [p.parent for p in (project / "results").glob("*/run.json")]
     info = json.loads((run_dir / "run.json").read_text())
     assert generator.requests == 3  # a 500, an answer with no JSON, the cases
     assert info["generation"]["calls"] == 3 and info["generation"]["kept"] == 3
-    assert info["cost"]["role_cost_usd"] == pytest.approx(2 * PER_REPLY)  # the two replies; the 500 cost nothing
     assert "(3 generator calls)" in result.output
+    # the generator's two replies (the 500 cost nothing), in the summary; the reporter's, after it, in run.json
+    assert f"{format_usd(2 * PER_REPLY)} simulator, judge and generator" in result.output
+    assert info["cost"]["role_cost_usd"] == pytest.approx(3 * PER_REPLY)
+    assert (run_dir / "report.md").read_text() == "hello"
 
 
 def test_a_generation_that_wrote_no_case_exits_2_and_leaves_no_run_folder(project: Path):
