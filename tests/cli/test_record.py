@@ -104,11 +104,12 @@ PER_REPLY = (10 * PRICE["input"] + 5 * PRICE["output"]) / 1e6
 
 class Generator:
     """A priced generator that fails once (500), then answers no JSON, then writes the cases;
-    ``empty`` makes it write none, ever."""
+    ``empty`` makes it write none, ever; ``failing``: its first case fails its assertion."""
 
-    def __init__(self, empty: bool = False) -> None:
+    def __init__(self, empty: bool = False, failing: bool = False) -> None:
         self.requests = 0
         self.empty = empty
+        self.failing = failing
         self._lock = threading.Lock()
 
     def __call__(self, path: str, body: Any, headers: dict[str, str]) -> Response:
@@ -124,7 +125,10 @@ class Generator:
         if number == 2:
             return Response(chat_completion("Here are some ideas for test cases!"))
         count = int(re.search(r"Generate (\d+) test cases", body["messages"][0]["content"]).group(1))
-        return Response(chat_completion(json.dumps({"cases": [{"id": f"g{i}", "input": f"Hello {i}"} for i in range(count)]})))
+        cases = [{"id": f"g{i}", "input": f"Hello {i}"} for i in range(count)]
+        if self.failing:
+            cases[0]["assertions"] = [{"type": "contains", "value": "goodbye"}]
+        return Response(chat_completion(json.dumps({"cases": cases})))
 
 
 def generator_project(project: Path, generator: Generator) -> JSONServer:
@@ -177,6 +181,23 @@ connector = "rep"
     assert f"{format_usd(2 * PER_REPLY)} simulator, judge and generator" in result.output
     assert info["cost"]["role_cost_usd"] == pytest.approx(3 * PER_REPLY)
     assert (run_dir / "report.md").read_text() == "hello"
+
+
+def test_a_resumed_generated_run_keeps_what_its_generation_sent_and_cost(project: Path):
+    generator = Generator(failing=True)
+    llm = generator_project(project, generator)
+    config = str(project / "farm.toml")
+    try:  # the first generated case fails and --fail-fast stops the run there; the resume runs the rest
+        first = farm.run("agents:gen?count=3", config=config, cache=False, fail_fast=True, parallel=1, quiet=True)
+        assert first.summary.total == 1 and generator.requests == 3
+        again = farm.run(resume=first.run_dir, quiet=True)
+    finally:
+        llm.stop()
+    assert again.summary.total == 3 and generator.requests == 3  # the cases were read back from generated.jsonl
+    info = json.loads((first.run_dir / "run.json").read_text())
+    assert info["counts"]["total"] == 3 and len(info["parts"]) == 2
+    assert info["generation"]["calls"] == 3 and info["generation"]["cost_usd"] == pytest.approx(2 * PER_REPLY)
+    assert info["cost"]["role_cost_usd"] == pytest.approx(2 * PER_REPLY)  # the first part's generation, kept
 
 
 def test_a_generation_that_wrote_no_case_exits_2_and_leaves_no_run_folder(project: Path):
