@@ -253,7 +253,7 @@ def run(
         connectors=connectors,
         config=cfg.safe_dump(),
         options=options,
-        generation=stream.stats.as_record() if stream is not None else None,
+        generation=_generation_record(stream.stats, previous) if stream is not None else None,
         parts=previous.recorded_parts() if previous is not None else [],
     )
     engine_impl = make_engine(engine_name, **({"address": address} if engine_name == "ray" else {}))  # a cluster not there: said before anything runs
@@ -267,7 +267,7 @@ def run(
         extra["Resuming"] = f"{len(skip_keys)} finished"
     view.start(agents, input_value, len(suite.cases), extra, plan.total, progress=not interactive)  # a live bar would draw over the questions
     if stream is not None:
-        plan.on_generation = _GenerationShown(info, view, previous.generation if previous is not None else None)
+        plan.on_generation = _GenerationShown(info, view, previous)
     problems: list[dict[str, Any]] = []  # a bounded sample of what went wrong, for the reporter
     reach = _Reach()
 
@@ -286,7 +286,7 @@ def run(
         return ended
     summary = ended
     if stream is not None:
-        _count_after_run(run_dir, summary, stream.role_calls)  # the generator's calls, made while the run went
+        _count_after_run(run_dir, summary, _generator_calls(stream, previous))  # made while the run went
         view.stop()
         if stream.stats.kept == 0 and resume is None:
             _remove_run(run_dir, jsonl)  # nothing ran: no folder is left as if it had (exit 2, below)
@@ -469,23 +469,42 @@ class _GenerationShown:
     ``generation`` (with a resumed run's earlier counts), shows it on the progress line and
     prints each dropped case's line. On the ray engine it is called from the generation's thread."""
 
-    def __init__(self, info: RunInfo, view: Any, earlier: dict[str, Any] | None):
+    def __init__(self, info: RunInfo, view: Any, previous: RunInfo | None):
         self.info = info
         self.view = view
-        self.earlier = earlier or {}
+        self.previous = previous
         self.say = _say_dropped(view.console, not view.show)
         self.shown = 0
 
     def __call__(self, stats: GenerationStats) -> None:
-        record = stats.as_record()
-        for key in ("duplicates", "malformed", "renamed", "batches", "calls"):
-            record[key] += int(self.earlier.get(key, 0))
-        self.info.generation = record
+        self.info.generation = _generation_record(stats, self.previous)
         self.info.cases = stats.kept
         self.view.generation(stats.progress_text())
         for line in stats.problems[self.shown :]:
             self.say(line)
         self.shown = len(stats.problems)
+
+
+def _generation_record(stats: GenerationStats, previous: RunInfo | None) -> dict[str, Any]:
+    """``run.json``'s ``generation``: ``stats``, with the counts and cost of a resumed run's earlier parts."""
+    from farm.results import add_cost
+
+    record = stats.as_record()
+    earlier = (previous.generation if previous is not None else None) or {}
+    for key in ("duplicates", "malformed", "renamed", "batches", "calls"):
+        record[key] += int(earlier.get(key, 0))
+    record["cost_usd"] = add_cost(record["cost_usd"], earlier.get("cost_usd"))
+    return record
+
+
+def _generator_calls(stream: CaseStream, previous: RunInfo | None) -> CallTally:
+    """The generator's calls of this part, and what those of a resumed run's earlier parts cost."""
+    from farm.results import add_cost
+    from farm.roles.cache import CallTally
+
+    calls = stream.role_calls
+    earlier = ((previous.generation if previous is not None else None) or {}).get("cost_usd")
+    return CallTally(calls.role_calls, calls.cache_hits, add_cost(calls.cost_usd, earlier), calls.requests)
 
 
 def _generated(stream: CaseStream, console: Console, quiet: bool) -> None:

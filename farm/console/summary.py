@@ -53,7 +53,7 @@ def print_summary(console: SafeConsole, summary: Summary, stability_rows: int) -
             highlight=False,
         )
     if summary.cost_usd is not None or summary.role_cost_usd is not None:
-        console.print(f"  Cost: {usd(summary.cost_usd)} agent under test, {usd(summary.role_cost_usd)} simulator and judge", highlight=False)
+        console.print(f"  Cost: {usd(summary.cost_usd)} agent under test, {usd(summary.role_cost_usd)} simulator, judge and generator", highlight=False)
     if summary.role_calls:
         console.print(f"  Role calls: {summary.role_calls} ({summary.cache_hits} from the cache)", highlight=False)
     if summary.repeated:

@@ -33,6 +33,8 @@ VALUE_LIMIT = 80
 MESSAGE_LIMIT = 300
 #: Most lines of a golden diff the tree shows (the JSONL, JUnit and HTML keep it whole).
 DIFF_LINES = 40
+#: The note on a turn whose reply the model cut at its token limit, passed or not.
+TRUNCATED_NOTE = "the reply was cut at the model's token limit (finish_reason: length)"
 
 _STATUS_STYLE = {
     "PASSED": "green",
@@ -64,8 +66,8 @@ def passed_line(result: CaseResult, show_agent: bool = False) -> Text:
     line.append(f" ({_turns_label(result)}, {format_duration(result.duration_ms / 1000)})")
     line.append(_run_label(result), style="dim")
     for turn in result.turns:  # a pass with something to know, e.g. the tool loop stopped
-        if turn.note:
-            line.append(f" — turn {turn.turn}: {turn.note}", style="yellow")
+        for note in _notes(turn):
+            line.append(f" — turn {turn.turn}: {note}", style="yellow")
     return line
 
 
@@ -148,13 +150,20 @@ def _turn_item(result: CaseResult, turn: TurnResult, is_last: bool, verbose: boo
     details = list(_agent_lines(turn))
     if verbose and turn.simulator_reasoning:
         details.append(Text(f"Simulator: {_clip(turn.simulator_reasoning, REPLY_LIMIT)}", style="dim"))
-    if turn.note:
-        details.append(Text(f"Note: {turn.note}", style="yellow"))
+    details += [Text(f"Note: {note}", style="yellow") for note in _notes(turn)]
     if turn.error:
         details.append(Text(f"Error: {_message(turn.error, verbose)}", style="red"))
     for assertion in turn.assertions:
         details += [_assertion_line(assertion, verbose), *_diff_lines(assertion)]
     return head, details
+
+
+def _notes(turn: TurnResult) -> list[str]:
+    """What is worth knowing about ``turn`` that is no error, passed or not."""
+    notes = [turn.note] if turn.note else []
+    if turn.truncated:
+        notes.append(TRUNCATED_NOTE)
+    return notes
 
 
 def _awaiting_item(result: CaseResult, verbose: bool) -> Item:

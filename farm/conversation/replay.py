@@ -8,7 +8,7 @@ of a live run. Only three things are swapped:
 
 - the agent under test is a :class:`ReplayClient`, which answers each call
   with the recorded reply of that turn and step (content, tool calls, declared
-  ``awaiting_input``, input hint, usage, retries) and moves a :class:`ReplayClock`
+  ``awaiting_input``, input hint, usage, retries, a cut at the token limit) and moves a :class:`ReplayClock`
   by the turn's recorded ``duration_ms``, so ``latency`` assertions judge the
   recorded times;
 - the simulator answers the recorded simulated inputs in order, and the
@@ -122,6 +122,7 @@ class ReplayClient:
             input_hint=recorded.input_hint,
             usage=recorded.usage,
             retries=recorded.retries,
+            finish_reason="length" if turn.truncated and step == len(turn.replies) else None,
         )
 
     async def aclose(self) -> None:

@@ -157,6 +157,7 @@ class _Conversation:
                 raise
             turn.steps = step
             turn.retries += reply.retries
+            turn.truncated = turn.truncated or reply.finish_reason == "length"
             turn.usage = turn.usage + reply.usage
             turn.cost_usd = add_cost(turn.cost_usd, reply.cost_usd)
             awaiting, reason = detect_awaiting(reply, self.settings.input_tools)

@@ -125,7 +125,7 @@ class HTMLWriter(StreamedReport):
             cards.append(_card("cost-usd", usd(summary.cost_usd), "agent cost (USD)", attrs=f' data-usd="{summary.cost_usd!r}"'))
         if summary.role_cost_usd is not None:
             cards.append(
-                _card("role-cost-usd", usd(summary.role_cost_usd), "simulator and judge cost", attrs=f' data-usd="{summary.role_cost_usd!r}"')
+                _card("role-cost-usd", usd(summary.role_cost_usd), "simulator, judge and generator cost", attrs=f' data-usd="{summary.role_cost_usd!r}"')
             )
         buttons = [
             f'<button type="button" class="filter" id="filter-all" data-filter="all">All <b>{total}</b></button>'
@@ -451,6 +451,8 @@ def _turn(turn: TurnResult) -> str:
         head.append(f"{turn.steps} agent calls")
     if turn.retries:
         head.append(f"{turn.retries} retried request(s)")
+    if turn.truncated:
+        head.append("reply cut at the token limit")
     out = [f'<div class="turn"><div class="turn-head">{escape(" · ".join(head))}</div>']
     out.append(f'<div class="who">User</div><pre class="input">{escape(_clip(_text(turn.input)))}</pre>')
     if turn.simulator_reasoning:

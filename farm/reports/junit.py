@@ -211,6 +211,8 @@ def _turn_lines(turn: TurnResult) -> list[str]:
         head += f", {format_usd(turn.cost_usd)}"
     if turn.retries:
         head += f", {turn.retries} retried request(s)"
+    if turn.truncated:
+        head += ", reply cut at the token limit"
     lines = ["", head, f"  user: {_input(turn.input)}"]
     for call in turn.tool_calls:
         mocked = " (mocked)" if call.mocked else ""

@@ -43,7 +43,8 @@ case runs ``--runs`` times on each, and a retried case has several attempts."""
 
 #: 3: the Parquet columns are defined once, by the row models of ``farm.writers.rows``.
 #: 4: ``error_role`` names the role whose failure made a case an ``error`` (a simulator error was ``skipped``).
-SCHEMA_VERSION = 4
+#: 5: turns have ``truncated`` (a reply cut at the model's token limit).
+SCHEMA_VERSION = 5
 
 #: Longest ``actual`` value kept in an assertion result.
 ACTUAL_LIMIT = 500
@@ -236,6 +237,9 @@ class TurnResult(BaseModel):
     """Agent calls in this turn (more than one when tool mocks were answered)."""
     retries: int = 0
     """Requests to the agent repeated in this turn (429, 5xx, connection errors), all steps together."""
+    truncated: bool = False
+    """Whether a reply of the turn was cut at the model's token limit (``finish_reason: length``):
+    an assertion that passed on half an answer is worth a look."""
     note: str | None = None
     """What is worth knowing about a turn that is no error, e.g. "stopped after 8 tool steps"."""
     simulator_reasoning: str | None = None

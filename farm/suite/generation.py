@@ -56,6 +56,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from farm.agents.transport import DEFAULT_MAX_REPLY_BYTES
 from farm.errors import UsageError
+from farm.results import add_cost
 from farm.roles.cache import RoleCache, caches_role, tally
 from farm.roles.types import CallTally, RoleRequest
 
@@ -136,6 +137,8 @@ class GenerationStats:
     """Requests that reached the generator (not answered by the role cache): repeats of an answer
     that held no JSON and of a failed request included, and those still in flight when enough
     cases had arrived."""
+    cost_usd: float | None = None
+    """What those requests cost, in USD at the generator connector's ``price``; null without one."""
     stop_reason: str | None = None
     """One sentence when fewer cases than asked were generated, saying why."""
     cached: bool = False
@@ -536,6 +539,7 @@ class CaseStream:
             except Exception as exc:  # the generator's failure (a RoleError; on Ray, a lost pool)
                 items, error = [], str(exc) or type(exc).__name__
         self.role_calls.add(calls.role_calls, calls.cache_hits, calls.cost_usd, calls.requests)
+        self.stats.cost_usd = add_cost(self.stats.cost_usd, calls.cost_usd)
         return items if isinstance(items, list) else [items], error, calls.requests
 
     async def _from_agent(self, generate: GenerateCall, on_problem: Callable[[str], None] | None) -> AsyncIterator[list[LoadedCase]]:

@@ -344,6 +344,8 @@ class TurnRow(KeyRow):
     retries: Int32
     """Requests repeated in the turn (429, 5xx, connection errors), all steps together, those of a call
     that failed in the end included ("after 3 requests": 2)."""
+    truncated: bool
+    """Whether a reply of the turn was cut at the model's token limit (``finish_reason: length``)."""
     note: str | None
     """What is worth knowing about the turn that is no error, e.g. "stopped after 8 tool steps" when the
     tool loop hit ``max_tool_steps``."""

@@ -9,6 +9,7 @@ import io
 import json
 import threading
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typer.testing import CliRunner
 
 import farm
 from farm.demo.server import JSONServer, Response, chat_completion
+from farm.results import format_usd
 from tests.scripted import farm_toml
 
 
@@ -63,6 +65,20 @@ def project(tmp_path: Path, server, engine: str) -> Path:
     return tmp_path
 
 
+def view_json(results: Path, path: str) -> Any:
+    """``GET path`` of ``farm view`` serving ``results``, over HTTP on 127.0.0.1."""
+    from farm.view import ViewApp, ViewServer
+
+    server = ViewServer(ViewApp(str(results)))
+    server.start()
+    try:
+        with urllib.request.urlopen(f"http://{server.server_address[0]}:{server.server_address[1]}{path}", timeout=30) as response:
+            return json.load(response)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def run(project: Path, cases: list[dict], **options: Any) -> tuple[farm.RunResult, dict[str, dict]]:
     suite = project / "suite.jsonl"
     suite.write_text("".join(json.dumps(c) + "\n" for c in cases))
@@ -88,11 +104,12 @@ PER_REPLY = (10 * PRICE["input"] + 5 * PRICE["output"]) / 1e6
 
 class Generator:
     """A priced generator that fails once (500), then answers no JSON, then writes the cases;
-    ``empty`` makes it write none, ever."""
+    ``empty`` makes it write none, ever; ``failing``: its first case fails its assertion."""
 
-    def __init__(self, empty: bool = False) -> None:
+    def __init__(self, empty: bool = False, failing: bool = False) -> None:
         self.requests = 0
         self.empty = empty
+        self.failing = failing
         self._lock = threading.Lock()
 
     def __call__(self, path: str, body: Any, headers: dict[str, str]) -> Response:
@@ -108,7 +125,10 @@ class Generator:
         if number == 2:
             return Response(chat_completion("Here are some ideas for test cases!"))
         count = int(re.search(r"Generate (\d+) test cases", body["messages"][0]["content"]).group(1))
-        return Response(chat_completion(json.dumps({"cases": [{"id": f"g{i}", "input": f"Hello {i}"} for i in range(count)]})))
+        cases = [{"id": f"g{i}", "input": f"Hello {i}"} for i in range(count)]
+        if self.failing:
+            cases[0]["assertions"] = [{"type": "contains", "value": "goodbye"}]
+        return Response(chat_completion(json.dumps({"cases": cases})))
 
 
 def generator_project(project: Path, generator: Generator) -> JSONServer:
@@ -131,20 +151,53 @@ connector = "llm"
     return server
 
 
-def test_the_generation_counts_every_request_it_sent_and_what_they_cost(project: Path):
+def test_the_generation_and_the_reporter_count_every_request_they_sent_and_what_they_cost(project: Path, server):
     generator = Generator()
-    server = generator_project(project, generator)
+    llm = generator_project(project, generator)
+    with (project / "farm.toml").open("a") as toml:  # a priced reporter on the agent's server, which says "hello"
+        toml.write(
+            f"""
+[connectors.rep]
+base_url = "{server[0].url}/v1"
+model = "rep"
+price = {{ input = {PRICE["input"]}, output = {PRICE["output"]} }}
+
+[agents.rep]
+kind = "reporter"
+connector = "rep"
+"""
+        )
     try:
-        result = CliRunner().invoke(app, ["test", "-i", "agents:gen?count=3", "--no-cache", "--config", str(project / "farm.toml")])
+        result = CliRunner().invoke(app, ["test", "-i", "agents:gen?count=3", "--reporter", "rep", "--no-cache", "--config", str(project / "farm.toml")])
     finally:
-        server.stop()
+        llm.stop()
     assert result.exit_code == 0, result.output
     (run_dir,) = [p.parent for p in (project / "results").glob("*/run.json")]
     info = json.loads((run_dir / "run.json").read_text())
     assert generator.requests == 3  # a 500, an answer with no JSON, the cases
     assert info["generation"]["calls"] == 3 and info["generation"]["kept"] == 3
-    assert info["cost"]["role_cost_usd"] == pytest.approx(2 * PER_REPLY)  # the two replies; the 500 cost nothing
     assert "(3 generator calls)" in result.output
+    # the generator's two replies (the 500 cost nothing), in the summary; the reporter's, after it, in run.json
+    assert f"{format_usd(2 * PER_REPLY)} simulator, judge and generator" in result.output
+    assert info["cost"]["role_cost_usd"] == pytest.approx(3 * PER_REPLY)
+    assert (run_dir / "report.md").read_text() == "hello"
+
+
+def test_a_resumed_generated_run_keeps_what_its_generation_sent_and_cost(project: Path):
+    generator = Generator(failing=True)
+    llm = generator_project(project, generator)
+    config = str(project / "farm.toml")
+    try:  # the first generated case fails and --fail-fast stops the run there; the resume runs the rest
+        first = farm.run("agents:gen?count=3", config=config, cache=False, fail_fast=True, parallel=1, quiet=True)
+        assert first.summary.total == 1 and generator.requests == 3
+        again = farm.run(resume=first.run_dir, quiet=True)
+    finally:
+        llm.stop()
+    assert again.summary.total == 3 and generator.requests == 3  # the cases were read back from generated.jsonl
+    info = json.loads((first.run_dir / "run.json").read_text())
+    assert info["counts"]["total"] == 3 and len(info["parts"]) == 2
+    assert info["generation"]["calls"] == 3 and info["generation"]["cost_usd"] == pytest.approx(2 * PER_REPLY)
+    assert info["cost"]["role_cost_usd"] == pytest.approx(2 * PER_REPLY)  # the first part's generation, kept
 
 
 def test_a_generation_that_wrote_no_case_exits_2_and_leaves_no_run_folder(project: Path):
@@ -211,3 +264,34 @@ def test_a_resumed_run_keeps_its_first_start_and_command_lists_its_parts_and_goe
     assert info["wall_seconds"] == pytest.approx(sum(p["ended_at"] - p["started_at"] for p in parts))
     assert info["wall_seconds"] < info["ended_at"] - info["started_at"] - 0.3
     assert info["counts"]["total"] == 12 and again.summary.wall_seconds == pytest.approx(info["wall_seconds"])
+    [shown] = view_json(priced / "results", "/api/runs")["runs"]
+    assert shown["started_at"] == parts[0]["started_at"] and shown["wall_s"] == pytest.approx(info["wall_seconds"])
+
+
+def test_a_reply_cut_at_the_token_limit_is_marked_on_its_turn_said_on_the_console_and_in_the_viewer(project: Path):
+    from rich.console import Console
+
+    printed = io.StringIO()
+    cases = [
+        {"id": "cut", "input": "cut", "assertions": [{"type": "contains", "value": "policy"}]},  # passes on half an answer
+        {"id": "whole", "input": "hi", "assertions": [{"type": "contains", "value": "hello"}]},
+    ]
+    suite = project / "suite.jsonl"
+    suite.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    result = farm.run(str(suite), config=project / "farm.toml", console=Console(file=printed, width=400))
+    assert result.exit_code == 0
+    rows = {r["id"]: r for r in map(json.loads, (result.run_dir / "results.jsonl").read_text().splitlines())}
+    assert rows["cut"]["status"] == "passed" and rows["cut"]["turns"][0]["truncated"] is True
+    assert rows["whole"]["turns"][0]["truncated"] is False
+    turns = {r["case_id"]: r for r in pq.read_table(result.run_dir / "turns.parquet").to_pylist()}
+    assert turns["cut"]["truncated"] is True and turns["whole"]["truncated"] is False
+    [cut_line] = [line for line in printed.getvalue().splitlines() if "[cut]" in line]
+    assert "turn 1: the reply was cut at the model's token limit (finish_reason: length)" in cut_line
+    assert "token limit" not in next(line for line in printed.getvalue().splitlines() if "[whole]" in line)
+
+    rescored = farm.rescore(result.run_dir, quiet=True)  # the recorded reply is replayed, cut as it was
+    again = {r["id"]: r for r in map(json.loads, (rescored.run_dir / "results.jsonl").read_text().splitlines())}
+    assert again["cut"]["turns"][0]["truncated"] is True and again["whole"]["turns"][0]["truncated"] is False
+    for case, cut in (("cut", True), ("whole", False)):
+        detail = view_json(project / "results", f"/api/runs/{result.run_dir.name}/cases/{case}")
+        assert detail["repetitions"][0]["turns"][0]["truncated"] is cut

@@ -74,7 +74,7 @@ def test_the_console_names_the_agent_of_each_case_and_counts_each_agent():
     table = text[text.index("Per agent"):]
     v2_row = next(line for line in table.splitlines() if line.strip(" │┃").startswith("v2"))
     assert [cell.strip() for cell in v2_row.strip(" │┃").split("│")] == ["v2", "2", "1", "1", "0", "0", "0", "50%", "$0.0040"]
-    assert "Cost: $0.0060 agent under test, — simulator and judge" in text
+    assert "Cost: $0.0060 agent under test, — simulator, judge and generator" in text
 
 
 def test_the_console_turns_agent_names_on_when_a_second_agent_appears():

@@ -235,7 +235,8 @@ function transcript(repetition) {
       turn.simulator_reasoning ? h("details", { class: "note" }, h("summary", {}, "simulator's reasoning"), h("div", { class: "text" }, turn.simulator_reasoning)) : null));
     items.push(h("div", { class: "msg agent" },
       h("div", { class: "who" }, h("span", {}, "agent"), h("span", {}, duration(turn.duration_ms)),
-        turn.total_tokens ? h("span", {}, `${turn.total_tokens} tokens`) : null, turn.steps > 1 ? h("span", {}, `${turn.steps} steps`) : null),
+        turn.total_tokens ? h("span", {}, `${turn.total_tokens} tokens`) : null, turn.steps > 1 ? h("span", {}, `${turn.steps} steps`) : null,
+        turn.truncated ? h("span", { class: "tag truncated", title: "the model stopped at its token limit (finish_reason: length): the reply may be half an answer" }, "cut at token limit") : null),
       h("div", { class: "text" }, turn.output || ""),
       turn.output_chars ? h("div", { class: "note" }, `reply cut: ${turn.output_chars} characters in all`) : null,
       (turn.tool_calls || []).map((call) => h("div", { class: "tool" },

@@ -124,6 +124,8 @@ def test_a_case_transcript(server: ViewServer, tmp_path: Path):
                  "awaiting input (content_is_question)", "+Booked flight LX 1.", "checkpoint offers-hotel", "not reached",
                  "reached at turn 1"):  # fmt: skip
         assert text in transcript, text
+    badges = [attrs.get("title") for tag, attrs in page.elements if "truncated" in (attrs.get("class") or "")]
+    assert transcript.count("cut at token limit") == len(badges) == 1 and "token limit" in (badges[0] or "")  # turn 2 only
     refund = shown(server, f"#/case/{FIRST}/refund-flow", tmp_path)
     assert "lookup_order" in refund.ids["transcript"] and '"order": "1234"' in refund.ids["transcript"]
     assert "The agent confirmed the refund." in refund.ids["transcript"] and "score 0.9" in refund.ids["transcript"]
