@@ -103,21 +103,29 @@ def render(report: Report, console: Console) -> None:
     _latency(console, "Turn latency per agent (ms)", "Agent", report.latency_by_agent)
     _latency(console, "Turn latency per turn index (ms)", "Turn", report.latency_by_turn)
     if report.failed_assertions:
+        per_agent = any(failure.agent for failure in report.failed_assertions)
         table = _table(
             "Assertions that failed most",
+            *((("Agent", "left"),) if per_agent else ()),
             ("Type", "left"),
             ("Message", "left"),
             ("Failures", "right"),
             ("Cases", "right"),
         )
         for failure in report.failed_assertions:
-            table.add_row(failure.type or "", Text(failure.message or ""), str(failure.count), str(failure.cases))
+            table.add_row(
+                *((Text(failure.agent or ""),) if per_agent else ()),
+                failure.type or "", Text(failure.message or ""), str(failure.count), str(failure.cases),
+            )  # fmt: skip
         console.print(table)
         _more(console, report.failed_assertions_total - len(report.failed_assertions), "failing assertions")
     if report.missed_checkpoints:
-        table = _table("Checkpoints missed most", ("Checkpoint", "left"), ("Misses", "right"), ("Cases", "right"))
+        per_agent = any(miss.agent for miss in report.missed_checkpoints)
+        table = _table(
+            "Checkpoints missed most", *((("Agent", "left"),) if per_agent else ()), ("Checkpoint", "left"), ("Misses", "right"), ("Cases", "right")
+        )
         for miss in report.missed_checkpoints:
-            table.add_row(Text(miss.checkpoint_id or ""), str(miss.count), str(miss.cases))
+            table.add_row(*((Text(miss.agent or ""),) if per_agent else ()), Text(miss.checkpoint_id or ""), str(miss.count), str(miss.cases))
         console.print(table)
         _more(console, report.missed_checkpoints_total - len(report.missed_checkpoints), "checkpoints")
     _stability(report, console)

@@ -83,8 +83,9 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
     notes = [*notes, *problems]
     cut = top if top > 0 else None
     runs = _runs(tables.cases, origin)
-    failures, failures_total = _failed_assertions(tables.failed, cut)
-    misses, misses_total = _missed_checkpoints(tables.failed, cut)
+    several = len(pc.unique(tables.cases["agent"])) > 1
+    failures, failures_total = _failed_assertions(tables.failed, cut, several)
+    misses, misses_total = _missed_checkpoints(tables.failed, cut, several)
     run_order = [run.run_id or "" for run in runs]
     runs_of = {run_id: _declared_runs(source, run_id) for run_id, source in origin.items()}
     agents, comparisons = statistics(_flags(_named_agents(tables.cases)), runs_of, run_order, cut)
@@ -252,27 +253,32 @@ def _percentiles(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> list[Latency
     return out
 
 
-def _top(table: pa.Table, keys: list[str], cut: int | None) -> tuple[list[dict[str, Any]], int]:
+def _top(table: pa.Table, keys: list[str], cut: int | None, several: bool) -> tuple[list[dict[str, Any]], int]:
+    """The rows of ``table`` counted by ``keys`` (and by agent, with ``several`` agents), most first."""
+    if several:
+        table, keys = _named_agents(table), [*keys, "agent"]
     grouped = table.group_by(keys).aggregate([([], "count_all"), ("case_id", "count_distinct")])
     grouped = grouped.sort_by([("count_all", "descending"), ("case_id_count_distinct", "descending")])
     rows = grouped.slice(0, cut).to_pylist() if cut else grouped.to_pylist()
     return rows, grouped.num_rows
 
 
-def _failed_assertions(failed: pa.Table, cut: int | None) -> tuple[list[AssertionFailure], int]:
+def _failed_assertions(failed: pa.Table, cut: int | None, several: bool) -> tuple[list[AssertionFailure], int]:
     assertions = failed.filter(pc.not_equal(failed["scope"], "checkpoint"))
-    rows, total = _top(assertions, ["type", "message"], cut)
+    rows, total = _top(assertions, ["type", "message"], cut, several)
     return [
-        AssertionFailure(type=r["type"], message=r["message"], count=r["count_all"], cases=r["case_id_count_distinct"])
+        AssertionFailure(
+            type=r["type"], message=r["message"], agent=r.get("agent"), count=r["count_all"], cases=r["case_id_count_distinct"]
+        )
         for r in rows
     ], total
 
 
-def _missed_checkpoints(failed: pa.Table, cut: int | None) -> tuple[list[CheckpointMiss], int]:
+def _missed_checkpoints(failed: pa.Table, cut: int | None, several: bool) -> tuple[list[CheckpointMiss], int]:
     missed = failed.filter(pc.and_(pc.equal(failed["scope"], "checkpoint"), pc.fill_null(failed["required"], True)))
-    rows, total = _top(missed, ["checkpoint_id"], cut)
+    rows, total = _top(missed, ["checkpoint_id"], cut, several)
     return [
-        CheckpointMiss(checkpoint_id=r["checkpoint_id"], count=r["count_all"], cases=r["case_id_count_distinct"])
+        CheckpointMiss(checkpoint_id=r["checkpoint_id"], agent=r.get("agent"), count=r["count_all"], cases=r["case_id_count_distinct"])
         for r in rows
     ], total
 

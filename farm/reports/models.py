@@ -121,6 +121,8 @@ class AssertionFailure(BaseModel):
 
     type: str | None
     message: str | None
+    agent: str | None = None
+    """The agent it failed on, when the runs tested several (each agent's failures counted apart)."""
     count: int
     cases: int
     """Distinct case ids it failed in."""
@@ -130,6 +132,8 @@ class CheckpointMiss(BaseModel):
     """A required checkpoint and how often it was not reached."""
 
     checkpoint_id: str | None
+    agent: str | None = None
+    """The agent that missed it, when the runs tested several."""
     count: int
     cases: int
 

@@ -144,6 +144,7 @@ def test_farm_report_of_a_run_of_two_agents_gives_every_figure_per_agent(project
     assert stability["classes_by_agent"]["A"]["stable"] == 12 and stability["classes_by_agent"]["B"]["consistently_failing"] == 4
     assert {(row["case_id"], row["agent"]) for row in stability["least_stable"]} == {(c, "B") for c in ("c00", "c03", "c06", "c09")}
     assert [(stats["agent"], stats["tries"], stats["passes"]) for stats in report["agents"]] == [("A", 24, 24), ("B", 24, 16)]
+    assert [(row["agent"], row["count"], row["cases"]) for row in report["failed_assertions"]] == [("B", 8, 4)]
     text = runner.invoke(app, ["report", str(run_dir)], env={"COLUMNS": "200"}).output
     assert "Stability over 12 cases, per agent" in text and "  B: 8 stable, 4 consistently_failing" in text
     header = [line for line in text.split("Pass rate per case (lowest first)")[1].splitlines() if line.strip()][0]
