@@ -4,6 +4,7 @@ agent, on both engines, against agents behind a real HTTP server on 127.0.0.1.""
 from __future__ import annotations
 
 import json
+import urllib.parse
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -176,7 +177,11 @@ def test_farm_view_of_a_run_of_two_agents_shows_each_agents_own_conversations(pr
         name = run_dir.name
         (summary,) = get_json(server, "/api/runs")["runs"]
         assert summary["agents"] == ["A", "B"] and summary["counts"]["failed"] == 8 and summary["problems"] == []
+        assert [(a["agent"], a["counts"]["failed"], a["pass_rate"]) for a in summary["per_agent"]] == [("A", 0, 1.0), ("B", 8, 16 / 24)]
         assert get_json(server, f"/api/runs/{name}")["info"]["connectors"] == {"A": "a", "B": "b"}
+        (suite,) = summary["suites"]
+        trend = get_json(server, f"/api/trends?suite={urllib.parse.quote(suite)}&agent=B")
+        assert trend["agents"] == ["A", "B"] and [(p["agents"], p["total"], p["pass_rate"]) for p in trend["points"]] == [(["B"], 24, 16 / 24)]
         # B's case: B's turns only, with B's verdicts, one turn per try
         detail = get_json(server, f"/api/runs/{name}/cases/c03?agent=B")
         assert [rep["case"]["agent"] for rep in detail["repetitions"]] == ["B", "B"]
