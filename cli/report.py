@@ -19,7 +19,7 @@ from farm.errors import FarmError
 from farm.results import format_usd as _usd
 
 if TYPE_CHECKING:
-    from farm.reports.models import CaseChange, CaseDelta, CaseRate, Latency, PairedComparison, Report
+    from farm.reports.models import CaseChange, CaseDelta, CaseRate, Latency, PairedComparison, Report, RunSummary
     from farm.results import StabilityClass
 
 __all__ = ["render", "report"]
@@ -142,9 +142,11 @@ def _runs(report: Report, console: Console) -> None:
         console.print(Text(f"Run {run.run_id} ({run.path}{started})", style="bold"))
         return
     priced = any(run.cost_usd is not None for run in report.runs)
+    per_agent = any(run.per_agent for run in report.runs)
     table = _table(
-        f"Runs ({len(report.runs)}, oldest first)",
+        f"Runs ({len(report.runs)}, oldest first{', each agent apart' if per_agent else ''})",
         ("Run", "left", True),
+        *((("Agent", "left"),) if per_agent else ()),
         ("Started", "left"),
         ("Cases", "right"),
         ("Pass", "right"),
@@ -156,15 +158,22 @@ def _runs(report: Report, console: Console) -> None:
         *((("Cost", "right"),) if priced else ()),
     )
     for run in report.runs:
-        counts = run.counts
-        table.add_row(
-            Text(run.run_id or ""),
-            f"{run.started_at:%m-%d %H:%M}" if run.started_at else "",
-            str(counts.total), str(counts.passed), str(counts.failed), str(counts.skipped), str(counts.error), str(counts.timeout),
-            _rate(counts.pass_rate),
-            *((_usd(run.cost_usd),) if priced else ()),
-        )  # fmt: skip
+        for row in run.per_agent or [run]:
+            _run_row(table, run, row, per_agent, priced)
     console.print(table)
+
+
+def _run_row(table: Table, run: RunSummary, row: RunSummary, per_agent: bool, priced: bool) -> None:
+    """One row of the runs table: the run's figures, or (``per_agent``) one agent's in it."""
+    counts = row.counts
+    table.add_row(
+        Text(run.run_id or ""),
+        *((Text(row.agent or ""),) if per_agent else ()),
+        f"{run.started_at:%m-%d %H:%M}" if run.started_at else "",
+        str(counts.total), str(counts.passed), str(counts.failed), str(counts.skipped), str(counts.error), str(counts.timeout),
+        _rate(counts.pass_rate),
+        *((_usd(row.cost_usd),) if priced else ()),
+    )  # fmt: skip
 
 
 def _summary(report: Report, console: Console) -> None:
@@ -183,6 +192,8 @@ def _summary(report: Report, console: Console) -> None:
         ("Case time", format_duration(summary.duration_ms / 1000)),
         ("Tokens", f"{summary.total_tokens} (prompt {summary.prompt_tokens}, completion {summary.completion_tokens})"),
     ]
+    for own in summary.per_agent:  # each agent's own: the figures above are all agents' case runs together
+        lines.append((f"Pass rate of {own.agent}", f"{_rate(own.counts.pass_rate)} ({own.counts.passed} of {own.counts.total} case runs passed)"))
     if summary.cost_usd is not None or summary.role_cost_usd is not None:
         lines.append(("Cost", f"{_usd(summary.cost_usd)} agents under test, {_usd(summary.role_cost_usd)} simulator and judge"))
     if summary.retries.cases:

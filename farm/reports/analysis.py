@@ -91,7 +91,7 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
     agents, comparisons = statistics(_flags(_named_agents(tables.cases)), runs_of, run_order, cut)
     return Report(
         runs=runs,
-        summary=_summary(tables.cases),
+        summary=_summary_per_agent(tables.cases),
         tokens=_tokens(tables.cases, sources),
         latency_by_agent=_percentiles(pc.fill_null(tables.turns["agent"], _UNKNOWN_AGENT), tables.turns["duration_ms"]),
         latency_by_turn=_latency_by_turn(tables.turns),
@@ -151,6 +151,14 @@ def _summary(cases: pa.Table, **fields: Any) -> RunSummary:
     )
 
 
+def _summary_per_agent(cases: pa.Table, **fields: Any) -> RunSummary:
+    """:func:`_summary`, with each agent's own (``per_agent``) when the case runs are of several agents."""
+    named = _named_agents(cases)
+    agents = sorted(pc.unique(named["agent"]).to_pylist())
+    per_agent = [_summary(named.filter(pc.equal(named["agent"], agent)), agent=agent) for agent in agents] if len(agents) > 1 else []
+    return _summary(cases, per_agent=per_agent, **fields)
+
+
 def _retries(cases: pa.Table) -> Retries:
     retried = pc.greater(cases["retried"], 0)
     return Retries(
@@ -178,7 +186,7 @@ def _runs(cases: pa.Table, origin: dict[str, RunRecord]) -> list[RunSummary]:
             started = datetime.fromtimestamp(source.info.started_at, UTC)
         agents = (source.info.agents or ([source.info.agent] if source.info.agent else [])) if own else []
         runs.append(
-            _summary(
+            _summary_per_agent(
                 cases.filter(pc.equal(cases["run_id"], run_id)),
                 run_id=run_id,
                 path=str(source.path),

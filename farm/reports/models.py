@@ -85,6 +85,8 @@ class RunSummary(BaseModel):
     """USD the agents under test cost (their connectors' ``price``); null when none had a price."""
     role_cost_usd: float | None = None
     """USD the cases' simulator and validator calls cost, apart from ``cost_usd``; null when no role had a price."""
+    per_agent: list[RunSummary] = Field(default_factory=list)
+    """With several agents under test, each one's own figures (``agent`` names it); empty with one."""
 
 
 class TokenUsage(BaseModel):

@@ -146,6 +146,8 @@ def test_farm_report_of_a_run_of_two_agents_gives_every_figure_per_agent(project
     assert {(row["case_id"], row["agent"]) for row in stability["least_stable"]} == {(c, "B") for c in ("c00", "c03", "c06", "c09")}
     assert [(stats["agent"], stats["tries"], stats["passes"]) for stats in report["agents"]] == [("A", 24, 24), ("B", 24, 16)]
     assert [(row["agent"], row["count"], row["cases"]) for row in report["failed_assertions"]] == [("B", 8, 4)]
+    assert [(own["agent"], own["counts"]["total"], own["counts"]["failed"]) for own in report["summary"]["per_agent"]] == [("A", 24, 0), ("B", 24, 8)]
+    assert report["runs"][0]["per_agent"][1]["counts"]["pass_rate"] == pytest.approx(16 / 24)
     text = runner.invoke(app, ["report", str(run_dir)], env={"COLUMNS": "200"}).output
     assert "Stability over 12 cases, per agent" in text and "  B: 8 stable, 4 consistently_failing" in text
     header = [line for line in text.split("Pass rate per case (lowest first)")[1].splitlines() if line.strip()][0]
@@ -158,6 +160,9 @@ def test_two_runs_of_two_agents_compare_each_agent_under_its_own_name(project: P
     assert second_done.exit_code == 1, second_done.output
     (second,) = [path for path in (project / "results").iterdir() if path != first]
     report = json.loads(CliRunner().invoke(app, ["report", "--json", str(first), str(second)]).output)
+    assert [[(own["agent"], own["counts"]["total"]) for own in run["per_agent"]] for run in report["runs"]] == [[("A", 24), ("B", 24)], [("A", 6), ("B", 6)]]
+    text = CliRunner().invoke(app, ["report", str(first), str(second)], env={"COLUMNS": "200"}).output
+    assert "oldest first, each agent apart" in text and f"{second.name}  B " in text
     runs = [comparison for comparison in report["comparisons"] if comparison["kind"] == "runs"]
     assert [(c["a_agent"], c["b_agent"], c["cases"]) for c in runs] == [("A", "A", 6), ("B", "B", 6)]
     assert runs[0]["a"] == f"{first.name} (A)" and runs[1]["b"] == f"{second.name} (B)"  # two titles that say which agent
