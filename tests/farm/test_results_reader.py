@@ -123,3 +123,13 @@ def test_importing_farm_results_does_not_import_pyarrow():
     code = "import sys, farm.results; print('pyarrow' in sys.modules); farm.results.read_run; print('pyarrow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_farm_results_exports_its_records_and_the_reader():
+    import farm.results
+
+    assert {"CASE_RUN_KEY", "CaseResult", "RunRecord", "list_runs", "read_run"} <= set(farm.results.__all__)
+    for name in farm.results.__all__:
+        assert getattr(farm.results, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute 'read_runs'"):
+        farm.results.read_runs  # noqa: B018
