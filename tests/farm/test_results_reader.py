@@ -15,7 +15,7 @@ import pytest
 
 from farm.errors import UsageError
 from farm.results import CASE_RUN_KEY, Status, TurnResult, list_runs, read_run
-from farm.writers import JSONLWriter, ParquetWriter, write_run_json
+from farm.writers import JSONLWriter, ParquetWriter, consolidate, write_run_json
 from tests.factories import case_result
 
 
@@ -62,6 +62,17 @@ def test_a_run_still_going_reads_its_parts_and_a_results_file_reads_as_a_run(tmp
     assert jsonl.turns().num_rows == 4 and jsonl.run_id == "run-1"
     with pytest.raises(UsageError, match="does not exist"):
         read_run(tmp_path / "nowhere")
+
+
+def test_parts_a_cut_short_consolidation_left_behind_are_not_read_twice(tmp_path: Path):
+    folder = write_run(tmp_path / "run", finish=False)
+    kept = {path.name: path.read_bytes() for path in (folder / ".parts").iterdir()}
+    consolidate(folder)  # the tables now hold every part...
+    (folder / ".parts").mkdir()
+    for name, data in kept.items():  # ...and the parts are still there, as after a crash before their removal
+        (folder / ".parts" / name).write_bytes(data)
+    run = read_run(folder)
+    assert run.cases().num_rows == 4 and run.turns().num_rows == 4 and run.case_rows("turns", "greet").num_rows == 4
 
 
 def test_each_agents_connector_is_kept(tmp_path: Path):
