@@ -66,6 +66,7 @@ class RunRecord:
         """When set, no file is read whose real path is outside it (a symlink out of the results folder)."""
         self._problems: list[str] = []
         self._status_known = False
+        self._from_jsonl: dict[str, pa.Table] | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -261,7 +262,7 @@ class RunRecord:
     def _jsonl_tables(self) -> dict[str, pa.Table]:
         """The three tables made from the JSONL (kept: a results file is read once)."""
         with self._lock:
-            kept = self.__dict__.get("_from_jsonl")
+            kept = self._from_jsonl
         if kept is not None:
             return kept
         rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
@@ -274,7 +275,7 @@ class RunRecord:
         self._add(problems)
         tables = {name: pa.Table.from_pylist(rows[name], schema=schema) for name, schema in TABLES.items()}
         with self._lock:
-            self.__dict__["_from_jsonl"] = tables
+            self._from_jsonl = tables
         return tables
 
     # --- records --------------------------------------------------------------
