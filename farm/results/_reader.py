@@ -127,6 +127,12 @@ class RunRecord:
         return not self.is_folder or (self.path / "cases.parquet").is_file()
 
     @property
+    def unconsolidated(self) -> bool:
+        """Whether the run has parts its tables do not hold yet: it is still going, or was killed
+        before consolidating (``farm test --resume`` finishes it)."""
+        return self.is_folder and (self.path / _PARTS).is_dir()
+
+    @property
     def jsonl(self) -> Path | None:
         """The run's results JSONL: the folder's, else the one ``run.json`` names (``-o``); None when there is none."""
         if not self.is_folder:
