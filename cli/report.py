@@ -19,7 +19,7 @@ from farm.errors import FarmError
 from farm.results import format_usd as _usd
 
 if TYPE_CHECKING:
-    from farm.reports.models import CaseChange, CaseDelta, CaseRate, Latency, PairedComparison, Report
+    from farm.reports.models import CaseChange, CaseDelta, CaseRate, Latency, PairedComparison, Report, RunSummary
     from farm.results import StabilityClass
 
 __all__ = ["render", "report"]
@@ -103,21 +103,29 @@ def render(report: Report, console: Console) -> None:
     _latency(console, "Turn latency per agent (ms)", "Agent", report.latency_by_agent)
     _latency(console, "Turn latency per turn index (ms)", "Turn", report.latency_by_turn)
     if report.failed_assertions:
+        per_agent = any(failure.agent for failure in report.failed_assertions)
         table = _table(
             "Assertions that failed most",
+            *((("Agent", "left"),) if per_agent else ()),
             ("Type", "left"),
             ("Message", "left"),
             ("Failures", "right"),
             ("Cases", "right"),
         )
         for failure in report.failed_assertions:
-            table.add_row(failure.type or "", Text(failure.message or ""), str(failure.count), str(failure.cases))
+            table.add_row(
+                *((Text(failure.agent or ""),) if per_agent else ()),
+                failure.type or "", Text(failure.message or ""), str(failure.count), str(failure.cases),
+            )  # fmt: skip
         console.print(table)
         _more(console, report.failed_assertions_total - len(report.failed_assertions), "failing assertions")
     if report.missed_checkpoints:
-        table = _table("Checkpoints missed most", ("Checkpoint", "left"), ("Misses", "right"), ("Cases", "right"))
+        per_agent = any(miss.agent for miss in report.missed_checkpoints)
+        table = _table(
+            "Checkpoints missed most", *((("Agent", "left"),) if per_agent else ()), ("Checkpoint", "left"), ("Misses", "right"), ("Cases", "right")
+        )
         for miss in report.missed_checkpoints:
-            table.add_row(Text(miss.checkpoint_id or ""), str(miss.count), str(miss.cases))
+            table.add_row(*((Text(miss.agent or ""),) if per_agent else ()), Text(miss.checkpoint_id or ""), str(miss.count), str(miss.cases))
         console.print(table)
         _more(console, report.missed_checkpoints_total - len(report.missed_checkpoints), "checkpoints")
     _stability(report, console)
@@ -134,9 +142,11 @@ def _runs(report: Report, console: Console) -> None:
         console.print(Text(f"Run {run.run_id} ({run.path}{started})", style="bold"))
         return
     priced = any(run.cost_usd is not None for run in report.runs)
+    per_agent = any(run.per_agent for run in report.runs)
     table = _table(
-        f"Runs ({len(report.runs)}, oldest first)",
+        f"Runs ({len(report.runs)}, oldest first{', each agent apart' if per_agent else ''})",
         ("Run", "left", True),
+        *((("Agent", "left"),) if per_agent else ()),
         ("Started", "left"),
         ("Cases", "right"),
         ("Pass", "right"),
@@ -148,15 +158,22 @@ def _runs(report: Report, console: Console) -> None:
         *((("Cost", "right"),) if priced else ()),
     )
     for run in report.runs:
-        counts = run.counts
-        table.add_row(
-            Text(run.run_id or ""),
-            f"{run.started_at:%m-%d %H:%M}" if run.started_at else "",
-            str(counts.total), str(counts.passed), str(counts.failed), str(counts.skipped), str(counts.error), str(counts.timeout),
-            _rate(counts.pass_rate),
-            *((_usd(run.cost_usd),) if priced else ()),
-        )  # fmt: skip
+        for row in run.per_agent or [run]:
+            _run_row(table, run, row, per_agent, priced)
     console.print(table)
+
+
+def _run_row(table: Table, run: RunSummary, row: RunSummary, per_agent: bool, priced: bool) -> None:
+    """One row of the runs table: the run's figures, or (``per_agent``) one agent's in it."""
+    counts = row.counts
+    table.add_row(
+        Text(run.run_id or ""),
+        *((Text(row.agent or ""),) if per_agent else ()),
+        f"{run.started_at:%m-%d %H:%M}" if run.started_at else "",
+        str(counts.total), str(counts.passed), str(counts.failed), str(counts.skipped), str(counts.error), str(counts.timeout),
+        _rate(counts.pass_rate),
+        *((_usd(row.cost_usd),) if priced else ()),
+    )  # fmt: skip
 
 
 def _summary(report: Report, console: Console) -> None:
@@ -175,6 +192,8 @@ def _summary(report: Report, console: Console) -> None:
         ("Case time", format_duration(summary.duration_ms / 1000)),
         ("Tokens", f"{summary.total_tokens} (prompt {summary.prompt_tokens}, completion {summary.completion_tokens})"),
     ]
+    for own in summary.per_agent:  # each agent's own: the figures above are all agents' case runs together
+        lines.append((f"Pass rate of {own.agent}", f"{_rate(own.counts.pass_rate)} ({own.counts.passed} of {own.counts.total} case runs passed)"))
     if summary.cost_usd is not None or summary.role_cost_usd is not None:
         lines.append(("Cost", f"{_usd(summary.cost_usd)} agents under test, {_usd(summary.role_cost_usd)} simulator and judge"))
     if summary.retries.cases:

@@ -83,14 +83,15 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
     notes = [*notes, *problems]
     cut = top if top > 0 else None
     runs = _runs(tables.cases, origin)
-    failures, failures_total = _failed_assertions(tables.failed, cut)
-    misses, misses_total = _missed_checkpoints(tables.failed, cut)
+    several = len(pc.unique(tables.cases["agent"])) > 1
+    failures, failures_total = _failed_assertions(tables.failed, cut, several)
+    misses, misses_total = _missed_checkpoints(tables.failed, cut, several)
     run_order = [run.run_id or "" for run in runs]
     runs_of = {run_id: _declared_runs(source, run_id) for run_id, source in origin.items()}
     agents, comparisons = statistics(_flags(_named_agents(tables.cases)), runs_of, run_order, cut)
     return Report(
         runs=runs,
-        summary=_summary(tables.cases),
+        summary=_summary_per_agent(tables.cases),
         tokens=_tokens(tables.cases, sources),
         latency_by_agent=_percentiles(pc.fill_null(tables.turns["agent"], _UNKNOWN_AGENT), tables.turns["duration_ms"]),
         latency_by_turn=_latency_by_turn(tables.turns),
@@ -150,6 +151,14 @@ def _summary(cases: pa.Table, **fields: Any) -> RunSummary:
     )
 
 
+def _summary_per_agent(cases: pa.Table, **fields: Any) -> RunSummary:
+    """:func:`_summary`, with each agent's own (``per_agent``) when the case runs are of several agents."""
+    named = _named_agents(cases)
+    agents = sorted(pc.unique(named["agent"]).to_pylist())
+    per_agent = [_summary(named.filter(pc.equal(named["agent"], agent)), agent=agent) for agent in agents] if len(agents) > 1 else []
+    return _summary(cases, per_agent=per_agent, **fields)
+
+
 def _retries(cases: pa.Table) -> Retries:
     retried = pc.greater(cases["retried"], 0)
     return Retries(
@@ -177,7 +186,7 @@ def _runs(cases: pa.Table, origin: dict[str, RunRecord]) -> list[RunSummary]:
             started = datetime.fromtimestamp(source.info.started_at, UTC)
         agents = (source.info.agents or ([source.info.agent] if source.info.agent else [])) if own else []
         runs.append(
-            _summary(
+            _summary_per_agent(
                 cases.filter(pc.equal(cases["run_id"], run_id)),
                 run_id=run_id,
                 path=str(source.path),
@@ -252,27 +261,32 @@ def _percentiles(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> list[Latency
     return out
 
 
-def _top(table: pa.Table, keys: list[str], cut: int | None) -> tuple[list[dict[str, Any]], int]:
+def _top(table: pa.Table, keys: list[str], cut: int | None, several: bool) -> tuple[list[dict[str, Any]], int]:
+    """The rows of ``table`` counted by ``keys`` (and by agent, with ``several`` agents), most first."""
+    if several:
+        table, keys = _named_agents(table), [*keys, "agent"]
     grouped = table.group_by(keys).aggregate([([], "count_all"), ("case_id", "count_distinct")])
     grouped = grouped.sort_by([("count_all", "descending"), ("case_id_count_distinct", "descending")])
     rows = grouped.slice(0, cut).to_pylist() if cut else grouped.to_pylist()
     return rows, grouped.num_rows
 
 
-def _failed_assertions(failed: pa.Table, cut: int | None) -> tuple[list[AssertionFailure], int]:
+def _failed_assertions(failed: pa.Table, cut: int | None, several: bool) -> tuple[list[AssertionFailure], int]:
     assertions = failed.filter(pc.not_equal(failed["scope"], "checkpoint"))
-    rows, total = _top(assertions, ["type", "message"], cut)
+    rows, total = _top(assertions, ["type", "message"], cut, several)
     return [
-        AssertionFailure(type=r["type"], message=r["message"], count=r["count_all"], cases=r["case_id_count_distinct"])
+        AssertionFailure(
+            type=r["type"], message=r["message"], agent=r.get("agent"), count=r["count_all"], cases=r["case_id_count_distinct"]
+        )
         for r in rows
     ], total
 
 
-def _missed_checkpoints(failed: pa.Table, cut: int | None) -> tuple[list[CheckpointMiss], int]:
+def _missed_checkpoints(failed: pa.Table, cut: int | None, several: bool) -> tuple[list[CheckpointMiss], int]:
     missed = failed.filter(pc.and_(pc.equal(failed["scope"], "checkpoint"), pc.fill_null(failed["required"], True)))
-    rows, total = _top(missed, ["checkpoint_id"], cut)
+    rows, total = _top(missed, ["checkpoint_id"], cut, several)
     return [
-        CheckpointMiss(checkpoint_id=r["checkpoint_id"], count=r["count_all"], cases=r["case_id_count_distinct"])
+        CheckpointMiss(checkpoint_id=r["checkpoint_id"], agent=r.get("agent"), count=r["count_all"], cases=r["case_id_count_distinct"])
         for r in rows
     ], total
 

@@ -87,6 +87,8 @@ class RunSummary(BaseModel):
     """USD the agents under test cost (their connectors' ``price``); null when none had a price."""
     role_cost_usd: float | None = None
     """USD the cases' simulator and validator calls cost, apart from ``cost_usd``; null when no role had a price."""
+    per_agent: list[RunSummary] = Field(default_factory=list)
+    """With several agents under test, each one's own figures (``agent`` names it); empty with one."""
 
 
 class TokenUsage(BaseModel):
@@ -123,6 +125,8 @@ class AssertionFailure(BaseModel):
 
     type: str | None
     message: str | None
+    agent: str | None = None
+    """The agent it failed on, when the runs tested several (each agent's failures counted apart)."""
     count: int
     cases: int
     """Distinct case ids it failed in."""
@@ -132,6 +136,8 @@ class CheckpointMiss(BaseModel):
     """A required checkpoint and how often it was not reached."""
 
     checkpoint_id: str | None
+    agent: str | None = None
+    """The agent that missed it, when the runs tested several."""
     count: int
     cases: int
 

@@ -43,13 +43,14 @@ def find_runs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[RunRecord],
         path = Path(raw)
         if not path.exists():
             raise UsageError(f"Cannot report on {path}, as it does not exist.")
-        if path.is_file() or (path / "cases.parquet").is_file():
+        if path.is_file():
             found.append(read_run(path))
             continue
-        runs = list_runs(path)
+        single = _is_run(path)
+        runs = [read_run(path)] if single else list_runs(path)
         done = [run for run in runs if run.finished_tables]
-        waiting = sorted(run.name for run in runs if not run.finished_tables and (run.path / ".parts").is_dir())
-        if waiting:
+        waiting = sorted(run.name for run in runs if not run.finished_tables and run.unconsolidated)
+        if waiting and not single:
             notes.append(
                 f"Skipped {len(waiting)} run folder(s) with no cases.parquet yet (still running, or killed "
                 f"before consolidating; `farm test --resume` finishes them): {', '.join(waiting[:5])}"
@@ -57,7 +58,7 @@ def find_runs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[RunRecord],
             )
         if not done:
             here = "it or its subfolders"
-            if (path / ".parts").is_dir():
+            if single and waiting:
                 here = "it (its .parts/ are not consolidated yet: resume the run with `farm test --resume`)"
             raise UsageError(f"Cannot report on {path}, as there is no cases.parquet in {here}.")
         found.extend(done)
@@ -65,6 +66,15 @@ def find_runs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[RunRecord],
     for run in found:
         unique.setdefault(run.path.resolve(), run)
     return list(unique.values()), notes
+
+
+def _is_run(folder: Path) -> bool:
+    """Whether ``folder`` is a run itself (not a results folder holding runs)."""
+    try:
+        read_run(folder)
+    except UsageError:
+        return False
+    return True
 
 
 @dataclass

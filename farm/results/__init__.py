@@ -10,7 +10,7 @@ through it, and so can a notebook::
 
     for run in list_runs("farm-results"):
         print(run.run_id, run.info.status, run.problems)
-        cases = run.cases(columns=["agent", "case_id", "status"]).to_pandas()
+        cases = run.cases(columns=["agent", "case_id", "status"])  # a pyarrow Table
 
 A case run is named by :data:`CASE_RUN_KEY` everywhere. The reader (and pyarrow with it) is
 imported on first use: the run path imports this package for its records only.

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from farm.errors import UsageError
 from farm.results._records import CASE_RUN_KEY, CaseResult
 from farm.writers import ASSERTIONS_SCHEMA, CASES_SCHEMA, RUN_JSON, TURNS_SCHEMA, RunInfo, read_jsonl_results, rows_from_result
+from farm.writers.parquet import LAST_PART_KEY
 
 __all__ = ["TABLES", "RunRecord", "list_runs", "read_run"]
 
@@ -65,6 +66,7 @@ class RunRecord:
         """When set, no file is read whose real path is outside it (a symlink out of the results folder)."""
         self._problems: list[str] = []
         self._status_known = False
+        self._from_jsonl: dict[str, pa.Table] | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -125,6 +127,12 @@ class RunRecord:
         return not self.is_folder or (self.path / "cases.parquet").is_file()
 
     @property
+    def unconsolidated(self) -> bool:
+        """Whether the run has parts its tables do not hold yet: it is still going, or was killed
+        before consolidating (``farm test --resume`` finishes it)."""
+        return self.is_folder and (self.path / _PARTS).is_dir()
+
+    @property
     def jsonl(self) -> Path | None:
         """The run's results JSONL: the folder's, else the one ``run.json`` names (``-o``); None when there is none."""
         if not self.is_folder:
@@ -165,18 +173,18 @@ class RunRecord:
         file, then the parts a run still going (or killed) has written so far, oldest first."""
         if not self.is_folder:
             return [self.path] if table == "cases" and self.path.suffix.lower() == ".parquet" else []
-        files = []
         whole = self.path / f"{table}.parquet"
-        if whole.is_file():
-            files.append(whole)
-        parts = self.path / _PARTS
-        if parts.is_dir():
-            numbered = []
-            for entry in os.scandir(parts):
+        files = [whole] if whole.is_file() else []
+        numbered = []
+        try:
+            for entry in os.scandir(self.path / _PARTS):
                 match = _PART_NAME.match(entry.name)
                 if match and match["table"] == table:
                     numbered.append((int(match["number"]), Path(entry.path)))
-            files.extend(path for _, path in sorted(numbered))
+        except OSError:  # no parts, or consolidation removed them just now
+            pass
+        merged = _last_part_in(whole) if files and numbered else 0
+        files.extend(path for number, path in sorted(numbered) if number > merged)
         return [path for path in files if self._inside(path)]
 
     def cases(self, columns: Sequence[str] | None = None, filters: Any = None) -> pa.Table:
@@ -260,7 +268,7 @@ class RunRecord:
     def _jsonl_tables(self) -> dict[str, pa.Table]:
         """The three tables made from the JSONL (kept: a results file is read once)."""
         with self._lock:
-            kept = self.__dict__.get("_from_jsonl")
+            kept = self._from_jsonl
         if kept is not None:
             return kept
         rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
@@ -273,7 +281,7 @@ class RunRecord:
         self._add(problems)
         tables = {name: pa.Table.from_pylist(rows[name], schema=schema) for name, schema in TABLES.items()}
         with self._lock:
-            self.__dict__["_from_jsonl"] = tables
+            self._from_jsonl = tables
         return tables
 
     # --- records --------------------------------------------------------------
@@ -409,6 +417,16 @@ def _resolves_inside(path: Path, root: Path) -> bool:
         return path.resolve().is_relative_to(root)
     except (OSError, RuntimeError):  # a loop of links
         return False
+
+
+def _last_part_in(table: Path) -> int:
+    """The last part number a consolidated table holds (its parts may still be there, if consolidation
+    was cut short before removing them: they are not read twice); 0 when it cannot say."""
+    try:
+        metadata = pq.read_schema(table).metadata or {}
+        return int(metadata.get(LAST_PART_KEY, b"0"))
+    except (*_DAMAGED, ValueError):
+        return 0
 
 
 def _read_file(path: Path, schema: pa.Schema, required: set[str], filters: Any) -> pa.Table:

@@ -96,8 +96,9 @@ class RunSummaries:
         return summary
 
     def _from_cases(self, run: RunRecord, info: RunInfo) -> dict[str, Any]:
-        # run.json's counts and input spare reading the status and source of every case run
-        counts = info.counts if "total" in info.counts else None
+        # run.json's counts and input spare reading the status and source of every case run (of a
+        # run of one agent: several agents' figures are each agent's own, from the table)
+        counts = info.counts if "total" in info.counts and len(info.agents) == 1 else None
         columns = ["agent", "duration_ms", "cost_usd"]
         columns += [] if counts else ["status"]
         columns += [] if info.input else ["source"]
@@ -111,6 +112,7 @@ class RunSummaries:
         return {
             "counts": counts,
             "agents": sorted(agents),
+            "per_agent": [_agent_figures(agent, tally, None, None) for agent, tally in sorted(agents.items())],
             "suites": sorted(suites),
             "cost_usd": cost,
             "case_ms": case_ms,
@@ -122,29 +124,55 @@ class RunSummaries:
 def _nothing() -> dict[str, Any]:
     """The figures of a run none of whose cases could be read."""
     counts = {"total": 0, **{status.value: 0 for status in Status}}
-    return {"counts": counts, "agents": [], "suites": [], "cost_usd": None, "case_ms": 0.0, "case_p50_ms": None, "progress": None}
+    return {
+        "counts": counts, "agents": [], "per_agent": [], "suites": [], "cost_usd": None, "case_ms": 0.0, "case_p50_ms": None,
+        "progress": None,
+    }  # fmt: skip
 
 
 def _figures(table: pa.Table, counts: dict[str, int] | None) -> dict[str, Any]:
-    if counts is None:
-        counted = Counter(dict(zip(*_value_counts(table["status"]), strict=True)))
-        counts = {"total": table.num_rows, **{status.value: counted.get(status.value, 0) for status in Status}}
-    else:
-        counts = {"total": counts.get("total", 0), **{status.value: counts.get(status.value, 0) for status in Status}}
-    costs = table["cost_usd"]
+    """The run's figures from its cases table (``counts``: run.json's, when the table's status was not read),
+    and each agent's own (``per_agent``)."""
+    counts = _counts(table["status"]) if counts is None else {"total": counts.get("total", 0), **{s.value: counts.get(s.value, 0) for s in Status}}
     suites = []
     if "source" in table.column_names:
         files = pc.replace_substring_regex(table["source"], pattern=r":\d+$", replacement="")
         suites = sorted(value for value in pc.unique(files).to_pylist() if value)
+    agents = sorted(value for value in pc.unique(table["agent"]).to_pylist() if value)
+    per_agent = []
+    for agent in agents:
+        rows = table.filter(pc.equal(table["agent"], agent)) if len(agents) > 1 else table
+        own = _counts(rows["status"]) if "status" in rows.column_names else counts
+        per_agent.append(_agent_figures(agent, own, _cost(rows), _median(rows)))
     return {
         "counts": counts,
-        "agents": sorted(value for value in pc.unique(table["agent"]).to_pylist() if value),
+        "agents": agents,
+        "per_agent": per_agent,
         "suites": suites,
-        "cost_usd": _number(pc.sum(costs).as_py()) if costs.null_count < len(costs) else None,
+        "cost_usd": _cost(table),
         "case_ms": _number(pc.sum(table["duration_ms"]).as_py()) or 0.0,
-        "case_p50_ms": _number(pc.quantile(table["duration_ms"], q=0.5).to_pylist()[0]) if table.num_rows else None,
+        "case_p50_ms": _median(table),
         "progress": None,
     }
+
+
+def _agent_figures(agent: str, counts: dict[str, int], cost: float | None, median: float | None) -> dict[str, Any]:
+    """One agent's figures in a run: its statuses, pass rate, cost and median case time."""
+    return {"agent": agent, "counts": counts, "pass_rate": pass_rate(counts), "cost_usd": cost, "case_p50_ms": median}
+
+
+def _counts(statuses: pa.ChunkedArray) -> dict[str, int]:
+    counted = Counter(dict(zip(*_value_counts(statuses), strict=True)))
+    return {"total": len(statuses), **{status.value: counted.get(status.value, 0) for status in Status}}
+
+
+def _cost(table: pa.Table) -> float | None:
+    costs = table["cost_usd"]
+    return _number(pc.sum(costs).as_py()) if costs.null_count < len(costs) else None
+
+
+def _median(table: pa.Table) -> float | None:
+    return _number(pc.quantile(table["duration_ms"], q=0.5).to_pylist()[0]) if table.num_rows else None
 
 
 def _number(value: Any) -> float | None:
@@ -178,12 +206,13 @@ class _JsonlTail:
     def _reset(self) -> None:
         self.offset = 0
         self.counts = {"total": 0, **{status.value: 0 for status in Status}}
-        self.agents: set[str] = set()
+        self.agents: dict[str, dict[str, int]] = {}
+        """Each agent's own status counts."""
         self.suites: set[str] = set()
         self.cost: float | None = None
         self.case_ms = 0.0
 
-    def read(self, run: RunRecord) -> tuple[dict[str, int], set[str], set[str], float | None, float]:
+    def read(self, run: RunRecord) -> tuple[dict[str, int], dict[str, dict[str, int]], set[str], float | None, float]:
         with self._lock:
             records, offset = run.results_after(self.offset)
             if offset < self.offset:  # rewritten: start again
@@ -191,7 +220,8 @@ class _JsonlTail:
             for record in records:
                 self._add(record)
             self.offset = offset
-            return dict(self.counts), set(self.agents), set(self.suites), self.cost, self.case_ms
+            agents = {agent: dict(counts) for agent, counts in self.agents.items()}
+            return dict(self.counts), agents, set(self.suites), self.cost, self.case_ms
 
     def _add(self, record: dict[str, Any]) -> None:
         status = record.get("status")
@@ -199,7 +229,10 @@ class _JsonlTail:
         if status in self.counts:
             self.counts[status] += 1
         if isinstance(record.get("agent"), str):
-            self.agents.add(record["agent"])
+            own = self.agents.setdefault(record["agent"], {"total": 0, **{status.value: 0 for status in Status}})
+            own["total"] += 1
+            if status in own:
+                own[status] += 1
         if isinstance(record.get("source"), str):
             self.suites.add(suite_of(record["source"]))
         cost, duration = _number(record.get("cost_usd")), _number(record.get("duration_ms"))

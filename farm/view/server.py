@@ -11,7 +11,7 @@ endpoints, all read-only::
     GET /api/runs/<run>/cases/<case id>?agent=     one case: repetitions, turns, checks
     GET /api/compare?a=<run>&b=<run>&agent_a=&agent_b=&changed=&offset=&limit=
     GET /api/suites                                suites with their runs
-    GET /api/trends?suite=<suite>                  one suite over its runs
+    GET /api/trends?suite=<suite>&agent=           one suite over its runs (one agent's figures)
 
 A run is named by its folder's name only (:class:`~farm.view.folders.ResultsFolder` refuses
 anything else), so no URL reaches outside the results folder. Bound to a loopback address,
@@ -102,7 +102,7 @@ class ViewApp:
             suite = _one(query, "suite")
             if not suite:
                 raise BadRequest("Name the suite: ?suite=<path>.")
-            return trend(self.summaries.all(), suite)
+            return trend(self.summaries.all(), suite, _one(query, "agent"))
         raise NotFound("There is no such endpoint.")
 
 

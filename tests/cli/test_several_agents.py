@@ -4,6 +4,7 @@ agent, on both engines, against agents behind a real HTTP server on 127.0.0.1.""
 from __future__ import annotations
 
 import json
+import urllib.parse
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -144,6 +145,9 @@ def test_farm_report_of_a_run_of_two_agents_gives_every_figure_per_agent(project
     assert stability["classes_by_agent"]["A"]["stable"] == 12 and stability["classes_by_agent"]["B"]["consistently_failing"] == 4
     assert {(row["case_id"], row["agent"]) for row in stability["least_stable"]} == {(c, "B") for c in ("c00", "c03", "c06", "c09")}
     assert [(stats["agent"], stats["tries"], stats["passes"]) for stats in report["agents"]] == [("A", 24, 24), ("B", 24, 16)]
+    assert [(row["agent"], row["count"], row["cases"]) for row in report["failed_assertions"]] == [("B", 8, 4)]
+    assert [(own["agent"], own["counts"]["total"], own["counts"]["failed"]) for own in report["summary"]["per_agent"]] == [("A", 24, 0), ("B", 24, 8)]
+    assert report["runs"][0]["per_agent"][1]["counts"]["pass_rate"] == pytest.approx(16 / 24)
     text = runner.invoke(app, ["report", str(run_dir)], env={"COLUMNS": "200"}).output
     assert "Stability over 12 cases, per agent" in text and "  B: 8 stable, 4 consistently_failing" in text
     header = [line for line in text.split("Pass rate per case (lowest first)")[1].splitlines() if line.strip()][0]
@@ -156,6 +160,9 @@ def test_two_runs_of_two_agents_compare_each_agent_under_its_own_name(project: P
     assert second_done.exit_code == 1, second_done.output
     (second,) = [path for path in (project / "results").iterdir() if path != first]
     report = json.loads(CliRunner().invoke(app, ["report", "--json", str(first), str(second)]).output)
+    assert [[(own["agent"], own["counts"]["total"]) for own in run["per_agent"]] for run in report["runs"]] == [[("A", 24), ("B", 24)], [("A", 6), ("B", 6)]]
+    text = CliRunner().invoke(app, ["report", str(first), str(second)], env={"COLUMNS": "200"}).output
+    assert "oldest first, each agent apart" in text and f"{second.name}  B " in text
     runs = [comparison for comparison in report["comparisons"] if comparison["kind"] == "runs"]
     assert [(c["a_agent"], c["b_agent"], c["cases"]) for c in runs] == [("A", "A", 6), ("B", "B", 6)]
     assert runs[0]["a"] == f"{first.name} (A)" and runs[1]["b"] == f"{second.name} (B)"  # two titles that say which agent
@@ -175,7 +182,11 @@ def test_farm_view_of_a_run_of_two_agents_shows_each_agents_own_conversations(pr
         name = run_dir.name
         (summary,) = get_json(server, "/api/runs")["runs"]
         assert summary["agents"] == ["A", "B"] and summary["counts"]["failed"] == 8 and summary["problems"] == []
+        assert [(a["agent"], a["counts"]["failed"], a["pass_rate"]) for a in summary["per_agent"]] == [("A", 0, 1.0), ("B", 8, 16 / 24)]
         assert get_json(server, f"/api/runs/{name}")["info"]["connectors"] == {"A": "a", "B": "b"}
+        (suite,) = summary["suites"]
+        trend = get_json(server, f"/api/trends?suite={urllib.parse.quote(suite)}&agent=B")
+        assert trend["agents"] == ["A", "B"] and [(p["agents"], p["total"], p["pass_rate"]) for p in trend["points"]] == [(["B"], 24, 16 / 24)]
         # B's case: B's turns only, with B's verdicts, one turn per try
         detail = get_json(server, f"/api/runs/{name}/cases/c03?agent=B")
         assert [rep["case"]["agent"] for rep in detail["repetitions"]] == ["B", "B"]

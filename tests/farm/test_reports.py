@@ -748,3 +748,20 @@ def test_cases_with_the_same_id_in_different_suites_are_kept_apart(tmp_path: Pat
     assert (failing.case_id, failing.suite, failing.stability_class) == ("greet", "suites/refunds.jsonl", "consistently_failing")
     assert report.comparison is not None and report.comparison.regressions_total == 0
     assert "0 regressions" in invoke("report", str(root)).output  # one case regressing while another fixed itself, before
+
+
+def test_a_damaged_run_is_reported_as_far_as_it_reads_and_its_problems_are_notes(results_dir: Path):
+    (results_dir / "run-a" / "run.json").write_text(json.dumps({"run_id": "run-a", "started_at": "noon", "runs": float("nan")}))
+    turns = results_dir / "run-b" / "turns.parquet"
+    turns.write_bytes(turns.read_bytes()[:64])
+    report = analyse([results_dir])
+    assert [run.run_id for run in report.runs] == ["run-c", "run-a", "run-b"]  # run-a's start: its first case's
+    assert report.summary.counts.total == 3 * len(HISTORY)
+    assert any(note.startswith("run-a: ") and "started_at is text, not a number" in note for note in report.notes)
+    assert any(note.startswith("run-b: ") and "turns.parquet cannot be read" in note for note in report.notes)
+    done = invoke("report", str(results_dir))
+    assert done.exit_code == 0 and "note: run-b: " in done.output and "Traceback" not in done.output
+    cases = results_dir / "run-c" / "cases.parquet"
+    cases.write_bytes(b"")
+    with pytest.raises(UsageError, match="no case results in .*run-c.* cannot be read"):
+        analyse([results_dir / "run-c"])  # the run named has no case that can be read: no report, never an empty one

@@ -15,7 +15,7 @@ import pytest
 
 from farm.errors import UsageError
 from farm.results import CASE_RUN_KEY, Status, TurnResult, list_runs, read_run
-from farm.writers import JSONLWriter, ParquetWriter, write_run_json
+from farm.writers import JSONLWriter, ParquetWriter, consolidate, write_run_json
 from tests.factories import case_result
 
 
@@ -62,6 +62,17 @@ def test_a_run_still_going_reads_its_parts_and_a_results_file_reads_as_a_run(tmp
     assert jsonl.turns().num_rows == 4 and jsonl.run_id == "run-1"
     with pytest.raises(UsageError, match="does not exist"):
         read_run(tmp_path / "nowhere")
+
+
+def test_parts_a_cut_short_consolidation_left_behind_are_not_read_twice(tmp_path: Path):
+    folder = write_run(tmp_path / "run", finish=False)
+    kept = {path.name: path.read_bytes() for path in (folder / ".parts").iterdir()}
+    consolidate(folder)  # the tables now hold every part...
+    (folder / ".parts").mkdir()
+    for name, data in kept.items():  # ...and the parts are still there, as after a crash before their removal
+        (folder / ".parts" / name).write_bytes(data)
+    run = read_run(folder)
+    assert run.cases().num_rows == 4 and run.turns().num_rows == 4 and run.case_rows("turns", "greet").num_rows == 4
 
 
 def test_each_agents_connector_is_kept(tmp_path: Path):
@@ -123,3 +134,13 @@ def test_importing_farm_results_does_not_import_pyarrow():
     code = "import sys, farm.results; print('pyarrow' in sys.modules); farm.results.read_run; print('pyarrow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_farm_results_exports_its_records_and_the_reader():
+    import farm.results
+
+    assert {"CASE_RUN_KEY", "CaseResult", "RunRecord", "list_runs", "read_run"} <= set(farm.results.__all__)
+    for name in farm.results.__all__:
+        assert getattr(farm.results, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute 'read_runs'"):
+        farm.results.read_runs  # noqa: B018

@@ -116,7 +116,9 @@ async function runsPage(mine) {
     { key: "passed", title: "Passed", class: "num", cell: (run) => run.counts.passed },
     { key: "failed", title: "Failed", class: "num", cell: (run) => run.counts.failed + run.counts.error + run.counts.timeout },
     { key: "skipped", title: "Skipped", class: "num", cell: (run) => run.counts.skipped },
-    { key: "pass_rate", title: "Pass rate", class: "num", cell: (run) => [bar(run.pass_rate), pct(run.pass_rate)] },
+    { key: "pass_rate", title: "Pass rate", class: "num", cell: (run) => (run.per_agent && run.per_agent.length > 1
+      ? run.per_agent.map((a) => h("div", { class: "agent-rate" }, `${a.agent} `, bar(a.pass_rate), pct(a.pass_rate)))  // each agent's own
+      : [bar(run.pass_rate), pct(run.pass_rate)]) },
     { key: "cost_usd", title: "Cost", class: "num", cell: (run) => usd(run.cost_usd) },
     { key: "wall_s", title: "Wall time", class: "num", cell: (run) => (run.wall_s === null ? "—" : duration(run.wall_s * 1000)) },
   ];
@@ -193,7 +195,9 @@ async function runPage(mine, name, params) {
       figure("Suite", s.suite || "—"), figure("Agents", s.agents.join(", ") || "—"), figure("Engine", s.engine || "—"),
       figure("Started", when(s.started_at)), figure("Case runs", s.counts.total, "count-total"), figure("Passed", s.counts.passed, "count-passed"),
       figure("Failed", s.counts.failed, "count-failed"), figure("Errors", s.counts.error), figure("Timeouts", s.counts.timeout), figure("Skipped", s.counts.skipped),
-      figure("Pass rate", pct(s.pass_rate), "pass-rate"), figure("Cost", usd(s.cost_usd), "cost"), s.role_cost_usd !== null ? figure("Role calls' cost", usd(s.role_cost_usd)) : null,
+      figure("Pass rate", pct(s.pass_rate), "pass-rate"),
+      ...((s.per_agent || []).length > 1 ? s.per_agent.map((a) => figure(`Pass rate of ${a.agent}`, `${pct(a.pass_rate)} (${a.counts.passed} / ${a.counts.total})`)) : []),
+      figure("Cost", usd(s.cost_usd), "cost"), s.role_cost_usd !== null ? figure("Role calls' cost", usd(s.role_cost_usd)) : null,
       figure("Wall time", s.wall_s === null ? "—" : duration(s.wall_s * 1000)),
       s.stop_reason ? figure("Stopped by", s.stop_reason.replace("_", " "), "stop-reason") : null,
       s.progress ? figure("Progress", `${s.progress.done}${s.progress.planned ? " / " + s.progress.planned : ""}`, "progress") : null),
@@ -416,11 +420,14 @@ async function trendsPage(mine, params) {
   const select = h("select", { id: "suite", onchange: (e) => go(["trends"], new URLSearchParams({ suite: e.target.value })) },
     suites.map((s) => h("option", { value: s.suite, selected: s.suite === suite }, `${s.suite} (${s.runs} runs)`)));
   if (!suite) { show("Trends", h("h1", {}, "Trends"), h("p", { class: "muted" }, "No runs yet.")); app.dataset.state = "ready"; return; }
-  const data = await api(`trends?suite=${enc(suite)}`);
+  const data = await api(`trends?suite=${enc(suite)}` + (params.get("agent") ? `&agent=${enc(params.get("agent"))}` : ""));
   if (mine !== generation) return;
   const points = data.points.filter((p) => p.status !== "running");
+  // a suite run on several agents: one agent's trend at a time, never two agents' figures in one point
+  const agentSelect = data.agents.length > 1 ? ["Agent ", h("select", { id: "trend-agent", onchange: (e) => go(["trends"], new URLSearchParams({ suite, agent: e.target.value })) },
+    data.agents.map((a) => h("option", { value: a, selected: a === data.agent }, a)))] : [];
   show("Trends",
-    h("h1", {}, "Trends"), h("div", { class: "filters" }, "Suite ", select, h("span", { class: "muted", id: "trend-runs" }, `${points.length} finished runs`)),
+    h("h1", {}, "Trends"), h("div", { class: "filters" }, "Suite ", select, ...agentSelect, h("span", { class: "muted", id: "trend-runs" }, `${points.length} finished runs`)),
     h("div", { class: "charts" },
       chart("Pass rate", points, (p) => p.pass_rate, pct, "chart-pass-rate", 1),
       chart("Median case time", points, (p) => p.case_p50_ms, duration, "chart-latency"),

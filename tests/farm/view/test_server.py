@@ -146,6 +146,16 @@ def test_compare_puts_changed_cases_first(server: ViewServer):
     assert agents["total"] == 2 and {row["case_id"] for row in agents["rows"]} == {"faq-03", "faq-04"}
 
 
+def test_a_run_of_two_agents_gives_each_agents_figures_and_trend(server: ViewServer):
+    agents = {run["name"]: run for run in get_json(server, "/api/runs")["runs"]}[AGENTS]
+    assert [(a["agent"], a["counts"]["passed"], a["pass_rate"]) for a in agents["per_agent"]] == [("helper-bot", 2, 0.5), ("support-bot", 4, 1.0)]
+    default = get_json(server, "/api/trends?suite=/suites/support.jsonl")
+    assert default["agent"] == "support-bot" and default["agents"] == ["support-bot", "helper-bot"]  # the agent of most runs first
+    assert [p["pass_rate"] for p in default["points"] if p["name"] == AGENTS] == [1.0]
+    helper = get_json(server, "/api/trends?suite=/suites/support.jsonl&agent=helper-bot")["points"]
+    assert [(p["name"], p["agents"], p["total"], p["pass_rate"]) for p in helper] == [(AGENTS, ["helper-bot"], 4, 0.5)]
+
+
 def test_run_json_shows_no_header_values(server: ViewServer):
     status, body = get(server, f"/api/runs/{FIRST}")
     assert status == 200 and b"sk-never-shown" not in body
