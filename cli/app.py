@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from farm.errors import FarmError, InputError
+from farm.errors import ConfigError, FarmError, InputError
 
 __all__ = ["app", "err_console", "fail", "main"]
 
@@ -29,7 +29,7 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 def fail(exc: FarmError) -> None:
     """Print a user error as ``error: ...`` lines (one per problem) and exit 2."""
-    problems = exc.problems if isinstance(exc, InputError) else [str(exc)]
+    problems = exc.problems if isinstance(exc, (InputError, ConfigError)) else [str(exc)]
     for problem in problems:
         err_console.print(Text.assemble(("error:", "red"), " ", problem), highlight=False)
     raise typer.Exit(2)
