@@ -14,7 +14,7 @@ from typer.core import TyperGroup
 from typer.main import get_command_from_info
 from typer.models import CommandInfo
 
-from farm.errors import FarmError, InputError
+from farm.errors import ConfigError, FarmError, InputError
 
 __all__ = ["app", "err_console", "fail", "main"]
 
@@ -95,7 +95,7 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 def fail(exc: FarmError) -> None:
     """Print a user error as ``error: ...`` lines (one per problem) and exit 2."""
-    problems = exc.problems if isinstance(exc, InputError) else [str(exc)]
+    problems = exc.problems if isinstance(exc, (InputError, ConfigError)) else [str(exc)]
     for problem in problems:
         err_console.print(Text.assemble(("error:", "red"), " ", problem), highlight=False)
     raise typer.Exit(2)

@@ -19,7 +19,7 @@ def validate(
 ) -> None:
     """Check test files deeply (fields, regex, JSONPath, ids against farm.toml); exit 2 on any problem."""
     from farm.config import find_config, load_config
-    from farm.errors import FarmError, InputError
+    from farm.errors import ConfigError, FarmError, InputError
     from farm.suite.loader import load_file
     from farm.suite.validation import check_suite
 
@@ -32,8 +32,8 @@ def validate(
             suite = load_file(path)
             cfg = load_config(find_config(config, path))
             check_suite(suite, cfg, default_simulator=simulator)
-        except InputError as exc:
-            problems.extend(exc.problems)
+        except (InputError, ConfigError) as exc:  # a farm.toml beside several files: its problems once
+            problems.extend(p for p in exc.problems if p not in problems)
             continue
         except FarmError as exc:
             problems.append(str(exc))

@@ -14,13 +14,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from farm.durations import parse_duration
-from farm.errors import UsageError
+from farm.errors import ConfigError, UsageError
 from farm.results import Usage
 from farm.secrets import MASK, redact_url, register
+from farm.suite.validation import nearest, shown
 
 __all__ = ["AgentConfig", "Connector", "FarmConfig", "FarmSettings", "Price", "Resources", "find_config", "load_config"]
 
@@ -326,9 +327,14 @@ class FarmConfig(BaseModel):
         try:
             return self.agents[agent_id]
         except KeyError:
+            if self.path is None and not self.agents:
+                raise UsageError(
+                    f"no {CONFIG_NAME} in this folder (nor beside the input file or in its parents);"
+                    f" agent '{shown(agent_id)}' is not configured: write one, or give --config PATH"
+                ) from None
             known = ", ".join(sorted(self.agents)) or "none"
             where = f" in {self.path}" if self.path else ""
-            raise UsageError(f"agent '{agent_id}' is not configured{where} (configured: {known})") from None
+            raise UsageError(f"agent '{shown(agent_id)}' is not configured{where}{nearest(agent_id, self.agents)} (configured: {known})") from None
 
     def connector(self, name: str) -> Connector:
         try:
@@ -336,7 +342,7 @@ class FarmConfig(BaseModel):
         except KeyError:
             known = ", ".join(sorted(self.connectors)) or "none"
             where = f" in {self.path}" if self.path else ""
-            raise UsageError(f"connector '{name}' is not configured{where} (configured: {known})") from None
+            raise UsageError(f"connector '{shown(name)}' is not configured{where}{nearest(name, self.connectors)} (configured: {known})") from None
 
     def check_keys(self) -> None:
         """Raise :class:`UsageError` for a connector whose key in the environment cannot be sent (before a run)."""
@@ -367,9 +373,8 @@ def find_config(explicit: str | None, input_path: Path | None = None) -> Path | 
         if not path.is_file():
             raise UsageError(f"--config: {explicit} does not exist")
         return path
-    cwd = Path.cwd() / CONFIG_NAME
-    if cwd.is_file():
-        return cwd
+    if (Path.cwd() / CONFIG_NAME).is_file():
+        return Path(CONFIG_NAME)  # as a user would write it, in messages (farm.toml:3: ...)
     if input_path is not None:
         for folder in [input_path.resolve().parent, *input_path.resolve().parents]:
             candidate = folder / CONFIG_NAME
@@ -379,25 +384,31 @@ def find_config(explicit: str | None, input_path: Path | None = None) -> Path | 
 
 
 def load_config(path: Path | None) -> FarmConfig:
-    """Parse ``farm.toml``; a mistake is one :class:`UsageError` sentence naming file and field."""
+    """Parse ``farm.toml``; its mistakes are one :class:`ConfigError` listing every one, each
+    naming the file, line and key (:mod:`farm.configcheck`)."""
+    from farm.configcheck import config_problems
+
     if path is None:
         return FarmConfig()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot be read: {exc.strerror}") from None
-    try:
-        config = FarmConfig.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
-        raise UsageError(f"{path}: {field}: {err['msg']}") from None
+        raise UsageError(_toml_error(path, exc)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    problems, config = config_problems(str(path), text, data, FarmConfig)
+    if problems:
+        raise ConfigError(problems)
+    assert config is not None
     config.path = path.resolve()
-    for agent in config.agents.values():
-        if agent.connector and agent.connector not in config.connectors:
-            raise UsageError(
-                f"{path}: agents.\"{agent.id}\".connector: connector '{agent.connector}' is not configured"
-            )
     return config
+
+
+def _toml_error(path: Path, exc: tomllib.TOMLDecodeError) -> str:
+    """``farm.toml:3: not valid TOML: ...``, the line in front as everywhere else."""
+    message = str(exc)
+    found = re.search(r"\s*\(at line (\d+), column \d+\)$", message)
+    if found is None:
+        return f"{path}: not valid TOML: {message}"
+    return f"{path}:{found[1]}: not valid TOML: {message[: found.start()]}"

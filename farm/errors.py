@@ -4,6 +4,7 @@
 
     FarmError                      a user's mistake: one sentence, never a traceback
     ├── UsageError                 found before anything runs (a flag, the config, a reference): exit 2
+    │   └── ConfigError                farm.toml's mistakes, every one (``problems``: file:line each)
     └── InputError                 test input that cannot be loaded at all (``problems``: file:line each)
 
     CaseError                      ends one case (its ``error``), never the run
@@ -45,6 +46,7 @@ __all__ = [
     "AgentResponseError",
     "AgentTimeoutError",
     "CaseError",
+    "ConfigError",
     "EndpointUnreachable",
     "EngineLost",
     "FarmError",
@@ -66,6 +68,15 @@ class FarmError(Exception):
 
 class UsageError(FarmError):
     """A command line, config or reference the farm cannot use; nothing was run."""
+
+
+class ConfigError(UsageError):
+    """``farm.toml``'s mistakes, every one; ``problems`` lists ``file:line: what is wrong``."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(problems[0] + more)
 
 
 class InputError(FarmError):

@@ -23,11 +23,17 @@ the secrets of every :class:`~farm.config.FarmConfig` built in this process,
 read from the environment at the time) to a result in place; the writers'
 fan-out calls it before any writer sees the result, so JSONL, Parquet,
 ``--json`` events, JUnit, HTML and the console all get the scrubbed record.
+What comes in from elsewhere and is written or printed without being a result
+is scrubbed where it comes in: a generator's cases (:meth:`Scrubber.scrub_json`,
+before they are checked, so ids, inputs, tags, renames, dropped-case lines,
+``generated.jsonl`` and ``--dry-run`` output are clean) and a reporter's text.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
+import json
 import os
 import threading
 import weakref
@@ -248,6 +254,20 @@ class Scrubber:
                 value[new_key] = new_item
             return value
         return value
+
+    def scrub_json(self, value: Any) -> Any:
+        """``value`` (JSON-like, someone else's: a generator's cases) with its strings and keys
+        scrubbed, as a copy; ``value`` itself when nothing needed masking."""
+        if not self.secrets:
+            return value
+        if self._json_safe:
+            try:
+                text = json.dumps(value, ensure_ascii=False, default=str)
+            except (TypeError, ValueError):  # a circular structure: look at every string
+                text = None
+            if text is not None and not self.hits(text):
+                return value
+        return self.scrub_value(copy.deepcopy(value))
 
     def scrub_result(self, result: CaseResult) -> CaseResult:
         """Scrub ``result`` in place (every string of it) and return it."""

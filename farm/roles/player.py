@@ -21,6 +21,7 @@ from farm.jsontext import NO_JSON, as_text, extract_json
 from farm.messages import content_text
 from farm.roles.cache import RoleCache, caches_role, hit_cost, record
 from farm.roles.types import RoleError, SimulatorTurn, Verdict
+from farm.secrets import process_scrubber
 
 if TYPE_CHECKING:
     from farm.config import FarmConfig
@@ -299,13 +300,13 @@ class RolePlayer:
         key, cached = self._cached(messages, options)
         if cached is not None:
             record(0, 0, hit_cost(self.client))
-            return cached.content
+            return process_scrubber().scrub(cached.content)
         try:
             reply = await self.client.send(messages, options)
         except AgentError as exc:
             record(0, 0, None, 1 + exc.retries)
-            raise
+            raise RoleError(process_scrubber().scrub(f"the reporter agent failed: {exc}")) from None
         record(0, 0, reply.cost_usd, 1 + reply.retries)
         if self.cache and key and reply.content.strip():
             self.cache.store(key, reply)
-        return reply.content
+        return process_scrubber().scrub(reply.content)  # report.md is written as the reporter said it

@@ -443,9 +443,11 @@ class CaseStream:
 
     def _take(self, items: list[Any], number: int, cell: _Slice | None, on_problem: Callable[[str], None] | None) -> list[LoadedCase]:
         """The accepted cases of one batch, appended to ``generated.jsonl``."""
+        from farm.secrets import process_scrubber
         from farm.suite.loader import Suite
         from farm.suite.validation import check_suite
 
+        items = process_scrubber().scrub_json(items)  # user input, on its way to files and the console
         parsed = [self._parse(raw, f"batch {number}, case {index}", cell) for index, raw in enumerate(items, start=1)]
         check_suite(Suite(parsed), self.config, default_simulator=self.default_simulator)  # once a batch: it resolves paths
         accepted = []
@@ -537,7 +539,7 @@ class CaseStream:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the generator's failure (a RoleError; on Ray, a lost pool)
-                items, error = [], str(exc) or type(exc).__name__
+                items, error = [], _scrubbed(str(exc) or type(exc).__name__)
         self.role_calls.add(calls.role_calls, calls.cache_hits, calls.cost_usd, calls.requests)
         self.stats.cost_usd = add_cost(self.stats.cost_usd, calls.cost_usd)
         return items if isinstance(items, list) else [items], error, calls.requests
@@ -633,7 +635,7 @@ class CaseStream:
                 return
 
     def _script_failed(self, exc: BaseException) -> None:
-        self._error = f"the generator script failed: {type(exc).__name__}: {exc}"
+        self._error = _scrubbed(f"the generator script failed: {type(exc).__name__}: {exc}")
         self._stop(self._error)
 
     # -- the whole generation in the role cache ----------------------------------------------
@@ -715,6 +717,13 @@ class CaseStream:
                 out.write(self._cache.scrubber.scrub(head + "\n" + body))
         except OSError:
             pass  # the next run generates again
+
+
+def _scrubbed(text: str) -> str:
+    """A generator's error, which may echo what it was sent, without secrets."""
+    from farm.secrets import process_scrubber
+
+    return process_scrubber().scrub(text)
 
 
 class _Failure:

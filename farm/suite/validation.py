@@ -564,6 +564,18 @@ def check_run(config: FarmConfig, agent_id: str, connector_override: str | None,
             todo.append((agent.uses, override))
 
 
+def _testable(config: FarmConfig, agent_id: str) -> None:
+    """A role agent (simulator, validator, generator, reporter) is no agent to test: a :class:`UsageError`."""
+    agent = config.agents.get(agent_id)
+    if agent is not None and agent.is_role:
+        testable = sorted(name for name, other in config.agents.items() if not other.is_role)
+        hint = f" ({', '.join(testable)})" if testable else ""
+        raise UsageError(
+            f"-n {shown(agent_id)}: agent '{shown(agent_id)}' is a {agent.kind}, a role the farm plays, not an agent to test;"
+            f" name an openai, http or python agent{hint}"
+        )
+
+
 def check_for_run(
     suite: Suite,
     config: FarmConfig,
@@ -580,6 +592,8 @@ def check_for_run(
     (:func:`check_run`, a :class:`UsageError`: exit 2, nothing started).
     """
     check_suite(suite, config, default_simulator=simulator)
+    if agent_id is not None:
+        _testable(config, agent_id)
     if dry_run or agent_id is None:
         return
     roles: list[str] = []

@@ -151,3 +151,86 @@ connector = "hostile"
         if name.endswith(("farm.toml", "suite.jsonl")):
             continue  # the user's own files
         assert_clean(text, name)
+
+
+def echoing_generator(path: str, body, headers: dict[str, str]) -> Response:
+    """A generator that writes the key it was sent (and every other secret) into its cases:
+    ids, inputs, tags, an id taken twice (a rename) and a malformed case (a dropped line)."""
+    sent = headers.get("Authorization", "").removeprefix("Bearer ") or KEY  # on Ray a role pool's own environment may lack it
+    everything = " || ".join(leaks(s) for s in SECRETS)
+    cases = [
+        {"id": f"bad-{sent}", "input": "x", "assertions": [{"type": f"contians-{sent}", "value": HEADER_SECRET}]},
+        {"id": f"echo-{sent}", "input": f"hello {everything}", "tags": [sent, f"tag-{URL_QUERY_KEY}"], "assertions": [{"type": "contains", "value": "key"}]},
+        {"id": f"echo-{sent}", "input": f"hello again {sent}", "assertions": [{"type": "contains", "value": "key"}]},
+    ]
+    return Response(chat_completion(json.dumps({"cases": cases})))
+
+
+def test_generated_cases_and_a_reporters_words_are_scrubbed_everywhere(tmp_path: Path, server: JSONServer, monkeypatch, engine: str):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    generator = JSONServer(echoing_generator).start()
+    host = server.url.removeprefix("http://")
+    (tmp_path / "farm.toml").write_text(
+        f"""
+[farm]
+default_agent = "target"
+results_dir = "results"
+engine = "{engine}"
+
+[connectors.hostile]
+base_url = "http://user:{URL_PASSWORD}@{host}/v1?api_key={URL_QUERY_KEY}"
+api_key_env = "{KEY_ENV}"
+headers = {{ "X-Api-Key" = "{HEADER_SECRET}" }}
+max_retries = 0
+
+[connectors.gen]
+base_url = "{generator.url}/v1"
+api_key_env = "{KEY_ENV}"
+
+[agents.target]
+kind = "openai"
+connector = "hostile"
+
+[agents.gen]
+kind = "generator"
+connector = "gen"
+
+[agents.writer]
+kind = "reporter"
+connector = "hostile"
+"""
+    )
+    config = str(tmp_path / "farm.toml")
+    runner = CliRunner()
+    try:
+        run = runner.invoke(app, ["test", "-i", "agents:gen?count=2&patience=1", "--config", config, "-v", "-r", "writer", "--no-cache"], catch_exceptions=False)
+        dry = runner.invoke(
+            app, ["test", "-i", "agents:gen?count=2&patience=1", "--config", config, "--dry-run", "-o", str(tmp_path / "dry.jsonl"), "--no-cache"],
+            catch_exceptions=False,
+        )
+    finally:
+        generator.stop()
+    assert run.exit_code in (0, 1), run.output
+    assert dry.exit_code == 0, dry.output
+
+    # the secrets really came back, and were masked where they landed
+    (run_dir,) = [p.parent for p in (tmp_path / "results").glob("*/run.json")]
+    generated = [json.loads(line) for line in (run_dir / "generated.jsonl").read_text().splitlines()]
+    assert [c["id"] for c in generated] == ["echo-***", "echo-***-2"]
+    assert "***" in generated[0]["tags"] and "hello your key is ***" in generated[0]["input"]
+    stats = json.loads((run_dir / "run.json").read_text())["generation"]
+    assert stats["renames"] and stats["problems"] and "***" in stats["problems"][0]
+    assert "dropped:" in run.output and "dropped:" in dry.output
+    report = (run_dir / "report.md").read_text()
+    assert "your key is ***" in report
+
+    assert_clean(run.output, "the -v console of a generated run")
+    assert_clean(dry.output, "--dry-run's output")
+    for name, text in everything_written(tmp_path).items():
+        if name.endswith("farm.toml"):
+            continue
+        assert_clean(text, name)
+    for secret in SECRETS:  # the encoded forms too, which the pieces above do not show
+        encoded = [quote(secret, safe=""), base64.b64encode(secret.encode()).decode().rstrip("=")]
+        for form in encoded:
+            assert form not in report and form not in (tmp_path / "dry.jsonl").read_text()

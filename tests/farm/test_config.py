@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from farm.config import FarmConfig, find_config, load_config
-from farm.errors import UsageError
+from farm.configcheck import key_lines
+from farm.errors import ConfigError, UsageError
 
 GOOD = """
 [farm]
@@ -55,31 +56,88 @@ def test_no_file_means_the_defaults():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("[farm\n", "not valid TOML"),
-        ("[farm]\nunknown = 1\n", "farm.unknown: Extra inputs are not permitted"),
-        ('[connectors.c]\nbase_url = "u"\nrpm = 0\n', "connectors.c.rpm: Input should be greater than or equal to 1"),
-        ('[connectors.c]\nbase_url = "u"\ntimeout = "soon"\n', "connectors.c.timeout: Value error, 'soon' is not a duration"),
-        ('[agents.a]\nkind = "robot"\n', "agents.a.kind: Input should be"),
-        ('[agents.a]\nconnector = "nowhere"\n', "agents.\"a\".connector: connector 'nowhere' is not configured"),
+        ("[farm\n", ":1: not valid TOML: "),
+        ("[farm]\nunknown = 1\n", ":2: key 'unknown': unknown key"),
+        ('[connectors.c]\nbase_url = "u"\nrpm = 0\n', ":3: key 'rpm': must be at least 1, not 0"),
+        ('[connectors.c]\nbase_url = "u"\ntimeout = "soon"\n', ":3: key 'timeout': 'soon' is not a duration"),
+        ('[agents.a]\nkind = "robot"\n', ":2: key 'kind': 'robot' is not one of openai, http, python, simulator, validator, generator, reporter"),
+        ('[agents.a]\nkind = "opnai"\n', ":2: key 'kind': 'opnai' is not one of openai, http, python, simulator, validator, generator, reporter (did you mean 'openai'?)"),
+        ('[agents.a]\nconnector = "nowhere"\n', ":2: key 'connector': connector 'nowhere' is not configured"),
+        ('[agents.a]\nuses = "nobody"\n', ":2: key 'uses': agent 'nobody' is not configured"),
+        ('[farm]\nactors = "many"\n', ":2: key 'actors': must be a whole number, not 'many'"),
+        ("[connectors.c]\nmodel = 'm'\n", ":1: key 'base_url': required, and missing from [connectors.c]"),
     ],
 )
-def test_a_mistake_is_one_sentence_naming_file_and_field(tmp_path: Path, text: str, message: str):
+def test_a_mistake_is_one_sentence_naming_file_line_and_key(tmp_path: Path, text: str, message: str):
     path = write(tmp_path, text)
     with pytest.raises(UsageError) as caught:
         load_config(path)
-    assert str(caught.value).startswith(f"{path}: ")
-    assert message in str(caught.value)
+    assert str(caught.value) == f"{path}{message}" or str(caught.value).startswith(f"{path}{message}")
     assert "\n" not in str(caught.value).strip()
+    assert "Input should" not in str(caught.value) and "Value error" not in str(caught.value)  # never pydantic's words
 
 
-def test_an_unknown_agent_or_connector_lists_the_configured_ones(tmp_path: Path):
+TYPOS = """[farm]
+default_agent = "expense"
+
+[connectors.expense]
+bse_url = "http://127.0.0.1:9/v1"
+max_concurency = 4
+price = { input = 1.0, ouput = 2.0 }
+
+[connectors."my llm"]   # a quoted name
+base_url = "http://127.0.0.1:9/v1"
+"rpm" = 0
+
+[agents.expense]
+connector = "expnse"
+resources.num_cpu = 1
+
+[agents.judge]
+kind = "validator"
+connector = "my llm"
+"""
+
+
+def test_every_mistake_of_farm_toml_is_said_at_once_with_its_line_and_the_nearest_key(tmp_path: Path):
+    path = write(tmp_path, TYPOS)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert caught.value.problems == [
+        f"{path}:5: key 'bse_url': unknown key (did you mean 'base_url'?)",
+        f"{path}:6: key 'max_concurency': unknown key (did you mean 'max_concurrency'?)",
+        f"{path}:7: key 'ouput': unknown key (did you mean 'output'?)",
+        f"{path}:11: key 'rpm': must be at least 1, not 0",
+        f"{path}:14: key 'connector': connector 'expnse' is not configured (did you mean 'expense'?)",
+        f"{path}:15: key 'num_cpu': unknown key (did you mean 'num_cpus'?)",
+    ]  # the required base_url and output that the typos miss are not said twice
+    assert str(caught.value) == caught.value.problems[0] + " (and 5 more)"
+
+
+def test_key_lines_reads_headers_dotted_quoted_and_inline_keys():
+    text = '[a]\nx = 1\n[b."c.d"]   # note\n"y" = { p = 1, q = { r = "{s = 2}" } }\nz.w = [1, 2]\n[[e]]\nf = 1\n'
+    lines = key_lines(text)
+    assert lines[("a",)] == 1 and lines[("a", "x")] == 2
+    assert lines[("b", "c.d")] == 3 and lines[("b", "c.d", "y")] == 4
+    assert lines[("b", "c.d", "y", "p")] == lines[("b", "c.d", "y", "q", "r")] == 4
+    assert ("b", "c.d", "y", "q", "s") not in lines  # braces inside a string are text
+    assert lines[("b", "c.d", "z", "w")] == 5 and lines[("e", "f")] == 7
+
+
+def test_an_unknown_agent_or_connector_lists_the_configured_ones_and_the_nearest(tmp_path: Path):
     config = load_config(write(tmp_path, GOOD))
     with pytest.raises(UsageError, match=r"agent 'other' is not configured in .*farm\.toml \(configured: target\)"):
         config.agent("other")
+    with pytest.raises(UsageError, match=r"agent 'traget' is not configured in .*farm\.toml \(did you mean 'target'\?\) \(configured: target\)"):
+        config.agent("traget")
     with pytest.raises(UsageError, match=r"connector 'x' is not configured in .* \(configured: llm\)"):
         config.connector("x")
-    with pytest.raises(UsageError, match=r"agent 'a' is not configured \(configured: none\)"):
-        FarmConfig().agent("a")
+
+
+def test_without_a_farm_toml_the_missing_file_is_said_as_the_cause():
+    with pytest.raises(UsageError) as caught:
+        FarmConfig().agent("expense")
+    assert str(caught.value).startswith("no farm.toml in this folder (nor beside the input file or in its parents); agent 'expense' is not configured")
 
 
 def test_the_key_is_read_from_the_environment_at_call_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -122,7 +180,8 @@ def test_find_config_prefers_the_explicit_path_then_the_working_folder_then_the_
     assert find_config(None, None) is None
     assert find_config(str(beside), None) == beside
     own = write(elsewhere, "")
-    assert find_config(None, suite) == own.resolve()
+    assert find_config(None, suite) == Path("farm.toml")  # the working folder's, as a user writes it
+    assert Path("farm.toml").resolve() == own.resolve()
     with pytest.raises(UsageError, match="--config: nope.toml does not exist"):
         find_config("nope.toml", suite)
 
@@ -143,16 +202,16 @@ def test_resources_are_read_in_rays_names_with_memory_as_a_size(tmp_path: Path):
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("resources = { num_gpus = 1.5 }", "agents.heavy.resources.num_gpus: Value error, num_gpus above 1 must be a whole number"),
-        ("resources = { num_cpus = -1 }", "agents.heavy.resources.num_cpus: Value error, num_cpus must be a number of at least 0"),
-        ('resources = { memory = "4 parsecs" }', "agents.heavy.resources.memory: Value error, '4 parsecs' is not an amount of memory"),
-        ("resources = { cpus = 1 }", "agents.heavy.resources.cpus: Extra inputs are not permitted"),
-        ("resources = { custom = { GPU = 1 } }", "agents.heavy.resources.custom: Value error, 'GPU' is one of Ray's own resources"),
-        ("concurrency = 0", "agents.heavy.concurrency: Input should be greater than or equal to 1"),
+        ("resources = { num_gpus = 1.5 }", "key 'num_gpus': num_gpus above 1 must be a whole number"),
+        ("resources = { num_cpus = -1 }", "key 'num_cpus': num_cpus must be a number of at least 0"),
+        ('resources = { memory = "4 parsecs" }', "key 'memory': '4 parsecs' is not an amount of memory"),
+        ("resources = { cpus = 1 }", "key 'cpus': unknown key (did you mean 'num_cpus'?)"),
+        ("resources = { custom = { GPU = 1 } }", "key 'custom': 'GPU' is one of Ray's own resources"),
+        ("concurrency = 0", "key 'concurrency': must be at least 1, not 0"),
     ],
 )
-def test_a_bad_resource_is_one_sentence_naming_the_field(tmp_path: Path, line: str, message: str):
+def test_a_bad_resource_is_one_sentence_naming_the_line_and_key(tmp_path: Path, line: str, message: str):
     with pytest.raises(UsageError) as err:
         load_config(write(tmp_path, RESOURCES + line + "\n"))
-    assert str(err.value).startswith(f"{tmp_path / 'farm.toml'}: {message}")
+    assert str(err.value).startswith(f"{tmp_path / 'farm.toml'}:4: {message}")
     assert "\n" not in str(err.value)

@@ -130,3 +130,14 @@ def test_an_error_body_is_scrubbed_before_it_is_cut(monkeypatch):
 def test_secret_headers_give_their_value_with_and_without_the_scheme_word():
     headers = {"Authorization": "Bearer tok-123456789", "X-Api-Key": "k-987654321", "Accept": "application/json"}
     assert header_secrets(headers) == {"Bearer tok-123456789", "tok-123456789", "k-987654321"}
+
+
+def test_someone_elses_json_is_scrubbed_as_a_copy_keys_included():
+    secret = "sk-generated-Zx8Cv7Bn6Mm5Ll4"
+    scrubber = Scrubber([secret])
+    cases = [{"id": f"c-{secret}", "tags": [secret[:14]], secret: base64.b64encode(secret.encode()).decode()}]
+    clean = scrubber.scrub_json(cases)
+    assert clean is not cases and cases[0]["id"] == f"c-{secret}"  # the caller's objects are left as they were
+    assert clean == [{"id": "c-***", "tags": ["***"], "***": "***"}]
+    untouched = [{"id": "fine", "input": "nothing secret here"}]
+    assert scrubber.scrub_json(untouched) is untouched

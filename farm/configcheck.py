@@ -1,0 +1,254 @@
+"""``farm.toml``'s mistakes, every one at once, each naming its line (SPEC 2 and 4).
+
+:func:`config_problems` walks the parsed file against the config models: a key
+the farm does not know is a problem naming the nearest known key (the suite's
+did-you-mean, :func:`farm.suite.validation.nearest`), and every error of the
+models is said in the farm's words, not pydantic's. ``tomllib`` gives no line
+numbers, so :func:`key_lines` finds them by reading the text: ``[table]`` and
+``[[array]]`` headers, dotted and quoted keys, and inline tables written on one
+line, which is how ``farm.toml`` files are written.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from farm.suite.validation import nearest, shown
+
+__all__ = ["config_problems", "key_lines"]
+
+Path_ = tuple[str, ...]
+
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+_HEADER = re.compile(r"\s*\[\[?(.*?)\]\]?\s*(?:#.*)?$")
+
+
+# -- where each key is written --------------------------------------------------------------
+
+
+def _key(text: str, at: int) -> tuple[list[str], int] | None:
+    """The dotted key starting at ``text[at]`` (bare or quoted parts) and where it ends."""
+    parts: list[str] = []
+    while True:
+        while at < len(text) and text[at] in " \t":
+            at += 1
+        if at < len(text) and text[at] in "\"'":
+            quote = text[at]
+            end = at + 1
+            while end < len(text) and text[end] != quote:
+                end += 2 if quote == '"' and text[end] == "\\" else 1
+            if end >= len(text):
+                return None
+            raw = text[at + 1 : end]
+            parts.append(raw.encode("utf-8").decode("unicode_escape") if quote == '"' and "\\" in raw else raw)
+            at = end + 1
+        else:
+            bare = _BARE.match(text, at)
+            if bare is None:
+                return None
+            parts.append(bare[0])
+            at = bare.end()
+        while at < len(text) and text[at] in " \t":
+            at += 1
+        if at < len(text) and text[at] == ".":
+            at += 1
+            continue
+        return parts, at
+
+
+def _skip_string(text: str, at: int) -> int:
+    quote = text[at]
+    end = at + 1
+    while end < len(text) and text[end] != quote:
+        end += 2 if quote == '"' and text[end] == "\\" else 1
+    return end + 1
+
+
+def _inline(value: str, base: Path_) -> Iterator[Path_]:
+    """The keys of the inline tables in ``value`` (the text after ``key =``), as full paths."""
+    stack: list[tuple[str, Path_]] = []  # '{' with its table's path, or '['
+    current, expect_key, at = base, False, 0
+    while at < len(value):
+        char = value[at]
+        if expect_key and char not in " \t":
+            found = _key(value, at)
+            if found is None:
+                return
+            current = stack[-1][1] + tuple(found[0])
+            yield current
+            expect_key, at = False, found[1]
+            continue
+        if char in "\"'":
+            at = _skip_string(value, at)
+            continue
+        if char == "#":
+            return
+        if char == "{":
+            stack.append(("{", current))
+            expect_key = True
+        elif char == "[":
+            stack.append(("[", current))
+        elif char in "}]" and stack:
+            stack.pop()
+        elif char == "," and stack and stack[-1][0] == "{":
+            expect_key = True
+        at += 1
+
+
+def key_lines(text: str) -> dict[Path_, int]:
+    """The line (from 1) where each table and key of ``text`` is first written."""
+    lines: dict[Path_, int] = {}
+    table: Path_ = ()
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        header = _HEADER.match(line) if stripped.startswith("[") else None
+        if header is not None:
+            found = _key(header[1], 0)
+            if found is not None:
+                table = tuple(found[0])
+                for depth in range(1, len(table) + 1):
+                    lines.setdefault(table[:depth], number)
+            continue
+        found = _key(line, 0)
+        if found is None or found[1] >= len(line) or line[found[1]] != "=":
+            continue
+        path = table + tuple(found[0])
+        for depth in range(len(table) + 1, len(path) + 1):
+            lines.setdefault(path[:depth], number)
+        for inner in _inline(line[found[1] + 1 :], path):
+            lines.setdefault(inner, number)
+    return lines
+
+
+def _line(lines: dict[Path_, int], path: Path_) -> int | None:
+    """The line of ``path``, else of the nearest table around it that is written."""
+    for depth in range(len(path), 0, -1):
+        if path[:depth] in lines:
+            return lines[path[:depth]]
+    return None
+
+
+# -- what is wrong ---------------------------------------------------------------------------
+
+
+def _fields(model: type[BaseModel], *hidden: str) -> frozenset[str]:
+    return frozenset(name for name in model.model_fields if name not in hidden)
+
+
+def _tables() -> dict[str, Any]:
+    """The keys each table may hold: a model's fields, and the models of its sub-tables."""
+    from farm.config import AgentConfig, Connector, FarmConfig, FarmSettings, Price, Resources
+
+    return {
+        "top": _fields(FarmConfig, "path"),
+        "farm": _fields(FarmSettings),
+        "connector": _fields(Connector, "name"),
+        "price": _fields(Price),
+        "agent": _fields(AgentConfig, "id"),
+        "resources": _fields(Resources),
+    }
+
+
+def _unknown(data: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Path_, str, frozenset[str]]]:
+    """Every key the farm does not know: the table holding it, the table's path, the key, the known keys."""
+    tables = _tables()
+
+    def check(table: Any, path: Path_, known: frozenset[str]) -> Iterator[tuple[dict[str, Any], Path_, str, frozenset[str]]]:
+        if isinstance(table, dict):
+            yield from ((table, path, key, known) for key in list(table) if key not in known)
+
+    yield from check(data, (), tables["top"])
+    yield from check(data.get("farm"), ("farm",), tables["farm"])
+    for group, own, sub in (("connectors", "connector", "price"), ("agents", "agent", "resources")):
+        for name, table in _tables_of(data, group):
+            yield from check(table, (group, name), tables[own])
+            yield from check(table.get(sub), (group, name, sub), tables[sub])
+
+
+def _tables_of(data: dict[str, Any], group: str) -> list[tuple[str, dict[str, Any]]]:
+    """The tables of ``[group.<name>]``, by name."""
+    tables = data.get(group)
+    return [(name, table) for name, table in tables.items() if isinstance(table, dict)] if isinstance(tables, dict) else []
+
+
+def _expected(ctx: dict[str, Any]) -> list[str]:
+    return re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+
+
+def _said(err: Any) -> str:
+    """What is wrong with one value, in the farm's words."""
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    given = f", not {shown(repr(value))}" if not isinstance(value, (dict, list)) else ""
+    if kind == "value_error":
+        return str(ctx.get("error", "is not valid"))
+    if kind == "literal_error":
+        choices = _expected(ctx)
+        return f"{shown(repr(value))} is not one of {', '.join(choices)}{nearest(str(value), choices)}"
+    words = {
+        "greater_than_equal": f"must be at least {ctx.get('ge')}",
+        "greater_than": f"must be more than {ctx.get('gt')}",
+        "less_than_equal": f"must be at most {ctx.get('le')}",
+        "less_than": f"must be less than {ctx.get('lt')}",
+        "int_type": "must be a whole number",
+        "int_parsing": "must be a whole number",
+        "int_from_float": "must be a whole number",
+        "float_type": "must be a number",
+        "float_parsing": "must be a number",
+        "finite_number": "must be a finite number",
+        "bool_type": "must be true or false",
+        "bool_parsing": "must be true or false",
+        "string_type": "must be text (in quotes)",
+        "dict_type": "must be a table",
+        "model_type": "must be a table",
+        "list_type": "must be an array",
+    }
+    return words.get(kind, "is not a valid value") + given
+
+
+def _where(loc: Path_) -> str:
+    """``connectors.expense`` as TOML writes a table's name (quoted parts where needed)."""
+    return ".".join(part if _BARE.fullmatch(part) else '"' + shown(part).replace('"', '\\"') + '"' for part in loc)
+
+
+def config_problems(name: str, text: str, data: dict[str, Any], model: type[BaseModel]) -> tuple[list[str], Any]:
+    """Every problem of ``data`` (``text`` parsed) as ``name:LINE: ...`` lines, and the
+    ``model`` it makes when there is none (None otherwise)."""
+    lines = key_lines(text)
+    data = copy.deepcopy(data)
+    found: list[tuple[int, str]] = []
+    suggested: set[Path_] = set()
+
+    def add(path: Path_, message: str) -> None:
+        line = _line(lines, path)
+        found.append((line or 0, f"{name}:{line}: {message}" if line else f"{name}: {message}"))
+
+    for table, path, key, known in list(_unknown(data)):
+        hint = nearest(key, known)
+        if hint:
+            suggested.add((*path, hint.split("'")[1]))
+        add((*path, key), f"key '{shown(key)}': unknown key{hint}")
+        del table[key]
+    for agent_id, agent in _tables_of(data, "agents"):
+        for key, group, what in (("connector", "connectors", "connector"), ("uses", "agents", "agent")):
+            ref, names = agent.get(key), [name for name, _ in _tables_of(data, group)]
+            if isinstance(ref, str) and ref and ref not in names:
+                add(("agents", agent_id, key), f"key '{key}': {what} '{shown(ref)}' is not configured{nearest(ref, names)}")
+    try:
+        made = model.model_validate(data)
+    except ValidationError as exc:
+        made = None
+        for err in exc.errors():
+            loc = tuple(str(part) for part in err["loc"])
+            if err["type"] != "missing":
+                add(loc, f"key '{shown(loc[-1])}': {_said(err)}")
+            elif loc not in suggested:  # a misspelt key is said once, as unknown
+                add(loc[:-1], f"key '{shown(loc[-1])}': required, and missing from [{_where(loc[:-1])}]")
+    problems = [message for _, message in sorted(found, key=lambda item: item[0])]
+    return problems, made if not problems else None
