@@ -7,6 +7,7 @@ defines. ``SCHEMA_VERSION`` changes whenever a field changes meaning or type.
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -102,10 +103,17 @@ class Usage(BaseModel):
 
 
 def format_usd(value: float | None) -> str:
-    """A cost as the console and the reports show it: ``$0.0123``, ``$1,234.50``; ``—`` when unknown (no price)."""
+    """A cost as the console and the reports show it: ``$0.0123``, ``$1,234.50``; ``—`` when unknown (no price).
+
+    Below a cent, with two significant digits (``$0.000085``, not ``$0.0001``): one case of a cheap
+    model costs that little, and four decimals would round it away.
+    """
     if value is None:
         return "—"
-    return f"${value:,.2f}" if value >= 100 else f"${value:.4f}"
+    if value >= 100:
+        return f"${value:,.2f}"
+    decimals = max(4, 1 - math.floor(math.log10(value))) if value > 0 else 4
+    return f"${value:.{decimals}f}"
 
 
 def add_cost(total: float | None, cost: float | None) -> float | None:
