@@ -42,9 +42,12 @@ class ConnectorLimiter(LimiterCore):
     """The cluster-wide limiter of one connector: :class:`LimiterCore` as a named, restartable Ray actor.
 
     A restart forgets the counts; the processes that hold slots report them
-    again at their next sync, and the buckets start full again (a burst at most, which the
-    1-second cap bounds).
+    again at their next sync, and the buckets start empty (the lost actor may have
+    just granted its burst).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, replacing=ray.get_runtime_context().was_current_actor_reconstructed, **kwargs)
 
 
 @contextlib.contextmanager

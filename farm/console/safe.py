@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-__all__ = ["SafeConsole", "neutralise"]
+__all__ = ["SafeConsole", "neutralise", "one_line"]
 
 _CONTROLS = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)}
 _CONTROLS[0x7F] = 0x2421
@@ -19,6 +19,15 @@ def neutralise(text: str) -> str:
     """``text`` with terminal control characters (ESC, OSC, BEL, CR, C1...) shown as
     harmless symbols (ESC as ␛), one for one, so an agent's reply cannot drive the terminal."""
     return text.translate(_CONTROLS)
+
+
+_BREAKS = {0x0A: 0x240A, 0x09: 0x2409}
+
+
+def one_line(text: str) -> str:
+    """``text`` :func:`neutralise`\ d, with line breaks and tabs shown as symbols too (␊, ␉): an id or
+    a name shown on a line of the farm's cannot start a line of its own, which would read as the farm's."""
+    return neutralise(text).translate(_BREAKS)
 
 
 class SafeConsole:

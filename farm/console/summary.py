@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from farm.console.safe import SafeConsole, neutralise
+from farm.console.safe import SafeConsole, one_line
 from farm.durations import format_duration
 from farm.results import StabilityClass, Status
 from farm.results import format_usd as usd
@@ -104,7 +104,7 @@ def _agents(console: SafeConsole, summary: Summary) -> None:
         counts = entry.counts
         rate = entry.pass_rate
         table.add_row(
-            Text(neutralise(agent or "(unnamed)")),
+            Text(one_line(agent or "(unnamed)")),
             str(entry.total),
             _count(counts[Status.PASSED], "green"),
             _count(counts[Status.FAILED], "red"),
@@ -124,7 +124,7 @@ def _stability(console: SafeConsole, summary: Summary, rows: int, agent: str | N
         return
     console.print()
     classes = summary.stability_counts(agent)
-    of = f" of {neutralise(agent or '(unnamed)')}" if agent is not None else ""
+    of = f" of {one_line(agent or '(unnamed)')}" if agent is not None else ""
     console.print(Text(f"  Stability{of}: " + ", ".join(f"{count} {name}" for name, count in classes.items() if count)))
     any_pass = sum(stat.pass_at_k == 1.0 for stat in stats.values())
     console.print(Text(f"  pass@k (k = runs; passed in at least one of its k tries): {any_pass}/{len(stats)} cases"))
@@ -144,7 +144,7 @@ def _stability(console: SafeConsole, summary: Summary, rows: int, agent: str | N
         worst_first = [(case_id, stat) for case_id, stat in worst_first if stat.stability_class != StabilityClass.STABLE]
     for case_id, stat in worst_first[:rows]:
         table.add_row(
-            Text(neutralise(case_id)),
+            Text(one_line(case_id)),
             str(stat.runs),
             str(stat.passes),
             f"{stat.pass_rate:.0%}",

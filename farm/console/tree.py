@@ -14,7 +14,7 @@ from typing import Any
 from rich.text import Text
 
 from farm.assertions import describe
-from farm.console.safe import SafeConsole
+from farm.console.safe import SafeConsole, one_line
 from farm.durations import format_duration
 from farm.excerpts import clip, clip_middle
 from farm.jsontext import arguments_text, json_text
@@ -60,9 +60,7 @@ def passed_line(result: CaseResult, show_agent: bool = False) -> Text:
     line.append("✓ ", style="green")
     if show_agent:
         line.append(_agent_label(result))
-    line.append(f"[{result.id}]", style="bold")
-    if result.name:
-        line.append(f" {result.name}")
+    _append_title(line, result)
     line.append(f" ({_turns_label(result)}, {format_duration(result.duration_ms / 1000)})")
     line.append(_run_label(result), style="dim")
     for turn in result.turns:  # a pass with something to know, e.g. the tool loop stopped
@@ -77,7 +75,7 @@ def failure_line(result: CaseResult, verbose: bool = False, show_agent: bool = F
     line.append("✗ ", style=_STATUS_STYLE.get(_word(result.status), "red"))
     if show_agent:
         line.append_text(_agent_label(result))
-    line.append(f"[{result.id}]", style="bold")
+    line.append(f"[{one_line(result.id)}]", style="bold")
     line.append(_run_label(result), style="dim")
     line.append(" ")
     line.append_text(_status_word(_word(result.status)))
@@ -101,10 +99,8 @@ def print_tree(console: SafeConsole, result: CaseResult, verbose: bool, show_age
     head.append("► ")
     if show_agent:
         head.append(_agent_label(result))
-    head.append(f"[{result.id}]", style="bold")
-    if result.name:
-        head.append(f" {result.name}")
-    head.append(f" ({_turns_label(result)})")
+    _append_title(head, result)
+    head.append(f" ({_stopped_label(result) or _turns_label(result)})")
     head.append(_run_label(result), style="dim")
     console.print(head)
 
@@ -208,8 +204,15 @@ def _needs_result_line(result: CaseResult) -> bool:
     return result.status != Status.PASSED and not (result.status == Status.FAILED and finals_failed)
 
 
+def _append_title(line: Text, result: CaseResult) -> None:
+    """The case's id and name, each on this line whatever they hold (they may be generated)."""
+    line.append(f"[{one_line(result.id)}]", style="bold")
+    if result.name:
+        line.append(f" {one_line(result.name)}")
+
+
 def _agent_label(result: CaseResult) -> Text:
-    return Text(f"{clip(result.agent or '(unnamed)', VALUE_LIMIT)} ", style="cyan")
+    return Text(f"{one_line(clip(result.agent or '(unnamed)', VALUE_LIMIT))} ", style="cyan")
 
 
 def _result_line(result: CaseResult, verbose: bool, show_agent: bool = False) -> Text:
@@ -217,7 +220,7 @@ def _result_line(result: CaseResult, verbose: bool, show_agent: bool = False) ->
     line.append_text(_status_word(_word(result.status)))
     if show_agent:
         line.append(" on ")
-        line.append(clip(result.agent or "(unnamed)", VALUE_LIMIT), style="cyan")
+        line.append(one_line(clip(result.agent or "(unnamed)", VALUE_LIMIT)), style="cyan")
     if result.status == Status.PASSED:
         line.append(f" ({format_duration(result.duration_ms / 1000)})", style="dim")
     elif result.error and result.awaiting_question is None:  # the awaiting block gave the reason
@@ -248,6 +251,17 @@ def _turn_count(result: CaseResult) -> int:
 def _turns_label(result: CaseResult) -> str:
     count = _turn_count(result)
     return f"{count} turn" if count == 1 else f"{count} turns"
+
+
+def _stopped_label(result: CaseResult) -> str | None:
+    """"stopped at turn k" when a turn's error or verdict (or the simulator, or the case's timeout)
+    ended a conversation that had more to go: its turn count alone would read as the case's length."""
+    if result.mode == "single" or not result.turns:
+        return None
+    last = result.turns[-1]
+    if result.ended_by is not None or last.error or any(not a.passed for a in last.assertions):
+        return f"stopped at turn {last.turn}"
+    return None
 
 
 def _run_label(result: CaseResult) -> str:

@@ -9,7 +9,6 @@ actor per connector for the whole cluster (``actors/limiter.py``).
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import time
 from collections import deque
@@ -24,7 +23,7 @@ LEASE_TTL = 30.0
 
 RPM_HEADROOM = 0.02
 """Requests are paced this much under the rpm: on their way to the endpoint they jitter by a few
-milliseconds, and at exactly the limit that would put one request too many in some 1-second windows."""
+milliseconds, and at exactly the limit that would put one request too many in some windows."""
 
 def default_burst(rpm: int) -> int:
     """Requests that may go at once before the rpm's pacing: one second's worth, at least one."""
@@ -110,15 +109,6 @@ class _Bucket:
         """Nothing accrues before ``until`` (a pause), so a pause does not end in a burst."""
         self.stamp = until if self.stamp is None else max(self.stamp, until)
 
-    def one_by(self, until: float) -> None:
-        """Accrue no more than one request's worth by ``until`` (nothing, when it holds one already):
-        a bucket held back by another limit meanwhile ends the wait with one permit, not a burst.
-        Call after :meth:`refill`."""
-        if self.level >= 1.0:
-            self.hold(until)
-        else:
-            self.hold(until - (1.0 - self.level) / self.rate)
-
 
 @dataclass
 class _Lease:
@@ -139,10 +129,9 @@ class LimiterCore:
     """The limits of one connector: permits for requests (``rpm``), tokens (``tpm``) and slots (``max_concurrency``).
 
     Requests: up to ``burst`` go at once (a small suite need not wait), then the rpm paces
-    them, a little under it and under ``rpm - burst``, so that no 60-second window holds
-    more than ``rpm``; and no 1-second window holds more than a second's worth (or the
-    burst). A bucket that the 1-second cap holds back does not fill meanwhile, so a burst
-    is not followed by another one every second.
+    them, one every ``60 / rpm`` seconds (a little under the rpm, and under ``rpm - burst``),
+    so that no 60-second window holds more than ``rpm``. A bucket refills only while
+    requests do not use it: under load they are paced, never bunched into a burst every second.
 
     All methods are coroutines so that, as a Ray async actor, they run on its
     event loop. ``clock`` tells the time (seconds, monotonic): a test passes a
@@ -159,7 +148,10 @@ class LimiterCore:
         name: str = "",
         clock: Callable[[], float] = time.monotonic,
         burst: int | None = None,
+        replacing: bool = False,
     ):
+        """``replacing``: this core takes over from one that was lost, which may have just granted
+        its burst; its buckets start empty, so that the two together do not exceed the limits."""
         self.name = name
         self._clock = clock
         burst = min(burst or default_burst(rpm), max(1, rpm // 2)) if rpm else None
@@ -169,15 +161,10 @@ class LimiterCore:
         # A bucket of tokens may start full too: it is coarse anyway.
         if rpm and burst:
             pace = min(rpm * (1.0 - RPM_HEADROOM), float(rpm - burst))
-            self._requests: _Bucket | None = _Bucket(pace, 1.0, capacity=float(burst))
+            self._requests: _Bucket | None = _Bucket(pace, 1.0, 0.0 if replacing else None, capacity=float(burst))
         else:
             self._requests = None
-        # and, whatever the bucket holds (after a stall of this process, say), never more than the
-        # limit's share of requests (or the burst) in any 1-second window
-        self._per_second = max(math.ceil(rpm / 60.0 - 1e-9), burst or 0) if rpm else 0
-        self._recent: deque[tuple[float, int]] = deque()  # (when, how many) granted in the last second
-        self._recent_count = 0
-        self._tokens = _Bucket(tpm, TOKEN_BURST) if tpm else None
+        self._tokens = _Bucket(tpm, TOKEN_BURST, 0.0 if replacing else None) if tpm else None
         self._max_slots = max_concurrency
         self._cap = float(max_concurrency) if max_concurrency else 0.0
         """Slots granted at most now: ``max_concurrency``, halved by each 429 and grown back by one
@@ -332,14 +319,6 @@ class LimiterCore:
             target = min(n, max(1, int(bucket.rate * COALESCE)))
             wait = max(wait, bucket.wait(target, now))
             n = min(n, max(1, int(bucket.level + 1e-9)))
-            while self._recent and self._recent[0][0] <= now - 1.0:
-                self._recent_count -= self._recent.popleft()[1]
-            room = self._per_second - self._recent_count
-            if room < 1:
-                free_at = self._recent[0][0] + 1.0
-                wait = max(wait, free_at - now)
-                bucket.one_by(free_at)  # held back by the cap: no new burst builds up meanwhile
-            n = min(n, max(1, room))
         if self._tokens is not None:
             bucket = self._tokens
             bucket.refill(now)
@@ -360,8 +339,6 @@ class LimiterCore:
     def _grant(self, ask: _Ask, n: int, now: float) -> Grant:
         if self._requests is not None:
             self._requests.level -= n
-            self._recent.append((now, n))
-            self._recent_count += n
         if self._tokens is not None:
             self._tokens.level -= n * ask.tokens_each
         lease = self._touch(ask.holder, now)

@@ -285,6 +285,17 @@ def test_waits_for_rate_limit_permits_are_not_agent_time(tmp_path: Path, scripte
     assert max(table.column("queued_ms").to_pylist()) >= 1500
 
 
+def test_a_small_suite_at_a_generous_rpm_does_not_wait_a_second_for_its_last_case(tmp_path: Path, scripted: JSONServer, engine: str):
+    """rpm 500, burst 8: ten cases, eight at once, then one every 122 ms (not the tenth after 1 s)."""
+    (tmp_path / "farm.toml").write_text(farm_toml(scripted.url, engine=engine, rpm=500, burst=8))
+    suite = write_suite(tmp_path, [{"id": f"c{i}", "input": "Hello"} for i in range(10)])
+    out = tmp_path / "out.jsonl"
+    result = farm("test", "-i", str(suite), "-o", str(out), "--parallel", "10", "--config", str(tmp_path / "farm.toml"))
+    assert result.exit_code == 0, result.output
+    granted = sorted(r["started_at"] + r["turns"][0]["queued_ms"] / 1000 for r in results(out).values())
+    assert 0.2 < granted[-1] - granted[0] < 0.6, granted  # the last two are paced, and not a second later
+
+
 def test_a_connector_timeout_that_spends_its_retries_is_a_timeout(tmp_path: Path, scripted: JSONServer, engine: str):
     (tmp_path / "farm.toml").write_text(farm_toml(scripted.url, engine=engine, timeout="200ms"))
     suite = write_suite(tmp_path, [{"id": "stuck", "input": "slow 2"}])

@@ -197,7 +197,7 @@ def test_tool_call_agent_line(console: Console) -> None:
 def test_failed_case_prints_tree_with_cross_and_message(console: Console) -> None:
     ConsoleReporter(console).case(failed_case())
     lines = lines_of(text_of(console))
-    assert lines[0] == "► [T004] Refund (1 turn)"
+    assert lines[0] == "► [T004] Refund (stopped at turn 1)"
     assert '  ├─ Turn 1: "I want a refund" → FAILED (900ms)' in lines
     assert '  │          ✓ contains "hello"' in lines
     assert "  │          ✗ contains \"refund\" — reply does not contain 'refund'" in lines
@@ -496,3 +496,55 @@ def test_a_retry_shows_on_the_progress_line_until_the_next_case_ends():
     finally:
         view.stop()
     _retrying("judge", 4, 5, None, "connection refused", False)  # no listener left: nothing happens
+
+
+def test_a_case_stopped_at_its_first_turn_is_not_headed_as_a_one_turn_case(console: Console) -> None:
+    """A three-turn case whose agent errored at turn 1: the heading says where it stopped."""
+    stopped = case_result(
+        "S3",
+        Status.ERROR,
+        error="turn 1: agent error: HTTP 500",
+        ended_by="agent",
+        turns=[TurnResult(turn=1, input="Hello", error="agent error: HTTP 500", duration_ms=5)],
+    )
+    reporter = ConsoleReporter(console)
+    reporter.case(stopped)
+    reporter.case(dynamic_case())  # ended by its verdict on checkpoints after its last turn: its count
+    reporter.case(case_result("ONE", Status.FAILED, mode="single", error="turn 1: no", turns=failed_case().turns))
+    heads = [line for line in lines_of(text_of(console)) if line.startswith("►")]
+    assert heads == [
+        "► [S3] (stopped at turn 1)",
+        "► [T003] Dynamic Expense Flow (2 turns)",
+        "► [ONE] (1 turn)",
+    ]
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_line_breaks_in_a_generated_id_or_name_cannot_forge_a_line(console: Console, verbose: bool) -> None:
+    forged = "x\n✓ [forged] (1 turn, 1ms)\r\x1b[2K"
+    reporter = ConsoleReporter(console, verbose=verbose)
+    reporter.case(case_result(forged, Status.PASSED, name="a\nb", turns=passed_case().turns, agent=forged))
+    reporter.case(case_result(forged, Status.FAILED, error="turn 1: no", turns=failed_case().turns))
+    reporter.flush()
+    summary = Summary()
+    for index, status in enumerate((Status.PASSED, Status.FAILED)):
+        summary.add(case_result(forged, status, run_index=index))
+    reporter.summary(summary)
+    text = text_of(console)
+    assert "forged" in text
+    assert not any(line.startswith("✓ [forged]") for line in text.splitlines())
+    assert "[x␊✓ [forged] (1 turn, 1ms)␍␛[2K]" in text
+    assert "a␊b" in text
+
+
+def test_quiet_failure_lines_keep_a_generated_id_on_one_line() -> None:
+    console = plain_console()
+    ConsoleReporter(console, quiet=True).case(case_result("a\nb", Status.ERROR, error="turn 1: boom"))
+    assert lines_of(text_of(console)) == ["✗ [a␊b] ERROR: turn 1: boom"]
+
+
+def test_a_cost_below_a_cent_keeps_its_significant_digits(console: Console) -> None:
+    summary = Summary()
+    summary.add(passed_case().model_copy(update={"cost_usd": 0.000085, "role_cost_usd": 0.0000123}))
+    ConsoleReporter(console).summary(summary)
+    assert "  Cost: $0.000085 agent under test, $0.000012 simulator and judge" in lines_of(text_of(console))
