@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from farm.cli.app import COMMANDS, app
+from farm.cli.app import COMMANDS, YOUNG_THRESHOLD, app
 from typer.testing import CliRunner
 
 from farm.demo.server import JSONServer
@@ -27,6 +27,19 @@ except SystemExit as done:
     code = done.code
 with open(sys.argv[1], "w") as out:
     json.dump({"code": code, "modules": sorted(sys.modules)}, out)
+"""
+
+MAIN = """
+import atexit, gc, json, sys
+from farm.cli.app import main
+out, passes = sys.argv[1], []
+gc.callbacks.append(lambda phase, info: phase == "stop" and passes.append(info["generation"]))
+def record():
+    with open(out, "w") as file:
+        json.dump({"threshold": gc.get_threshold(), "passes": passes}, file)
+atexit.register(record)
+sys.argv = ["farm", *sys.argv[2:]]
+main()
 """
 
 REPORTS_AND_VIEWER = ("farm.reports", "farm.view", "farm.cli.report", "farm.cli.view", "farm.cli.rescore")
@@ -86,3 +99,16 @@ def test_validate_imports_no_engine_or_writer(tmp_path: Path):
     modules = modules_after(tmp_path, "validate", str(suite))
     assert "farm.cli.validate" in modules
     assert loaded(modules, ("farm.engines", "farm.writers", "farm.agents", "pyarrow", "httpx", *REPORTS_AND_VIEWER)) == []
+
+
+def test_the_collector_seldom_runs_while_a_command_starts(tmp_path: Path):
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text("".join(json.dumps({"id": f"c{i}", "input": "Hello"}) + "\n" for i in range(10)))
+    out = tmp_path / "gc.json"
+    with JSONServer(ScriptedAgent()) as server:
+        (tmp_path / "farm.toml").write_text(farm_toml(server.url, engine="local"))
+        done = subprocess.run([sys.executable, "-c", MAIN, str(out), "test", "-i", str(suite)], cwd=tmp_path, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(out.read_text())
+    assert found["threshold"][0] == YOUNG_THRESHOLD  # the run restored the process's own after its cases
+    assert len(found["passes"]) <= 10  # Python's default threshold made ~130 passes here
