@@ -312,7 +312,7 @@ def run(
     if recorder is not None and not quiet:
         for line in [recorder.line(), *recorder.problems]:
             console.print(line, soft_wrap=True, highlight=False, markup=False, emoji=False)
-    code = gate_run(run_dir, info, against, view)  # the summary's last line
+    code = gate_run(summary, run_dir, info, against, view)  # the summary's last line
     if info.stop_reason == StopReason.MAX_COST:
         code = max(code, 1)
     if stream is not None and stream.error is not None:

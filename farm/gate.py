@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from farm.errors import UsageError
-from farm.reports.stats import SIGNIFICANCE, difference_sentence, holm, paired_difference
 from farm.results import Status
 from farm.writers.runinfo import GateComparison, RunGate
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from farm.summary import Summary
 
 __all__ = [
     "DEFAULT_MIN_PASS_RATE",
@@ -33,6 +34,7 @@ __all__ = [
     "judge",
     "judge_run",
     "read_tallies",
+    "summary_tallies",
 ]
 
 DEFAULT_MIN_PASS_RATE = 1.0
@@ -76,6 +78,14 @@ def tally(rows: Iterable[tuple[str | None, str, str]]) -> Tallies:
         case.tries += 1
         case.passes += status == Status.PASSED.value
         case.broken += status in (Status.ERROR.value, Status.TIMEOUT.value)
+    return out
+
+
+def summary_tallies(summary: Summary) -> Tallies:
+    """The tallies a run's :class:`~farm.summary.Summary` kept while its results came (earlier parts included)."""
+    out: Tallies = {}
+    for (agent, case_id), counted in summary.tallies.items():
+        out.setdefault(agent, {})[case_id] = CaseTally(passes=counted.passes, tries=counted.runs, broken=counted.broken)
     return out
 
 
@@ -199,6 +209,8 @@ def _cases_said(cases: int, below: int, flaky: int, min_pass_rate: float) -> str
 def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
     """Each agent of the run against the same agent in ``baseline`` (or its only agent, when it
     tested one), on the cases both judged; Holm-adjusted across the agents compared."""
+    from farm.reports.stats import SIGNIFICANCE, difference_sentence, holm, paired_difference
+
     found = []
     for agent, now in tallies.items():
         other = agent if agent in baseline.tallies else next(iter(baseline.tallies)) if len(baseline.tallies) == 1 else None

@@ -4,16 +4,18 @@ console summary's last lines and appended to ``$GITHUB_STEP_SUMMARY`` as Markdow
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from farm.errors import FarmError, UsageError
-from farm.gate import Baseline, Tallies, find_baseline, judge, read_baseline, read_tallies
+from farm.errors import UsageError
+from farm.gate import DEFAULT_MIN_PASS_RATE, Baseline, Tallies, find_baseline, judge, read_baseline, summary_tallies
 
 if TYPE_CHECKING:
     from farm._run.view import RunView
+    from farm.summary import Summary
     from farm.writers.runinfo import RunGate, RunInfo
 
 __all__ = ["gate_lines", "gate_run", "load_baseline"]
@@ -29,28 +31,25 @@ def load_baseline(asked: str | None, results_dir: Path, input: str, run_dir: Pat
     return read_baseline(path) if path is not None else None
 
 
-def gate_run(run_dir: Path, info: RunInfo, baseline: Baseline | None, view: RunView) -> int:
-    """Decide the run's gate, record it in ``run.json``, say it and write the step summary; the
-    exit code it gives: 0 passed, 1 failed, or 1 when the gate could not be decided (never a false green)."""
-    from farm.reports.markdown import append_step_summary, gate_markdown
+def gate_run(summary: Summary, run_dir: Path, info: RunInfo, baseline: Baseline | None, view: RunView) -> int:
+    """Decide the gate of the run ``summary`` counted, record it in ``run.json``, say it and write the
+    step summary; the exit code it gives: 0 passed, 1 failed."""
     from farm.writers import read_run_json, write_run_json
 
-    min_pass_rate = info.options.min_pass_rate or 1.0
-    try:
-        tallies = read_tallies(run_dir)
-    except FarmError as exc:
-        view.console.print(Text(f"error: the gate could not read the run's cases: {exc}", style="red"), soft_wrap=True)
-        return 1
-    gate = judge(tallies, min_pass_rate, baseline, info.options.baseline)
+    tallies = summary_tallies(summary)
+    gate = judge(tallies, info.options.min_pass_rate or DEFAULT_MIN_PASS_RATE, baseline, info.options.baseline)
     recorded = read_run_json(run_dir)  # as it is now: counts added after the run are there
     recorded.gate = info.gate = gate
     write_run_json(run_dir, recorded)
-    if view.show:
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        from farm.reports.markdown import append_step_summary, gate_markdown
+
+        written = append_step_summary(gate_markdown(info, gate, tallies))
+        if written is not None and view.show and not view.quiet:
+            view.console.print(Text(f"Step summary: {written}"), soft_wrap=True)
+    if view.show and (not view.quiet or gate.min_pass_rate < 1.0 or info.options.baseline):  # -q: pytest's line ends a default gate
         for line in gate_lines(gate, tallies):
             view.console.print(line, soft_wrap=True)
-    written = append_step_summary(gate_markdown(info, gate, tallies))
-    if written is not None and view.show and not view.quiet:
-        view.console.print(Text(f"Step summary: {written}"), soft_wrap=True)
     return 0 if gate.verdict == "passed" else 1
 
 

@@ -41,6 +41,8 @@ def gate_markdown(info: RunInfo, gate: RunGate, tallies: Tallies) -> str:
     if gate.baseline_run_id:
         facts.append(f"baseline `{_code(gate.baseline_run_id)}`")
     lines += [" · ".join(facts), ""]
+    order = [agent for agent in info.agents if agent in tallies] + sorted(agent for agent in tallies if agent not in info.agents)
+    tallies = {agent: tallies[agent] for agent in order}  # the run's own order of -n, however its results came
     lines += _agents(tallies, gate.min_pass_rate)
     if gate.comparisons:
         lines += _comparisons(gate)
