@@ -10,16 +10,35 @@ from __future__ import annotations
 
 import html
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
+from farm.errors import UsageError
 from farm.gate import DEFAULT_MIN_PASS_RATE, Tallies, judge, read_tallies
 from farm.reports.stats import clustered_interval, format_p
 from farm.writers.runinfo import RunGate, RunInfo
 
-__all__ = ["FAILING_ROWS", "append_step_summary", "gate_markdown", "run_markdown"]
+__all__ = ["FAILING_ROWS", "append_step_summary", "gate_markdown", "markdown_of", "run_markdown"]
 
 FAILING_ROWS = 50
 """Failing cases listed; the rest are counted."""
+
+
+def markdown_of(paths: Sequence[Path]) -> str:
+    """``farm report --format md``: the summary of the one run in ``paths`` (a run folder), or of the
+    latest finished run in a results folder."""
+    from farm.results import list_runs, read_run
+
+    if len(paths) != 1:
+        raise UsageError("--format md: give one run folder, or a results folder (its latest finished run)")
+    path = Path(paths[0])
+    runs = list_runs(path) if path.is_dir() and not (path / "run.json").is_file() else []
+    if not runs:
+        return run_markdown(read_run(path).path)
+    finished = [run for run in runs if run.status == "finished"]
+    if not finished:
+        raise UsageError(f"--format md: {path} holds no finished run")
+    return run_markdown(max(finished, key=lambda run: (run.info.started_at or 0.0, run.name)).path)
 
 
 def run_markdown(run_dir: Path) -> str:

@@ -150,6 +150,8 @@ def test_a_weaker_agent_fails_against_the_baseline_and_the_same_agent_passes(pro
     assert "(95 % interval" in last and "significant at the 5 % level" in last
     markdown = step_summary.read_text()
     assert "gate failed" in markdown and "**significantly worse**" in markdown
+    printed = runner.invoke(app, ["report", "--format", "md", str(weaker_dir)])
+    assert printed.exit_code == 0 and printed.output + "\n" == markdown  # the same Markdown, for a PR comment
 
     same = runner.invoke(app, ["test", "-i", path, "--baseline", str(first.run_dir), "-q"])
     assert same.exit_code == 0, same.output
@@ -200,3 +202,16 @@ def test_gate_options_that_cannot_be_are_usage_errors(project: Path):
         assert result.exit_code == 2, result.output
         assert said in result.output and "Traceback" not in result.output
     assert not (project / "results").exists() or not any((project / "results").iterdir())
+
+
+def test_report_format_md_prints_the_latest_finished_run_of_a_results_folder(project: Path):
+    path = suite(project, "ok j", "broken k")
+    farm.run(path, quiet=True)
+    latest = farm.run(path, agent="weak", quiet=True)
+    runner = CliRunner()
+    printed = runner.invoke(app, ["report", "--format", "md", "results"])
+    assert printed.exit_code == 0, printed.output
+    assert printed.output.startswith("## ❌ Agent Test Farm: gate failed") and f"run `{latest.run_id}`" in printed.output
+    assert "| weak | 2 | 0 | 2 | 0 | 0.0% |" in printed.output
+    wrong = runner.invoke(app, ["report", "--format", "mdx", "results"])
+    assert wrong.exit_code == 2 and "--format: 'mdx' is not one of: table, json, md" in wrong.output
