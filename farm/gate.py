@@ -35,6 +35,7 @@ __all__ = [
     "judge_run",
     "read_tallies",
     "summary_tallies",
+    "verdict_sentence",
 ]
 
 DEFAULT_MIN_PASS_RATE = 1.0
@@ -181,8 +182,7 @@ def judge(tallies: Tallies, min_pass_rate: float, baseline: Baseline | None = No
     comparisons = compare(tallies, baseline) if baseline is not None else []
     worse = [c for c in comparisons if c.worse]
     verdict: Literal["passed", "failed"] = "failed" if below or worse else "passed"
-    parts = [f"{verdict}: " + _cases_said(len(cases), below, flaky, min_pass_rate)]
-    parts += [c.sentence for c in comparisons]
+    parts = [f"{verdict}: " + _cases_said(len(cases), below, flaky, min_pass_rate), *(c.sentence for c in comparisons)]
     if asked == "last" and baseline is None:
         parts.append("No baseline: no earlier finished run of this input in the results folder.")
     return RunGate(
@@ -196,6 +196,11 @@ def judge(tallies: Tallies, min_pass_rate: float, baseline: Baseline | None = No
         flaky=flaky,
         comparisons=comparisons,
     )
+
+
+def verdict_sentence(gate: RunGate) -> str:
+    """The verdict and its cases in one sentence: :attr:`RunGate.sentence` without the comparisons."""
+    return f"{gate.verdict}: " + _cases_said(gate.cases, gate.below, gate.flaky, gate.min_pass_rate)
 
 
 def _cases_said(cases: int, below: int, flaky: int, min_pass_rate: float) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from farm.errors import UsageError
-from farm.gate import DEFAULT_MIN_PASS_RATE, Tallies, judge, read_tallies
+from farm.gate import DEFAULT_MIN_PASS_RATE, Tallies, judge, read_tallies, verdict_sentence
 from farm.reports.stats import clustered_interval, format_p
 from farm.writers.runinfo import RunGate, RunInfo
 
@@ -55,7 +55,8 @@ def run_markdown(run_dir: Path) -> str:
 def gate_markdown(info: RunInfo, gate: RunGate, tallies: Tallies) -> str:
     """The summary of a run (``info``) with ``gate``, whose cases are ``tallies``."""
     mark = "✅" if gate.verdict == "passed" else "❌"
-    lines = [f"## {mark} Agent Test Farm: gate {gate.verdict}", "", _text(gate.sentence), ""]
+    said = verdict_sentence(gate) if gate.comparisons else gate.sentence  # the comparisons' sentences are below
+    lines = [f"## {mark} Agent Test Farm: gate {gate.verdict}", "", _text(said), ""]
     facts = [f"run `{_code(info.run_id)}`", f"min pass rate {gate.min_pass_rate:g}"]
     if gate.baseline_run_id:
         facts.append(f"baseline `{_code(gate.baseline_run_id)}`")
@@ -98,7 +99,7 @@ def _comparisons(gate: RunGate) -> list[str]:
         verdict = "**significantly worse**" if c.worse else ("significant" if c.p_adjusted < 0.05 else "not significant")
         lines.append(
             f"| {_text(c.agent or '(unnamed)')} | {_text(c.baseline_agent or '(unnamed)')} | {c.cases} | {100 * c.difference:+.1f} pp | "
-            f"{100 * low:+.1f} to {100 * high:+.1f} pp | {format_p(c.p_adjusted).removeprefix('p = ')} | {c.test} | {verdict} |"
+            f"{100 * low:+.1f} to {100 * high:+.1f} pp | {_text(format_p(c.p_adjusted).removeprefix('p = ').removeprefix('p '))} | {c.test} | {verdict} |"
         )
     return [*lines, "", *(f"- {_text(c.sentence)}" for c in gate.comparisons), ""]
 
