@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from farm.durations import format_duration
-from farm.errors import FarmError
+from farm.errors import FarmError, UsageError
 from farm.results import format_usd as _usd
 
 if TYPE_CHECKING:
@@ -44,10 +44,24 @@ def report(
         int, typer.Option("--top", metavar="N", help="Rows per list: failed assertions, flaky cases, regressions (0: all).")
     ] = 10,
     config: Annotated[str | None, typer.Option("--config", metavar="PATH", help="Path to farm.toml, for its results_dir (default: ./farm.toml).")] = None,
+    format: Annotated[
+        str, typer.Option("--format", metavar="table|json|md", help="md: the gate's Markdown summary of one run (a results folder: its latest), as for a PR comment.")
+    ] = "table",
 ) -> None:
     """Summarise runs: statuses, tokens, latency, failing assertions, flaky cases, regressions and fixes."""
     from farm.cli.app import fail
 
+    if format not in ("table", "json", "md"):
+        fail(UsageError(f"--format: '{format}' is not one of: table, json, md"))
+    if format == "md":
+        try:
+            from farm.reports.markdown import markdown_of
+
+            sys.stdout.write(markdown_of(paths or [_results_dir(config)]))
+        except FarmError as exc:
+            fail(exc)
+        return
+    json_out = json_out or format == "json"
     try:
         from farm.reports.analysis import analyse  # pyarrow: only for this command
 

@@ -40,6 +40,15 @@ def test(
     address: Annotated[str | None, typer.Option("--address", metavar="ADDRESS", help="Ray cluster address (auto, ray://host:10001) for the ray engine; default: embedded local Ray.")] = None,
     engine: Annotated[str | None, typer.Option("--engine", metavar="local|ray|auto", help="local (this process), ray (Ray actors) or auto (default; [farm].engine).")] = None,
     resume: Annotated[Path | None, typer.Option("--resume", metavar="RUN_DIR", help="Continue an interrupted run in this folder.")] = None,
+    retry_errors: Annotated[bool, typer.Option("--retry-errors", help="With --resume: also run again the cases that ended in error or timeout.")] = False,
+    min_pass_rate: Annotated[
+        float | None,
+        typer.Option("--min-pass-rate", metavar="R", help="A repeated case passes its gate when at least R (0 < R <= 1) of its tries passed (default: [farm].min_pass_rate, else 1.0)."),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", metavar="RUN_DIR|last", help="Fail the gate when significantly worse than this earlier run (last: the latest finished run of the same input)."),
+    ] = None,
     junit: JUnitPath = None,
     html: HTMLPath = None,
     json_events: JSONEvents = False,
@@ -102,6 +111,9 @@ def test(
             cache=not no_cache,
             retries=retries,
             max_cost=max_cost,
+            min_pass_rate=min_pass_rate,
+            baseline=baseline,
+            retry_errors=retry_errors,
         )
     except FarmError as exc:
         fail(exc)

@@ -85,6 +85,9 @@ def run(
     cache: bool = True,
     retries: int | None = None,
     max_cost: float | None = None,
+    min_pass_rate: float | None = None,
+    baseline: str | Path | None = None,
+    retry_errors: bool = False,
     run: str | None = None,
     name: str | Sequence[str] | None = None,
     json: bool = False,
@@ -112,12 +115,17 @@ def run(
     - ``retries``: times a case that ended in an agent error or timeout runs again (default 0).
     - ``max_cost``: USD after which nothing more is dispatched (``--max-cost``, else ``[farm].max_cost``);
       what is in flight finishes, and ``resume`` with a larger budget runs the rest.
+    - ``min_pass_rate``: the share of its tries a case must pass (``--min-pass-rate``, else
+      ``[farm].min_pass_rate``, else 1.0); ``baseline``: a run folder, or ``last``, to compare with;
+      the run fails its gate when significantly worse (:mod:`farm.gate`).
+    - ``retry_errors``: with ``resume``, run again the cases that ended in ``error`` or ``timeout``.
     - ``run``, ``name``, ``json``: the CLI's names (``--run``, ``-n/--name``, ``--json``) of
       ``match``, ``agent`` and ``json_events``.
     """
     from farm._run.setup import check_budget, prepare, recorded_config, recorded_input, resolve_options, selection
     from farm.roles.cache import tally
     from farm.writers import RunInfo, finished_keys, read_run_json
+    from farm.writers.jsonl import BROKEN, drop_broken
 
     match = _alias("match", match, "run", run)
     agent = _alias("agent", agent, "name", name)
@@ -158,6 +166,8 @@ def run(
         fail_fast=fail_fast,
         interactive=interactive,
         cache=cache,
+        min_pass_rate=min_pass_rate,
+        baseline=str(baseline) if baseline is not None else None,
     )
     if not dry_run:
         check_budget(cfg, options.max_cost)
@@ -222,7 +232,12 @@ def run(
         default_parallel(cfg.connectors[name]) if name else DEFAULT_PARALLEL for name in dict.fromkeys(connectors.values())
     )
     jsonl = Path(output) if output else Path(previous.results if previous and previous.results else run_dir / "results.jsonl")
-    skip_keys = finished_keys(jsonl, agent_id) if resume is not None and jsonl.exists() else set()
+    if retry_errors and (resume is None or not jsonl.exists()):
+        raise UsageError("--retry-errors: give it with --resume RUN_DIR, the run whose errors and timeouts to run again")
+    skip_keys = finished_keys(jsonl, agent_id, unless=BROKEN if retry_errors else ()) if resume is not None and jsonl.exists() else set()
+    from farm._run.gating import gate_run, load_baseline
+
+    against = load_baseline(options.baseline, cfg.results_dir, input_value, run_dir)  # a bad one: said before anything runs
     engine_name = choose_engine(
         engine or (previous.engine if previous is not None else None) or cfg.farm.engine or "auto",  # a resume: the run's own
         address=address,
@@ -261,7 +276,7 @@ def run(
     if before:
         _global_hook(cfg, before, {"phase": "before", **hook_info})
 
-    reports, streams = extra_writers(junit, html, json_events, run_id, {**hook_info, "runs": runs, "parallel": parallel})
+    reports, streams = extra_writers(junit, html, json_events, run_id, {**hook_info, "runs": runs, "parallel": parallel, "min_pass_rate": options.min_pass_rate})
     extra = {"Run": run_id, "Engine": engine_name}
     if skip_keys:
         extra["Resuming"] = f"{len(skip_keys)} finished"
@@ -279,6 +294,8 @@ def run(
             recorder.offer(result)
         view.result(result)
 
+    if retry_errors:
+        drop_broken(jsonl)  # their new results replace them: every case once
     outputs = RunOutputs(run_dir=run_dir, jsonl=jsonl, reports=reports, streams=streams, resume=resume is not None)
     again = _resume_command(run_dir, config, engine_name)
     ended = execute_viewed(plan, outputs, engine_impl, info, view, on_result, again)
@@ -299,7 +316,7 @@ def run(
     if recorder is not None and not quiet:
         for line in [recorder.line(), *recorder.problems]:
             console.print(line, soft_wrap=True, highlight=False, markup=False, emoji=False)
-    code = summary.exit_code
+    code = gate_run(summary, run_dir, info, against, view)  # the summary's last line
     if info.stop_reason == StopReason.MAX_COST:
         code = max(code, 1)
     if reach.unreachable is not None:

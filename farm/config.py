@@ -281,6 +281,8 @@ class FarmSettings(BaseModel):
     """Where golden conversations are, for the cases that set ``golden`` (``--golden DIR`` overrides)."""
     max_cost: float | None = Field(default=None, gt=0)
     """A run's budget in USD when ``--max-cost`` is not given: nothing more is dispatched once it is spent."""
+    min_pass_rate: float | None = Field(default=None, gt=0, le=1)
+    """The share of its tries a repeated case must pass when ``--min-pass-rate`` is not given (default 1.0)."""
 
     _finite_budget = field_validator("max_cost", mode="before")(_finite)
 

@@ -24,6 +24,8 @@ __all__ = ["AgentCounts", "CaseStability", "Summary"]
 class _Tally:
     runs: int = 0
     passes: int = 0
+    broken: int = 0
+    """Runs that ended in an error or a timeout."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,7 @@ class Summary:
                 tally = self.tallies[key] = _Tally()
             tally.runs += 1
             tally.passes += status is Status.PASSED
+            tally.broken += status in (Status.ERROR, Status.TIMEOUT)
 
     def add_calls(self, calls: CallTally) -> None:
         """Count role calls made outside any case: the generator's before the run, the reporter's after it."""

@@ -126,6 +126,8 @@ def resolve_options(
     fail_fast: bool = False,
     interactive: bool = False,
     cache: bool = True,
+    min_pass_rate: float | None = None,
+    baseline: str | None = None,
 ) -> RunOptions:
     """The run's options, each resolved once, here and nowhere else: the value given, else the
     resumed run's own (``previous``), else the farm's (``[farm]``), else the default. A value that
@@ -143,6 +145,9 @@ def resolve_options(
     max_cost = next((c for c in (max_cost, earlier.max_cost, farm.max_cost) if c is not None), None)
     if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
         raise UsageError(f"--max-cost: {max_cost} is not a positive amount of USD")
+    from farm.gate import DEFAULT_MIN_PASS_RATE, check_min_pass_rate
+
+    min_pass_rate = next((r for r in (min_pass_rate, earlier.min_pass_rate, farm.min_pass_rate) if r is not None), DEFAULT_MIN_PASS_RATE)
     golden = golden or earlier.golden
     update_golden = update_golden or earlier.update_golden
     return RunOptions(
@@ -160,6 +165,8 @@ def resolve_options(
         retries=retries,
         cache=cache,
         max_cost=max_cost,
+        min_pass_rate=check_min_pass_rate(min_pass_rate),
+        baseline=baseline or earlier.baseline,
     )
 
 
@@ -259,7 +266,7 @@ def extra_writers(
     if junit:
         from farm.reports.junit import JUnitWriter
 
-        reports.append(JUnitWriter(Path(junit), run_id))
+        reports.append(JUnitWriter(Path(junit), run_id, runs=int(info.get("runs") or 1), min_pass_rate=float(info.get("min_pass_rate") or 1.0)))
     if html:
         from farm.reports.html import HTMLWriter
 

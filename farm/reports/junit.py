@@ -14,9 +14,11 @@ The document is the common dialect those systems read::
 
 One ``testcase`` per case run: ``failed`` carries a ``failure`` with the
 failed assertions' messages, ``error`` and ``timeout`` an ``error`` (type
-``error``/``timeout``), ``skipped`` a ``skipped`` with the reason. ``run k``
-(1-based) is added from the second ``--runs`` repetition on, as in the
-console. Suite ``time`` is the run's wall span (first case start to last case
+``error``/``timeout``), ``skipped`` a ``skipped`` with the reason. With
+``--runs N`` a case is one ``testcase`` for all its tries, so a CI dashboard
+shows one test, not N: its ``pass_rate`` and ``tries`` are properties, it fails
+(type ``gate``) when below ``--min-pass-rate``, errs when a try errored or timed
+out, and its failed tries' messages are in ``system-out``. Suite ``time`` is the run's wall span (first case start to last case
 end) when cases carry start times, else the sum of case durations.
 
 Memory stays flat: each testcase is serialised to a temporary file beside
@@ -28,6 +30,7 @@ into place.
 from __future__ import annotations
 
 import json
+import os
 import re
 import xml.etree.ElementTree as ET
 from datetime import datetime
@@ -38,6 +41,9 @@ from farm.excerpts import clip
 from farm.jsontext import as_text
 from farm.reports.streamed import StreamedReport
 from farm.results import AssertionResult, CaseResult, Status, TurnResult, format_usd
+
+_SLACK = 1e-9
+"""As :mod:`farm.gate`'s: ``0.7 * 10`` is ``7.000000000000001``."""
 
 __all__ = ["JUnitWriter", "failure_lines", "testcase", "transcript", "xml_text"]
 
@@ -59,8 +65,39 @@ class JUnitWriter(StreamedReport):
 
     label = "JUnit"
 
+    def __init__(self, path: str | os.PathLike[str], run_id: str, runs: int = 1, min_pass_rate: float = 1.0):
+        super().__init__(path, run_id)
+        self.runs = runs
+        self.min_pass_rate = min_pass_rate
+        self._tries: dict[tuple[str, str], _Tries] = {}
+        """Repeated cases whose tries are not all in yet: what their testcase needs, not the results."""
+        self._counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+
     def render(self, result: CaseResult) -> str:
-        return ET.tostring(testcase(result), encoding="unicode") + "\n"
+        if self.runs <= 1:
+            return ET.tostring(testcase(result), encoding="unicode") + "\n"
+        key = (result.agent or "", result.id)
+        tries = self._tries.setdefault(key, _Tries(result))
+        tries.add(result)
+        if tries.seen < self.runs:
+            return ""
+        del self._tries[key]
+        return self._grouped(tries)
+
+    def _grouped(self, tries: _Tries) -> str:
+        element, outcome = tries.testcase(self.min_pass_rate)
+        self._counts["tests"] += 1
+        if outcome != "passed":
+            self._counts[outcome] += 1
+        return ET.tostring(element, encoding="unicode") + "\n"
+
+    def close(self) -> None:
+        """The repeated cases whose tries did not all run (``--fail-fast``, an interrupt) as they are, then the document."""
+        if not self.closed:
+            for tries in list(self._tries.values()):
+                self._parts.write(self._grouped(tries))
+            self._tries.clear()
+        super().close()
 
     def head(self) -> str:
         attrs = self._suite_attributes()
@@ -82,11 +119,11 @@ class JUnitWriter(StreamedReport):
         if seconds is None:
             seconds = summary.duration_ms / 1000
         started = summary.first_start if summary.first_start is not None else self._created
+        counts = self._counts if self.runs > 1 else {
+            "tests": summary.total, "failures": summary.failed, "errors": summary.errors + summary.timeouts, "skipped": summary.skipped
+        }  # fmt: skip
         return {
-            "tests": str(summary.total),
-            "failures": str(summary.failed),
-            "errors": str(summary.errors + summary.timeouts),
-            "skipped": str(summary.skipped),
+            **{name: str(count) for name, count in counts.items()},
             "time": f"{seconds:.3f}",
             "timestamp": datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds"),
         }
@@ -97,6 +134,58 @@ def _open_tag(tag: str, attrs: dict[str, str]) -> str:
 
 
 # --- one testcase ------------------------------------------------------------
+
+
+class _Tries:
+    """The tries of one repeated case, as far as its testcase needs them: counts, time, and the
+    failed tries' messages (not their transcripts), so memory grows with cases, not with tries."""
+
+    def __init__(self, first: CaseResult):
+        self.id, self.name, self.agent = first.id, first.name, first.agent
+        self.seen = self.passes = self.tries = 0
+        self.seconds = 0.0
+        self.broken: str | None = None
+        """``error`` or ``timeout`` when a try ended so."""
+        self.failed: list[str] = []
+
+    def add(self, result: CaseResult) -> None:
+        status = Status(result.status)
+        self.seen += 1
+        self.seconds += result.duration_ms / 1000
+        if status is Status.SKIPPED:
+            return
+        self.tries += 1
+        self.passes += status is Status.PASSED
+        if status in (Status.ERROR, Status.TIMEOUT):
+            self.broken = self.broken or status.value
+        if status is not Status.PASSED:
+            lines = failure_lines(result) or []
+            if status is not Status.FAILED or not lines:
+                lines = [result.error or f"the case ended with {status.value}", *lines]
+            self.failed.append(f"run {result.run_index + 1}: {status.value}\n" + "\n".join(f"  {line}" for line in lines))
+
+    def testcase(self, min_pass_rate: float) -> tuple[ET.Element, str]:
+        """The ``<testcase>`` and what it counts as: ``passed``, ``failures``, ``errors`` or ``skipped``."""
+        name = self.id + (f" — {self.name}" if self.name else "")
+        element = ET.Element("testcase", classname=xml_text(self.agent or SUITE_NAME), name=xml_text(name), time=f"{self.seconds:.3f}")
+        rate = self.passes / self.tries if self.tries else None
+        properties = ET.SubElement(element, "properties")
+        for key, value in (("pass_rate", "" if rate is None else f"{rate:g}"), ("tries", self.tries), ("passed", self.passes), ("min_pass_rate", f"{min_pass_rate:g}")):
+            ET.SubElement(properties, "property", name=key, value=str(value))
+        said = f"passed {self.passes} of {self.tries} tries; the gate: {min_pass_rate:g}"
+        if self.tries == 0:
+            ET.SubElement(element, "skipped", message="every try was skipped")
+            outcome = "skipped"
+        elif self.broken:
+            _fill(ET.SubElement(element, "error", type=self.broken), [f"{said}; a try ended in {self.broken}", *self.failed])
+            outcome = "errors"
+        elif self.passes < min_pass_rate * self.tries - _SLACK:
+            _fill(ET.SubElement(element, "failure", type="gate"), [f"{said}: below it", *self.failed])
+            outcome = "failures"
+        else:
+            outcome = "passed"
+        ET.SubElement(element, "system-out").text = xml_text("\n".join([said, *self.failed]) + "\n")
+        return element, outcome
 
 
 def testcase(result: CaseResult) -> ET.Element:

@@ -14,15 +14,16 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
 from farm.errors import UsageError
+from farm.files import atomic_file
 from farm.results import CaseResult
 from farm.writers.base import ClosingWriter
 
-__all__ = ["JSONLWriter", "finished_keys", "read_jsonl_results"]
+__all__ = ["BROKEN", "JSONLWriter", "drop_broken", "finished_keys", "read_jsonl_results"]
 
 
 class JSONLWriter(ClosingWriter):
@@ -93,9 +94,10 @@ def read_jsonl_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return [record for _, record in _records(Path(path))]
 
 
-def finished_keys(path: str | os.PathLike[str], agent: str | None = None) -> set[tuple[str, int, str]]:
+def finished_keys(path: str | os.PathLike[str], agent: str | None = None, unless: Collection[str] = ()) -> set[tuple[str, int, str]]:
     """``(case id, run_index, agent)`` of every result in ``path``: what a resume need not run
-    again. ``agent``: the agent of a result that names none.
+    again. ``agent``: the agent of a result that names none; ``unless``: statuses whose results
+    are run again (``--retry-errors``: ``error``, ``timeout``).
 
     Reads line by line (no list of all results), skipping a torn last line.
     """
@@ -105,8 +107,32 @@ def finished_keys(path: str | os.PathLike[str], agent: str | None = None) -> set
         case_id = record.get("id")
         if not isinstance(case_id, str):
             raise UsageError(f"Cannot resume from {path}:{number}, as the result on that line has no case id.")
-        keys.add((case_id, int(record.get("run_index", 0)), str(record.get("agent") or agent or "")))
+        if record.get("status") not in unless:
+            keys.add((case_id, int(record.get("run_index", 0)), str(record.get("agent") or agent or "")))
     return keys
+
+
+BROKEN = ("error", "timeout")
+"""Statuses ``--retry-errors`` runs again."""
+
+
+def drop_broken(path: str | os.PathLike[str]) -> int:
+    """Remove from ``path`` the results that ended in ``error`` or ``timeout`` (``--retry-errors``:
+    a resume runs them again, and their new results replace them); return how many went.
+
+    The file is rewritten whole (a reader sees the old one or the new one), the other lines as
+    they were; a torn last line goes too, as a resume's append would cut it.
+    """
+    path = Path(path)
+    keep = {number for number, record in _records(path) if record.get("status") not in BROKEN}
+    dropped = 0
+    with open(path, "rb") as source, atomic_file(path, "wb") as out:
+        for number, raw in enumerate(source, 1):
+            if number in keep:
+                out.write(raw if raw.endswith(b"\n") else raw + b"\n")
+            elif raw.strip():
+                dropped += 1
+    return dropped
 
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

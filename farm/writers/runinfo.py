@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from farm.errors import UsageError
 from farm.files import atomic_file
 
-__all__ = ["RUN_JSON", "RUN_INFO_VERSION", "RunInfo", "RunOptions", "RunPart", "read_run_json", "write_run_json"]
+__all__ = ["RUN_JSON", "RUN_INFO_VERSION", "GateComparison", "RunGate", "RunInfo", "RunOptions", "RunPart", "read_run_json", "write_run_json"]
 
 RUN_JSON = "run.json"
 
@@ -59,6 +59,61 @@ class RunOptions(BaseModel):
     """``--max-cost``: the run's budget in USD, if any."""
     cache: bool | None = None
     """False with ``--no-cache``: no role call was answered from the role cache."""
+    min_pass_rate: float | None = None
+    """``--min-pass-rate``: the share of its tries a repeated case must pass (its gate)."""
+    baseline: str | None = None
+    """``--baseline``: the run folder this run is compared with, or ``last`` (the latest finished run of its input)."""
+
+
+class GateComparison(BaseModel):
+    """One agent of a run against the baseline run (SPEC section 7's paired comparison)."""
+
+    agent: str
+    """The agent of this run."""
+    baseline_agent: str
+    """The agent of the baseline run it is compared with: the same one, or the baseline's only agent."""
+    cases: int
+    """Cases both runs judged (at least one try not skipped on each side)."""
+    difference: float
+    """Mean over those cases of this run's pass fraction minus the baseline's, in [-1, 1]."""
+    difference_interval: list[float]
+    """Its 95 % interval."""
+    p_value: float
+    """Two-sided p-value of the paired test (``test``)."""
+    p_adjusted: float
+    """Holm-adjusted across the run's agents: what decides."""
+    test: str
+    """The paired test, as :attr:`farm.reports.stats.PairedDifference.test` names it (``exact McNemar``, ...)."""
+    detectable_difference: float | None
+    """The smallest difference this many cases detect at 80 % power."""
+    worse: bool
+    """Significantly worse than the baseline at the 5 % level (``p_adjusted``): the gate fails."""
+    sentence: str
+    """The comparison in one sentence."""
+
+
+class RunGate(BaseModel):
+    """The run's gate (``--min-pass-rate``, ``--baseline``): what ``farm test`` exits with, and why."""
+
+    min_pass_rate: float
+    """The share of its tries (not skipped) a case must pass."""
+    baseline: str | None = None
+    """The baseline run folder; null when none was asked for or ``last`` found none."""
+    baseline_run_id: str | None = None
+    """The baseline's run id."""
+    verdict: Literal["passed", "failed"]
+    """``failed`` when a case is below its gate, errored or timed out, or an agent is significantly worse
+    than the baseline; else ``passed``."""
+    sentence: str
+    """The verdict in words, with the comparison's sentences: the console summary's last line."""
+    cases: int = 0
+    """Cases judged, per agent (a case on two agents counts twice)."""
+    below: int = 0
+    """Of them, those below their gate, or with an error or a timeout."""
+    flaky: int = 0
+    """Of them, those that passed their gate while failing some tries."""
+    comparisons: list[GateComparison] = Field(default_factory=list)
+    """Per agent, the comparison with the baseline."""
 
 
 class RunPart(BaseModel):
@@ -161,6 +216,8 @@ class RunInfo(BaseModel):
     resume with a larger budget), ``fail_fast``; null when it ran everything (or was interrupted)."""
     not_rescorable: int | None = None
     """For a ``farm rescore`` run: case runs that could not be rescored (rerun them)."""
+    gate: RunGate | None = None
+    """The run's gate: threshold, baseline, verdict and its sentence; null until the run ends."""
 
 
     def recorded_parts(self) -> list[RunPart]:

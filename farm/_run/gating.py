@@ -1,0 +1,74 @@
+"""A run's gate, around :mod:`farm.gate`: the baseline found and read before anything runs (a
+bad one is a usage error), and after the run the verdict recorded in ``run.json``, said as the
+console summary's last lines and appended to ``$GITHUB_STEP_SUMMARY`` as Markdown."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+
+from farm.errors import UsageError
+from farm.gate import DEFAULT_MIN_PASS_RATE, Baseline, Tallies, find_baseline, judge, read_baseline, summary_tallies
+
+if TYPE_CHECKING:
+    from farm._run.view import RunView
+    from farm.summary import Summary
+    from farm.writers.runinfo import RunGate, RunInfo
+
+__all__ = ["gate_lines", "gate_run", "load_baseline"]
+
+
+def load_baseline(asked: str | None, results_dir: Path, input: str, run_dir: Path) -> Baseline | None:
+    """The baseline run ``--baseline`` asked for (None when none was, or ``last`` found none yet)."""
+    if not asked:
+        return None
+    path = find_baseline(asked, results_dir, input, exclude=run_dir)
+    if path is not None and path.resolve() == run_dir.resolve():
+        raise UsageError(f"--baseline: {asked} is the run being resumed; compare with an earlier run")
+    return read_baseline(path) if path is not None else None
+
+
+def gate_run(summary: Summary, run_dir: Path, info: RunInfo, baseline: Baseline | None, view: RunView) -> int:
+    """Decide the gate of the run ``summary`` counted, record it in ``run.json``, say it and write the
+    step summary; the exit code it gives: 0 passed, 1 failed."""
+    from farm.writers import read_run_json, write_run_json
+
+    tallies = summary_tallies(summary)
+    gate = judge(tallies, info.options.min_pass_rate or DEFAULT_MIN_PASS_RATE, baseline, info.options.baseline)
+    recorded = read_run_json(run_dir)  # as it is now: counts added after the run are there
+    recorded.gate = info.gate = gate
+    write_run_json(run_dir, recorded)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        from farm.reports.markdown import append_step_summary, gate_markdown
+
+        written = append_step_summary(gate_markdown(info, gate, tallies))
+        if written is not None and view.show and not view.quiet:
+            view.console.print(Text(f"Step summary: {written}"), soft_wrap=True)
+    if view.show and (not view.quiet or gate.min_pass_rate < 1.0 or info.options.baseline):  # -q: pytest's line ends a default gate
+        for line in gate_lines(gate, tallies):
+            view.console.print(line, soft_wrap=True)
+    return 0 if gate.verdict == "passed" else 1
+
+
+def gate_lines(gate: RunGate, tallies: Tallies) -> list[Text]:
+    """The cases that passed their gate while failing some tries, those below it when the run
+    repeated them, then the verdict's sentence: the summary's last lines, ``-q`` included."""
+    from farm.console.safe import neutralise
+
+    several = len(tallies) > 1
+    repeated = any(case.tries > 1 for cases in tallies.values() for case in cases.values())
+    rate = f"{gate.min_pass_rate:g}"
+    lines = []
+    for agent, cases in tallies.items():
+        for case_id, case in cases.items():
+            name = neutralise(f"{agent}: {case_id}" if several else case_id)
+            if case.flaky and case.passes_gate(gate.min_pass_rate):
+                lines.append(Text(f"  {name}: flaky, passed the {rate} gate: {case.passes} of {case.tries}", style="yellow"))
+            elif repeated and not case.passes_gate(gate.min_pass_rate):
+                broken = f", {case.broken} errors or timeouts" if case.broken else ""
+                lines.append(Text(f"  {name}: below the {rate} gate: {case.passes} of {case.tries}{broken}", style="red"))
+    style = "bold green" if gate.verdict == "passed" else "bold red"
+    return [*lines, Text("Gate: ", style=style).append(neutralise(gate.sentence))]

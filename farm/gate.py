@@ -1,0 +1,244 @@
+"""The CI gate of a run (SPEC sections 2 and 7): whether ``farm test`` exits 0, and why.
+
+Agents are not deterministic, so a case that ran ``--runs N`` times passes its gate when at
+least ``min_pass_rate`` of its tries passed (skipped tries not counted); an error or a timeout
+always fails it. With a baseline run, each agent of this run is compared with it on the cases
+both ran (the paired difference of :mod:`farm.reports.stats`), and the run fails when an agent
+is significantly worse, the p-values Holm-adjusted across agents. :func:`judge` decides from
+per-case tallies alone; :func:`judge_run` reads them from the run folders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from farm.errors import UsageError
+from farm.results import Status
+from farm.writers.runinfo import GateComparison, RunGate
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from farm.summary import Summary
+
+__all__ = [
+    "DEFAULT_MIN_PASS_RATE",
+    "Baseline",
+    "CaseTally",
+    "Tallies",
+    "check_min_pass_rate",
+    "find_baseline",
+    "judge",
+    "judge_run",
+    "read_tallies",
+    "summary_tallies",
+    "verdict_sentence",
+]
+
+DEFAULT_MIN_PASS_RATE = 1.0
+"""Every try must pass, unless ``--min-pass-rate`` or ``[farm].min_pass_rate`` says less."""
+
+_SLACK = 1e-9
+"""``0.7 * 10`` is ``7.000000000000001`` in floating point: 7 passes of 10 meet a 0.7 gate."""
+
+
+@dataclass(slots=True)
+class CaseTally:
+    """One case of one agent in a run: its tries that were not skipped, and how they ended."""
+
+    passes: int = 0
+    tries: int = 0
+    broken: int = 0
+    """Tries that ended in an error or a timeout."""
+
+    def passes_gate(self, min_pass_rate: float) -> bool:
+        """At least ``min_pass_rate`` of the tries passed, and none errored or timed out."""
+        return self.broken == 0 and self.passes >= min_pass_rate * self.tries - _SLACK
+
+    @property
+    def flaky(self) -> bool:
+        """Some tries passed and some did not."""
+        return 0 < self.passes < self.tries
+
+
+Tallies = dict[str, dict[str, CaseTally]]
+"""Per agent (``""`` for results that name none), per case id: its :class:`CaseTally`."""
+
+
+def tally(rows: Iterable[tuple[str | None, str, str]]) -> Tallies:
+    """The tallies of ``(agent, case_id, status)`` rows, one per case run; cases that only ever
+    skipped are left out."""
+    out: Tallies = {}
+    for agent, case_id, status in rows:
+        if status == Status.SKIPPED.value:
+            continue
+        case = out.setdefault(agent or "", {}).setdefault(case_id, CaseTally())
+        case.tries += 1
+        case.passes += status == Status.PASSED.value
+        case.broken += status in (Status.ERROR.value, Status.TIMEOUT.value)
+    return out
+
+
+def summary_tallies(summary: Summary) -> Tallies:
+    """The tallies a run's :class:`~farm.summary.Summary` kept while its results came (earlier parts included)."""
+    out: Tallies = {}
+    for (agent, case_id), counted in summary.tallies.items():
+        out.setdefault(agent, {})[case_id] = CaseTally(passes=counted.passes, tries=counted.runs, broken=counted.broken)
+    return out
+
+
+def read_cases(run_dir: Path) -> pa.Table:
+    """The ``agent``, ``case_id`` and ``status`` of every case run in ``run_dir`` (:func:`farm.results.read_run`);
+    a run whose cases cannot all be read is a :class:`~farm.errors.UsageError`: no gate on part of a run."""
+    from farm.results import read_run
+
+    run = read_run(run_dir)
+    table = run.cases(columns=["agent", "case_id", "status"])
+    if run.problems:
+        raise UsageError(f"Cannot judge the run {run_dir}, as {run.problems[0]}")
+    return table
+
+
+def read_tallies(run_dir: Path) -> Tallies:
+    """The tallies of the run in ``run_dir`` (its cases table)."""
+    cases = read_cases(run_dir).to_pydict()
+    return tally(zip(cases["agent"], cases["case_id"], cases["status"], strict=True))
+
+
+def check_min_pass_rate(value: float, where: str = "--min-pass-rate") -> float:
+    """``value`` when it is a share of tries (0 < R <= 1); else a usage error naming ``where``."""
+    if not 0.0 < value <= 1.0:
+        raise UsageError(f"{where}: {value:g} is not a share of tries between 0 (excluded) and 1, e.g. 0.8")
+    return value
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """An earlier run to compare with: its folder, id and tallies."""
+
+    path: Path
+    run_id: str
+    tallies: Tallies
+
+
+def find_baseline(value: str, results_dir: Path, input: str, exclude: Path | None = None) -> Path | None:
+    """The run folder ``--baseline`` names: ``value`` itself, which must be a finished run's folder,
+    or with ``last`` the latest finished run of the same ``input`` under ``results_dir`` (other than
+    ``exclude``, a resumed run's own folder), None when there is none yet."""
+    from farm.results import list_runs
+
+    if value != "last":
+        path = Path(value)
+        if not (path / "run.json").is_file() or not any((path / name).exists() for name in ("cases.parquet", "results.jsonl")):
+            raise UsageError(f"--baseline: {value} is not a run folder (no run.json and results in it); give a run folder or 'last'")
+        return path
+    wanted = _input_key(input, str(Path.cwd()))
+    latest: tuple[float, Path] | None = None
+    for run in list_runs(results_dir):
+        if exclude is not None and run.path.resolve() == exclude.resolve():
+            continue
+        info = run.info
+        if run.has_info and run.status == "finished" and info.input and _input_key(info.input, info.cwd) == wanted:
+            if latest is None or (info.started_at or 0.0) >= latest[0]:
+                latest = (info.started_at or 0.0, run.path)
+    return latest[1] if latest else None
+
+
+def _input_key(input: str, cwd: str | None) -> str:
+    """An input as runs started from different folders name it: a suite file by its absolute path."""
+    from farm.suite.inputs import input_path
+
+    path = input_path(input)
+    if path is None:
+        return input
+    return str((Path(cwd or ".") / path).resolve())
+
+
+def read_baseline(path: Path) -> Baseline:
+    """The baseline run in ``path``; a run the farm cannot read whole is a usage error."""
+    from farm.results import read_run
+
+    try:
+        tallies = read_tallies(path)
+    except UsageError as exc:
+        raise UsageError(f"--baseline {path}: {exc}") from None
+    return Baseline(path, read_run(path).run_id, tallies)
+
+
+def judge_run(run_dir: Path, min_pass_rate: float, baseline: Path | None, asked: str | None = None) -> RunGate:
+    """The gate of the run in ``run_dir`` (:func:`judge`), with the run in ``baseline`` if any;
+    ``asked``: what ``--baseline`` said (``last`` that found no run is said in the sentence)."""
+    return judge(read_tallies(run_dir), min_pass_rate, read_baseline(baseline) if baseline else None, asked)
+
+
+def judge(tallies: Tallies, min_pass_rate: float, baseline: Baseline | None = None, asked: str | None = None) -> RunGate:
+    """The gate of a run whose cases are ``tallies``: its verdict, and the sentence that says why."""
+    cases = [case for per_case in tallies.values() for case in per_case.values()]
+    below = sum(not case.passes_gate(min_pass_rate) for case in cases)
+    flaky = sum(case.flaky and case.passes_gate(min_pass_rate) for case in cases)
+    comparisons = compare(tallies, baseline) if baseline is not None else []
+    worse = [c for c in comparisons if c.worse]
+    verdict: Literal["passed", "failed"] = "failed" if below or worse else "passed"
+    parts = [f"{verdict}: " + _cases_said(len(cases), below, flaky, min_pass_rate), *(c.sentence for c in comparisons)]
+    if asked == "last" and baseline is None:
+        parts.append("No baseline: no earlier finished run of this input in the results folder.")
+    return RunGate(
+        min_pass_rate=min_pass_rate,
+        baseline=str(baseline.path) if baseline else None,
+        baseline_run_id=baseline.run_id if baseline else None,
+        verdict=verdict,
+        sentence=" ".join(parts),
+        cases=len(cases),
+        below=below,
+        flaky=flaky,
+        comparisons=comparisons,
+    )
+
+
+def verdict_sentence(gate: RunGate) -> str:
+    """The verdict and its cases in one sentence: :attr:`RunGate.sentence` without the comparisons."""
+    return f"{gate.verdict}: " + _cases_said(gate.cases, gate.below, gate.flaky, gate.min_pass_rate)
+
+
+def _cases_said(cases: int, below: int, flaky: int, min_pass_rate: float) -> str:
+    gate = "every try must pass" if min_pass_rate >= 1.0 else f"the {min_pass_rate:g} gate"
+    if not below:
+        return f"all {cases} cases passed their gate ({gate})" + (f", {flaky} of them flaky: failing some tries." if flaky else ".")
+    said = f"{below} of {cases} cases below their gate ({gate}; an error or a timeout fails it)"
+    return said + (f"; {flaky} flaky {'case' if flaky == 1 else 'cases'} passed it, failing some tries." if flaky else ".")
+
+
+def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
+    """Each agent of the run against the same agent in ``baseline`` (or its only agent, when it
+    tested one), on the cases both judged; Holm-adjusted across the agents compared."""
+    from farm.reports.stats import SIGNIFICANCE, difference_sentence, holm, paired_difference
+
+    found = []
+    for agent, now in tallies.items():
+        other = agent if agent in baseline.tallies else next(iter(baseline.tallies)) if len(baseline.tallies) == 1 else None
+        if other is None:
+            continue
+        before = baseline.tallies[other]
+        pairs = [((before[case].passes, before[case].tries), (now[case].passes, now[case].tries)) for case in now if case in before]
+        found.append((agent, other, paired_difference(pairs)))
+    adjusted = holm([d.p_value for _, _, d in found])
+    several = len(found) > 1
+    return [
+        GateComparison(
+            agent=agent,
+            baseline_agent=other,
+            cases=d.cases,
+            difference=d.difference,
+            difference_interval=list(d.interval),
+            p_value=d.p_value,
+            p_adjusted=p,
+            test=d.test,
+            detectable_difference=d.detectable_difference,
+            worse=p < SIGNIFICANCE and d.difference < 0,
+            sentence=difference_sentence(f"{other or 'the agent'} in baseline run {baseline.run_id}", agent or "this run", d, p if several else None, several),
+        )
+        for (agent, other, d), p in zip(found, adjusted, strict=True)
+    ]

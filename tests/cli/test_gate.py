@@ -1,0 +1,217 @@
+"""The CI gate, on both engines, against agents behind a real HTTP server on 127.0.0.1:
+``--min-pass-rate`` over ``--runs``, ``--baseline`` (a run folder or ``last``), the gate in
+``run.json``, the console and ``$GITHUB_STEP_SUMMARY``, JUnit once per case, and
+``--resume --retry-errors``."""
+
+from __future__ import annotations
+
+import json
+import threading
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from farm.cli.app import app
+from typer.testing import CliRunner
+
+import farm
+from farm.demo.server import JSONServer, Response, chat_completion
+from farm.writers import read_run_json
+
+
+class Noisy:
+    """Agents that answer "right" or "wrong", counting requests per agent and message:
+
+    - ``/weak/``: always "wrong";
+    - ``flaky <tag>``: "wrong" on every fifth request with that text, so 5 tries pass 4;
+    - ``broken <tag>``: always "wrong";
+    - ``down once <tag>``: the first request is refused (400, not retried), the next ones "right";
+    - anything else: "right".
+    """
+
+    def __init__(self) -> None:
+        self.seen: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, path: str, body: dict, headers: dict[str, str]) -> Response:
+        text = body["messages"][-1]["content"]
+        weak = "/weak/" in path
+        with self._lock:
+            self.seen[path, text] += 1
+            count = self.seen[path, text]
+        if text.startswith("down once") and count == 1:
+            return Response({"error": {"message": "down for maintenance"}}, status=400)
+        wrong = weak or text.startswith("broken") or (text.startswith("flaky") and count % 5 == 0)
+        return Response(chat_completion("wrong" if wrong else "right"))
+
+
+@pytest.fixture(scope="module")
+def server():
+    agent = Noisy()
+    with JSONServer(agent) as server:
+        yield server
+
+
+TOML = """
+[farm]
+default_agent = "good"
+results_dir = "results"
+engine = "{engine}"
+
+[connectors.good]
+base_url = "{url}/good/v1"
+model = "m"
+
+[connectors.weak]
+base_url = "{url}/weak/v1"
+model = "m"
+
+[agents.good]
+kind = "openai"
+connector = "good"
+
+[agents.weak]
+kind = "openai"
+connector = "weak"
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path, server, engine: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "farm.toml").write_text(TOML.format(url=server.url, engine=engine))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    return tmp_path
+
+
+def suite(project: Path, *texts: str, name: str = "suite.jsonl") -> str:
+    """A suite of one case per text, each passing when the reply says "right"."""
+    cases = [{"id": f"c{i}", "input": f"{text} {project.name}", "assertions": [{"type": "contains", "value": "right"}]} for i, text in enumerate(texts)]
+    (project / name).write_text("".join(json.dumps(case) + "\n" for case in cases))
+    return name
+
+
+def test_flaky_cases_pass_a_gate_they_meet_and_fail_one_they_do_not(project: Path):
+    path = suite(project, "flaky a", "flaky b", "flaky c")
+    runner = CliRunner()
+    met = runner.invoke(app, ["test", "-i", path, "--runs", "5", "--min-pass-rate", "0.8", "-q", "--junit", "junit.xml"])
+    assert met.exit_code == 0, met.output
+    assert "c0: flaky, passed the 0.8 gate: 4 of 5" in met.output
+    last = met.output.strip().splitlines()[-1]
+    assert last == "Gate: passed: all 3 cases passed their gate (the 0.8 gate), 3 of them flaky: failing some tries.", last
+    run_dir = next((project / "results").iterdir())
+    gate = read_run_json(run_dir).gate
+    assert gate is not None and (gate.verdict, gate.min_pass_rate, gate.flaky, gate.below) == ("passed", 0.8, 3, 0)
+
+    # JUnit: each case once, its pass rate a property, its failed try's message in system-out
+    cases = ET.parse(project / "junit.xml").getroot().findall(".//testcase")
+    assert sorted(case.get("name") for case in cases) == ["c0", "c1", "c2"]
+    first = next(case for case in cases if case.get("name") == "c0")
+    properties = {p.get("name"): p.get("value") for p in first.iter("property")}
+    assert properties["pass_rate"] == "0.8" and properties["tries"] == "5"
+    said = first.findtext("system-out")
+    assert first.find("failure") is None and said.startswith("passed 4 of 5 tries")
+    assert ": failed\n  turn 1: contains \"right\"" in said  # the failed try's message
+
+    missed = runner.invoke(app, ["test", "-i", path, "--runs", "5", "--min-pass-rate", "0.9", "-q"])
+    assert missed.exit_code == 1, missed.output
+    assert "c1: below the 0.9 gate: 4 of 5" in missed.output
+    assert missed.output.strip().splitlines()[-1].startswith("Gate: failed: 3 of 3 cases below their gate (the 0.9 gate")
+
+
+def test_a_case_failing_every_try_fails_any_gate(project: Path):
+    path = suite(project, "flaky d", "broken e")
+    result = farm.run(path, runs=5, min_pass_rate=0.01, quiet=True)
+    assert result.exit_code == 1
+    gate = read_run_json(result.run_dir).gate
+    assert gate is not None and (gate.verdict, gate.below, gate.flaky) == ("failed", 1, 1)
+
+
+def test_a_weaker_agent_fails_against_the_baseline_and_the_same_agent_passes(project: Path, monkeypatch: pytest.MonkeyPatch):
+    path = suite(project, *(f"ok {i}" for i in range(8)))
+    first = farm.run(path, quiet=True)
+    assert first.exit_code == 0
+    step_summary = project / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+
+    runner = CliRunner()
+    weaker = runner.invoke(app, ["test", "-i", path, "-n", "weak", "--baseline", str(first.run_dir), "-q"])
+    assert weaker.exit_code == 1, weaker.output
+    [weaker_dir] = [run for run in (project / "results").iterdir() if run.name != first.run_id]
+    gate = read_run_json(weaker_dir).gate
+    assert gate is not None and gate.verdict == "failed" and gate.baseline_run_id == first.run_id
+    [comparison] = gate.comparisons
+    assert (comparison.agent, comparison.baseline_agent, comparison.cases, comparison.worse) == ("weak", "good", 8, True)
+    assert comparison.difference == -1.0
+    last = " ".join(weaker.output.split())  # the console wraps the long sentence
+    assert "weak passes -100.0 percentage points vs good in baseline run" in last
+    assert "(95 % interval" in last and "significant at the 5 % level" in last
+    markdown = step_summary.read_text()
+    assert "gate failed" in markdown and "**significantly worse**" in markdown
+    printed = runner.invoke(app, ["report", "--format", "md", str(weaker_dir)])
+    assert printed.exit_code == 0 and printed.output + "\n" == markdown  # the same Markdown, for a PR comment
+
+    same = runner.invoke(app, ["test", "-i", path, "--baseline", str(first.run_dir), "-q"])
+    assert same.exit_code == 0, same.output
+    assert "good passes +0.0 percentage points" in " ".join(same.output.split())
+    assert step_summary.read_text().count("Agent Test Farm: gate") == 2  # appended, as GitHub wants it
+
+
+def test_baseline_last_finds_the_latest_finished_run_of_the_same_input(project: Path):
+    path = suite(project, *(f"ok {i}" for i in range(8)))
+    other = suite(project, *(f"ok {i}" for i in range(8)), name="other.jsonl")
+    nothing_yet = farm.run(path, baseline="last", quiet=True)
+    gate = read_run_json(nothing_yet.run_dir).gate
+    assert nothing_yet.exit_code == 0 and gate is not None and gate.baseline is None
+    assert "no earlier finished run of this input" in gate.sentence
+    weak = farm.run(path, agent="weak", quiet=True)  # the latest run of this input
+    farm.run(other, quiet=True)  # a later run, of another input
+    latest = farm.run(path, baseline="last", quiet=True)
+    gate = read_run_json(latest.run_dir).gate
+    assert gate is not None and gate.baseline_run_id == weak.run_id
+    assert gate.comparisons[0].difference == 1.0 and latest.exit_code == 0  # better than its baseline
+
+
+def test_retry_errors_runs_the_errors_again_and_keeps_every_case_once(project: Path):
+    path = suite(project, "down once f", "ok g", "down once h")
+    first = farm.run(path, quiet=True)
+    assert first.exit_code == 1
+    statuses = {row["id"]: row["status"] for row in map(json.loads, first.results.read_text().splitlines())}
+    assert statuses == {"c0": "error", "c1": "passed", "c2": "error"}
+
+    again = farm.run(resume=first.run_dir, retry_errors=True, quiet=True)
+    assert again.exit_code == 0
+    rows = [json.loads(line) for line in first.results.read_text().splitlines()]
+    assert sorted((row["id"], row["status"]) for row in rows) == [("c0", "passed"), ("c1", "passed"), ("c2", "passed")]
+    table = pq.read_table(first.run_dir / "cases.parquet", columns=["case_id", "status"]).to_pydict()
+    assert sorted(zip(table["case_id"], table["status"], strict=True)) == [("c0", "passed"), ("c1", "passed"), ("c2", "passed")]
+    assert read_run_json(first.run_dir).counts["passed"] == 3
+
+
+def test_gate_options_that_cannot_be_are_usage_errors(project: Path):
+    path = suite(project, "ok i")
+    runner = CliRunner()
+    for args, said in (
+        (["--min-pass-rate", "1.5"], "--min-pass-rate: 1.5 is not a share of tries"),
+        (["--baseline", "nowhere"], "--baseline: nowhere is not a run folder"),
+        (["--retry-errors"], "--retry-errors: give it with --resume RUN_DIR"),
+    ):
+        result = runner.invoke(app, ["test", "-i", path, *args])
+        assert result.exit_code == 2, result.output
+        assert said in result.output and "Traceback" not in result.output
+    assert not (project / "results").exists() or not any((project / "results").iterdir())
+
+
+def test_report_format_md_prints_the_latest_finished_run_of_a_results_folder(project: Path):
+    path = suite(project, "ok j", "broken k")
+    farm.run(path, quiet=True)
+    latest = farm.run(path, agent="weak", quiet=True)
+    runner = CliRunner()
+    printed = runner.invoke(app, ["report", "--format", "md", "results"])
+    assert printed.exit_code == 0, printed.output
+    assert printed.output.startswith("## ❌ Agent Test Farm: gate failed") and f"run `{latest.run_id}`" in printed.output
+    assert "| weak | 2 | 0 | 2 | 0 | 0.0% |" in printed.output
+    wrong = runner.invoke(app, ["report", "--format", "mdx", "results"])
+    assert wrong.exit_code == 2 and "--format: 'mdx' is not one of: table, json, md" in wrong.output

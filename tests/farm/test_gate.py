@@ -1,0 +1,125 @@
+"""The gate's decisions from per-case tallies (no run), its Markdown summary, and ``--retry-errors``'
+rewrite of the results JSONL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from farm.errors import UsageError
+from farm.gate import Baseline, CaseTally, check_min_pass_rate, find_baseline, judge, tally
+from farm.reports.markdown import FAILING_ROWS, gate_markdown
+from farm.writers import RunInfo, write_run_json
+from farm.writers.jsonl import drop_broken, finished_keys
+
+
+def rows(agent: str, case_id: str, *statuses: str) -> list[tuple[str, str, str]]:
+    return [(agent, case_id, status) for status in statuses]
+
+
+def test_a_case_passes_its_gate_with_at_least_that_share_of_its_tries():
+    four_of_five = CaseTally(passes=4, tries=5)
+    assert four_of_five.passes_gate(0.8) and not four_of_five.passes_gate(0.9) and not four_of_five.passes_gate(1.0)
+    assert CaseTally(passes=7, tries=10).passes_gate(0.7)  # 0.7 * 10 is 7.000000000000001 in floating point
+    assert not CaseTally(passes=0, tries=5).passes_gate(0.01)
+    assert not CaseTally(passes=4, tries=5, broken=1).passes_gate(0.5)  # an error fails any gate
+
+
+def test_tallies_leave_skipped_tries_out_and_count_errors():
+    tallies = tally([*rows("a", "c1", "passed", "skipped", "failed"), *rows("a", "c2", "skipped"), *rows("b", "c1", "timeout")])
+    assert tallies["a"]["c1"] == CaseTally(passes=1, tries=2, broken=0)
+    assert "c2" not in tallies["a"]
+    assert tallies["b"]["c1"] == CaseTally(passes=0, tries=1, broken=1)
+
+
+def test_the_verdict_and_its_sentence():
+    tallies = tally([*rows("a", "c1", "passed", "passed", "passed", "passed", "failed"), *rows("a", "c2", *["passed"] * 5)])
+    passed = judge(tallies, 0.8)
+    assert (passed.verdict, passed.below, passed.flaky, passed.cases) == ("passed", 0, 1, 2)
+    assert passed.sentence == "passed: all 2 cases passed their gate (the 0.8 gate), 1 of them flaky: failing some tries."
+    failed = judge(tallies, 1.0)
+    assert failed.verdict == "failed" and failed.sentence.startswith("failed: 1 of 2 cases below their gate (every try must pass")
+
+
+def test_only_a_significantly_worse_agent_fails_against_the_baseline():
+    before = tally(rows("a", f"c{i}", "passed")[0] for i in range(8))
+    baseline = Baseline(Path("b"), "run-b", before)
+    worse = judge(tally(rows("a", f"c{i}", "failed" if i < 7 else "passed")[0] for i in range(8)), 0.01, baseline)
+    [comparison] = worse.comparisons
+    assert comparison.worse and worse.verdict == "failed"  # 7 of 8 lost: McNemar p = 2/128
+    assert comparison.p_value == pytest.approx(2 / 2**7)
+    assert "a passes -87.5 percentage points vs a in baseline run run-b" in worse.sentence
+    assert "significant at the 5 % level" in worse.sentence
+    slightly = judge(tally(rows("a", f"c{i}", "failed" if i < 1 else "passed")[0] for i in range(8)), 0.01, baseline)
+    assert not slightly.comparisons[0].worse and slightly.below == 1  # failed for its case, not for the baseline
+    assert "not significant: this could be noise" in slightly.sentence
+
+
+def test_several_agents_are_compared_each_with_its_own_and_holm_adjusted():
+    def judged(cases: int):
+        before = tally([rows(agent, f"c{i}", "passed")[0] for agent in ("a", "b") for i in range(cases)])
+        now = tally([rows(agent, f"c{i}", "failed")[0] for agent in ("a", "b") for i in range(cases)])
+        return judge(now, 0.01, Baseline(Path("b"), "run-b", before))
+
+    gate = judged(8)
+    assert [(c.agent, c.baseline_agent) for c in gate.comparisons] == [("a", "a"), ("b", "b")]
+    assert [c.p_adjusted for c in gate.comparisons] == [pytest.approx(2 * 2 / 2**8)] * 2
+    assert all(c.worse for c in gate.comparisons) and "Holm-adjusted" in gate.sentence
+    # with 6 cases each p = 0.031 is below 5 %, but not once adjusted for comparing two agents
+    gate = judged(6)
+    assert [c.p_value for c in gate.comparisons] == [pytest.approx(2 / 2**6)] * 2
+    assert not any(c.worse for c in gate.comparisons)
+
+
+def test_min_pass_rate_must_be_a_share_of_tries():
+    assert check_min_pass_rate(0.8) == 0.8 and check_min_pass_rate(1.0) == 1.0
+    for bad in (0.0, 1.2, -0.5):
+        with pytest.raises(UsageError, match="--min-pass-rate: .* is not a share of tries"):
+            check_min_pass_rate(bad)
+
+
+def test_baseline_last_is_the_latest_finished_run_of_the_same_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    results = tmp_path / "results"
+    for run_id, status, started, input in (
+        ("r1", "finished", 1.0, "suite.jsonl"),
+        ("r2", "finished", 2.0, str(tmp_path / "suite.jsonl")),  # the same file, named from elsewhere
+        ("r3", "interrupted", 3.0, "suite.jsonl"),
+        ("r4", "finished", 4.0, "other.jsonl"),
+    ):
+        write_run_json(results / run_id, RunInfo(run_id=run_id, status=status, started_at=started, input=input, cwd=str(tmp_path)))
+    assert find_baseline("last", results, "suite.jsonl") == results / "r2"
+    assert find_baseline("last", results, "suite.jsonl", exclude=results / "r2") == results / "r1"
+    assert find_baseline("last", results, "new.jsonl") is None
+    with pytest.raises(UsageError, match="--baseline: r1 is not a run folder"):
+        find_baseline("r1", results, "suite.jsonl")  # relative to here, not to the results folder
+
+
+def test_the_markdown_summary_has_the_verdict_a_row_per_agent_and_the_failing_cases():
+    statuses = [*rows("a|1", "c<b>", "passed", "failed"), *rows("b", "ok", "passed", "passed")]
+    statuses += [row for i in range(FAILING_ROWS + 3) for row in rows("b", f"bad{i:02}", "failed", "failed")]
+    tallies = tally(statuses)
+    text = gate_markdown(RunInfo(run_id="r9"), judge(tallies, 0.5), tallies)
+    lines = text.splitlines()
+    assert lines[0] == "## ❌ Agent Test Farm: gate failed"
+    header = lines.index("| Agent | Cases | Passed their gate | Tries | Passed tries | Pass rate | 95 % interval |")
+    assert lines[header + 1] == "|---|--:|--:|--:|--:|--:|---|"
+    assert lines[header + 2].startswith("| a\\|1 | 1 | 1 | 2 | 1 | 50.0% | ")  # the agent's | does not end the cell
+    assert lines[header + 3].startswith(f"| b | {FAILING_ROWS + 4} | 1 | {2 * FAILING_ROWS + 8} | 2 | ")
+    assert f"### Cases that failed their gate ({FAILING_ROWS + 3})" in lines
+    assert sum(line.startswith("| b | bad") for line in lines) == FAILING_ROWS and lines[-1] == "… and 3 more."
+    assert "&lt;b&gt;" not in text  # c<b> passed its 0.5 gate: not listed
+    for line in lines:
+        if line.startswith("|"):
+            assert line.endswith("|") and line.replace("\\|", "").count("|") in (5, 8)  # every row has its cells
+
+
+def test_retry_errors_drops_the_errors_and_timeouts_from_the_jsonl(tmp_path: Path):
+    path = tmp_path / "results.jsonl"
+    records = [{"id": "a", "status": "passed"}, {"id": "b", "status": "error"}, {"id": "c", "status": "timeout"}, {"id": "d", "status": "failed"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"id": "e", "sta')  # a torn last line
+    assert drop_broken(path) == 3
+    assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == ["a", "d"]
+    assert finished_keys(path) == {("a", 0, ""), ("d", 0, "")}
