@@ -209,7 +209,7 @@ def _summary(report: Report, console: Console) -> None:
     for own in summary.per_agent:  # each agent's own: the figures above are all agents' case runs together
         lines.append((f"Pass rate of {own.agent}", f"{_rate(own.counts.pass_rate)} ({own.counts.passed} of {own.counts.total} case runs passed)"))
     if summary.cost_usd is not None or summary.role_cost_usd is not None:
-        lines.append(("Cost", f"{_usd(summary.cost_usd)} agents under test, {_usd(summary.role_cost_usd)} simulator and judge"))
+        lines.append(("Cost", f"{_usd(summary.cost_usd)} agents under test, {_usd(summary.role_cost_usd)} simulator, judge and generator"))
     if summary.retries.cases:
         retries = summary.retries
         lines.append(("Retries", f"{retries.cases} case runs retried ({retries.attempts} attempts again), {retries.passed} passed after a retry"))

@@ -59,7 +59,7 @@ def test_a_bad_price_is_one_sentence_naming_the_field(tmp_path: Path, price: str
     with pytest.raises(UsageError) as caught:
         load_config(path)
     message = str(caught.value)
-    assert message.startswith(f"{path}: {field}: ") and "\n" not in message
+    assert message.startswith(f"{path}:3: key '{field.rsplit('.', 1)[1]}': ") and "\n" not in message
 
 
 def test_usage_reads_cached_prompt_tokens():
@@ -182,7 +182,7 @@ def test_a_budget_of_nan_or_inf_is_refused_before_anything_runs(tmp_path: Path, 
         options = {}
     with pytest.raises(UsageError) as caught:
         farm.run(str(suite), config=tmp_path / "farm.toml", engine="local", quiet=True, **options)
-    assert ("is not a positive amount of USD" if options else "is not a finite amount of USD") in str(caught.value)
+    assert ("is not a positive amount of USD" if options else "must be a finite number") in str(caught.value)
     assert not (tmp_path / "results").exists()  # nothing ran, no run folder
 
 
