@@ -547,4 +547,4 @@ def test_a_cost_below_a_cent_keeps_its_significant_digits(console: Console) -> N
     summary = Summary()
     summary.add(passed_case().model_copy(update={"cost_usd": 0.000085, "role_cost_usd": 0.0000123}))
     ConsoleReporter(console).summary(summary)
-    assert "  Cost: $0.000085 agent under test, $0.000012 simulator and judge" in lines_of(text_of(console))
+    assert "  Cost: $0.000085 agent under test, $0.000012 simulator, judge and generator" in lines_of(text_of(console))
