@@ -105,10 +105,10 @@ async function runsPage(mine) {
     } }) },
     { key: "started_at", title: "Started", cell: (run) => when(run.started_at) },
     { key: "name", title: "Run", cell: (run) => h("a", { href: `#/run/${enc(run.name)}`, class: "run-link" }, run.name) },
-    { key: "status", title: "Status", cell: (run) => run.progress
+    { key: "status", title: "Status", cell: (run) => [run.progress
       ? [h("span", { class: "progress" }, Object.assign(h("span"), { style: `width:${run.progress.planned ? Math.min(100, 100 * run.progress.done / run.progress.planned) : 0}%` })),
          `${run.progress.done}${run.progress.planned ? " / " + run.progress.planned : ""} `, badge(run.status)]
-      : badge(run.status) },
+      : badge(run.status), problems(run)] },
     { key: "suite", title: "Suite", cell: (run) => run.suite || "—" },
     { key: "agents", title: "Agents", cell: (run) => run.agents.join(", ") || "—" },
     { key: "engine", title: "Engine", cell: (run) => run.engine || "—" },
@@ -191,6 +191,7 @@ async function runPage(mine, name, params) {
   const agents = cases.facets.agent.map((f) => f.value);
   show(name,
     h("h1", {}, "Run ", h("span", { id: "run-id" }, s.run_id), " ", badge(s.status)),
+    (s.problems || []).length ? h("div", { class: "card", id: "problems" }, h("b", {}, "What could not be read: "), h("ul", {}, s.problems.map((p) => h("li", {}, p)))) : null,
     h("div", { class: "card figures" },
       figure("Suite", s.suite || "—"), figure("Agents", s.agents.join(", ") || "—"), figure("Engine", s.engine || "—"),
       figure("Started", when(s.started_at)), figure("Case runs", s.counts.total, "count-total"), figure("Passed", s.counts.passed, "count-passed"),
@@ -411,6 +412,12 @@ function chart(title, points, value, format, id, ceiling = null) {
   svg.append(el("text", { x: pad.l, y: height - 8 }, when(shown[0].started_at).slice(0, 16)));
   if (shown.length > 1) svg.append(el("text", { x: width - pad.r, y: height - 8, "text-anchor": "end" }, when(shown[shown.length - 1].started_at).slice(0, 16)));
   return svg;
+}
+
+// a run the reader could not read whole: what is wrong with it, on its row
+function problems(run) {
+  const found = run.problems || [];
+  return found.length ? h("span", { class: "problems", title: found.join("\n") }, ` ⚠ ${found.length} problem${found.length > 1 ? "s" : ""}`) : null;
 }
 
 async function trendsPage(mine, params) {

@@ -13,6 +13,7 @@ from farm.results import Status
 from farm.view import ViewApp, ViewServer
 
 from .conftest import SUITE, T0, plain_case, write_run
+from .test_pages_chromium import CHROMIUM, shown
 from .test_server import get, get_json
 
 GOOD, TYPO, NAN, CUT = "20260201-100000-good00", "20260202-100000-typo00", "20260203-100000-nan000", "20260204-100000-cut000"
@@ -70,3 +71,11 @@ def test_a_link_out_of_the_results_folder_is_not_served(server: ViewServer):
     for path in ("/api/runs/20260205-100000-out000", "/api/runs/20260205-100000-out000/cases", "/api/runs/20260205-100000-out000/cases/faq-01"):
         status, body = get(server, path)
         assert status == 404 and b"answer number" not in body
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install -y chromium)")
+def test_the_pages_say_what_is_wrong_with_a_damaged_run(server: ViewServer, tmp_path: Path):
+    rows = {row[2]: row for row in shown(server, "#/", tmp_path).tables["runs"]}
+    assert "⚠ 1 problem" in rows[CUT][3] and "⚠" not in rows[GOOD][3]
+    page = shown(server, f"#/run/{CUT}", tmp_path)
+    assert "cases.parquet cannot be read" in page.ids["problems"]

@@ -155,3 +155,12 @@ def test_trends_of_a_suite(server: ViewServer, tmp_path: Path):
     dots = [attrs["data-run"] for tag, attrs in page.elements if tag == "circle" and attrs.get("data-run")]
     assert dots[:3] == [FIRST, SECOND, "20260103-100000-cccccc"]
     assert "$0.51" in page.ids["trend-table"]  # run.json's cost_usd when the cases table has no cost column
+
+
+def test_a_run_of_two_agents_shows_each_agents_pass_rate_and_trend(server: ViewServer, tmp_path: Path):
+    rows = shown(server, "#/", tmp_path).tables["runs"]
+    (agents,) = [row for row in rows if row[2] == "20260103-100000-cccccc"]
+    assert "helper-bot 50.0%" in agents[11] and "support-bot 100.0%" in agents[11]
+    page = shown(server, "#/trends?suite=/suites/support.jsonl&agent=helper-bot", tmp_path)
+    assert page.ids["trend-runs"] == "1 finished runs" and "support-bot" in page.ids["trend-agent"]
+    assert [row[2] for row in page.tables["trend-table"]] == ["helper-bot"] and page.tables["trend-table"][0][4] == "50.0%"
