@@ -164,3 +164,11 @@ def test_a_run_of_two_agents_shows_each_agents_pass_rate_and_trend(server: ViewS
     page = shown(server, "#/trends?suite=/suites/support.jsonl&agent=helper-bot", tmp_path)
     assert page.ids["trend-runs"] == "1 finished runs" and "support-bot" in page.ids["trend-agent"]
     assert [row[2] for row in page.tables["trend-table"]] == ["helper-bot"] and page.tables["trend-table"][0][4] == "50.0%"
+
+
+def test_compare_side_by_side_shows_each_agents_own_transcript(server: ViewServer, tmp_path: Path):
+    agents = "20260103-100000-cccccc"
+    page = shown(server, f"#/compare?a={agents}&agent_a=support-bot&agent_b=helper-bot&case=faq-03", tmp_path)
+    pair = page.ids["pair"]  # each reply once, in its own agent's column, not both in both
+    assert pair.count("answer number 3") == 1 and pair.count("reply lacks 'answer'") == 1  # B's failed check, once
+    assert pair.index("answer number 3") < pair.index("nothing useful 3")  # support-bot (a) left, helper-bot (b) right
