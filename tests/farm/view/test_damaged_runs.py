@@ -64,6 +64,8 @@ def test_suites_trends_and_the_damaged_runs_own_pages_answer(server: ViewServer)
     assert {point["name"] for point in points} == {GOOD, TYPO, NAN, CUT}
     assert get_json(server, f"/api/runs/{NAN}")["info"]["ended_at"] is None
     assert get_json(server, f"/api/runs/{CUT}/cases")["total"] == 0
+    assert get_json(server, f"/api/runs/{CUT}/cases?q=answer")["total"] == 0
+    assert get_json(server, f"/api/compare?a={GOOD}&b={CUT}")["changes"]["only_a"] == 3
     assert get_json(server, f"/api/runs/{TYPO}/cases/faq-01")["repetitions"][0]["turns"][0]["output"] == "answer number 1"
 
 
