@@ -214,9 +214,11 @@ class RunRecord:
         tables = []
         for path in self.table_files(table):
             try:
-                tables.extend(_case_row_groups(path, schema, case_id, wanted))
+                tables.extend(_case_row_groups(path, schema, _REQUIRED[table], case_id, wanted))
             except FileNotFoundError:  # a part merged meanwhile: the signature has changed, the caller reads again
                 continue
+            except _Unfit as exc:
+                self._add([str(exc)])
             except _DAMAGED as exc:
                 self._add([_unreadable(path, exc)])
         return pa.concat_tables(tables) if tables else schema.empty_table()
@@ -231,11 +233,13 @@ class RunRecord:
         for path in self.table_files(table):
             try:
                 parquet = pq.ParquetFile(path)
-                present = set(parquet.schema_arrow.names)
+                present = _fitting(path, set(parquet.schema_arrow.names), _REQUIRED[table])
                 for batch in parquet.iter_batches(columns=[name for name in columns if name in present], batch_size=batch_size):
-                    yield _conformed(pa.Table.from_batches([batch]), schema, present)
+                    yield _conformed(pa.Table.from_batches([batch]), schema, present, path)
             except FileNotFoundError:
                 continue
+            except _Unfit as exc:
+                self._add([str(exc)])
             except _DAMAGED as exc:
                 self._add([_unreadable(path, exc)])
 
@@ -431,25 +435,34 @@ def _last_part_in(table: Path) -> int:
 
 def _read_file(path: Path, schema: pa.Schema, required: set[str], filters: Any) -> pa.Table:
     """``schema``'s columns of one Parquet file."""
-    present = set(pq.read_schema(path).names)
+    present = _fitting(path, set(pq.read_schema(path).names), required)
+    table = pq.read_table(path, columns=[name for name in schema.names if name in present], filters=filters)
+    return _conformed(table, schema, present, path)
+
+
+def _fitting(path: Path, present: set[str], required: set[str]) -> set[str]:
+    """``present`` (a file's columns), when they include every ``required`` one; else :class:`_Unfit`."""
     missing = sorted(required - present)
     if missing:
         raise _Unfit(f"{path} lacks the columns {', '.join(missing)} and was passed over; it was not written by this farm.")
-    table = pq.read_table(path, columns=[name for name in schema.names if name in present], filters=filters)
-    return _conformed(table, schema, present)
+    return present
 
 
-def _conformed(table: pa.Table, schema: pa.Schema, present: set[str]) -> pa.Table:
+def _conformed(table: pa.Table, schema: pa.Schema, present: set[str], path: Path) -> pa.Table:
     """``table`` with ``schema``'s columns and types: a column its file lacks (written by an older farm) reads as nulls."""
     for name in schema.names:
         if name not in present:
             table = table.append_column(name, pa.nulls(table.num_rows, schema.field(name).type))
-    return table.select(schema.names).cast(schema)
+    try:
+        return table.select(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        reason = str(exc).splitlines()[0]
+        raise _Unfit(f"{path} has columns of other types than this farm writes ({reason}) and was passed over.") from None
 
 
-def _case_row_groups(path: Path, schema: pa.Schema, case_id: str, wanted: Any) -> list[pa.Table]:
+def _case_row_groups(path: Path, schema: pa.Schema, required: set[str], case_id: str, wanted: Any) -> list[pa.Table]:
     parquet = pq.ParquetFile(path)
-    present = set(parquet.schema_arrow.names)
+    present = _fitting(path, set(parquet.schema_arrow.names), required)
     columns = [name for name in schema.names if name in present]
     found = []
     for group in range(parquet.num_row_groups):
@@ -457,7 +470,7 @@ def _case_row_groups(path: Path, schema: pa.Schema, case_id: str, wanted: Any) -
             continue
         # a batch at a time: a row group of a large run holds up to 64 MB of turns
         for batch in parquet.iter_batches(batch_size=8192, row_groups=[group], columns=columns):
-            rows = _conformed(pa.Table.from_batches([batch]), schema, present).filter(wanted)
+            rows = _conformed(pa.Table.from_batches([batch]), schema, present, path).filter(wanted)
             if rows.num_rows:
                 found.append(rows)
     return found

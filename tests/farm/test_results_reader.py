@@ -10,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from farm.errors import UsageError
@@ -108,6 +110,20 @@ def test_a_truncated_parquet_file_is_a_problem_and_the_other_files_are_read(tmp_
     assert run.problems == [f"{cases} cannot be read (" + run.problems[0].split(" cannot be read (", 1)[1]]
     assert run.problems[0].endswith("; its rows are left out.")
     assert run.case_rows("cases", "greet").num_rows == 0 and len(run.problems) == 1  # said once
+
+
+def test_a_table_of_another_shape_is_a_problem_wherever_it_is_read(tmp_path: Path):
+    folder = write_run(tmp_path / "run")
+    key = {"run_id": ["run"], "agent": ["A"], "case_id": ["greet"], "run_index": [0], "attempt": [1]}
+    pq.write_table(pa.table({**key, "turn": [["not", "a", "number"]]}), folder / "turns.parquet")
+    pq.write_table(pa.table({"x": [1]}), folder / "assertions.parquet")
+    run = read_run(folder)
+    assert run.turns().num_rows == 0 and run.case_rows("turns", "greet").num_rows == 0
+    assert list(run.batches("turns", ["case_id", "turn"])) == [] and run.assertions().num_rows == 0
+    assert run.cases().num_rows == 4
+    assert len(run.problems) == 2
+    assert "turns.parquet has columns of other types than this farm writes" in run.problems[0]
+    assert "assertions.parquet lacks the columns attempt, case_id, run_id, run_index" in run.problems[1]
 
 
 def test_a_link_out_of_the_results_folder_is_no_run_and_is_not_read(tmp_path: Path):
