@@ -128,11 +128,15 @@ def find_baseline(value: str, results_dir: Path, input: str, exclude: Path | Non
     """The run folder ``--baseline`` names: ``value`` itself, which must be a finished run's folder,
     or with ``last`` the latest finished run of the same ``input`` under ``results_dir`` (other than
     ``exclude``, a resumed run's own folder), None when there is none yet."""
-    from farm.results import list_runs
+    from farm.results import list_runs, read_run
 
     if value != "last":
         path = Path(value)
-        if not (path / "run.json").is_file() or not any((path / name).exists() for name in ("cases.parquet", "results.jsonl")):
+        try:
+            run = read_run(path)
+        except UsageError:
+            run = None
+        if run is None or not run.has_info or not (run.finished_tables or run.jsonl is not None):
             raise UsageError(f"--baseline: {value} is not a run folder (no run.json and results in it); give a run folder or 'last'")
         return path
     wanted = _input_key(input, str(Path.cwd()))
