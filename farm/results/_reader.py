@@ -368,7 +368,7 @@ _DAMAGED = (OSError, pa.ArrowInvalid)
 
 
 class _Unfit(ValueError):
-    """A Parquet file that lacks the columns every table has: not a table of a run."""
+    """A Parquet file that lacks the key columns every table has, or holds columns of other types: not a table of this farm."""
 
 
 def read_run(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> RunRecord:
