@@ -22,6 +22,7 @@ elsewhere cannot reach it through DNS rebinding.
 from __future__ import annotations
 
 import json
+import math
 import mimetypes
 import threading
 from http import HTTPStatus
@@ -166,8 +167,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(HTTPStatus.OK, body, f"{kind}; charset=utf-8" if kind.startswith("text/") or kind.endswith("javascript") else kind)
 
     def _json(self, status: HTTPStatus, payload: Any) -> None:
-        body = json.dumps(payload, separators=(",", ":"), default=str, allow_nan=False).encode()
-        self._send(status, body, "application/json")
+        try:
+            text = json.dumps(payload, separators=(",", ":"), default=str, allow_nan=False)
+        except ValueError:  # a NaN or an infinity in a run's files (a judge's score): JSON has none, so null
+            text = json.dumps(_finite(payload), separators=(",", ":"), default=str, allow_nan=False)
+        self._send(status, text.encode(), "application/json")
 
     def _send(self, status: HTTPStatus, body: bytes, kind: str) -> None:
         self.send_response(status)
@@ -202,6 +206,17 @@ def _warm() -> None:
     pc.match_substring(table["case_id"], "a", ignore_case=True)
     grouped = table.group_by("case_id").aggregate([("n", "sum")])
     grouped.join(grouped, keys="case_id", join_type="full outer", left_suffix="_a", right_suffix="_b")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with each NaN or infinite number made None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _host_name(header: str) -> str:

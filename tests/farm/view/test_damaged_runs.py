@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.results import Status
+from farm.results import AssertionResult, Status
 from farm.view import ViewApp, ViewServer
 
 from .conftest import SUITE, T0, plain_case, write_run
@@ -30,7 +30,10 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     base = tmp_path_factory.mktemp("damaged")
     root = base / "results"
     for day, name in enumerate((GOOD, TYPO, NAN, CUT)):
-        write_run(root, name, [plain_case(name, n, Status.PASSED) for n in range(1, 4)], started=T0 + day * 86400)
+        judged = [] if name != NAN else [plain_case(name, 9, Status.FAILED)]
+        for case in judged:  # a judge that answered NaN as its score (Python's json reads it)
+            case.turns[0].assertions.append(AssertionResult(type="agent", passed=False, score=float("nan"), reason="?"))
+        write_run(root, name, [*(plain_case(name, n, Status.PASSED) for n in range(1, 4)), *judged], started=T0 + day * 86400)
     damage(root / TYPO, started_at="yesterday", agents="support-bot")
     damage(root / NAN, ended_at=float("nan"), cost={"cost_usd": float("nan"), "role_cost_usd": None})
     cases = root / CUT / "cases.parquet"
@@ -51,7 +54,7 @@ def test_the_runs_list_answers_with_each_damaged_run_as_one_row_saying_what_is_w
     (typo,) = [p for p in runs[TYPO]["problems"] if "started_at" in p]
     assert "started_at is text, not a number" in typo and runs[TYPO]["started_at"] is None
     assert any("agents is text, not a list" in p for p in runs[TYPO]["problems"]) and runs[TYPO]["agents"] == ["support-bot"]
-    assert runs[NAN]["cost_usd"] is None and runs[NAN]["wall_s"] is None and runs[NAN]["counts"]["total"] == 3
+    assert runs[NAN]["cost_usd"] is None and runs[NAN]["wall_s"] is None and runs[NAN]["counts"]["total"] == 4
     assert any("ended_at is nan" in p for p in runs[NAN]["problems"]) and any("cost.cost_usd is nan" in p for p in runs[NAN]["problems"])
     assert runs[CUT]["counts"]["total"] == 0 and "cases.parquet cannot be read" in runs[CUT]["problems"][0]
     assert all("Traceback" not in p and "Input should" not in p for run in runs.values() for p in run["problems"])
@@ -63,6 +66,8 @@ def test_suites_trends_and_the_damaged_runs_own_pages_answer(server: ViewServer)
     points = get_json(server, f"/api/trends?suite={SUITE}")["points"]
     assert {point["name"] for point in points} == {GOOD, TYPO, NAN, CUT}
     assert get_json(server, f"/api/runs/{NAN}")["info"]["ended_at"] is None
+    (judge,) = [c for c in get_json(server, f"/api/runs/{NAN}/cases/faq-09")["repetitions"][0]["checks"] if c["type"] == "agent"]
+    assert judge["score"] is None and judge["passed"] is False
     assert get_json(server, f"/api/runs/{CUT}/cases")["total"] == 0
     assert get_json(server, f"/api/runs/{CUT}/cases?q=answer")["total"] == 0
     assert get_json(server, f"/api/compare?a={GOOD}&b={CUT}")["changes"]["only_a"] == 3
