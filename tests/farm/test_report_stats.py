@@ -182,7 +182,8 @@ def test_farm_report_json_holds_the_statistics_and_tables_show_them(two_agents: 
     assert "v2 passes 35.0 percentage points less often than v1" in tables.output
     assert "significant at the 5 % level." in tables.output and "difference is real" not in tables.output
     row = next(line.strip() for line in tables.output.splitlines() if line.strip().startswith("v1 ") and "-35.0" in line)
-    assert "[-50.4, -19.6]" in row and "Cochran-Mantel-Haenszel" in row and "< 0.0001" in row
+    assert "[-50.4, -19.6]" in row and "t, CMH" in row and "< 0.0001" in row
+    assert "t, CMH: the paired t and Cochran-Mantel-Haenszel tests, the larger p." in tables.output
     assert "pass^3" in tables.output and "$0.2400" in tables.output
     assert "pass@3: the chance that at least one of 3 tries of a case passes" in tables.output
     assert "Per case run" in tables.output and "clustered by case" in tables.output
