@@ -315,13 +315,16 @@ def _paired(report: Report, console: Console) -> None:
             str(comparison.cases),
             Text(_points(comparison.difference), style="green" if comparison.significant else ""),
             f"[{_points(low)}, {_points(high)}]",
-            comparison.test,
+            _SHORT_TESTS.get(comparison.test, comparison.test),
             _p(comparison.p_value),
             *((_p(comparison.p_adjusted),) if several else ()),
             "—" if detectable is None else f"{100 * detectable:.1f}",
         )
     console.print(table)
-    console.print(Text("  Detectable: the smallest difference these cases would find significant 80 % of the time.", style="dim"))
+    legend = "  Detectable: the smallest difference these cases would find significant 80 % of the time."
+    if any(comparison.test in _SHORT_TESTS for comparison in report.comparisons):
+        legend += " t, CMH: the paired t and Cochran-Mantel-Haenszel tests, the larger p."
+    console.print(Text(legend, style="dim"))
     for comparison in report.comparisons:
         console.print()
         console.print(Text(_paired_title(comparison), style="bold"))
@@ -333,6 +336,10 @@ def _paired(report: Report, console: Console) -> None:
             if rows:
                 console.print(_deltas_table(title, comparison, rows, row_style))
                 _more(console, total - len(rows), "cases")
+
+
+_SHORT_TESTS = {"paired t and Cochran-Mantel-Haenszel": "t, CMH"}
+"""A test's name as the comparisons table's narrow column shows it (the legend under it spells it out)."""
 
 
 def _points(fraction: float) -> str:

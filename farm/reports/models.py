@@ -311,7 +311,7 @@ class PairedComparison(BaseModel):
     """95 % interval ``[low, high]`` of ``difference`` (mean +- Student's t times its standard error)."""
     test: str
     """The test behind ``p_value``: ``exact McNemar`` (one try per case on each side) or
-    ``Cochran-Mantel-Haenszel`` (repeated tries: each case's tries shuffled between the sides)."""
+    ``paired t and Cochran-Mantel-Haenszel`` (repeated tries: both tests, the larger p)."""
     p_value: float
     """Two-sided p of ``test``: how often a difference this large would show between two sides that pass
     every case equally often."""

@@ -27,6 +27,7 @@ from functools import lru_cache
 
 __all__ = [
     "SIGNIFICANCE",
+    "REPEATED_TEST",
     "PairedDifference",
     "clustered_interval",
     "difference_sentence",
@@ -257,8 +258,8 @@ class PairedDifference:
     p_value: float
     """Two-sided; :attr:`test` says which test gave it."""
     test: str
-    """``"exact McNemar"`` (one try per case on each side) or ``"Cochran-Mantel-Haenszel"`` (repeated tries:
-    each case's tries shuffled between the sides, see :func:`paired_difference`)."""
+    """``"exact McNemar"`` (one try per case on each side) or :data:`REPEATED_TEST` (repeated tries: the
+    paired t test and the Cochran-Mantel-Haenszel test, the larger p; see :func:`paired_difference`)."""
     detectable_difference: float | None
     """The smallest ``|difference|`` this many cases detect with 80 % power at the 5 % level;
     None with fewer than two cases."""
@@ -307,6 +308,10 @@ def _shuffled_tries_p(pairs: Sequence[tuple[tuple[int, int], tuple[int, int]]]) 
     return math.erfc(abs(total) / math.sqrt(2.0 * variance))
 
 
+REPEATED_TEST = "paired t and Cochran-Mantel-Haenszel"
+""":attr:`PairedDifference.test` when a case ran more than once on a side: both tests, the larger p."""
+
+
 def paired_difference(pairs: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> PairedDifference:
     """The paired difference of per-case pass fractions (E. Miller 2024, "Adding Error Bars to Evals").
 
@@ -315,10 +320,12 @@ def paired_difference(pairs: Sequence[tuple[tuple[int, int], tuple[int, int]]]) 
     its standard error the spread of the ``d`` over the root of the number of cases. The interval is
     the mean +- Student's t (n - 1 degrees of freedom) times that error.
 
-    The p-value: with one try per case on each side, the exact McNemar test; else the test of
-    :func:`_shuffled_tries_p`, whose false positive rate holds at 5 % whatever the tries on each side.
-    (A t test on the ``d`` does not: with 1 try against 4 and pass rates near 0.9 the ``d`` are skewed,
-    and over 10 to 60 cases it calls identical agents different 6 to 14 % of the time.)
+    The p-value, with one try per case on each side: the exact McNemar test. Otherwise the larger of
+    two: the paired t test that matches the interval, and the test of :func:`_shuffled_tries_p`. Each
+    holds its false positive rate where the other may not: the t test fails when the ``d`` are skewed
+    (1 try against 4 at pass rates near 0.9: over 10 to 60 cases it calls identical agents different
+    6 to 14 % of the time), the shuffle when a case's tries on one side are alike beyond chance. A
+    difference is called significant only when both agree, so never with an interval that holds 0.
     """
     for (passes_a, tries_a), (passes_b, tries_b) in pairs:
         if not (0 <= passes_a <= tries_a and 0 <= passes_b <= tries_b and tries_a >= 1 and tries_b >= 1):
@@ -328,16 +335,18 @@ def paired_difference(pairs: Sequence[tuple[tuple[int, int], tuple[int, int]]]) 
     if one_try:
         test, p = "exact McNemar", mcnemar_exact(differences.count(-1.0), differences.count(1.0))
     else:
-        test, p = "Cochran-Mantel-Haenszel", _shuffled_tries_p(pairs)
+        test, p = REPEATED_TEST, _shuffled_tries_p(pairs)
     n = len(pairs)
     mean = sum(differences) / n if n else 0.0
     if n < 2:
         return PairedDifference(n, mean, (-1.0, 1.0), p, test, None)
     error = _standard_error(differences, mean)
     df = n - 1
-    half = student_t_quantile(1.0 - SIGNIFICANCE / 2.0, df) * error
-    interval = (max(-1.0, mean - half), min(1.0, mean + half))
-    detectable = min(1.0, (student_t_quantile(1.0 - SIGNIFICANCE / 2.0, df) + student_t_quantile(_POWER, df)) * error)
+    critical = student_t_quantile(1.0 - SIGNIFICANCE / 2.0, df)
+    interval = (max(-1.0, mean - critical * error), min(1.0, mean + critical * error))
+    detectable = min(1.0, (critical + student_t_quantile(_POWER, df)) * error)
+    if not one_try:
+        p = max(p, min(1.0, 2.0 * student_t_sf(abs(mean) / error, df)))
     return PairedDifference(n, mean, interval, p, test, detectable)
 
 

@@ -79,14 +79,15 @@ def test_two_agents_of_a_run_are_compared_case_by_case(two_agents: Path):
     se = math.sqrt((14 * 0.65**2 + 26 * 0.35**2) / 39 / 40)
     assert comparison.difference == pytest.approx(-0.35)
     assert comparison.difference_interval == pytest.approx((-0.35 - 2.022690920036761 * se, -0.35 + 2.022690920036761 * se))
-    # each of the 14 cases: 3 of 6 tries passed, B holds 0; hypergeometric variance 3*3*3*3 / (36*5) = 0.45,
-    # times (1/3 + 1/3)^2: 0.2 a case; z = 14 / sqrt(14 * 0.2)
-    assert comparison.test == "Cochran-Mantel-Haenszel"
-    assert comparison.p_value == pytest.approx(math.erfc(14 / math.sqrt(2 * 14 * 0.2)))
+    # the larger p of two tests: the paired t's, scipy.stats.ttest_1samp([-1] * 14 + [0] * 26, 0), and the
+    # shuffle's (each of the 14 cases: 3 of 6 tries passed, B holds 0; hypergeometric variance
+    # 3*3*3*3 / (36*5) = 0.45, times (1/3 + 1/3)^2: 0.2 a case; z = 14 / sqrt(14 * 0.2))
+    assert comparison.test == "paired t and Cochran-Mantel-Haenszel"
+    assert math.erfc(14 / math.sqrt(2 * 14 * 0.2)) < comparison.p_value == pytest.approx(4.6291070989404555e-05)
     assert comparison.p_adjusted == comparison.p_value and comparison.significant
     assert comparison.sentence == (
         "v2 passes 35.0 percentage points less often than v1 (95 % interval -50.4 to -19.6 points; 40 cases, "
-        "Cochran-Mantel-Haenszel, p < 0.0001): significant at the 5 % level."
+        "paired t and Cochran-Mantel-Haenszel, p < 0.0001): significant at the 5 % level."
     )
     assert [delta.case_id for delta in comparison.worse][:3] == ["c00", "c03", "c06"]
     assert (comparison.worse[0].a_passes, comparison.worse[0].b_passes) == (3, 0)
@@ -171,7 +172,7 @@ def test_farm_report_json_holds_the_statistics_and_tables_show_them(two_agents: 
     low, high = v2["interval"]
     assert low < 0.65 < high and v2["pass_hat_k"] == pytest.approx(0.65) and v2["pass_at_k"] == pytest.approx(0.65)
     comparison = data["comparisons"][0]
-    assert comparison["difference"] == pytest.approx(-0.35) and comparison["p_value"] < 1e-10
+    assert comparison["difference"] == pytest.approx(-0.35) and comparison["p_value"] == pytest.approx(4.6291070989404555e-05)
     assert comparison["p_adjusted"] == comparison["p_value"] and comparison["significant"] is True
     low, high = comparison["difference_interval"]
     assert low < -0.35 < high < 0 and 0 < comparison["detectable_difference"] < 0.35
@@ -181,7 +182,8 @@ def test_farm_report_json_holds_the_statistics_and_tables_show_them(two_agents: 
     assert "v2 passes 35.0 percentage points less often than v1" in tables.output
     assert "significant at the 5 % level." in tables.output and "difference is real" not in tables.output
     row = next(line.strip() for line in tables.output.splitlines() if line.strip().startswith("v1 ") and "-35.0" in line)
-    assert "[-50.4, -19.6]" in row and "Cochran-Mantel-Haenszel" in row and "< 0.0001" in row
+    assert "[-50.4, -19.6]" in row and "t, CMH" in row and "< 0.0001" in row
+    assert "t, CMH: the paired t and Cochran-Mantel-Haenszel tests, the larger p." in tables.output
     assert "pass^3" in tables.output and "$0.2400" in tables.output
     assert "pass@3: the chance that at least one of 3 tries of a case passes" in tables.output
     assert "Per case run" in tables.output and "clustered by case" in tables.output

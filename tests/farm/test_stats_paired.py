@@ -13,6 +13,7 @@ import time
 import pytest
 
 from farm.reports.stats import (
+    REPEATED_TEST,
     SIGNIFICANCE,
     PairedDifference,
     difference_sentence,
@@ -23,6 +24,7 @@ from farm.reports.stats import (
     student_t_quantile,
     student_t_sf,
 )
+from farm.reports.stats import _shuffled_tries_p as _shuffled_tries_p
 
 
 @pytest.mark.parametrize(
@@ -79,24 +81,46 @@ def test_one_try_per_side_is_exact_mcnemar_with_the_difference_and_its_t_interva
     assert not d.significant
 
 
-def test_repeated_tries_shuffle_each_cases_tries_between_the_sides():
+def test_shuffling_each_cases_tries_between_the_sides_is_cochran_mantel_haenszel():
     # 2 tries against 4 on every case: the Cochran-Mantel-Haenszel test, each case a stratum;
     # reference: scipy.stats.chi2.sf((sum(b - hypergeom.mean))^2 / sum(hypergeom.var), 1)
+    pairs = [((0, 2), (3, 4)), ((1, 2), (4, 4)), ((2, 2), (2, 4)), ((1, 2), (3, 4)), ((0, 2), (1, 4))]
+    assert _shuffled_tries_p(pairs) == pytest.approx(0.18144920772141643, rel=1e-9)
+    # different tries per case: the sum over cases of (1/tries_A + 1/tries_B) (b - hypergeom.mean), its
+    # variance from scipy.stats.hypergeom.var, two-sided with scipy.stats.norm.sf
+    mixed = [((0, 1), (3, 4)), ((1, 3), (4, 4)), ((2, 2), (2, 5)), ((1, 2), (3, 3)), ((0, 1), (1, 4)), ((1, 1), (2, 4))]
+    assert _shuffled_tries_p(mixed) == pytest.approx(0.38467140482411155, rel=1e-9)
+
+
+def test_repeated_tries_take_the_larger_p_of_the_paired_t_and_the_shuffle():
     pairs = [((0, 2), (3, 4)), ((1, 2), (4, 4)), ((2, 2), (2, 4)), ((1, 2), (3, 4)), ((0, 2), (1, 4))]
     d = paired_difference(pairs)
     differences = [0.75, 0.5, -0.5, 0.25, 0.25]
     mean = sum(differences) / 5
     se = math.sqrt(sum((x - mean) ** 2 for x in differences) / 4 / 5)
-    assert d.test == "Cochran-Mantel-Haenszel" and d.difference == pytest.approx(0.25)
-    assert d.p_value == pytest.approx(0.18144920772141643, rel=1e-9)
+    assert d.test == REPEATED_TEST == "paired t and Cochran-Mantel-Haenszel" and d.difference == pytest.approx(0.25)
+    # scipy.stats.ttest_1samp(differences, 0).pvalue, larger than the shuffle's 0.181
+    assert d.p_value == pytest.approx(0.29801481173121036, rel=1e-9)
+    # t(0.975, 4) = 2.7764451051977934 (scipy)
     assert d.interval == pytest.approx((mean - 2.7764451051977934 * se, mean + 2.7764451051977934 * se), rel=1e-8)
+    # 3 of 3 against 0 of 3 on 14 cases, the same on 26: the shuffle counts each try as evidence (p near 1e-16),
+    # the t test each case once, and its larger p decides: scipy.stats.ttest_1samp([-1] * 14 + [0] * 26, 0)
+    many = paired_difference([((3, 3), (0, 3))] * 14 + [((3, 3), (3, 3))] * 26)
+    assert many.p_value == pytest.approx(4.6291070989404555e-05, rel=1e-8)
 
 
-def test_cases_with_different_tries_weigh_each_by_its_own_variance():
-    # reference: the same sum over cases of (1/tries_A + 1/tries_B) (b - hypergeom.mean), its variance
-    # from scipy.stats.hypergeom.var, two-sided with scipy.stats.norm.sf
-    pairs = [((0, 1), (3, 4)), ((1, 3), (4, 4)), ((2, 2), (2, 5)), ((1, 2), (3, 3)), ((0, 1), (1, 4)), ((1, 1), (2, 4))]
-    assert paired_difference(pairs).p_value == pytest.approx(0.38467140482411155, rel=1e-9)
+def test_significant_means_the_interval_leaves_out_zero():
+    rng = random.Random(7)
+    for _ in range(300):
+        pairs = []
+        for _ in range(rng.randint(5, 40)):
+            p = rng.random()
+            tries_a, tries_b = rng.randint(1, 5), rng.randint(1, 5)
+            q = min(1.0, p + 0.15)
+            pairs.append(((sum(rng.random() < p for _ in range(tries_a)), tries_a), (sum(rng.random() < q for _ in range(tries_b)), tries_b)))
+        d = paired_difference(pairs)
+        if d.significant and d.test == REPEATED_TEST:
+            assert d.interval[0] > 0 or d.interval[1] < 0
 
 
 def test_cases_whose_tries_all_agree_show_no_difference():
@@ -181,10 +205,10 @@ def test_format_p_never_rounds_onto_the_threshold():
 
 
 def test_sentence_says_significant_or_noise_on_the_unrounded_p():
-    d = PairedDifference(60, 0.125, (0.031, 0.219), 0.0490, "Cochran-Mantel-Haenszel", 0.12)
+    d = PairedDifference(60, 0.125, (0.031, 0.219), 0.0490, REPEATED_TEST, 0.12)
     assert difference_sentence("A", "B", d) == (
         "B passes 12.5 percentage points more often than A (95 % interval +3.1 to +21.9 points; 60 cases, "
-        "Cochran-Mantel-Haenszel, p = 0.049): significant at the 5 % level."
+        "paired t and Cochran-Mantel-Haenszel, p = 0.049): significant at the 5 % level."
     )
     noise = PairedDifference(60, -0.1, (-0.2, 0.002), 0.0525, "exact McNemar", 0.142)
     assert difference_sentence("A", "B", noise) == (

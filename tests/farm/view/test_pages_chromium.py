@@ -143,7 +143,7 @@ def test_two_runs_compared(server: ViewServer, tmp_path: Path):
     changes = page.tables["changes"]
     assert [(row[0], row[1]) for row in changes[:3]] == [("regression", "faq-04"), ("regression", "refund-flow"), ("fix", "faq-03")]
     assert "not significant: this could be noise" in page.ids["sentence"]
-    assert page.ids["p-value"].startswith("Cochran-Mantel-Haenszel test over 9 paired cases: p = 0.")
+    assert page.ids["p-value"].startswith("paired t and Cochran-Mantel-Haenszel test over 9 paired cases: p = 0.")
     assert page.ids["side-a-interval"] == "45.3% – 93.7%"
     pair = page.ids["pair"]
     assert "Your refund of $40 is on its way." in pair and "I cannot help with refunds." in pair

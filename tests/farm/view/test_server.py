@@ -134,7 +134,7 @@ def test_compare_puts_changed_cases_first(server: ViewServer):
     assert (stats["a_only"], stats["b_only"], stats["paired"]) == (2, 1, 9)
     # SECOND ran --runs 2: per case, the side with the higher pass rate is better (farm report's rule),
     # and the paired difference is farm report's, its test the one for repeated tries
-    assert stats["repeated"] is True and stats["test"] == "Cochran-Mantel-Haenszel"
+    assert stats["repeated"] is True and stats["test"] == "paired t and Cochran-Mantel-Haenszel"
     assert 0.05 < stats["p_value"] < 1.0 and stats["significant"] is False
     low, high = stats["difference_interval"]
     assert low < stats["difference"] < high and stats["difference"] < 0
