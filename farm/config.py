@@ -27,6 +27,9 @@ __all__ = ["AgentConfig", "Connector", "FarmConfig", "FarmSettings", "Price", "R
 
 CONFIG_NAME = "farm.toml"
 
+NO_CONFIG = f"no {CONFIG_NAME} in this folder (nor beside the input file or in its parents)"
+"""The cause of a mistake when no ``farm.toml`` was found (:func:`find_config`'s places)."""
+
 DEFAULT_INPUT_TOOLS = ("request_confirmation", "ask_user", "get_user_input")
 
 
@@ -330,10 +333,7 @@ class FarmConfig(BaseModel):
             return self.agents[agent_id]
         except KeyError:
             if self.path is None and not self.agents:
-                raise UsageError(
-                    f"no {CONFIG_NAME} in this folder (nor beside the input file or in its parents);"
-                    f" agent '{shown(agent_id)}' is not configured: write one, or give --config PATH"
-                ) from None
+                raise UsageError(f"{NO_CONFIG}; agent '{shown(agent_id)}' is not configured: write one, or give --config PATH") from None
             known = ", ".join(sorted(self.agents)) or "none"
             where = f" in {self.path}" if self.path else ""
             raise UsageError(f"agent '{shown(agent_id)}' is not configured{where}{nearest(agent_id, self.agents)} (configured: {known})") from None

@@ -209,6 +209,8 @@ def _said(err: Any) -> str:
         "model_type": "must be a table",
         "list_type": "must be an array",
     }
+    if kind in words and not str(err.get("msg", "")).startswith("Input should"):
+        return str(err["msg"])  # a check of the farm's own under pydantic's name (farm.config._finite)
     return words.get(kind, "is not a valid value") + given
 
 

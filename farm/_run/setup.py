@@ -86,6 +86,10 @@ def prepare(
     cfg = farm_config(config, input)
     agent_id = agent or cfg.farm.default_agent
     if agent_id is None and not dry_run and not input.startswith("scripts."):
+        if cfg.path is None:
+            from farm.config import NO_CONFIG
+
+            raise UsageError(f"{NO_CONFIG}, so no agent to test: write one (with [farm].default_agent), or give --config PATH")
         raise UsageError("no agent to test: give -n/--name or set [farm].default_agent in farm.toml")
     if agent_id is not None and not dry_run:
         cfg.agent(agent_id)  # fail early, naming the configured agents

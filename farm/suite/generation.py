@@ -200,25 +200,26 @@ DOCUMENTED = frozenset({*_SETTINGS, "focus", "complexity"})
 """Parameters every generator is told of (docs/generation.md), besides the settings."""
 
 
-def check_query(origin: str, query: dict[str, Any], known: set[str], strict: bool) -> None:
-    """Raise :class:`UsageError` for a query parameter the generator does not know.
+def check_query(where: str, query: dict[str, Any], known: set[str], strict: bool) -> None:
+    """Raise :class:`UsageError` for a parameter the generator does not know; ``where`` names
+    where it was given (``-i agents:gen``).
 
     ``known``: what it reads besides :data:`DOCUMENTED` (its ``generate`` table, its prompt's
     placeholders). A name close to a known one is a typo, always; with ``strict`` (the farm writes
     the generator's prompt, so nothing else reaches the model) any other name that is no coverage
     list is unknown too."""
+    from farm.suite.validation import nearest, shown
+
     names = known | DOCUMENTED
     for key, value in query.items():
         if key in names:
             continue
-        from farm.suite.validation import nearest, shown
-
         hint = nearest(key, names)
         if hint:
-            raise UsageError(f"-i {origin}: unknown parameter '{shown(key)}'{hint}")
+            raise UsageError(f"{where}: unknown parameter '{shown(key)}'{hint}")
         if strict and _as_list(value) is None:
             raise UsageError(
-                f"-i {origin}: unknown parameter '{shown(key)}': the generator's prompt has no {{{shown(key)}}}"
+                f"{where}: unknown parameter '{shown(key)}': the generator's prompt has no {{{shown(key)}}}"
                 f" and it is no coverage list (known: {', '.join(sorted(names))})"
             )
 

@@ -130,7 +130,9 @@ def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, ca
 
     generator_id, query = _split(value, "agents:")
     generator = config.agent(generator_id)  # a UsageError naming the configured agents
-    check_query(f"agents:{generator_id}", query, {*generator.generate, *_placeholders(config, generator)}, strict=_writes_prompt(config, generator))
+    prompt, strict = _placeholders(config, generator), _writes_prompt(config, generator)
+    check_query(f"{config.path or 'farm.toml'}: agents.{generator_id}.generate", generator.generate, prompt, strict)
+    check_query(f"-i agents:{generator_id}", query, {*generator.generate, *prompt}, strict)
     params = {**generator.generate, **query}
     stream = CaseStream(f"agents:{generator_id}", config, params, generator_metadata(config, agent_id, params), agent_id=generator_id, cache=cache)
     return Suite([], f"agents:{generator_id} ({stream.asked} cases to generate)", stream=stream)
@@ -141,6 +143,6 @@ def _generated_by_script(value: str, config: FarmConfig, agent_id: str | None) -
 
     ref, params = _split(value, "scripts:")
     fn = ScriptResolver(config.scripts_dir).resolve(ref)
-    check_query(f"scripts:{ref}", params, set(), strict=False)
+    check_query(f"-i scripts:{ref}", params, set(), strict=False)
     stream = CaseStream(f"scripts:{ref}", config, params, generator_metadata(config, agent_id, params), script=fn)
     return Suite([], f"scripts:{ref} ({stream.asked} cases to generate)", stream=stream)

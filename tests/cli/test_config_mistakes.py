@@ -78,3 +78,7 @@ def test_without_a_farm_toml_its_absence_is_the_cause(tmp_path: Path, monkeypatc
     result = farm("test", "-i", "hello", "-n", "expense", cwd=tmp_path, monkeypatch=monkeypatch)
     assert result.exit_code == 2
     assert result.output.startswith("error: no farm.toml in this folder (nor beside the input file or in its parents); agent 'expense' is not configured")
+
+    unnamed = farm("test", "-i", "hello", cwd=tmp_path, monkeypatch=monkeypatch)
+    assert unnamed.exit_code == 2
+    assert unnamed.output.startswith("error: no farm.toml in this folder (nor beside the input file or in its parents), so no agent to test")

@@ -158,3 +158,13 @@ def test_a_generator_script_that_fails_or_returns_no_cases_is_one_sentence(proje
         generated(resolve_input("scripts:gen.fails", config, None), config)
     with pytest.raises(UsageError, match="-i scripts:gen.number: the generator script returned int, not cases"):
         generated(resolve_input("scripts:gen.number", config, None), config)
+
+
+def test_a_generate_table_with_a_misspelt_key_is_one_sentence_naming_farm_toml(project: Path):
+    toml = project / "farm.toml"
+    toml.write_text(toml.read_text() + '\n[agents.typo]\nkind = "generator"\nuses = "gen-code"\ngenerate = { cuont = 20 }\n')
+    config = load_config(toml)
+    with pytest.raises(UsageError, match=r"farm\.toml: agents\.typo\.generate: unknown parameter 'cuont' \(did you mean 'count'\?\)"):
+        resolve_input("agents:typo", config, "target")
+    own = resolve_input("agents:gen?region=emea", config, "target")  # a service of its own may read its own parameters
+    assert own.stream is not None and own.stream.metadata["region"] == "emea"
