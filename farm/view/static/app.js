@@ -471,7 +471,8 @@ function render() {
 
 function page(mine, { parts, params }) {
   const section = parts[0] || "runs";
-  for (const link of document.querySelectorAll("[data-nav]")) link.classList.toggle("active", link.dataset.nav === (section === "run" || section === "case" ? "runs" : section));
+  const nav = section === "compare" || section === "trends" ? section : "runs"; // anything else shows the runs
+  for (const link of document.querySelectorAll("[data-nav]")) link.classList.toggle("active", link.dataset.nav === nav);
   let shown;
   if (section === "run" && parts[1]) shown = runPage(mine, parts[1], params);
   else if (section === "case" && parts[2]) shown = casePage(mine, parts[1], parts[2], params);
