@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from farm.cli.options import JSONEvents, Verbose
+from farm.cli.options import JSONEvents, Quiet, Verbose
 
 __all__ = ["demo", "demo_paths"]
 
@@ -21,6 +21,7 @@ def demo_paths() -> tuple[Path, Path]:
 
 def demo(
     verbose: Verbose = False,
+    quiet: Quiet = False,
     results_dir: Annotated[Path | None, typer.Option("--results-dir", metavar="DIR", help="Where to write results (default: ./farm-results).")] = None,
     engine: Annotated[str | None, typer.Option("--engine", metavar="local|ray|auto", help="local (this process, the default for the demo's size), ray (the embedded Ray) or auto.")] = None,
     address: Annotated[str | None, typer.Option("--address", metavar="ADDRESS", help="Ray cluster address for the ray engine; default: embedded local Ray.")] = None,
@@ -29,6 +30,7 @@ def demo(
         str | None,
         typer.Option("-i", "--input", help="Another input for the demo agent, e.g. agents:demo.generator?count=40 (default: the bundled suite)."),
     ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Send every role call; answer none from the role cache.")] = False,
 ) -> None:
     """Run the bundled demo suite on the bundled demo agent: offline, no keys."""
     from farm.cli.app import fail
@@ -47,7 +49,8 @@ def demo(
             config.farm.results_dir = str((results_dir or Path("farm-results")).resolve())
             outcome = farm.run(
                 input or str(suite_path), config=config, engine=engine, address=address,  # type: ignore[arg-type]
-                timeout="1m", turn_timeout="30s", skip_interactive=True, json_events=json_events, verbose=verbose, command=sys.argv,
+                timeout="1m", turn_timeout="30s", skip_interactive=True, json_events=json_events, verbose=verbose, quiet=quiet,
+                cache=not no_cache, command=sys.argv,
             )
         except FarmError as exc:
             fail(exc)

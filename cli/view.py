@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -30,12 +32,14 @@ def view(
         root = results_dir if results_dir is not None else _configured_results_dir(config)
         if not root.is_dir():
             raise UsageError(f"Cannot view {root}, as it is not a folder; run `farm test` first or name a results folder.")
+        if not 0 <= port <= 65535:
+            raise UsageError(f"--port {port} is not a port: give one from 1 to 65535, or 0 for a free one.")
         from farm.view import ViewApp, ViewServer, is_loopback
 
         try:
             server = ViewServer(ViewApp(str(root)), host, port)
         except OSError as exc:
-            raise UsageError(f"Cannot listen on {host}:{port} ({exc.strerror or exc}); try another --port.") from None
+            raise UsageError(_cannot_listen(host, port, exc)) from None
     except FarmError as exc:
         fail(exc)
     if not is_loopback(host):
@@ -53,6 +57,20 @@ def view(
         pass
     finally:
         server.server_close()
+
+
+def _cannot_listen(host: str, port: int, exc: OSError) -> str:
+    """Why ``host``:``port`` cannot be listened on, and what to change: the port only when it is the cause."""
+    where = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+    if isinstance(exc, socket.gaierror):
+        return f"Cannot listen on {where}: '{host}' is not a known host name or address; try --host 127.0.0.1."
+    if exc.errno == errno.EADDRINUSE:
+        return f"Cannot listen on {where}: the port is in use; try another --port (0: a free one)."
+    if exc.errno == errno.EACCES:
+        return f"Cannot listen on {where}: permission denied (ports below 1024 need privileges); try another --port (0: a free one)."
+    if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+        return f"Cannot listen on {where}: {host} is not an address of this machine; try --host 127.0.0.1."
+    return f"Cannot listen on {where} ({exc.strerror or exc})."
 
 
 def _configured_results_dir(explicit: str | None) -> Path:

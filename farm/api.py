@@ -280,7 +280,8 @@ def run(
     extra = {"Run": run_id, "Engine": engine_name}
     if skip_keys:
         extra["Resuming"] = f"{len(skip_keys)} finished"
-    view.start(agents, input_value, len(suite.cases), extra, plan.total, progress=not interactive)  # a live bar would draw over the questions
+    count = len(suite.cases) if stream is None else stream.asked
+    view.start(agents, input_value, count, extra, plan.total, progress=not interactive, generating=stream is not None)  # a live bar would draw over the questions
     if stream is not None:
         plan.on_generation = _GenerationShown(info, view, previous)
     problems: list[dict[str, Any]] = []  # a bounded sample of what went wrong, for the reporter
@@ -474,11 +475,17 @@ def _generate(suite: Suite, cfg: FarmConfig, cache: bool, console: Console, quie
     _generated(stream, console, quiet)
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun.endswith(('ch', 'x')) else 's'}"
+
+
 def _say_dropped(console: Console, quiet: bool) -> Callable[[str], None]:
     """Prints a dropped generated case's line."""
     if quiet:
         return lambda line: None
-    return lambda line: console.print(f"[yellow]dropped:[/yellow] {escape(line)}", highlight=False, emoji=False, soft_wrap=True)
+    from farm.console.safe import one_line
+
+    return lambda line: console.print(f"[yellow]dropped:[/yellow] {escape(one_line(line))}", highlight=False, emoji=False, soft_wrap=True)
 
 
 class _GenerationShown:
@@ -535,11 +542,11 @@ def _generated(stream: CaseStream, console: Console, quiet: bool) -> None:
             console.print(f"[yellow]{escape(stats.stop_reason)}[/yellow]", highlight=False, soft_wrap=True)
         return
     if stats.cached:
-        line = f"{stats.kept} generated cases, from the role cache (generated before by the same generator, parameters and seed; --no-cache generates anew)"
+        line = f"{_plural(stats.kept, 'generated case')}, from the role cache (generated before by the same generator, parameters and seed; --no-cache generates anew)"
     else:
         line = (
-            f"{stats.kept} generated cases in {stats.batches} batches ({stats.calls} generator calls); "
-            f"dropped {stats.duplicates} duplicates and {stats.malformed} malformed; {stats.renamed} renamed"
+            f"{_plural(stats.kept, 'generated case')} in {_plural(stats.batches, 'batch')} ({_plural(stats.calls, 'generator call')}); "
+            f"dropped {_plural(stats.duplicates, 'duplicate')} and {stats.malformed} malformed; {stats.renamed} renamed"
         )
     console.print(escape(line), highlight=False, soft_wrap=True)
     if stats.stop_reason:

@@ -48,13 +48,16 @@ class RunView:
             self._reporter = ConsoleReporter(self.console, verbose=self.verbose, quiet=self.quiet)
         return self._reporter
 
-    def start(self, agents: str | list[str], input: str, cases: int, extra: dict[str, str], total: int, progress: bool = True) -> None:
+    def start(
+        self, agents: str | list[str], input: str, cases: int, extra: dict[str, str], total: int, progress: bool = True, generating: bool = False
+    ) -> None:
         """The header (the agent or agents under test, input, ``extra`` lines), then a progress line
-        over ``total`` case runs unless ``progress`` is False (interactive questions would be drawn over)."""
+        over ``total`` case runs unless ``progress`` is False (interactive questions would be drawn over).
+        ``generating``: ``cases`` is how many the generator is asked for (none is there yet)."""
         if not self.show:
             return
         several = [agents] if isinstance(agents, str) else agents
-        self.reporter.header(", ".join(several), input, cases, extra, agents=several if len(several) > 1 else ())
+        self.reporter.header(", ".join(several), input, cases, extra, agents=several if len(several) > 1 else (), generating=generating)
         if progress:
             self.reporter.start_progress(total)
             from farm.agents.retry import add_retry_listener

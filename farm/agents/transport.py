@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
 import urllib.request
 import zlib
@@ -459,7 +460,7 @@ def _httpx_error(exc: Exception, request: httpx.Request) -> Exception:
     if isinstance(exc, (aiohttp.ServerTimeoutError, TimeoutError)):
         return httpx.ReadTimeout(message, request=request)
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return httpx.ConnectError(message, request=request)
+        return httpx.ConnectError(_connect_failure(exc), request=request)
     if isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
         return httpx.RemoteProtocolError(message or type(exc).__name__, request=request)
     if isinstance(exc, aiohttp.ClientOSError):
@@ -467,6 +468,18 @@ def _httpx_error(exc: Exception, request: httpx.Request) -> Exception:
     if isinstance(exc, aiohttp.InvalidURL):
         return httpx.UnsupportedProtocol(message, request=request)
     return httpx.TransportError(f"{type(exc).__name__}: {message}", request=request)
+
+
+def _connect_failure(exc: aiohttp.ClientConnectorError) -> str:
+    """Why a connection could not be made, naming the host and port: aiohttp's own words say
+    ``ssl:default`` even for a plain http URL (TLS matters only when the error is about TLS)."""
+    import aiohttp
+
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return _first_line(exc)
+    error = exc.os_error
+    reason = os.strerror(error.errno) if isinstance(error.errno, int) and error.errno > 0 else exc.strerror
+    return f"cannot connect to {exc.host}:{exc.port}: {reason}"
 
 
 def _first_line(exc: BaseException) -> str:

@@ -54,10 +54,11 @@ class ConsoleReporter:
     # -- banner
 
     def header(
-        self, agent: str, input_desc: str, count: int, extra: dict[str, str] | None = None, agents: Sequence[str] = ()
+        self, agent: str, input_desc: str, count: int, extra: dict[str, str] | None = None, agents: Sequence[str] = (), generating: bool = False
     ) -> None:
         """The banner: agent, input with its case count, any ``extra`` lines, then the "Running Tests" rule.
-        ``agents``: every agent under test when the run tests several (each case then names its agent)."""
+        ``agents``: every agent under test when the run tests several (each case then names its agent).
+        ``generating``: ``count`` cases are being generated (the run starts before they are all there)."""
         if self.quiet:
             return
         self._section("Agent Test Farm", "═")
@@ -67,7 +68,7 @@ class ConsoleReporter:
             self._info("Agents", ", ".join(agents))
         else:
             self._info("Agent", agent)
-        self._info("Input", f"{input_desc} ({count} {cases})")
+        self._info("Input", f"{input_desc} ({'generating ' if generating else ''}{count} {cases})")
         for key, value in (extra or {}).items():
             self._info(key, value)
         self.console.print()

@@ -199,7 +199,9 @@ _FOOT = """</main>
   }
   document.getElementById("expand-all").addEventListener("click", function () { openAll(true); });
   document.getElementById("collapse-all").addEventListener("click", function () { openAll(false); });
-  apply(decodeURIComponent(location.hash.replace(/^#/, "")) || "all");
+  var wanted = location.hash.replace(/^#/, "");
+  try { wanted = decodeURIComponent(wanted); } catch (e) { /* a stray %: not a filter, so all */ }
+  apply(wanted || "all");
 })();
 </script>
 </body>

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import mimetypes
+import socket
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -116,6 +117,8 @@ class ViewServer(ThreadingHTTPServer):
     def __init__(self, app: ViewApp, host: str = "127.0.0.1", port: int = 0):
         self.app = app
         self.loopback_only = is_loopback(host)
+        host = host.strip("[]")
+        self.address_family = _family(host)  # an IPv6 address (::1) needs an IPv6 socket
         super().__init__((host, port), _Handler)
 
     @property
@@ -144,6 +147,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw = split.path.split("/")[1:]
         parts = [unquote(part) for part in raw]
         try:
+            if "\0" in unquote(self.path):  # no file name holds one: the OS would refuse it mid-answer
+                raise BadRequest("A URL may not hold a NUL character (%00).")
             if parts[:1] == ["api"]:
                 self._json(HTTPStatus.OK, self.server.app.answer(parts[1:], parse_qs(split.query)))
                 # Arrow's allocator keeps freed memory for reuse: hand back what a big answer left behind
@@ -158,6 +163,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
         except (OSError, pa.ArrowException) as exc:  # a file replaced or damaged as it was read
             self._json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"Cannot read the run's files now ({exc}); reload the page."})
+        except Exception as exc:  # noqa: BLE001 - the page says so in one line, never an empty reply
+            self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"The viewer failed on this request ({type(exc).__name__}: {exc})."})
 
     def _page(self, name: str) -> None:
         body = self.server.app.pages.get(name)
@@ -217,6 +224,17 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(item) for item in value]
     return value
+
+
+def _family(host: str) -> socket.AddressFamily:
+    """The address family to listen with on ``host``: IPv6 for an IPv6 address or a name that has
+    only those, else IPv4 (a name that cannot be resolved fails at bind, which says so)."""
+    try:
+        found = socket.getaddrinfo(host or None, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return socket.AF_INET
+    families = [family for family, *_ in found]
+    return socket.AF_INET if socket.AF_INET in families else families[0]
 
 
 def _host_name(header: str) -> str:

@@ -80,6 +80,26 @@ def test_demo_runs_offline_and_says_where_results_went(tmp_path: Path, ray_sessi
     assert str(run_dir / "results.jsonl") in result.output.replace("\n", "")
 
 
+def test_demo_takes_the_no_cache_it_suggests_and_q(tmp_path: Path, monkeypatch, engine: str):
+    """A generated input: the header says the cases are being generated, the counts read in the
+    singular; run again, the cases come from the role cache and the line names --no-cache, which
+    ``farm demo`` takes; ``-q`` prints the summary line only."""
+    monkeypatch.chdir(tmp_path)
+    generated = ["demo", "--engine", engine, "-i", "agents:demo.generator?count=1"]
+    first = farm(*generated)
+    assert first.exit_code == 0, first.output
+    assert "ℹ Input: agents:demo.generator?count=1 (generating 1 test case)" in first.output
+    assert "1 generated case in 1 batch (1 generator call); dropped 0 duplicates" in first.output
+    again = farm(*generated)
+    assert "1 generated case, from the role cache" in again.output and "--no-cache generates anew" in again.output
+    anew = farm(*generated, "--no-cache")
+    assert anew.exit_code == 0, anew.output
+    assert "1 generated case in 1 batch" in anew.output
+    quiet = farm(*generated, "-q")
+    assert quiet.exit_code == 0, quiet.output
+    assert "Agent Test Farm" not in quiet.output and "1 passed" in quiet.output
+
+
 def test_test_help_keeps_config_section_names_and_metavars():
     result = CliRunner().invoke(app, ["test", "--help"], catch_exceptions=False, terminal_width=240, env={"COLUMNS": "240"})
     assert result.exit_code == 0

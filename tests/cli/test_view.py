@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,3 +50,39 @@ def test_view_of_a_missing_folder_is_one_sentence(tmp_path: Path):
     assert child.returncode == 2
     assert err.strip().startswith("error: Cannot view") and "nowhere" in err and "Traceback" not in err
     assert out == ""
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--port", "99999"], "error: --port 99999 is not a port: give one from 1 to 65535, or 0 for a free one."),
+    (["--host", "10.255.255.1"], "error: Cannot listen on 10.255.255.1:0: 10.255.255.1 is not an address of this machine; try --host 127.0.0.1."),
+])  # fmt: skip
+def test_a_port_or_host_that_cannot_be_listened_on_is_one_sentence(tmp_path: Path, args: list[str], said: str):
+    child = start(str(tmp_path), *args, cwd=tmp_path)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 2
+    assert err.strip() == said and out == ""
+
+
+def test_a_port_in_use_asks_for_another_port(tmp_path: Path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        child = start(str(tmp_path), "--port", str(port), cwd=tmp_path)
+        out, err = child.communicate(timeout=60)
+    assert child.returncode == 2
+    assert err.strip() == f"error: Cannot listen on 127.0.0.1:{port}: the port is in use; try another --port (0: a free one)."
+
+
+def test_view_serves_on_ipv6_loopback(tmp_path: Path):
+    child = start(str(tmp_path), "--host", "::1", cwd=tmp_path)
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line.startswith("farm view: http://[::1]:"), line
+        with urllib.request.urlopen(line.split()[2] + "api/runs", timeout=30) as response:
+            assert json.load(response)["runs"] == []
+    finally:
+        child.terminate()
+        _, err = child.communicate(timeout=30)
+    assert "warning" not in err and "Traceback" not in err

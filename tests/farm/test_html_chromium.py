@@ -153,3 +153,10 @@ def test_chromium_applies_the_status_filter_from_the_fragment(report: Path, tmp_
     assert dom.ids.get("visible-count") == "2"
     shown = [case["data-case-id"] for case in dom.cases if "hidden" not in case]
     assert shown == ["case-4", "case-5"]
+
+
+@pytest.mark.parametrize("fragment", ["#%", "#%E0%A4%A", "#fail%zz"])
+def test_a_fragment_with_a_bad_escape_shows_every_case(report: Path, tmp_path: Path, fragment: str):
+    dom = rendered(report, tmp_path, fragment)
+    assert dom.ids.get("active-filter") == "all"
+    assert dom.ids.get("visible-count") == "7"

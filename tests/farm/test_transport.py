@@ -162,6 +162,16 @@ def test_a_closed_client_says_so():
         request(client, "http://agent.test/")
 
 
+def test_a_refused_connection_names_the_host_and_port_and_no_tls_for_plain_http():
+    with socket.socket() as probe:  # a port where nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(TransportError) as caught:
+        request(HTTPClient(), f"http://127.0.0.1:{port}/v1/chat/completions")
+    assert str(caught.value) == f"the endpoint could not be reached (cannot connect to 127.0.0.1:{port}: Connection refused)"
+    assert caught.value.retryable
+
+
 # -- hostile replies from a real server ------------------------------------------------
 
 

@@ -54,10 +54,14 @@ function pretty(value) {
   return typeof value === "string" ? value : JSON.stringify(value, null, 2);
 }
 
+function decoded(part) {
+  try { return decodeURIComponent(part); } catch { return part; } // a stray % stays as it was typed
+}
+
 function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, query] = hash.split("?");
-  return { parts: path.split("/").filter(Boolean).map(decodeURIComponent), params: new URLSearchParams(query || "") };
+  return { parts: path.split("/").filter(Boolean).map(decoded), params: new URLSearchParams(query || "") };
 }
 
 function go(parts, params) {
@@ -103,23 +107,26 @@ async function runsPage(mine) {
       if (event.target.checked) chosen.add(run.name); else chosen.delete(run.name);
       compareButton.disabled = chosen.size !== 2;
     } }) },
-    { key: "started_at", title: "Started", cell: (run) => when(run.started_at) },
+    { key: "started_at", title: "Started", class: "started", cell: (run) => when(run.started_at).split(" ").map((part) => h("div", {}, part)) },
     { key: "name", title: "Run", cell: (run) => h("a", { href: `#/run/${enc(run.name)}`, class: "run-link" }, run.name) },
     { key: "status", title: "Status", cell: (run) => [run.progress
       ? [h("span", { class: "progress" }, Object.assign(h("span"), { style: `width:${run.progress.planned ? Math.min(100, 100 * run.progress.done / run.progress.planned) : 0}%` })),
-         `${run.progress.done}${run.progress.planned ? " / " + run.progress.planned : ""} `, badge(run.status)]
+         h("span", { class: "done" }, `${run.progress.done}${run.progress.planned ? " / " + run.progress.planned : ""}`), " ", badge(run.status)]
       : badge(run.status), problems(run)] },
     { key: "suite", title: "Suite", cell: (run) => run.suite || "—" },
     { key: "agents", title: "Agents", cell: (run) => run.agents.join(", ") || "—" },
     { key: "engine", title: "Engine", cell: (run) => run.engine || "—" },
     { key: "total", title: "Cases", class: "num", cell: (run) => run.counts.total },
     { key: "passed", title: "Passed", class: "num", cell: (run) => run.counts.passed },
-    { key: "failed", title: "Failed", class: "num", cell: (run) => run.counts.failed + run.counts.error + run.counts.timeout },
+    { key: "failed", title: "Failed", class: "num", cell: (run) => run.counts.failed },
+    { key: "error", title: "Errors", class: "num", cell: (run) => run.counts.error },
+    { key: "timeout", title: "Timeouts", class: "num", cell: (run) => run.counts.timeout },
     { key: "skipped", title: "Skipped", class: "num", cell: (run) => run.counts.skipped },
     { key: "pass_rate", title: "Pass rate", class: "num", cell: (run) => (run.per_agent && run.per_agent.length > 1
       ? run.per_agent.map((a) => h("div", { class: "agent-rate" }, `${a.agent} `, bar(a.pass_rate), pct(a.pass_rate)))  // each agent's own
       : [bar(run.pass_rate), pct(run.pass_rate)]) },
-    { key: "cost_usd", title: "Cost", class: "num", cell: (run) => usd(run.cost_usd) },
+    { key: "cost_usd", title: "Cost", class: "num", tip: "The agent under test; below it, what the role calls (simulator, judges) cost.",
+      cell: (run) => [usd(run.cost_usd), run.role_cost_usd === null || run.role_cost_usd === undefined ? null : h("div", { class: "muted role-cost" }, `+ ${usd(run.role_cost_usd)} roles`)] },
     { key: "wall_s", title: "Wall time", class: "num", cell: (run) => (run.wall_s === null ? "—" : duration(run.wall_s * 1000)) },
   ];
   const value = (run, key) => (key in run.counts ? run.counts[key] : Array.isArray(run[key]) ? run[key].join(",") : run[key]);
@@ -131,6 +138,7 @@ async function runsPage(mine) {
   const table = h("table", { class: "grid", id: "runs" },
     h("thead", {}, h("tr", {}, columns.map((column) => h("th", {
       class: [column.key ? "sortable" : "", column.class || "", runSort.key === column.key ? "sorted" + (runSort.desc ? " desc" : "") : ""].join(" "),
+      title: column.tip || null,
       onclick: column.key ? () => { runSort.desc = runSort.key === column.key ? !runSort.desc : false; runSort.key = column.key; runsPage(generation).catch(failure); } : null,
     }, column.title)))),
     h("tbody"));
@@ -318,9 +326,14 @@ async function comparePage(mine, params) {
   let a = params.get("a"), b = params.get("b");
   const picker = () => {
     const pick = (id, value) => h("select", { id }, runs.map((run) => h("option", { value: run.name, selected: run.name === value }, `${run.name} (${run.suite || "?"}, ${run.agents.join(", ")})`)));
-    const left = pick("pick-a", a || (runs[1] || runs[0] || {}).name), right = pick("pick-b", b || (runs[0] || {}).name);
-    return h("div", { class: "filters" }, "Compare ", left, " with ", right,
-      h("button", { class: "primary", onclick: () => go(["compare"], new URLSearchParams({ a: left.value, b: right.value })) }, "Compare"));
+    // one run's two agents compared: "with" is that same run, not another one
+    const left = pick("pick-a", a || (runs[1] || runs[0] || {}).name), right = pick("pick-b", b || a || (runs[0] || {}).name);
+    const compare = () => {
+      const next = new URLSearchParams({ a: left.value, b: right.value });
+      if (left.value === a && right.value === (b || a)) for (const key of ["agent_a", "agent_b"]) if (params.get(key)) next.set(key, params.get(key));
+      go(["compare"], next);
+    };
+    return h("div", { class: "filters" }, "Compare ", left, " with ", right, h("button", { class: "primary", onclick: compare }, "Compare"));
   };
   if (!a) {
     show("Compare", h("h1", {}, "Compare"), runs.length ? picker() : h("p", { class: "muted" }, "No runs yet."));
@@ -429,12 +442,15 @@ async function trendsPage(mine, params) {
   if (!suite) { show("Trends", h("h1", {}, "Trends"), h("p", { class: "muted" }, "No runs yet.")); app.dataset.state = "ready"; return; }
   const data = await api(`trends?suite=${enc(suite)}` + (params.get("agent") ? `&agent=${enc(params.get("agent"))}` : ""));
   if (mine !== generation) return;
-  const points = data.points.filter((p) => p.status !== "running");
+  // a run stopped early (budget, fail-fast, interrupt) ran only some cases: not a point of the trend
+  const points = data.points.filter((p) => p.status === "finished");
+  const stopped = data.points.filter((p) => p.status !== "finished" && p.status !== "running").length;
+  const counted = `${points.length} finished ${points.length === 1 ? "run" : "runs"}` + (stopped ? `; ${stopped} stopped early, not shown` : "");
   // a suite run on several agents: one agent's trend at a time, never two agents' figures in one point
   const agentSelect = data.agents.length > 1 ? ["Agent ", h("select", { id: "trend-agent", onchange: (e) => go(["trends"], new URLSearchParams({ suite, agent: e.target.value })) },
     data.agents.map((a) => h("option", { value: a, selected: a === data.agent }, a)))] : [];
   show("Trends",
-    h("h1", {}, "Trends"), h("div", { class: "filters" }, "Suite ", select, ...agentSelect, h("span", { class: "muted", id: "trend-runs" }, `${points.length} finished runs`)),
+    h("h1", {}, "Trends"), h("div", { class: "filters" }, "Suite ", select, ...agentSelect, h("span", { class: "muted", id: "trend-runs" }, counted)),
     h("div", { class: "charts" },
       chart("Pass rate", points, (p) => p.pass_rate, pct, "chart-pass-rate", 1),
       chart("Median case time", points, (p) => p.case_p50_ms, duration, "chart-latency"),
@@ -453,16 +469,24 @@ function render() {
   clearTimeout(timer);
   const mine = ++generation;
   app.dataset.state = "loading";
-  const { parts, params } = route();
+  try {
+    page(mine, route()).catch(failure);
+  } catch (error) {
+    failure(error);
+  }
+}
+
+function page(mine, { parts, params }) {
   const section = parts[0] || "runs";
-  for (const link of document.querySelectorAll("[data-nav]")) link.classList.toggle("active", link.dataset.nav === (section === "run" || section === "case" ? "runs" : section));
+  const nav = section === "compare" || section === "trends" ? section : "runs"; // anything else shows the runs
+  for (const link of document.querySelectorAll("[data-nav]")) link.classList.toggle("active", link.dataset.nav === nav);
   let shown;
   if (section === "run" && parts[1]) shown = runPage(mine, parts[1], params);
   else if (section === "case" && parts[2]) shown = casePage(mine, parts[1], parts[2], params);
   else if (section === "compare") shown = comparePage(mine, params);
   else if (section === "trends") shown = trendsPage(mine, params);
   else shown = runsPage(mine);
-  shown.catch(failure);
+  return shown;
 }
 
 window.addEventListener("hashchange", render);

@@ -74,8 +74,8 @@ def server(results_root: Path):
     server.server_close()
 
 
-def shown(server: ViewServer, fragment: str, tmp_path: Path) -> Page:
-    """The DOM of ``fragment`` once its script and fetches are done."""
+def shown(server: ViewServer, fragment: str, tmp_path: Path, state: str = "ready") -> Page:
+    """The DOM of ``fragment`` once its script and fetches are done (the page then in ``state``)."""
     command = [
         CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
@@ -86,7 +86,7 @@ def shown(server: ViewServer, fragment: str, tmp_path: Path) -> Page:
     page = Page()
     page.feed(done.stdout)
     states = [attrs.get("data-state") for tag, attrs in page.elements if tag == "main"]
-    assert states == ["ready"], (states, page.ids.get("error"), done.stdout[-2000:])
+    assert states == [state], (states, page.ids.get("error"), done.stdout[-2000:])
     return page
 
 
@@ -96,7 +96,7 @@ def test_the_runs_list(server: ViewServer, tmp_path: Path):
     rows = page.tables["runs"]
     assert [row[2] for row in rows][-2:] == [SECOND, FIRST]
     first = rows[-1]
-    assert first[7:12] == ["10", "7", "2", "1", "77.8%"]  # cases, passed, failed, skipped, pass rate
+    assert first[7:14] == ["10", "7", "2", "0", "0", "1", "77.8%"]  # cases, passed, failed, errors, timeouts, skipped, pass rate
     assert "3 / 6" in rows[0][3] and "running" in rows[0][3]
 
 

@@ -64,6 +64,24 @@ def test_a_path_out_of_the_results_folder_is_refused(server: ViewServer, path: s
     assert b"outside the results folder" not in body
 
 
+@pytest.mark.parametrize("path", [f"/api/runs/{FIRST}%00", "/api/runs/a%00b/cases", f"/api/runs/{FIRST}/cases/x%00y", "/static/app.js%00"])
+def test_a_nul_in_the_url_is_one_sentence_not_an_empty_reply(server: ViewServer, path: str):
+    status, body = get(server, path)
+    assert status == 400, (path, body)
+    assert json.loads(body) == {"error": "A URL may not hold a NUL character (%00)."}
+
+
+def test_the_server_listens_on_ipv6_loopback(results_root: Path):
+    server = ViewServer(ViewApp(str(results_root)), "::1")
+    server.start()
+    try:
+        assert server.url.startswith("http://[::1]:")
+        assert [run["name"] for run in get_json(server, "/api/runs")["runs"]][-1] == FIRST
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_foreign_host_name_is_refused_on_loopback(server: ViewServer):
     status, body = get(server, "/api/runs", host="evil.example:80")
     assert status == 403 and b"127.0.0.1" in body
