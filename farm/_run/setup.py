@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from farm.suite.loader import Suite
     from farm.summary import Summary
     from farm.writers import ResultWriter
-    from farm.writers.runinfo import RunInfo, RunOptions
+    from farm.writers.runinfo import RunGate, RunInfo, RunOptions
 
 __all__ = [
     "build_plan",
@@ -256,15 +256,21 @@ def execute_viewed(
 
 
 def extra_writers(
-    junit: str | Path | None, html: str | Path | None, json_events: bool, run_id: str, info: dict[str, Any]
+    junit: str | Path | None,
+    html: str | Path | None,
+    json_events: bool,
+    run_id: str,
+    info: dict[str, Any],
+    gate: Callable[[], RunGate | None] | None = None,
 ) -> tuple[list[StreamedReport], list[ResultWriter]]:
-    """``(reports, streams)``: JUnit and HTML files, and the NDJSON events on standard output."""
+    """``(reports, streams)``: JUnit and HTML files, and the NDJSON events on standard output
+    (``gate``: the run's gate once decided, for their ``summary`` event)."""
     reports: list[StreamedReport] = []
     streams: list[ResultWriter] = []
     if json_events:
         from farm._run.events import EventWriter
 
-        events = EventWriter(sys.stdout, run_id)
+        events = EventWriter(sys.stdout, run_id, gate=gate)
         events.start(info)
         streams.append(events)
     if junit:

@@ -129,6 +129,15 @@ def test_a_case_failing_every_try_fails_any_gate(project: Path):
     assert gate is not None and (gate.verdict, gate.below, gate.flaky) == ("failed", 1, 1)
 
 
+def test_the_json_summary_event_carries_the_gate_and_its_exit_code(project: Path):
+    path = suite(project, "flaky l")
+    result = CliRunner().invoke(app, ["test", "-i", path, "--runs", "5", "--min-pass-rate", "0.8", "--json"])
+    assert result.exit_code == 0
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["event"] == "summary" and summary["counts"]["failed"] == 1
+    assert summary["exit_code"] == 0 and summary["gate"]["verdict"] == "passed" and summary["gate"]["flaky"] == 1
+
+
 def test_a_weaker_agent_fails_against_the_baseline_and_the_same_agent_passes(project: Path, monkeypatch: pytest.MonkeyPatch):
     path = suite(project, *(f"ok {i}" for i in range(8)))
     first = farm.run(path, quiet=True)
