@@ -151,7 +151,8 @@ def resolve_options(
         raise UsageError(f"--max-cost: {max_cost} is not a positive amount of USD")
     from farm.gate import DEFAULT_MIN_PASS_RATE, check_min_pass_rate
 
-    min_pass_rate = next((r for r in (min_pass_rate, earlier.min_pass_rate, farm.min_pass_rate) if r is not None), DEFAULT_MIN_PASS_RATE)
+    rates = (("--min-pass-rate", min_pass_rate), ("run.json's options.min_pass_rate", earlier.min_pass_rate), ("farm.toml: [farm].min_pass_rate", farm.min_pass_rate))
+    where, min_pass_rate = next(((name, r) for name, r in rates if r is not None), ("", DEFAULT_MIN_PASS_RATE))
     golden = golden or earlier.golden
     update_golden = update_golden or earlier.update_golden
     return RunOptions(
@@ -169,7 +170,7 @@ def resolve_options(
         retries=retries,
         cache=cache,
         max_cost=max_cost,
-        min_pass_rate=check_min_pass_rate(min_pass_rate),
+        min_pass_rate=check_min_pass_rate(min_pass_rate, where),
         baseline=baseline or earlier.baseline,
     )
 
