@@ -123,3 +123,29 @@ def test_retry_errors_drops_the_errors_and_timeouts_from_the_jsonl(tmp_path: Pat
     assert drop_broken(path) == 3
     assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == ["a", "d"]
     assert finished_keys(path) == {("a", 0, ""), ("d", 0, "")}
+
+
+def test_junit_writes_a_repeated_case_once_failing_below_its_gate_and_erring_on_an_error(tmp_path: Path):
+    import xml.etree.ElementTree as ET
+
+    from farm.reports.junit import JUnitWriter
+    from farm.results import Status
+    from tests.factories import case_result
+
+    path = tmp_path / "junit.xml"
+    writer = JUnitWriter(path, "r1", runs=3, min_pass_rate=0.6)
+    tries = {"flaky": "PPF", "low": "PFF", "down": "PEP", "cut": "P"}  # "cut": --fail-fast stopped it after one try
+    for index in range(3):
+        for case_id, statuses in tries.items():
+            if index < len(statuses):
+                status = {"P": Status.PASSED, "F": Status.FAILED, "E": Status.ERROR}[statuses[index]]
+                writer.write(case_result(case_id, status, run_index=index, error="refused" if status is Status.ERROR else None))
+    writer.close()
+    root = ET.parse(path).getroot()
+    cases = {case.get("name"): case for case in root.iter("testcase")}
+    assert list(cases) == ["flaky", "low", "down", "cut"]
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("4", "1", "1")
+    assert cases["flaky"].find("failure") is None and cases["flaky"].findtext("system-out").startswith("passed 2 of 3 tries (the gate: 0.6)\nrun 3: failed")
+    assert cases["low"].find("failure").get("message").startswith("passed 1 of 3 tries, below the 0.6 gate")
+    assert cases["down"].find("error").get("type") == "error" and "run 2: error\n  refused" in cases["down"].findtext("system-out")
+    assert {p.get("name"): p.get("value") for p in cases["cut"].iter("property")} == {"pass_rate": "1", "tries": "1", "passed": "1", "min_pass_rate": "0.6"}
