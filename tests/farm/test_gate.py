@@ -73,6 +73,13 @@ def test_several_agents_are_compared_each_with_its_own_and_holm_adjusted():
     assert not any(c.worse for c in gate.comparisons)
 
 
+def test_a_baseline_of_other_agents_is_said_to_compare_nothing():
+    before = tally([rows(agent, "c1", "passed")[0] for agent in ("x", "y")])
+    gate = judge(tally(rows("a", "c1", "passed")), 1.0, Baseline(Path("b"), "run-b", before))
+    assert gate.verdict == "passed" and gate.comparisons == []
+    assert gate.sentence.endswith("No comparison: baseline run run-b tested x, y, none of this run's agents.")
+
+
 def test_min_pass_rate_must_be_a_share_of_tries():
     assert check_min_pass_rate(0.8) == 0.8 and check_min_pass_rate(1.0) == 1.0
     for bad in (0.0, 1.2, -0.5):
