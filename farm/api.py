@@ -235,7 +235,7 @@ def run(
     if retry_errors and (resume is None or not jsonl.exists()):
         raise UsageError("--retry-errors: give it with --resume RUN_DIR, the run whose errors and timeouts to run again")
     skip_keys = finished_keys(jsonl, agent_id, unless=BROKEN if retry_errors else ()) if resume is not None and jsonl.exists() else set()
-    from farm._run.gating import gate_run, load_baseline
+    from farm._run.gating import deciding, load_baseline, show_gate
 
     against = load_baseline(options.baseline, cfg.results_dir, input_value, run_dir)  # a bad one: said before anything runs
     engine_name = choose_engine(
@@ -276,7 +276,7 @@ def run(
     if before:
         _global_hook(cfg, before, {"phase": "before", **hook_info})
 
-    reports, streams = extra_writers(junit, html, json_events, run_id, {**hook_info, "runs": runs, "parallel": parallel, "min_pass_rate": options.min_pass_rate})
+    reports, streams = extra_writers(junit, html, json_events, run_id, {**hook_info, "runs": runs, "parallel": parallel, "min_pass_rate": options.min_pass_rate}, lambda: info.gate)
     extra = {"Run": run_id, "Engine": engine_name}
     if skip_keys:
         extra["Resuming"] = f"{len(skip_keys)} finished"
@@ -297,7 +297,7 @@ def run(
 
     if retry_errors:
         drop_broken(jsonl)  # their new results replace them: every case once
-    outputs = RunOutputs(run_dir=run_dir, jsonl=jsonl, reports=reports, streams=streams, resume=resume is not None)
+    outputs = RunOutputs(run_dir=run_dir, jsonl=jsonl, reports=reports, streams=streams, resume=resume is not None, gate=deciding(options, against))
     again = _resume_command(run_dir, config, engine_name)
     ended = execute_viewed(plan, outputs, engine_impl, info, view, on_result, again)
     if isinstance(ended, RunResult):
@@ -317,7 +317,7 @@ def run(
     if recorder is not None and not quiet:
         for line in [recorder.line(), *recorder.problems]:
             console.print(line, soft_wrap=True, highlight=False, markup=False, emoji=False)
-    code = gate_run(summary, run_dir, info, against, view)  # the summary's last line
+    code = show_gate(summary, info, view)  # the summary's last line
     if info.stop_reason == StopReason.MAX_COST:
         code = max(code, 1)
     if reach.unreachable is not None:

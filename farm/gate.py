@@ -189,6 +189,9 @@ def judge(tallies: Tallies, min_pass_rate: float, baseline: Baseline | None = No
     parts = [f"{verdict}: " + _cases_said(len(cases), below, flaky, min_pass_rate), *(c.sentence for c in comparisons)]
     if asked == "last" and baseline is None:
         parts.append("No baseline: no earlier finished run of this input in the results folder.")
+    elif baseline is not None and not comparisons:
+        tested = ", ".join(sorted(baseline.tallies)) or "no case"
+        parts.append(f"No comparison: baseline run {baseline.run_id} tested {tested}, none of this run's agents.")
     return RunGate(
         min_pass_rate=min_pass_rate,
         baseline=str(baseline.path) if baseline else None,

@@ -37,11 +37,14 @@ ignore keys they do not know: events gain keys, never lose or retype them.
      "counts": {"total": 6, "passed": 3, "failed": 1, "skipped": 1, "error": 1, "timeout": 0},
      "pass_rate": 0.6 | null, "total_turns": 11, "duration_ms": 5230.5,
      "tokens": {"prompt": 900, "completion": 300, "total": 1200},
-     "wall_seconds": 12.3, "exit_code": 1}
+     "wall_seconds": 12.3, "exit_code": 1, "gate": {...} | absent}
 
   ``pass_rate`` is passed / (total - skipped), null when nothing ran;
-  ``exit_code`` is what ``farm test`` exits with (0 when nothing failed,
-  errored or timed out).
+  ``exit_code`` is what ``farm test`` exits with: its ``gate`` (``run.json``'s,
+  :class:`farm.writers.runinfo.RunGate`: a case passes when at least
+  ``--min-pass-rate`` of its tries passed, and the run is not significantly worse
+  than ``--baseline``) decides it, 0 when passed; without a gate (a rescore, an
+  interrupted run), 0 when nothing failed, errored or timed out.
 
 ``case_start`` and ``turn`` are documented so consumers can handle them, but
 ``farm test`` does not emit them today: a conversation runs whole on one Ray
@@ -59,6 +62,7 @@ from typing import Any, TextIO
 
 from farm.results import SCHEMA_VERSION, CaseResult, TurnResult
 from farm.summary import Summary
+from farm.writers.runinfo import RunGate
 
 __all__ = ["EventWriter"]
 
@@ -73,8 +77,10 @@ class EventWriter:
 
     label = "Events"
 
-    def __init__(self, stream: TextIO, run_id: str, *, clock: Callable[[], float] = time.time):
+    def __init__(self, stream: TextIO, run_id: str, *, clock: Callable[[], float] = time.time, gate: Callable[[], RunGate | None] | None = None):
         self.stream = stream
+        self.gate = gate
+        """The run's gate once decided (``summary``'s ``gate`` and ``exit_code``); None: none."""
         self.run_id = run_id
         self.path = getattr(stream, "name", "<stream>")
         self._clock = clock
@@ -118,6 +124,7 @@ class EventWriter:
         if self._closed:
             return
         summary = self._summary
+        gate = self.gate() if self.gate is not None else None
         self._emit(
             "summary",
             {
@@ -134,7 +141,8 @@ class EventWriter:
                 **summary.cost(),
                 **({"agents": summary.agent_counts()} if summary.several_agents else {}),
                 "wall_seconds": round(self._clock() - self._started_at, 3),
-                "exit_code": summary.exit_code,
+                "exit_code": summary.exit_code if gate is None else int(gate.verdict == "failed"),
+                **({"gate": gate.model_dump(mode="json")} if gate is not None else {}),
             },
         )
         self._closed = True

@@ -33,7 +33,7 @@ from farm.secrets import Scrubber
 from farm.summary import Summary
 from farm.writers import JSONLWriter, MultiWriter, ParquetWriter, ResultWriter, RunInfo, read_jsonl_results, write_run_json
 from farm.writers.parquet import PARTS_DIR
-from farm.writers.runinfo import RunPart
+from farm.writers.runinfo import RunGate, RunPart
 
 __all__ = ["RunInterrupted", "RunOutputs", "RunStopped", "execute", "interrupts_ignored"]
 
@@ -66,6 +66,9 @@ class RunOutputs:
     streams: Sequence[ResultWriter] = ()
     """Live outputs (NDJSON events) fed with the results of this part only."""
     resume: bool = False
+    gate: Callable[[Summary], RunGate] | None = None
+    """Decides the run's gate (:mod:`farm.gate`) from the whole run's summary once every result is in,
+    before the outputs close: ``run.json`` and the NDJSON ``summary`` event carry it."""
 
 
 #: The collector's first threshold while the cases run (Python's default: 700).
@@ -252,6 +255,8 @@ def execute(
                 stop_reason = engine.run(plan, record)
                 info.stop_reason = stop_reason.value if stop_reason is not None else None
             ended = True
+            if outputs.gate is not None:
+                info.gate = outputs.gate(summary)
         except KeyboardInterrupt:
             interrupted = True
         except EngineLost as exc:

@@ -1,10 +1,12 @@
 """A run's gate, around :mod:`farm.gate`: the baseline found and read before anything runs (a
-bad one is a usage error), and after the run the verdict recorded in ``run.json``, said as the
-console summary's last lines and appended to ``$GITHUB_STEP_SUMMARY`` as Markdown."""
+bad one is a usage error), the gate decided once every result is in (``run.json`` records it),
+and after the run said as the console summary's last lines and appended to
+``$GITHUB_STEP_SUMMARY`` as Markdown."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,9 +18,9 @@ from farm.gate import DEFAULT_MIN_PASS_RATE, Baseline, Tallies, find_baseline, j
 if TYPE_CHECKING:
     from farm._run.view import RunView
     from farm.summary import Summary
-    from farm.writers.runinfo import RunGate, RunInfo
+    from farm.writers.runinfo import RunGate, RunInfo, RunOptions
 
-__all__ = ["gate_lines", "gate_run", "load_baseline"]
+__all__ = ["deciding", "gate_lines", "load_baseline", "show_gate"]
 
 
 def load_baseline(asked: str | None, results_dir: Path, input: str, run_dir: Path) -> Baseline | None:
@@ -31,16 +33,19 @@ def load_baseline(asked: str | None, results_dir: Path, input: str, run_dir: Pat
     return read_baseline(path) if path is not None else None
 
 
-def gate_run(summary: Summary, run_dir: Path, info: RunInfo, baseline: Baseline | None, view: RunView) -> int:
-    """Decide the gate of the run ``summary`` counted, record it in ``run.json``, say it and write the
-    step summary; the exit code it gives: 0 passed, 1 failed."""
-    from farm.writers import read_run_json, write_run_json
+def deciding(options: RunOptions, baseline: Baseline | None) -> Callable[[Summary], RunGate]:
+    """What decides the gate of a run with ``options`` from its whole :class:`~farm.summary.Summary`
+    (:attr:`farm._run.execution.RunOutputs.gate`)."""
+    return lambda summary: judge(summary_tallies(summary), options.min_pass_rate or DEFAULT_MIN_PASS_RATE, baseline, options.baseline)
 
+
+def show_gate(summary: Summary, info: RunInfo, view: RunView) -> int:
+    """Say the gate ``info`` holds as the summary's last lines and write the step summary; the exit
+    code it gives (0 passed, 1 failed; without a gate, the summary's)."""
+    gate = info.gate
+    if gate is None:
+        return summary.exit_code
     tallies = summary_tallies(summary)
-    gate = judge(tallies, info.options.min_pass_rate or DEFAULT_MIN_PASS_RATE, baseline, info.options.baseline)
-    recorded = read_run_json(run_dir)  # as it is now: counts added after the run are there
-    recorded.gate = info.gate = gate
-    write_run_json(run_dir, recorded)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         from farm.reports.markdown import append_step_summary, gate_markdown
 

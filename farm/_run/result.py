@@ -19,7 +19,9 @@ class RunResult:
     """What a run ended with."""
 
     exit_code: int
-    """0: every case passed or was skipped; 1: any failed, errored or timed out, or the run stopped
+    """0: every case passed its gate (every try passed, or ``min_pass_rate`` of them) or was skipped, and the
+    run is not significantly worse than its ``baseline``; 1: any case below its gate, errored or timed out,
+    the run significantly worse than its baseline, or the run stopped
     before every case ran (``--max-cost``, a lost engine); 2: bad input (a ``dry_run`` with problems);
     130: interrupted (resume with ``resume=run_dir``)."""
     run_dir: Path | None = None

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from farm.suite.loader import Suite
     from farm.summary import Summary
     from farm.writers import ResultWriter
-    from farm.writers.runinfo import RunInfo, RunOptions
+    from farm.writers.runinfo import RunGate, RunInfo, RunOptions
 
 __all__ = [
     "build_plan",
@@ -151,7 +151,8 @@ def resolve_options(
         raise UsageError(f"--max-cost: {max_cost} is not a positive amount of USD")
     from farm.gate import DEFAULT_MIN_PASS_RATE, check_min_pass_rate
 
-    min_pass_rate = next((r for r in (min_pass_rate, earlier.min_pass_rate, farm.min_pass_rate) if r is not None), DEFAULT_MIN_PASS_RATE)
+    rates = (("--min-pass-rate", min_pass_rate), ("run.json's options.min_pass_rate", earlier.min_pass_rate), ("farm.toml: [farm].min_pass_rate", farm.min_pass_rate))
+    where, min_pass_rate = next(((name, r) for name, r in rates if r is not None), ("", DEFAULT_MIN_PASS_RATE))
     golden = golden or earlier.golden
     update_golden = update_golden or earlier.update_golden
     return RunOptions(
@@ -169,7 +170,7 @@ def resolve_options(
         retries=retries,
         cache=cache,
         max_cost=max_cost,
-        min_pass_rate=check_min_pass_rate(min_pass_rate),
+        min_pass_rate=check_min_pass_rate(min_pass_rate, where),
         baseline=baseline or earlier.baseline,
     )
 
@@ -256,15 +257,21 @@ def execute_viewed(
 
 
 def extra_writers(
-    junit: str | Path | None, html: str | Path | None, json_events: bool, run_id: str, info: dict[str, Any]
+    junit: str | Path | None,
+    html: str | Path | None,
+    json_events: bool,
+    run_id: str,
+    info: dict[str, Any],
+    gate: Callable[[], RunGate | None] | None = None,
 ) -> tuple[list[StreamedReport], list[ResultWriter]]:
-    """``(reports, streams)``: JUnit and HTML files, and the NDJSON events on standard output."""
+    """``(reports, streams)``: JUnit and HTML files, and the NDJSON events on standard output
+    (``gate``: the run's gate once decided, for their ``summary`` event)."""
     reports: list[StreamedReport] = []
     streams: list[ResultWriter] = []
     if json_events:
         from farm._run.events import EventWriter
 
-        events = EventWriter(sys.stdout, run_id)
+        events = EventWriter(sys.stdout, run_id, gate=gate)
         events.start(info)
         streams.append(events)
     if junit:

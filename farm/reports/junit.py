@@ -172,7 +172,7 @@ class _Tries:
         properties = ET.SubElement(element, "properties")
         for key, value in (("pass_rate", "" if rate is None else f"{rate:g}"), ("tries", self.tries), ("passed", self.passes), ("min_pass_rate", f"{min_pass_rate:g}")):
             ET.SubElement(properties, "property", name=key, value=str(value))
-        said = f"passed {self.passes} of {self.tries} tries; the gate: {min_pass_rate:g}"
+        said = f"passed {self.passes} of {self.tries} tries"
         if self.tries == 0:
             ET.SubElement(element, "skipped", message="every try was skipped")
             outcome = "skipped"
@@ -180,11 +180,11 @@ class _Tries:
             _fill(ET.SubElement(element, "error", type=self.broken), [f"{said}; a try ended in {self.broken}", *self.failed])
             outcome = "errors"
         elif self.passes < min_pass_rate * self.tries - _SLACK:
-            _fill(ET.SubElement(element, "failure", type="gate"), [f"{said}: below it", *self.failed])
+            _fill(ET.SubElement(element, "failure", type="gate"), [f"{said}, below the {min_pass_rate:g} gate", *self.failed])
             outcome = "failures"
         else:
             outcome = "passed"
-        ET.SubElement(element, "system-out").text = xml_text("\n".join([said, *self.failed]) + "\n")
+        ET.SubElement(element, "system-out").text = xml_text("\n".join([f"{said} (the gate: {min_pass_rate:g})", *self.failed]) + "\n")
         return element, outcome
 
 

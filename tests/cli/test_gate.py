@@ -129,6 +129,15 @@ def test_a_case_failing_every_try_fails_any_gate(project: Path):
     assert gate is not None and (gate.verdict, gate.below, gate.flaky) == ("failed", 1, 1)
 
 
+def test_the_json_summary_event_carries_the_gate_and_its_exit_code(project: Path):
+    path = suite(project, "flaky l")
+    result = CliRunner().invoke(app, ["test", "-i", path, "--runs", "5", "--min-pass-rate", "0.8", "--json"])
+    assert result.exit_code == 0
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["event"] == "summary" and summary["counts"]["failed"] == 1
+    assert summary["exit_code"] == 0 and summary["gate"]["verdict"] == "passed" and summary["gate"]["flaky"] == 1
+
+
 def test_a_weaker_agent_fails_against_the_baseline_and_the_same_agent_passes(project: Path, monkeypatch: pytest.MonkeyPatch):
     path = suite(project, *(f"ok {i}" for i in range(8)))
     first = farm.run(path, quiet=True)
@@ -146,7 +155,7 @@ def test_a_weaker_agent_fails_against_the_baseline_and_the_same_agent_passes(pro
     assert (comparison.agent, comparison.baseline_agent, comparison.cases, comparison.worse) == ("weak", "good", 8, True)
     assert comparison.difference == -1.0
     last = " ".join(weaker.output.split())  # the console wraps the long sentence
-    assert "weak passes -100.0 percentage points vs good in baseline run" in last
+    assert "weak passes 100.0 percentage points less often than good in baseline run" in last
     assert "(95 % interval" in last and "significant at the 5 % level" in last
     markdown = step_summary.read_text()
     assert "gate failed" in markdown and "**significantly worse**" in markdown
@@ -155,7 +164,7 @@ def test_a_weaker_agent_fails_against_the_baseline_and_the_same_agent_passes(pro
 
     same = runner.invoke(app, ["test", "-i", path, "--baseline", str(first.run_dir), "-q"])
     assert same.exit_code == 0, same.output
-    assert "good passes +0.0 percentage points" in " ".join(same.output.split())
+    assert "good passes as often as good in baseline run" in " ".join(same.output.split())
     assert step_summary.read_text().count("Agent Test Farm: gate") == 2  # appended, as GitHub wants it
 
 
@@ -201,6 +210,10 @@ def test_gate_options_that_cannot_be_are_usage_errors(project: Path):
         result = runner.invoke(app, ["test", "-i", path, *args])
         assert result.exit_code == 2, result.output
         assert said in result.output and "Traceback" not in result.output
+    toml = project / "farm.toml"
+    toml.write_text(toml.read_text().replace('[farm]\n', '[farm]\nmin_pass_rate = 0\n', 1))
+    result = runner.invoke(app, ["test", "-i", path])
+    assert result.exit_code == 2 and "farm.toml: [farm].min_pass_rate: 0 is not a share of tries" in result.output
     assert not (project / "results").exists() or not any((project / "results").iterdir())
 
 

@@ -50,7 +50,7 @@ def test_only_a_significantly_worse_agent_fails_against_the_baseline():
     [comparison] = worse.comparisons
     assert comparison.worse and worse.verdict == "failed"  # 7 of 8 lost: McNemar p = 2/128
     assert comparison.p_value == pytest.approx(2 / 2**7)
-    assert "a passes -87.5 percentage points vs a in baseline run run-b" in worse.sentence
+    assert "a passes 87.5 percentage points less often than a in baseline run run-b" in worse.sentence
     assert "significant at the 5 % level" in worse.sentence
     slightly = judge(tally(rows("a", f"c{i}", "failed" if i < 1 else "passed")[0] for i in range(8)), 0.01, baseline)
     assert not slightly.comparisons[0].worse and slightly.below == 1  # failed for its case, not for the baseline
@@ -71,6 +71,13 @@ def test_several_agents_are_compared_each_with_its_own_and_holm_adjusted():
     gate = judged(6)
     assert [c.p_value for c in gate.comparisons] == [pytest.approx(2 / 2**6)] * 2
     assert not any(c.worse for c in gate.comparisons)
+
+
+def test_a_baseline_of_other_agents_is_said_to_compare_nothing():
+    before = tally([rows(agent, "c1", "passed")[0] for agent in ("x", "y")])
+    gate = judge(tally(rows("a", "c1", "passed")), 1.0, Baseline(Path("b"), "run-b", before))
+    assert gate.verdict == "passed" and gate.comparisons == []
+    assert gate.sentence.endswith("No comparison: baseline run run-b tested x, y, none of this run's agents.")
 
 
 def test_min_pass_rate_must_be_a_share_of_tries():
@@ -123,3 +130,29 @@ def test_retry_errors_drops_the_errors_and_timeouts_from_the_jsonl(tmp_path: Pat
     assert drop_broken(path) == 3
     assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == ["a", "d"]
     assert finished_keys(path) == {("a", 0, ""), ("d", 0, "")}
+
+
+def test_junit_writes_a_repeated_case_once_failing_below_its_gate_and_erring_on_an_error(tmp_path: Path):
+    import xml.etree.ElementTree as ET
+
+    from farm.reports.junit import JUnitWriter
+    from farm.results import Status
+    from tests.factories import case_result
+
+    path = tmp_path / "junit.xml"
+    writer = JUnitWriter(path, "r1", runs=3, min_pass_rate=0.6)
+    tries = {"flaky": "PPF", "low": "PFF", "down": "PEP", "cut": "P"}  # "cut": --fail-fast stopped it after one try
+    for index in range(3):
+        for case_id, statuses in tries.items():
+            if index < len(statuses):
+                status = {"P": Status.PASSED, "F": Status.FAILED, "E": Status.ERROR}[statuses[index]]
+                writer.write(case_result(case_id, status, run_index=index, error="refused" if status is Status.ERROR else None))
+    writer.close()
+    root = ET.parse(path).getroot()
+    cases = {case.get("name"): case for case in root.iter("testcase")}
+    assert list(cases) == ["flaky", "low", "down", "cut"]
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("4", "1", "1")
+    assert cases["flaky"].find("failure") is None and cases["flaky"].findtext("system-out").startswith("passed 2 of 3 tries (the gate: 0.6)\nrun 3: failed")
+    assert cases["low"].find("failure").get("message").startswith("passed 1 of 3 tries, below the 0.6 gate")
+    assert cases["down"].find("error").get("type") == "error" and "run 2: error\n  refused" in cases["down"].findtext("system-out")
+    assert {p.get("name"): p.get("value") for p in cases["cut"].iter("property")} == {"pass_rate": "1", "tries": "1", "passed": "1", "min_pass_rate": "0.6"}
