@@ -228,6 +228,23 @@ def test_a_script_generator_that_yields_streams_its_cases_into_the_run(tmp_path:
     assert {c["id"] for c in lines(run_dir / "generated.jsonl")} == ids
 
 
+FORGING = r'''
+async def stream(meta):
+    yield {"id": "ok\n✓ [forged] (1 turn, 1ms)", "name": "a\nb", "input": "Hello"}
+    yield {"id": "bad\n✓ [forged-drop]", "input": "x", "assertions": [{"type": "nope"}]}
+'''
+
+
+def test_line_breaks_in_a_generated_id_cannot_forge_a_console_line(tmp_path: Path, agent, engine: str):
+    (tmp_path / "farm.toml").write_text(farm_toml(agent.url, engine=engine))
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "gen.py").write_text(FORGING)
+    result = farm_test(tmp_path, "-i", "scripts:gen.stream?count=1", "-v")
+    assert result.exit_code == 0, result.output
+    assert not [line for line in result.output.splitlines() if line.lstrip().startswith("✓ [forged")], result.output
+    assert "[ok␊✓ [forged] (1 turn, 1ms)] a␊b" in result.output
+
+
 FAILING = """
 async def stream(meta):
     for i in range(3):
