@@ -11,6 +11,8 @@ Reported, in the same run:
 - **ideal**: cases x latency / parallel (1000 x 0.2 s / 128 = 1.56 s);
 - **asyncio**: the same requests from a bare aiohttp client (no farm code) in
   one fresh Python process, its start-up included: the floor for any Python tool;
+- **threads**: the same from a bare stdlib client (``http.client``, one thread and
+  one keep-alive connection per request in flight), as the issue's "bare Python client";
 - **httpx**: the same from a bare process sending through the farm's own HTTP
   client (httpx on its aiohttp transport), so ``farm_vs_httpx`` is the farm's
   overhead above its transport;
@@ -18,7 +20,11 @@ Reported, in the same run:
   ``start_s`` (Python, imports, loading the suite), then from ``run.json``'s
   ``timings`` (seconds from the run's start) the engine ready, first and last
   result, and ``exit_s``: from the outputs closed to the process gone (stopping Ray);
-  ``first_result_from_exec_s`` is the first result counted from the process's exec.
+  ``first_result_from_exec_s`` is the first result counted from the process's exec;
+  ``farm_cpu_s``: the farm process's CPU (user + system, from its rusage).
+
+The children run with bytecode caches on (``PYTHONDONTWRITEBYTECODE`` removed), as an
+installed farm runs.
 
 ``--address`` runs the farm against an existing cluster instead (no Ray to start).
 """
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -68,9 +75,44 @@ asyncio.run(main({url!r}, {n}, {parallel}))
 '''
 
 
+THREADS = r'''
+import http.client, json, threading
+from urllib.parse import urlsplit
+
+url = urlsplit({url!r})
+cases = iter(range({n}))
+lock = threading.Lock()
+failures = []
+
+def worker():
+    connection = http.client.HTTPConnection(url.hostname, url.port)
+    while True:
+        with lock:
+            i = next(cases, None)
+        if i is None:
+            return
+        body = json.dumps({{"model": "fake", "messages": [{{"role": "user", "content": f"Hello {{i}}"}}]}})
+        connection.request("POST", url.path, body, {{"Content-Type": "application/json"}})
+        data = json.loads(connection.getresponse().read())
+        failures.append({check!r} not in data["choices"][0]["message"]["content"])
+
+threads = [threading.Thread(target=worker) for _ in range(min({parallel}, {n}))]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(sum(failures))
+'''
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _farm_env(base: Path) -> dict[str, str]:
     """A private Ray for the child: its own temp folder and home, no inherited address or auth mode."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(RAY_TMPDIR=str(base), HOME=str(base), RAY_AUTH_MODE="disabled")
     return env
 
@@ -79,15 +121,16 @@ def run_farm(folder: Path, parallel: int | None, address: str | None, engine: st
     command = [sys.executable, "-m", "farm.cli", "test", "-i", "suite.jsonl", "--engine", engine]
     command += ["--parallel", str(parallel)] if parallel else []
     command += ["--address", address] if address else []
-    started, started_at = time.perf_counter(), time.time()
+    started, started_at, cpu = time.perf_counter(), time.time(), _cpu()
     done = subprocess.run(command, cwd=folder, env=_farm_env(folder), capture_output=True, text=True, timeout=600)
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, _cpu() - cpu
     if done.returncode != 0:
         raise RuntimeError(f"farm test exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     [run_json] = (folder / "results").glob("*/run.json")
     info = json.loads(run_json.read_text())
     return {
         "wall_s": wall,
+        "cpu_s": cpu,
         "before_run_s": info["started_at"] - started_at,
         "timings": info.get("timings", {}),
         "counts": info.get("counts", {}),
@@ -122,12 +165,12 @@ asyncio.run(main({url!r}, {n}, {parallel}))
 
 def run_baseline(url: str, n: int, parallel: int, template: str = BASELINE) -> dict[str, Any]:
     code = template.format(root=str(ROOT), url=f"{url}/v1/chat/completions", n=n, parallel=parallel, check=CHECK)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, _cpu() - cpu
     if done.returncode != 0:
         raise RuntimeError(f"the baseline failed:\n{done.stderr[-2000:]}")
-    return {"wall_s": wall, "failures": int(done.stdout.strip() or -1)}
+    return {"wall_s": wall, "cpu_s": cpu, "failures": int(done.stdout.strip() or -1)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             ideal = args.cases * args.latency / parallel
             base = run_baseline(agent.url, args.cases, parallel)
             httpx_base = run_baseline(agent.url, args.cases, parallel, BASELINE_HTTPX)
+            threads_base = run_baseline(agent.url, args.cases, parallel, THREADS)
             for engine, farm in farms.items():
                 t = farm["timings"]
                 row = {
@@ -172,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
                     "farm_s": round(farm["wall_s"], 2),
                     "farm_x": round(farm["wall_s"] / ideal, 2),
                     "farm_vs_asyncio": round(farm["wall_s"] / base["wall_s"], 2),
+                    "threads_s": round(threads_base["wall_s"], 2),
+                    "threads_cpu_s": round(threads_base["cpu_s"], 2),
+                    "farm_vs_threads": round(farm["wall_s"] / threads_base["wall_s"], 2),
+                    "farm_cpu_s": round(farm["cpu_s"], 2),
                     "httpx_s": round(httpx_base["wall_s"], 2),
                     "farm_vs_httpx": round(farm["wall_s"] / httpx_base["wall_s"], 2),
                     "start_s": round(farm["before_run_s"], 2),
