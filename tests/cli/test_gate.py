@@ -146,7 +146,7 @@ def test_a_weaker_agent_fails_against_the_baseline_and_the_same_agent_passes(pro
     assert (comparison.agent, comparison.baseline_agent, comparison.cases, comparison.worse) == ("weak", "good", 8, True)
     assert comparison.difference == -1.0
     last = " ".join(weaker.output.split())  # the console wraps the long sentence
-    assert "weak passes -100.0 percentage points vs good in baseline run" in last
+    assert "weak passes 100.0 percentage points less often than good in baseline run" in last
     assert "(95 % interval" in last and "significant at the 5 % level" in last
     markdown = step_summary.read_text()
     assert "gate failed" in markdown and "**significantly worse**" in markdown
@@ -155,7 +155,7 @@ def test_a_weaker_agent_fails_against_the_baseline_and_the_same_agent_passes(pro
 
     same = runner.invoke(app, ["test", "-i", path, "--baseline", str(first.run_dir), "-q"])
     assert same.exit_code == 0, same.output
-    assert "good passes +0.0 percentage points" in " ".join(same.output.split())
+    assert "good passes as often as good in baseline run" in " ".join(same.output.split())
     assert step_summary.read_text().count("Agent Test Farm: gate") == 2  # appended, as GitHub wants it
 
 

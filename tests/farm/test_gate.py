@@ -50,7 +50,7 @@ def test_only_a_significantly_worse_agent_fails_against_the_baseline():
     [comparison] = worse.comparisons
     assert comparison.worse and worse.verdict == "failed"  # 7 of 8 lost: McNemar p = 2/128
     assert comparison.p_value == pytest.approx(2 / 2**7)
-    assert "a passes -87.5 percentage points vs a in baseline run run-b" in worse.sentence
+    assert "a passes 87.5 percentage points less often than a in baseline run run-b" in worse.sentence
     assert "significant at the 5 % level" in worse.sentence
     slightly = judge(tally(rows("a", f"c{i}", "failed" if i < 1 else "passed")[0] for i in range(8)), 0.01, baseline)
     assert not slightly.comparisons[0].worse and slightly.below == 1  # failed for its case, not for the baseline
