@@ -155,8 +155,8 @@ def _lower_tail(n: int, k: int) -> float:
 
     Exact integers for small ``n``. Beyond, the terms are summed from the largest
     (``i = k``) down, each from the one before (``C(n, i-1) = C(n, i) i / (n-i+1)``)
-    relative to it, until they no longer change the sum: a few hundred terms
-    however large ``n`` is, with a relative error near the float's.
+    relative to it, until they no longer change the sum: at most some ten times
+    the root of ``n`` terms (1,301 at 10^5 split evenly), with a relative error near the float's.
     """
     if n <= _EXACT_UP_TO:
         term = tail = 1
