@@ -49,7 +49,11 @@ def show_gate(summary: Summary, info: RunInfo, view: RunView) -> int:
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         from farm.reports.markdown import append_step_summary, gate_markdown
 
-        written = append_step_summary(gate_markdown(info, gate, tallies))
+        try:
+            written = append_step_summary(gate_markdown(info, gate, tallies))
+        except OSError as exc:  # the farm could not do its part: said, and never a green run
+            view.console.print(Text(f"error: cannot append the summary to $GITHUB_STEP_SUMMARY: {exc}", style="red"), soft_wrap=True)
+            return 1
         if written is not None and view.show and not view.quiet:
             view.console.print(Text(f"Step summary: {written}"), soft_wrap=True)
     if view.show and (not view.quiet or gate.min_pass_rate < 1.0 or info.options.baseline):  # -q: pytest's line ends a default gate

@@ -228,3 +228,10 @@ def test_report_format_md_prints_the_latest_finished_run_of_a_results_folder(pro
     assert "| weak | 2 | 0 | 2 | 0 | 0.0% |" in printed.output
     wrong = runner.invoke(app, ["report", "--format", "mdx", "results"])
     assert wrong.exit_code == 2 and "--format: 'mdx' is not one of: table, json, md" in wrong.output
+
+
+def test_a_step_summary_that_cannot_be_written_is_said_and_fails_the_run(project: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project))  # a folder: no file to append to
+    result = CliRunner().invoke(app, ["test", "-i", suite(project, "ok m")])
+    assert result.exit_code == 1 and "error: cannot append the summary to $GITHUB_STEP_SUMMARY" in result.output
+    assert "Traceback" not in result.output
