@@ -68,15 +68,16 @@ Tallies = dict[str, dict[str, CaseTally]]
 """Per agent (``""`` for results that name none), per case id: its :class:`CaseTally`."""
 
 
-def tally(rows: Iterable[tuple[str | None, str, str]]) -> Tallies:
-    """The tallies of ``(agent, case_id, status)`` rows, one per case run; cases that only ever
-    skipped are left out."""
+def tally(rows: Iterable[tuple[str | None, str, str, str | None]]) -> Tallies:
+    """The tallies of ``(agent, case_id, status, error_role)`` rows, one per case run; cases that only
+    ever skipped are left out. A role's error fails the case's gate but is not one of the agent's
+    tries: it says nothing of the agent."""
     out: Tallies = {}
-    for agent, case_id, status in rows:
+    for agent, case_id, status, role in rows:
         if status == Status.SKIPPED.value:
             continue
         case = out.setdefault(agent or "", {}).setdefault(case_id, CaseTally())
-        case.tries += 1
+        case.tries += not (status == Status.ERROR.value and role)
         case.passes += status == Status.PASSED.value
         case.broken += status in (Status.ERROR.value, Status.TIMEOUT.value)
     return out
@@ -96,7 +97,7 @@ def read_cases(run_dir: Path) -> pa.Table:
     from farm.results import read_run
 
     run = read_run(run_dir)
-    table = run.cases(columns=["agent", "case_id", "status"])
+    table = run.cases(columns=["agent", "case_id", "status", "error_role"])
     if run.problems:
         raise UsageError(f"Cannot judge the run {run_dir}, as {run.problems[0]}")
     return table
@@ -105,7 +106,7 @@ def read_cases(run_dir: Path) -> pa.Table:
 def read_tallies(run_dir: Path) -> Tallies:
     """The tallies of the run in ``run_dir`` (its cases table)."""
     cases = read_cases(run_dir).to_pydict()
-    return tally(zip(cases["agent"], cases["case_id"], cases["status"], strict=True))
+    return tally(zip(cases["agent"], cases["case_id"], cases["status"], cases["error_role"], strict=True))
 
 
 def check_min_pass_rate(value: float, where: str = "--min-pass-rate") -> float:
@@ -229,7 +230,8 @@ def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
         if other is None:
             continue
         before = baseline.tallies[other]
-        pairs = [((before[case].passes, before[case].tries), (now[case].passes, now[case].tries)) for case in now if case in before]
+        judged = [case for case in now if case in before and now[case].tries and before[case].tries]  # by the agent, not only a role
+        pairs = [((before[case].passes, before[case].tries), (now[case].passes, now[case].tries)) for case in judged]
         found.append((agent, other, paired_difference(pairs)))
     adjusted = holm([d.p_value for _, _, d in found])
     several = len(found) > 1

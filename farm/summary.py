@@ -25,7 +25,7 @@ class _Tally:
     runs: int = 0
     passes: int = 0
     broken: int = 0
-    """Runs that ended in an error or a timeout."""
+    """Runs that ended in an error or a timeout (a role's error too: it fails the case's gate)."""
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,14 @@ class AgentCounts:
         """Case runs counted, whatever their status."""
         return sum(self.counts.values())
 
+    role_errors: int = 0
+    """Of the errors, those a role made (simulator, judge, generator, reporter): not the agent's."""
+
     @property
     def pass_rate(self) -> float | None:
-        """``passed / (total - skipped)``; None when nothing ran."""
-        ran = self.total - self.counts[Status.SKIPPED]
+        """``passed / (total - skipped - role errors)``: a figure about the agent, so a case a role
+        could not judge is left out; None when nothing was judged."""
+        ran = self.total - self.counts[Status.SKIPPED] - self.role_errors
         return self.counts[Status.PASSED] / ran if ran else None
 
     def count_dict(self) -> dict[str, int]:
@@ -99,6 +103,9 @@ class Summary:
     apart from ``cost_usd``; None when no role connector has a price."""
     agents: dict[str, AgentCounts] = field(default_factory=dict)
     """Per agent under test (``""`` for results that name none), in the order they first came."""
+    role_errors: int = 0
+    """Of the errors, those a role made (``error_role``: simulator, judge, generator, reporter). They fail
+    the run like any error, but figures about the agent (pass rates, stability) leave them out."""
 
     def add(self, result: CaseResult) -> None:
         """Count one finished case run."""
@@ -118,6 +125,9 @@ class Summary:
         if agent is None:
             agent = self.agents[result.agent or ""] = AgentCounts()
         agent.counts[status] += 1
+        role_error = status is Status.ERROR and result.error_role is not None
+        self.role_errors += role_error
+        agent.role_errors += role_error
         agent.cost_usd = add_cost(agent.cost_usd, result.cost_usd)
         if result.started_at is not None:
             end = result.started_at + result.duration_ms / 1000
@@ -130,7 +140,7 @@ class Summary:
             tally = self.tallies.get(key)
             if tally is None:
                 tally = self.tallies[key] = _Tally()
-            tally.runs += 1
+            tally.runs += not role_error  # a try a role could not judge says nothing of the agent
             tally.passes += status is Status.PASSED
             tally.broken += status in (Status.ERROR, Status.TIMEOUT)
 
@@ -172,8 +182,9 @@ class Summary:
 
     @property
     def pass_rate(self) -> float | None:
-        """``passed / (total - skipped)``; None when nothing ran."""
-        ran = self.total - self.skipped
+        """``passed / (total - skipped - role errors)``: a role's error is not the agent's failure;
+        None when nothing was judged."""
+        ran = self.total - self.skipped - self.role_errors
         return self.passed / ran if ran else None
 
     @property
@@ -190,7 +201,7 @@ class Summary:
 
     @property
     def repeated(self) -> bool:
-        """Whether any case ran (not skipped) more than once."""
+        """Whether any case was judged (not skipped, no role's error) more than once."""
         return any(tally.runs > 1 for tally in self.tallies.values())
 
     def role_cache(self) -> dict[str, int]:
@@ -222,7 +233,7 @@ class Summary:
     def _agent_tallies(self, agent: str | None) -> list[tuple[str, _Tally]]:
         if agent is None:
             agent = next(iter(self.agents), "")
-        return [(case_id, tally) for (of, case_id), tally in self.tallies.items() if of == agent]
+        return [(case_id, tally) for (of, case_id), tally in self.tallies.items() if of == agent and tally.runs]
 
     def stability(self, agent: str | None = None) -> dict[str, CaseStability]:
         """Per case id that ``agent`` ran at least once (not skipped): pass rate, class and pass@k.

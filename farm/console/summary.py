@@ -32,7 +32,7 @@ def print_summary(console: SafeConsole, summary: Summary, stability_rows: int) -
         ("Passed", _count(summary.passed, "green")),
         ("Failed", _count(summary.failed, "red")),
         ("Skipped", _count(summary.skipped, "yellow")),
-        ("Errors", _count(summary.errors, "red")),
+        ("Errors", _count(summary.errors, "red").append(_of_roles(summary.role_errors))),
         ("Timeouts", _count(summary.timeouts, "yellow")),
     ]
     width = max(len(label) for label, _ in rows) + 2
@@ -155,6 +155,13 @@ def _stability(console: SafeConsole, summary: Summary, rows: int, agent: str | N
     hidden = len(worst_first) - rows
     if hidden > 0:
         console.print(Text(f"  … and {hidden} more cases", style="dim"))
+
+
+def _of_roles(errors: int) -> str:
+    """How many errors a role made (simulator, judge, ...): they fail the run, but are not the agent's."""
+    if not errors:
+        return ""
+    return f" ({errors} of a role, not the agent's: left out of its pass rates)"
 
 
 def _count(value: int, style: str) -> Text:

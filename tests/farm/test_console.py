@@ -383,6 +383,15 @@ def test_summary_block(console: Console) -> None:
     assert not any("Stability" in line for line in lines)  # every case ran once
 
 
+def test_the_summary_says_how_many_errors_a_role_made(console: Console) -> None:
+    summary = Summary()
+    summary.add(CaseResult(id="ok", status=Status.PASSED))
+    summary.add(CaseResult(id="sim", status=Status.ERROR, error="simulator error: no JSON", error_role="simulator"))
+    summary.add(CaseResult(id="own", status=Status.ERROR, error="the agent failed"))
+    ConsoleReporter(console).summary(summary, [])
+    assert "  Errors:   2 (1 of a role, not the agent's: left out of its pass rates)" in lines_of(text_of(console))
+
+
 def test_stability_for_repeated_runs(console: Console) -> None:
     summary = Summary()
     for index in range(5):

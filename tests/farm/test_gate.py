@@ -9,14 +9,24 @@ from pathlib import Path
 import pytest
 
 from farm.errors import UsageError
-from farm.gate import Baseline, CaseTally, check_min_pass_rate, find_baseline, judge, tally
+from farm.gate import Baseline, CaseTally, check_min_pass_rate, compare, find_baseline, judge, tally
 from farm.reports.markdown import FAILING_ROWS, gate_markdown
 from farm.writers import RunInfo, write_run_json
 from farm.writers.jsonl import drop_broken, finished_keys
 
 
-def rows(agent: str, case_id: str, *statuses: str) -> list[tuple[str, str, str]]:
-    return [(agent, case_id, status) for status in statuses]
+def rows(agent: str, case_id: str, *statuses: str, role: str | None = None) -> list[tuple[str, str, str, str | None]]:
+    return [(agent, case_id, status, role if status == "error" else None) for status in statuses]
+
+
+def test_a_roles_error_fails_the_gate_but_is_not_one_of_the_agents_tries():
+    tallies = tally([*rows("a", "c1", "passed", "passed", "error", role="simulator"), *rows("a", "c2", "error", role="validator")])
+    c1, c2 = tallies["a"]["c1"], tallies["a"]["c2"]
+    assert (c1.passes, c1.tries, c1.broken) == (2, 2, 1) and not c1.passes_gate(0.5)
+    assert (c2.tries, c2.broken) == (0, 1) and not c2.passes_gate(0.5)
+    before = Baseline(Path("b"), "run-b", tally(rows("a", "c2", "passed")))
+    (compared,) = compare(tallies, before)
+    assert compared.cases == 0  # c2 was judged by no agent try in this run: it is not paired
 
 
 def test_a_case_passes_its_gate_with_at_least_that_share_of_its_tries():

@@ -17,6 +17,19 @@ def test_pass_rate_leaves_skipped_runs_out_and_is_none_when_nothing_ran() -> Non
     assert summary.pass_rate == 0.5
 
 
+def test_a_roles_error_is_left_out_of_the_agents_figures_but_fails_the_run() -> None:
+    summary = Summary()
+    summary.add(CaseResult(id="c", status=Status.PASSED))
+    summary.add(CaseResult(id="c", status=Status.ERROR, error="simulator error: no JSON", error_role="simulator"))
+    summary.add(CaseResult(id="d", status=Status.ERROR, error="the agent failed"))
+    summary.add(CaseResult(id="e", status=Status.ERROR, error="judge error", error_role="validator"))
+    assert (summary.errors, summary.role_errors) == (3, 2)
+    assert summary.pass_rate == 0.5  # c passed, d (the agent's own error) did not; the role errors are not counted
+    assert summary.agents[""].pass_rate == 0.5 and summary.exit_code == 1
+    stability = summary.stability()
+    assert (stability["c"].runs, stability["c"].passes) == (1, 1) and "e" not in stability  # e was never judged
+
+
 def test_span_runs_from_the_first_start_to_the_last_end() -> None:
     summary = Summary()
     summary.add(CaseResult(id="never-started", status=Status.ERROR, duration_ms=5.0))
