@@ -296,6 +296,13 @@ def test_a_small_suite_at_a_generous_rpm_does_not_wait_a_second_for_its_last_cas
     assert 0.2 < granted[-1] - granted[0] < 0.6, granted  # the last two are paced, and not a second later
 
 
+def test_a_case_stopped_at_its_first_turn_is_headed_so(project: Path):
+    suite = write_suite(project, [{"id": "three", "turns": [{"input": "always 500"}, {"input": "Hello"}, {"input": "Hello"}]}])
+    result = farm("test", "-i", str(suite), "--config", str(project / "farm.toml"))
+    assert result.exit_code == 1, result.output
+    assert "► [three] (stopped at turn 1)" in result.output
+
+
 def test_a_connector_timeout_that_spends_its_retries_is_a_timeout(tmp_path: Path, scripted: JSONServer, engine: str):
     (tmp_path / "farm.toml").write_text(farm_toml(scripted.url, engine=engine, timeout="200ms"))
     suite = write_suite(tmp_path, [{"id": "stuck", "input": "slow 2"}])
