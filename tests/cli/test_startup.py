@@ -6,6 +6,7 @@ the command's own), which writes the modules it ended with to a file.
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -112,3 +113,10 @@ def test_the_collector_seldom_runs_while_a_command_starts(tmp_path: Path):
     found = json.loads(out.read_text())
     assert found["threshold"][0] == YOUNG_THRESHOLD  # the run restored the process's own after its cases
     assert len(found["passes"]) <= 10  # Python's default threshold made ~130 passes here
+
+
+def test_a_server_keeps_pythons_own_collector_policy(tmp_path: Path):
+    out = tmp_path / "gc.json"
+    done = subprocess.run([sys.executable, "-c", MAIN, str(out), "view", "--help"], cwd=tmp_path, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["threshold"] == list(gc.get_threshold())  # a fresh process's: Python's
