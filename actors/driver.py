@@ -69,16 +69,14 @@ POOL_PAIR_FROM_CPUS = 4
 def run_plan(
     plan: RunPlan,
     on_result: Callable[[CaseResult], None],
-    should_stop: Callable[[], bool] = lambda: False,
     human: str | None = None,
 ) -> StopReason | None:
     """Run every case of ``plan`` (``runs`` times, on each agent) on the connected Ray cluster.
 
-    ``on_result`` gets each result once, as it arrives. ``should_stop`` is polled between
-    arrivals: once it is true (or the scheduler stops: ``--fail-fast``, ``--max-cost``) nothing
-    more is dispatched and what is in flight finishes. An interrupt (``KeyboardInterrupt``) kills
-    the actors, cancelling what is in flight. ``human``: the name of the actor that answers
-    interactive questions.
+    ``on_result`` gets each result once, as it arrives. Once the scheduler stops (``--fail-fast``,
+    ``--max-cost``) nothing more is dispatched and what is in flight finishes. An interrupt
+    (``KeyboardInterrupt``) kills the actors, cancelling what is in flight. ``human``: the name of
+    the actor that answers interactive questions.
     """
     # which session actors, with what resources, where, serving which agents (actors/placement.py)
     agents = [plan.config.agents.get(agent) or AgentConfig(id=agent) for agent in plan.agents]
@@ -175,8 +173,6 @@ def run_plan(
 
     def stopping() -> None:
         nonlocal told_to_stop
-        if not scheduler.stopped and should_stop():
-            scheduler.stop()
         if scheduler.stopped and not told_to_stop:
             told_to_stop = True
             for handle in actors.values():

@@ -48,18 +48,18 @@ class RayEngine:
             "versions": {"ray": ray.__version__},
         }
 
-    def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> StopReason | None:
+    def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopReason | None:
         if plan.replay is not None:  # session actors would call the real agent instead of the recording
             raise UsageError("rescoring runs on the local engine: the ray engine cannot replay a recorded run")
         if plan.terminal is None:
-            return run_plan(plan, on_result, should_stop)
+            return run_plan(plan, on_result)
         from farm.actors.human import HumanDesk, TerminalDesk
 
         name = f"farm-human-{plan.settings.run_id}"
         desk = HumanDesk.options(name=name).remote()
         terminal = TerminalDesk(desk, plan.terminal.stdin, plan.terminal.write).start()
         try:
-            return run_plan(plan, on_result, should_stop, human=name)
+            return run_plan(plan, on_result, human=name)
         finally:
             terminal.stop()
             ray.kill(desk, no_restart=True)

@@ -165,10 +165,10 @@ class Engine(Protocol):
         ``run_dir``: the run folder, for the engine's own log (the ray engine's ``ray.log``)."""
         ...
 
-    def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> StopReason | None:
+    def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopReason | None:
         """Run every job of ``plan``; hand each result to ``on_result`` once, as it finishes.
 
-        Once ``should_stop()`` is true (or the plan's scheduler stops: ``fail_fast``, ``max_cost``)
+        Once the plan's scheduler stops (``fail_fast``, ``max_cost``, an endpoint that never answers)
         nothing more starts and what is in flight finishes; returns why it stopped early, if it did.
         ``KeyboardInterrupt`` cancels what is in flight and propagates; :class:`EngineLost` says
         the engine is gone.

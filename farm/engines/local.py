@@ -44,8 +44,8 @@ class LocalEngine:
     def start(self, run_dir: Path | None = None) -> dict[str, Any]:
         return {}
 
-    def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool] = lambda: False) -> StopReason | None:
-        return run_sync(_run(plan, on_result, should_stop))
+    def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopReason | None:
+        return run_sync(_run(plan, on_result))
 
     def close(self) -> None:
         pass
@@ -63,7 +63,7 @@ class _TerminalAsker:
             return await asyncio.to_thread(ask_on_terminal, request, self.terminal.stdin, self.terminal.write)
 
 
-async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None], should_stop: Callable[[], bool]) -> StopReason | None:
+async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopReason | None:
     limiter_for = local_limiters(plan.config)
     http = HTTPClient(plan.parallel)
     roles = LocalRoles(plan.config, limiter_for=limiter_for, cache=RoleCache.for_config(plan.config) if plan.settings.cache else None)
@@ -94,8 +94,6 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None], should_st
     running: dict[asyncio.Future[CaseResult], Job] = {}
     try:
         while True:
-            if should_stop():
-                scheduler.stop()
             for _, job in scheduler.assign():
                 running[asyncio.ensure_future(worker.run(job.payload, job.run_index, job.agent))] = job
             if scheduler.done:

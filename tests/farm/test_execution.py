@@ -65,7 +65,7 @@ def test_an_engine_that_cannot_start_leaves_a_run_marked_not_started(tmp_path):
         def start(self, run_dir=None):
             raise ConnectionError("not a Ray cluster")
 
-        def run(self, plan, on_result, should_stop=lambda: False):  # pragma: no cover - never reached
+        def run(self, plan, on_result):  # pragma: no cover - never reached
             raise AssertionError("run after a failed start")
 
         def close(self):
