@@ -21,17 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from farm.config import FarmConfig
-from farm.conversation.runner import RunSettings, error_result
 from farm.engines.scheduler import Job, JobKey, Scheduler, StopReason, Worker
 from farm.errors import EngineLost, UsageError
 from farm.results import CaseResult
-from farm.roles.cache import CallTally
-from farm.suite.loader import LoadedCase
+from farm.roles.types import CallTally
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the runner and the case model: importing the scheduler loads neither
+    from farm.config import FarmConfig
     from farm.conversation.replay import Replay
+    from farm.conversation.runner import RunSettings
     from farm.suite.generation import CaseStream, GenerationStats
+    from farm.suite.loader import LoadedCase
 
 __all__ = [
     "AUTO_RAY_FROM",
@@ -124,6 +124,8 @@ class RunPlan:
 
     def scheduler(self, workers: list[Worker]) -> Scheduler:
         """The run's scheduler over ``workers``: its rules are this plan's."""
+        from farm.conversation.runner import error_result  # the engines load the runner, not the scheduler
+
         def make_error(job: Job, message: str) -> CaseResult:
             return error_result(job.payload, self.settings_for(job.agent), message)
 

@@ -24,10 +24,12 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from farm.results import CaseResult, RetriedAttempt
-from farm.suite.loader import LoadedCase
+
+if TYPE_CHECKING:
+    from farm.suite.loader import LoadedCase
 
 __all__ = ["Job", "JobKey", "Scheduler", "StopReason", "Worker"]
 

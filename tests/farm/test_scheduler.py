@@ -1,5 +1,8 @@
 """The scheduler's bookkeeping, without Ray and without an event loop."""
 
+import subprocess
+import sys
+
 import pytest
 
 from farm.engines import Job, JobKey, Scheduler, StopReason, Worker
@@ -261,3 +264,9 @@ def test_a_returned_job_of_a_stopped_run_is_not_queued_again():
     s.returned(job)
     s.close()
     assert s.queued == 0 and s.done
+
+
+def test_importing_the_scheduler_loads_no_runner_and_no_case_model():
+    code = "import sys, farm.engines.scheduler; print(sorted(m for m in sys.modules if m.startswith(('farm.conversation', 'farm.suite'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
