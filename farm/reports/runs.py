@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from farm.errors import UsageError
 from farm.results import CASE_RUN_KEY, RunRecord, list_runs, read_run
+from farm.writers.parquet import PARTS_DIR
 
 __all__ = ["CASE_RUN_KEY", "RunTables", "find_runs", "load_runs"]
 
@@ -59,7 +60,7 @@ def find_runs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[RunRecord],
         if not done:
             here = "it or its subfolders"
             if single and waiting:
-                here = "it (its .parts/ are not consolidated yet: resume the run with `farm test --resume`)"
+                here = f"it (its {PARTS_DIR}/ are not consolidated yet: resume the run with `farm test --resume`)"
             raise UsageError(f"Cannot report on {path}, as there is no cases.parquet in {here}.")
         found.extend(done)
     unique: dict[Path, RunRecord] = {}

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from farm.errors import UsageError
 from farm.results._records import CASE_RUN_KEY, CaseResult
 from farm.writers import ASSERTIONS_SCHEMA, CASES_SCHEMA, RUN_JSON, TURNS_SCHEMA, RunInfo, read_jsonl_results, rows_from_result
-from farm.writers.parquet import LAST_PART_KEY
+from farm.writers.parquet import LAST_PART_KEY, PARTS_DIR
 
 __all__ = ["TABLES", "RunRecord", "list_runs", "read_run"]
 
@@ -39,10 +39,9 @@ TABLES: dict[str, pa.Schema] = {"cases": CASES_SCHEMA, "turns": TURNS_SCHEMA, "a
 """The tables of a run, with the columns (and types) they are read with."""
 
 RESULTS_JSONL = "results.jsonl"
-_PARTS = ".parts"
 _PART_NAME = re.compile(r"^(?P<table>[a-z]+)-(?P<number>\d+)\.parquet$")
 _RUN_NAME = re.compile(r"^[^./\\][^/\\]*$")
-_MARKS = (RUN_JSON, "cases.parquet", RESULTS_JSONL, _PARTS)
+_MARKS = (RUN_JSON, "cases.parquet", RESULTS_JSONL, PARTS_DIR)
 """A folder holding one of these is a run (``.parts/`` alone: a run still going, or killed)."""
 _KEY_COLUMNS = {name for name in CASE_RUN_KEY if name != "agent"}
 _REQUIRED = {"cases": _KEY_COLUMNS | {"status"}, "turns": _KEY_COLUMNS, "assertions": _KEY_COLUMNS}
@@ -130,7 +129,7 @@ class RunRecord:
     def unconsolidated(self) -> bool:
         """Whether the run has parts its tables do not hold yet: it is still going, or was killed
         before consolidating (``farm test --resume`` finishes it)."""
-        return self.is_folder and (self.path / _PARTS).is_dir()
+        return self.is_folder and (self.path / PARTS_DIR).is_dir()
 
     @property
     def jsonl(self) -> Path | None:
@@ -177,7 +176,7 @@ class RunRecord:
         files = [whole] if whole.is_file() else []
         numbered = []
         try:
-            for entry in os.scandir(self.path / _PARTS):
+            for entry in os.scandir(self.path / PARTS_DIR):
                 match = _PART_NAME.match(entry.name)
                 if match and match["table"] == table:
                     numbered.append((int(match["number"]), Path(entry.path)))
