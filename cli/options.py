@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["ConfigPath", "HTMLPath", "JSONEvents", "JUnitPath", "Match", "Quiet", "Tags", "Verbose"]
+__all__ = ["ConfigPath", "HTMLPath", "JSONEvents", "JUnitPath", "Match", "Quiet", "Tags", "Verbose", "configured_results_dir"]
 
 ConfigPath = Annotated[str | None, typer.Option("--config", metavar="PATH", help="Path to farm.toml.")]
 Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="Show every turn of every case, and errors whole.")]
@@ -24,3 +24,11 @@ JUnitPath = Annotated[Path | None, typer.Option("--junit", metavar="PATH", help=
 HTMLPath = Annotated[Path | None, typer.Option("--html", metavar="PATH", help="Also write a self-contained HTML report here.")]
 JSONEvents = Annotated[bool, typer.Option("--json", help="NDJSON events on stdout instead of the console tree.")]
 Tags = Annotated[list[str] | None, typer.Option("--tag", metavar="TAG", help="Only cases carrying this tag (repeatable).")]
+
+
+def configured_results_dir(config: str | None) -> Path:
+    """``[farm].results_dir`` of ``--config`` or ``./farm.toml`` (``farm-results`` without one): where
+    the commands that read runs look when given no folder."""
+    from farm.config import find_config, load_config  # the config's models: only when a command asks
+
+    return load_config(find_config(config)).results_dir

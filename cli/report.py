@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from farm.cli.options import configured_results_dir
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -57,7 +58,7 @@ def report(
         try:
             from farm.reports.markdown import markdown_of
 
-            sys.stdout.write(markdown_of(paths or [_results_dir(config)]))
+            sys.stdout.write(markdown_of(paths or [configured_results_dir(config)]))
         except FarmError as exc:
             fail(exc)
         return
@@ -65,7 +66,7 @@ def report(
     try:
         from farm.reports.analysis import analyse  # pyarrow: only for this command
 
-        result = analyse(paths or [_results_dir(config)], top=top)
+        result = analyse(paths or [configured_results_dir(config)], top=top)
     except FarmError as exc:
         fail(exc)
     if json_out:
@@ -75,13 +76,6 @@ def report(
         if not console.is_terminal and "COLUMNS" not in os.environ:
             console.width = PIPE_WIDTH  # a file or a CI log is not a narrow terminal
         render(result, console)
-
-
-def _results_dir(config: str | None) -> Path:
-    """``[farm].results_dir`` of ``--config`` or ``./farm.toml`` (``farm-results`` without one)."""
-    from farm.config import find_config, load_config
-
-    return load_config(find_config(config)).results_dir
 
 
 def render(report: Report, console: Console) -> None:

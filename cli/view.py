@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from farm.cli.options import ConfigPath
+from farm.cli.options import ConfigPath, configured_results_dir
 
 from farm.errors import FarmError, UsageError
 
@@ -29,7 +29,7 @@ def view(
     from farm.cli.app import err_console, fail
 
     try:
-        root = results_dir if results_dir is not None else _configured_results_dir(config)
+        root = results_dir if results_dir is not None else configured_results_dir(config)
         if not root.is_dir():
             raise UsageError(f"Cannot view {root}, as it is not a folder; run `farm test` first or name a results folder.")
         if not 0 <= port <= 65535:
@@ -71,9 +71,3 @@ def _cannot_listen(host: str, port: int, exc: OSError) -> str:
     if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
         return f"Cannot listen on {where}: {host} is not an address of this machine; try --host 127.0.0.1."
     return f"Cannot listen on {where} ({exc.strerror or exc})."
-
-
-def _configured_results_dir(explicit: str | None) -> Path:
-    from farm.config import find_config, load_config
-
-    return load_config(find_config(explicit)).results_dir
