@@ -25,11 +25,10 @@
     TransportError                 beneath the agent clients: no HTTP answer (turned into an AgentError)
     ReplyTooLarge                  a 2xx body past the limit (turned into AgentReplyTooLargeError)
     LimiterRestarting              the rate limiter is being replaced: ask again shortly (never reaches a user)
+    PatternTimeout                 a test's regex searched past its time (turned into that assertion's failure)
 
 An interrupt (Ctrl-C, SIGTERM) is ``KeyboardInterrupt`` until :func:`farm._run.execution.execute` turns it
 into ``RunInterrupted`` (``RunStopped`` when the engine was lost), which carries the run's summary.
-A ``regex`` assertion whose pattern runs away raises ``farm.assertions.patterns.PatternTimeout``,
-which fails that assertion only.
 
 Messages say what was attempted and what blocked it, and where a user can act, what to do.
 The classes are importable from the modules that raise them too (``farm.agents.base``,
@@ -53,6 +52,7 @@ __all__ = [
     "InputError",
     "LimiterRestarting",
     "LimiterUnavailable",
+    "PatternTimeout",
     "RecordingEnds",
     "ReplyTooLarge",
     "RoleError",
@@ -178,6 +178,19 @@ class ReplyTooLarge(Exception):
 
 class LimiterRestarting(Exception):
     """The connector's limiter is being replaced (a restarting actor): ask again shortly."""
+
+
+class PatternTimeout(Exception):
+    """A pattern searched longer than it was allowed (catastrophic backtracking, most likely)."""
+
+    def __init__(self, pattern: str, seconds: float):
+        super().__init__(f"regex /{pattern}/ ran past {_seconds(seconds)} without finishing (catastrophic backtracking?)")
+        self.pattern = pattern
+        self.seconds = seconds
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s" if value >= 1 else f"{value * 1000:.0f}ms"
 
 
 class RunError(Exception):

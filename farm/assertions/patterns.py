@@ -26,6 +26,8 @@ from typing import Any, TypeVar
 
 import regex
 
+from farm.errors import PatternTimeout
+
 __all__ = [
     "DEFAULT_LIMIT",
     "INLINE_SECONDS",
@@ -46,19 +48,6 @@ INLINE_SECONDS = 0.02
 _T = TypeVar("_T")
 
 _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="farm-regex")
-
-
-class PatternTimeout(Exception):
-    """A pattern searched longer than it was allowed (catastrophic backtracking, most likely)."""
-
-    def __init__(self, pattern: str, seconds: float):
-        super().__init__(f"regex /{pattern}/ ran past {_seconds(seconds)} without finishing (catastrophic backtracking?)")
-        self.pattern = pattern
-        self.seconds = seconds
-
-
-def _seconds(value: float) -> str:
-    return f"{value:g}s" if value >= 1 else f"{value * 1000:.0f}ms"
 
 
 def limit_for(time_limit: float | None) -> float:
