@@ -4,8 +4,12 @@
 
     FarmError                      a user's mistake: one sentence, never a traceback
     ├── UsageError                 found before anything runs (a flag, the config, a reference): exit 2
-    │   └── ConfigError                farm.toml's mistakes, every one (``problems``: file:line each)
-    └── InputError                 test input that cannot be loaded at all (``problems``: file:line each)
+    │   ├── ConfigError                farm.toml's mistakes, every one (``problems``: file:line each)
+    │   └── Unplaceable                an agent asks more per slot than any node of the Ray cluster has
+    ├── InputError                 test input that cannot be loaded at all (``problems``: file:line each)
+    ├── CaseRuleError              a case breaks a rule of the format a schema cannot state (also a ValueError)
+    ├── NotFound                   ``farm view``: a run, case or page the results folder does not hold (404)
+    └── BadRequest                 ``farm view``: a query parameter the endpoint cannot use (400)
 
     CaseError                      ends one case (its ``error``), never the run
     ├── AgentError                 the agent under test failed
@@ -20,7 +24,9 @@
     └── RoleError                  a simulator, validator, generator or reporter failed
 
     RunError                       stops the run, no case's fault: the results so far are kept
-    └── EngineLost                 the engine went away (the Ray node running the farm stopped)
+    ├── EngineLost                 the engine went away (the Ray node running the farm stopped)
+    └── RunInterrupted             Ctrl-C or SIGTERM: carries the run's summary
+        └── RunStopped                 ... because the engine went away (EngineLost)
 
     TransportError                 beneath the agent clients: no HTTP answer (turned into an AgentError)
     ReplyTooLarge                  a 2xx body past the limit (turned into AgentReplyTooLargeError)
@@ -32,7 +38,11 @@ into ``RunInterrupted`` (``RunStopped`` when the engine was lost), which carries
 
 Messages say what was attempted and what blocked it, and where a user can act, what to do.
 The classes are importable from the modules that raise them too (``farm.agents.base``,
-``farm.roles.types``, ``farm.engines``, ...).
+``farm.roles.types``, ``farm.engines``, ...). Six are defined where they are used, as subclasses of
+this tree: ``CaseRuleError`` in :mod:`farm.suite.cases`, ``NotFound`` in :mod:`farm.view.folders`,
+``BadRequest`` in :mod:`farm.view.server`, ``RunInterrupted`` and ``RunStopped`` in
+:mod:`farm._run.execution`, ``Unplaceable`` in ``farm.actors.placement``. Exceptions private to a
+module (a ``_Stop`` that ends a loop early) are signals inside it, not errors, and stay outside.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from farm.durations import parse_duration
+from farm.errors import FarmError
 
 __all__ = [
     "AssertionSpec",
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 
-class CaseRuleError(ValueError):
+class CaseRuleError(FarmError, ValueError):
     """A case that parses as JSON but breaks a rule of the format."""
 
 

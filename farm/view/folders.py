@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from farm.errors import UsageError
+from farm.errors import FarmError, UsageError
 from farm.results import RunRecord, list_runs, read_run
 
 __all__ = ["NotFound", "ResultsFolder"]
@@ -21,8 +21,8 @@ __all__ = ["NotFound", "ResultsFolder"]
 _RUN_NAME = re.compile(r"^[^./\\][^/\\]*$")
 
 
-class NotFound(LookupError):
-    """A run or a case that the results folder does not hold; the message says which."""
+class NotFound(FarmError, LookupError):
+    """A run or a case that the results folder does not hold; the message says which (HTTP 404)."""
 
 
 class ResultsFolder:

@@ -35,6 +35,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pyarrow as pa
 
+from farm.errors import FarmError
 from farm.secrets import looks_secret
 from farm.view.cases import CaseQuery, RunCases
 from farm.view.compare import Comparisons, Side
@@ -58,8 +59,8 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class BadRequest(ValueError):
-    """A query parameter the endpoint cannot use; the message names it."""
+class BadRequest(FarmError, ValueError):
+    """A query parameter the endpoint cannot use; the message names it (HTTP 400)."""
 
 
 class ViewApp:
