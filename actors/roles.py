@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import threading
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,7 +31,9 @@ from farm.roles.types import RoleError, RoleOutcome, RoleRequest, SimulatorTurn,
 if TYPE_CHECKING:
     from farm.actors.limiter import LimiterPlan
 
-__all__ = ["PoolRoles", "RoleActor", "RolePools", "RoleSetup", "pool_names", "start_pool"]
+    from farm.suite.loader import LoadedCase
+
+__all__ = ["PoolRoles", "RoleActor", "RolePools", "RoleSetup", "RunRoles", "pool_names", "start_pool"]
 
 T = TypeVar("T")
 
@@ -216,3 +219,52 @@ class RolePools:
     validators: list[str] = field(default_factory=list)
     generators: list[str] = field(default_factory=list)
     setup: RoleSetup | None = None
+
+
+class RunRoles:
+    """The role pools of one run, each started when the first case that needs it is about to run
+    (a generator's: at its first call), so that a run whose cases need none, or a cached
+    generation, starts none. The pool actors this process kept from its last run serve again."""
+
+    def __init__(self, setup: RoleSetup, scope: str, size: int, generating: bool):
+        self.setup = setup
+        self.roles = ("sim", "val", "gen") if generating else ("sim", "val")
+        self._kept = {role: take_kept(role, size, setup) for role in self.roles}
+        self._members = {role: [*self._kept[role], *pool_names(f"farm-{role}-{scope}", size)[len(self._kept[role]) :]] for role in self.roles}
+        self.names = RolePools(self._members["sim"], self._members["val"], self._members.get("gen", []), setup=setup)
+        """The pools' actor names, known before any starts (the session actors find them by name)."""
+        self._pools: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()  # the generation thread starts the generator pool
+        self._generator: PoolRoles | None = None
+
+    def start(self, role: str) -> None:
+        with self._lock:
+            if role not in self._pools:
+                self._pools[role] = start_pool(self._members[role], self.setup, self._kept[role])
+
+    def for_cases(self, cases: list[LoadedCase]) -> list[LoadedCase]:
+        """``cases``, once the pools they need have started."""
+        for role, index in (("sim", 0), ("val", 1)):
+            if role not in self._pools and any(c.needs[index] for c in cases):
+                self.start(role)
+        return cases
+
+    async def generate(self, request: RoleRequest) -> list[Any]:
+        """One batch of the run's generation, on the generator pool (started at the first)."""
+        if self._generator is None:
+            self.start("gen")
+            self._generator = PoolRoles(RolePools(generators=self.names.generators, setup=self.setup))
+        return await self._generator.generate(request)
+
+    def release(self, keep: bool) -> None:
+        """Keep the pool actors for this process's next run on this cluster (a run that ended), or kill them."""
+        from farm.actors.session import WARM_ROLES
+
+        with self._lock:
+            for role in self.roles:
+                for name, handle in (self._pools.get(role) or self._kept[role]).items():
+                    if keep:
+                        handle.retire.remote(self.setup.run)
+                        WARM_ROLES.keep(("role", role), handle, name)
+                    else:
+                        ray.kill(handle, no_restart=True)
