@@ -5,7 +5,9 @@ A :class:`Scrubber` knows a set of secrets — API keys read through
 and secret query values in a ``base_url`` — and replaces them with
 :data:`MASK` wherever they show up, in these forms:
 
-- the secret itself, and its percent-encoded forms (``quote``, ``quote_plus``);
+- the secret itself, in upper and lower case and reversed (an agent that shouts
+  or turns back what it was sent), and its percent-encoded forms (``quote``,
+  ``quote_plus``);
 - its base64, standard and URL-safe, at each of the three byte alignments, so
   the key is found inside the base64 of a longer text too (``user:key`` of
   Basic auth, ``Bearer key``, a JSON blob);
@@ -137,7 +139,7 @@ def _base64_cores(data: bytes) -> list[str]:
 
 
 def _forms(secret: str) -> set[str]:
-    forms = {secret, quote(secret, safe=""), quote(secret), quote_plus(secret)}
+    forms = {secret, secret.upper(), secret.lower(), secret[::-1], quote(secret, safe=""), quote(secret), quote_plus(secret)}
     forms.update(_base64_cores(secret.encode("utf-8")))
     return {form for form in forms if form}
 

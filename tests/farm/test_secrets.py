@@ -49,6 +49,13 @@ def test_whole_cut_and_encoded_forms_are_masked():
             assert clean(out, form)
 
 
+def test_a_key_echoed_in_another_case_or_reversed_is_masked():
+    scrubber = Scrubber([KEY])
+    for echo in (KEY.upper(), KEY.lower(), KEY[::-1], KEY.upper()[:14]):
+        out = scrubber.scrub(f"before {echo} after")
+        assert out == "before *** after", (echo, out)
+
+
 def test_text_without_secrets_is_left_alone_and_short_pieces_stay():
     scrubber = Scrubber([KEY])
     text = f"sk-proj- is a prefix, {KEY[:11]} is too short to matter"
