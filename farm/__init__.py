@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 __all__ = ["RunResult", "__version__", "rescore", "run", "run_async"]
 
 
-def __getattr__(name: str):  # the API is imported on first use: `import farm.suite.cases` stays light
+def __getattr__(name: str):  # the API is imported on first use: `import farm.cases` stays light
     if name in ("run", "run_async", "rescore", "RunResult"):
         from farm import api
 

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from farm.config import FarmConfig
     from farm.results import CaseResult
     from farm.roles.cache import CallTally
-    from farm.suite.generation import CaseStream, GenerationStats
+    from farm.roles.generation import CaseStream, GenerationStats
     from farm.suite.loader import Suite
     from farm.summary import Summary
     from farm.writers import RunInfo
@@ -186,7 +186,7 @@ def run(
     run_id = (previous.run_id if previous else None) or new_run_id()
     run_dir = Path(resume) if resume is not None else cfg.results_dir / run_id
     stream = suite.stream
-    if stream is not None:  # generated cases: they run as their batches arrive (farm.suite.generation)
+    if stream is not None:  # generated cases: they run as their batches arrive (farm.roles.generation)
         stream.default_simulator = options.simulator
         if dry_run:  # the generation alone
             try:
@@ -457,7 +457,7 @@ def _generate(suite: Suite, cfg: FarmConfig, cache: bool, console: Console, quie
     """A dry run's generation: the suite's stream run to its end into ``suite.cases``, here."""
     from contextlib import nullcontext
 
-    from farm.suite.generation import generate_locally
+    from farm.roles.generation import generate_locally
     from farm.suite.loader import Suite
 
     stream = suite.stream

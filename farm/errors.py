@@ -39,7 +39,7 @@ into ``RunInterrupted`` (``RunStopped`` when the engine was lost), which carries
 Messages say what was attempted and what blocked it, and where a user can act, what to do.
 The classes are importable from the modules that raise them too (``farm.agents.base``,
 ``farm.roles.types``, ``farm.engines``, ...). Six are defined where they are used, as subclasses of
-this tree: ``CaseRuleError`` in :mod:`farm.suite.cases`, ``NotFound`` in :mod:`farm.view.folders`,
+this tree: ``CaseRuleError`` in :mod:`farm.cases`, ``NotFound`` in :mod:`farm.view.folders`,
 ``BadRequest`` in :mod:`farm.view.server`, ``RunInterrupted`` and ``RunStopped`` in
 :mod:`farm._run.execution`, ``Unplaceable`` in ``farm.actors.placement``. Exceptions private to a
 module (a ``_Stop`` that ends a loop early) are signals inside it, not errors, and stay outside.

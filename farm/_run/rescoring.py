@@ -80,7 +80,7 @@ def rescore(
     from farm.engines import make_engine
     from farm.ratelimit import DEFAULT_PARALLEL
     from farm.results import RunRecord
-    from farm.suite.generation import GENERATED_JSONL
+    from farm.roles.generation import GENERATED_JSONL
     from farm.suite.validation import check_suite
     from farm.writers import RUN_JSON, RunInfo
 

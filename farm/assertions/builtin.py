@@ -20,9 +20,9 @@ from jsonpath_ng.ext import parse as parse_jsonpath
 
 from farm.assertions import patterns as _patterns
 from farm.assertions.registry import AssertionEnv, Outcome, Subject, assertion
+from farm.cases import AssertionSpec
 from farm.excerpts import clip
 from farm.jsontext import NO_JSON, arguments_text, as_text, extract_json, json_text
-from farm.suite.cases import AssertionSpec
 
 __all__ = ["json_equal", "json_type", "partial_match"]
 

@@ -24,10 +24,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from farm.cases import AssertionSpec
 from farm.excerpts import LENGTH, NOTHING, clip
 from farm.jsontext import as_text, extract_json, json_text
 from farm.results import ACTUAL_LIMIT, AssertionResult, ToolCallRecord
-from farm.suite.cases import AssertionSpec
 
 __all__ = [
     "AssertionEnv",

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+from farm.cases import Checkpoint
 from farm.results import AssertionResult, CheckpointResult
-from farm.suite.cases import Checkpoint
 
 __all__ = ["CheckpointTracker"]
 

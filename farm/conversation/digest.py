@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from farm.suite.cases import Options, TestCase
+from farm.cases import Options, TestCase
 
 if TYPE_CHECKING:
     from farm.conversation.settings import RunSettings

@@ -14,7 +14,7 @@ that set ``golden``) compares each conversation with its golden one
 (:func:`attach` on the driver, :func:`compare` where the case ran). Tool calls
 (names and arguments), ``awaiting_input``, the number of turns and replies that
 are JSON are compared exactly; other reply text by the case's
-:class:`~farm.suite.cases.GoldenRule`: ``exact``, ``similar`` (a difflib ratio of at
+:class:`~farm.cases.GoldenRule`: ``exact``, ``similar`` (a difflib ratio of at
 least ``threshold``) or ``judge`` (the validator decides whether the reply says
 the same). Each compared turn gets one ``golden`` assertion result; a different
 number of turns, or a missing golden file, is a ``golden`` final assertion.
@@ -35,12 +35,12 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from farm.assertions import AssertionEnv, Outcome, Subject
+from farm.cases import AssertionSpec, GoldenRule
 from farm.errors import UsageError
 from farm.excerpts import clip
 from farm.files import atomic_file
 from farm.jsontext import NO_JSON, json_value, pretty_json, whole_json
 from farm.results import AssertionResult, CaseResult, Status, TurnResult
-from farm.suite.cases import AssertionSpec, GoldenRule
 from farm.suite.loader import FILE_SUFFIXES, LoadedCase
 
 __all__ = [

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from farm.agents.base import AgentClient, AgentError, AgentTimeoutError
 from farm.agents.permits import waiting_for_permits
 from farm.assertions import AssertionEnv, Subject, evaluate
+from farm.cases import AssertionSpec, Checkpoint, Mode, Options, TestCase, role_agent_id
 from farm.conversation.awaiting import detect_awaiting, last_sentence
 from farm.conversation.checkpoints import CheckpointTracker
 from farm.conversation.digest import inputs_digest
@@ -29,7 +30,6 @@ from farm.messages import user_messages
 from farm.results import AssertionResult, CaseResult, EndedBy, ErrorRole, InputSource, Status, StepReply, TurnResult, add_cost
 from farm.roles.cache import tally
 from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn
-from farm.suite.cases import AssertionSpec, Checkpoint, Mode, Options, TestCase, role_agent_id
 from farm.suite.loader import LoadedCase
 
 __all__ = ["RunSettings", "Services", "error_result", "run_case"]

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the runner and the case model: importing the scheduler load
     from farm.config import FarmConfig
     from farm.conversation.replay import Replay
     from farm.conversation.runner import RunSettings
-    from farm.suite.generation import CaseStream, GenerationStats
+    from farm.roles.generation import CaseStream, GenerationStats
     from farm.suite.loader import LoadedCase
 
 __all__ = [

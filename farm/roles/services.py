@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from farm.assertions import Outcome, Subject
+from farm.cases import AssertionSpec, role_agent_id
 from farm.config import FarmConfig
 from farm.errors import FarmError
 from farm.roles.cache import RoleCache
 from farm.roles.player import RolePlayer
 from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn, Verdict
 from farm.scripts import ScriptResolver, call_maybe_async
-from farm.suite.cases import AssertionSpec, role_agent_id
 
 __all__ = ["ROLE_CONCURRENCY", "FarmServices", "LocalRoles", "RoleCaller"]
 
@@ -76,7 +76,7 @@ class LocalRoles:
             return await self.player("validator", request.agent_id, request.connector).validate(request.messages, request.metadata)
 
     async def generate(self, request: RoleRequest) -> list[Any]:
-        """One batch of a generation (:data:`farm.suite.generation.GenerateCall`): the raw cases the
+        """One batch of a generation (:data:`farm.roles.generation.GenerateCall`): the raw cases the
         generator wrote for ``request.metadata``, through the role cache and the connector's limiter."""
         async with self._budget["generator"]:
             return await self.player("generator", request.agent_id, request.connector).generate(request.metadata)
@@ -122,7 +122,7 @@ class FarmServices:
         return await call_maybe_async(self.scripts.resolve(reference), payload)
 
     async def run_script_test(self, loaded: Any, result: Any) -> None:
-        from farm.suite.scripttests import run_script_test
+        from farm.roles.scripttests import run_script_test
 
         await run_script_test(loaded, self.config, self, result)
 

@@ -1,1 +1,1 @@
-"""What a run is given: test cases, loading, validation, inputs, script tests, generation."""
+"""What a run is given: loading and validating suites, resolving `-i` into one."""

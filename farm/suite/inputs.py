@@ -85,7 +85,7 @@ def resolve_input(
     """The suite ``value`` names; ``compact`` keeps file cases as JSON (for big runs);
     ``cache``: the role cache a generator's whole generation is kept in (its batch calls go
     through the engine's role players). A generator (``agents:``, ``scripts:``) gives a suite with
-    no cases yet and its :class:`~farm.suite.generation.CaseStream` as ``stream``."""
+    no cases yet and its :class:`~farm.roles.generation.CaseStream` as ``stream``."""
     if value == "-":
         return load_stdin(stdin or sys.stdin, compact)
     if value.startswith("agents:"):
@@ -93,7 +93,7 @@ def resolve_input(
     if value.startswith("scripts:"):
         return _generated_by_script(value, config, agent_id)
     if value.startswith("scripts."):
-        from farm.suite.scripttests import load_script_tests
+        from farm.roles.scripttests import load_script_tests
 
         return load_script_tests(value.removeprefix("scripts."), config)
     if looks_like_file(value):
@@ -126,7 +126,7 @@ def _placeholders(config: FarmConfig, generator: AgentConfig) -> set[str]:
 
 
 def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, cache: RoleCache | None = None) -> Suite:
-    from farm.suite.generation import CaseStream, check_query
+    from farm.roles.generation import CaseStream, check_query
 
     generator_id, query = _split(value, "agents:")
     generator = config.agent(generator_id)  # a UsageError naming the configured agents
@@ -139,7 +139,7 @@ def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, ca
 
 
 def _generated_by_script(value: str, config: FarmConfig, agent_id: str | None) -> Suite:
-    from farm.suite.generation import CaseStream, check_query
+    from farm.roles.generation import CaseStream, check_query
 
     ref, params = _split(value, "scripts:")
     fn = ScriptResolver(config.scripts_dir).resolve(ref)

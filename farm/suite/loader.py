@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from pydantic import ValidationError
 
 from farm.assertions import known_types
+from farm.cases import TestCase
 from farm.errors import InputError, UsageError
-from farm.suite.cases import TestCase
 from farm.suite.validation import (
     TooLargeInteger,
     case_problems,
@@ -37,7 +37,7 @@ from farm.suite.validation import (
 
 if TYPE_CHECKING:
     from farm.conversation.golden import GoldenCheck
-    from farm.suite.generation import CaseStream
+    from farm.roles.generation import CaseStream
 
 __all__ = ["LoadedCase", "Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error"]
 
@@ -106,7 +106,7 @@ class Suite:
     description: str = ""
     stream: CaseStream | None = None
     """The generator whose cases arrive while the run goes (``-i agents:``/``scripts:``);
-    ``cases`` then starts empty (:mod:`farm.suite.generation`)."""
+    ``cases`` then starts empty (:mod:`farm.roles.generation`)."""
 
     @property
     def problems(self) -> list[str]:

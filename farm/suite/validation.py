@@ -10,7 +10,7 @@ Three layers, each a plain function:
 - :func:`schema_problems` turns every error of the case model into a problem,
   :func:`rule_problems` checks what the model cannot state (assertion types,
   the mode's fields), and :func:`case_problems` looks at a valid
-  :class:`~farm.suite.cases.TestCase`: regex (compiled by the engine the run uses) and
+  :class:`~farm.cases.TestCase`: regex (compiled by the engine the run uses) and
   JSONPath syntax, JSON type names, the values each assertion needs, and
   checkpoint dependencies (no cycle, none on itself);
 - :func:`check_suite` checks a loaded suite against the config (when one is
@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from farm.cases import CaseRuleError, Mode, TestCase, Turn, role_agent_id
 from farm.errors import FarmError, UsageError
-from farm.suite.cases import CaseRuleError, Mode, TestCase, Turn, role_agent_id
 
 if TYPE_CHECKING:
+    from farm.cases import AssertionSpec, TestCase
     from farm.config import FarmConfig
-    from farm.suite.cases import AssertionSpec, TestCase
     from farm.suite.loader import Suite
 
 __all__ = [

@@ -7,8 +7,8 @@ from typing import Any
 
 from farm.assertions import Outcome, Subject, describe, evaluate, known_types
 from farm.assertions.builtin import json_equal, partial_match
+from farm.cases import AssertionSpec
 from farm.results import ACTUAL_LIMIT, AssertionResult, ToolCallRecord
-from farm.suite.cases import AssertionSpec
 
 BUILTIN_TYPES = {
     "contains",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from farm.cases import Checkpoint
 from farm.conversation.checkpoints import CheckpointTracker
 from farm.results import AssertionResult
-from farm.suite.cases import Checkpoint
 
 
 def cp(id: str, after: list[str] | None = None, required: bool = True) -> Checkpoint:

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from farm.cases import TestCase
 from farm.conversation.digest import inputs_digest
 from farm.conversation.settings import RunSettings
-from farm.suite.cases import TestCase
 
 CHECKPOINTS = [{"id": "a", "assertion": {"type": "contains", "value": "x"}}]
 PLAIN = RunSettings(agent_id="bot")

@@ -62,7 +62,7 @@ def test_errors_that_cross_ray_survive_pickling_with_their_fields():
 
 
 def test_error_classes_defined_beside_their_use_are_in_the_tree():
-    from farm.suite.cases import CaseRuleError
+    from farm.cases import CaseRuleError
     from farm.view.folders import NotFound
     from farm.view.server import BadRequest
 

@@ -1,4 +1,4 @@
-"""farm.suite.generation: the case stream's bookkeeping, with generators played by plain functions.
+"""farm.roles.generation: the case stream's bookkeeping, with generators played by plain functions.
 
 A ``generate`` here is an async function of the request (the seam every engine fills); the
 integration tests with an LLM-like generator behind HTTP are in tests/cli/test_generation.py.
@@ -17,8 +17,8 @@ import pytest
 from farm.config import load_config
 from farm.errors import UsageError
 from farm.roles.cache import RoleCache
+from farm.roles.generation import GENERATED_JSONL, CaseStream, collect
 from farm.roles.types import RoleError, RoleRequest
-from farm.suite.generation import GENERATED_JSONL, CaseStream, collect
 from farm.suite.inputs import resolve_input
 
 FARM_TOML = """

@@ -19,11 +19,11 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import farm
+from farm.cases import GoldenRule
 from farm.conversation.golden import GoldenCheck, GoldenConversation, attach, compare, golden_path, safe_name
 from farm.demo.server import JSONServer, Response, chat_completion
 from farm.errors import InputError, UsageError
 from farm.results import CaseResult, ToolCallRecord, TurnResult
-from farm.suite.cases import GoldenRule
 from farm.suite.loader import load_text
 from tests.scripted import RoleModels, ScriptedAgent, farm_toml, roles_toml
 

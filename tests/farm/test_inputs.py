@@ -10,7 +10,7 @@ import pytest
 
 from farm.config import load_config
 from farm.errors import UsageError
-from farm.suite.generation import generate_locally
+from farm.roles.generation import generate_locally
 from farm.suite.inputs import generator_metadata, input_path, resolve_input, typed_query
 
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from farm.cases import Mode
 from farm.errors import InputError, UsageError
-from farm.suite.cases import Mode
 from farm.suite.loader import load_file, load_message, load_stdin
 
 

@@ -10,8 +10,8 @@ import pytest
 from farm.agents.base import Reply, ToolCall
 from farm.assertions import Subject, evaluate
 from farm.assertions.patterns import PatternTimeout, search, search_blocking
+from farm.cases import AssertionSpec
 from farm.conversation.runner import RunSettings, run_case
-from farm.suite.cases import AssertionSpec
 from farm.suite.loader import parse_cases
 
 RUNAWAY = r"(a|aa)+$"

@@ -14,6 +14,7 @@ import pytest
 
 import farm
 from farm.agents.base import AgentError, Reply
+from farm.cases import TestCase
 from farm.config import load_config
 from farm.conversation.digest import changed_inputs, inputs_digest
 from farm.conversation.replay import RecordingEnds, Replay, ReplayClient, ReplayClock
@@ -22,7 +23,6 @@ from farm.demo.server import JSONServer
 from farm.errors import UsageError
 from farm.results import CaseResult, Status, StepReply, ToolCallRecord, TurnResult
 from farm.roles.types import RoleError, RoleRequest, SimulatorTurn
-from farm.suite.cases import TestCase
 from farm.suite.loader import parse_cases
 from tests.scripted import Counting, RoleModels, ScriptedAgent, farm_toml, roles_toml
 

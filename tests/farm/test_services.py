@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from farm.assertions import Subject
+from farm.cases import AssertionSpec
 from farm.config import load_config
 from farm.roles.services import FarmServices, LocalRoles
 from farm.roles.types import HumanRequest, RoleError, RoleRequest
-from farm.suite.cases import AssertionSpec
 
 JUDGE = '''
 import json

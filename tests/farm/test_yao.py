@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from farm.assertions import Subject, evaluate
+from farm.cases import AssertionSpec, Mode, TestCase
 from farm.config import FarmConfig
 from farm.durations import parse_duration
 from farm.results import ToolCallRecord
 from farm.roles.services import FarmServices, LocalRoles
 from farm.roles.types import RoleRequest, Verdict
-from farm.suite.cases import AssertionSpec, Mode, TestCase
 from farm.suite.loader import load_file
 
 

@@ -19,11 +19,11 @@ from typing import Any
 from farm.agents.base import AgentClient, Reply
 from farm.agents.factory import build_agent
 from farm.assertions import Subject, evaluate
+from farm.cases import AssertionSpec, TestCase
 from farm.config import FarmConfig
 from farm.jsontext import as_text
 from farm.results import AssertionResult, CaseResult, Status, TurnResult, add_cost
 from farm.scripts import ScriptResolver
-from farm.suite.cases import AssertionSpec, TestCase
 from farm.suite.loader import LoadedCase, Suite
 
 __all__ = ["load_script_tests", "run_script_test", "T", "Ctx"]

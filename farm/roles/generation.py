@@ -61,8 +61,8 @@ from farm.roles.cache import RoleCache, caches_role, tally
 from farm.roles.types import CallTally, RoleRequest
 
 if TYPE_CHECKING:
+    from farm.cases import TestCase
     from farm.config import FarmConfig
-    from farm.suite.cases import TestCase
     from farm.suite.loader import LoadedCase
 
 __all__ = [
