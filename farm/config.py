@@ -21,7 +21,7 @@ from farm.durations import parse_duration
 from farm.errors import ConfigError, UsageError
 from farm.results import Usage
 from farm.secrets import MASK, redact_url, register
-from farm.suite.validation import nearest, shown
+from farm.wording import nearest, shown
 
 __all__ = ["AgentConfig", "Connector", "FarmConfig", "FarmSettings", "Price", "Resources", "find_config", "load_config"]
 

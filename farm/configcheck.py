@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from farm.suite.validation import nearest, shown
+from farm.wording import nearest, shown
 
 __all__ = ["config_problems", "key_lines"]
 

@@ -208,7 +208,7 @@ def check_query(where: str, query: dict[str, Any], known: set[str], strict: bool
     placeholders). A name close to a known one is a typo, always; with ``strict`` (the farm writes
     the generator's prompt, so nothing else reaches the model) any other name that is no coverage
     list is unknown too."""
-    from farm.suite.validation import nearest, shown
+    from farm.wording import nearest, shown
 
     names = known | DOCUMENTED
     for key, value in query.items():

@@ -31,9 +31,9 @@ from farm.suite.validation import (
     raw_problems,
     rule_problems,
     schema_problems,
-    shown,
     without_failing_fields,
 )
+from farm.wording import shown
 
 if TYPE_CHECKING:
     from farm.conversation.golden import GoldenCheck
@@ -79,7 +79,7 @@ class LoadedCase:
 
     def fail(self, problems: list[str]) -> None:
         """Add ``problems``: the case does not load, and its ``error`` says every one of them.
-        Each stays one line, whatever it echoes of the input (see :func:`~farm.suite.validation.shown`)."""
+        Each stays one line, whatever it echoes of the input (see :func:`~farm.wording.shown`)."""
         self.problems.extend(shown(problem) for problem in problems)
         self.error = "; ".join(self.problems)
         self.case, self.data = None, None

@@ -20,14 +20,13 @@ Three layers, each a plain function:
 
 Every problem of a case is reported, one each, reading ``field 'where': what is
 wrong``; the loader prefixes ``file:line``. Names and values echoed from the input
-are shown with line breaks and control characters escaped (:func:`shown`), so each
+are shown with line breaks and control characters escaped (:func:`farm.wording.shown`), so each
 problem stays one line.
 """
 
 from __future__ import annotations
 
 import copy
-import difflib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ from pydantic import ValidationError
 
 from farm.cases import CaseRuleError, Mode, TestCase, Turn, role_agent_id
 from farm.errors import FarmError, UsageError
+from farm.wording import nearest, shown
 
 if TYPE_CHECKING:
     from farm.cases import AssertionSpec, TestCase
@@ -54,12 +54,10 @@ __all__ = [
     "without_failing_fields",
     "rule_problems",
     "case_problems",
-    "shown",
     "assertion_problem",
     "check_suite",
     "check_run",
     "check_for_run",
-    "nearest",
 ]
 
 MAX_DEPTH = 64
@@ -103,20 +101,6 @@ class TooLargeInteger:
 
     def __repr__(self) -> str:
         return f"<an integer of {self.digits} digits>"
-
-
-def nearest(name: str, known: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest known name, or nothing."""
-    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def shown(text: str) -> str:
-    """``text`` with what would break a line or drive a terminal escaped as Python writes it
-    (``\\n``, ``\\x1b``, ``\\u2028``): names and values from a suite, echoed in one-line messages."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _unknown(where: str, key: str, known: Iterable[str]) -> str:
