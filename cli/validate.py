@@ -20,8 +20,8 @@ def validate(
     """Check test files deeply (fields, regex, JSONPath, ids against farm.toml); exit 2 on any problem."""
     from farm.config import find_config, load_config
     from farm.errors import ConfigError, FarmError, InputError
+    from farm.suite.checks import check_suite
     from farm.suite.loader import load_file
-    from farm.suite.validation import check_suite
 
     console = Console(highlight=False, soft_wrap=True, emoji=False)
     problems: list[str] = []

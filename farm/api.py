@@ -172,7 +172,7 @@ def run(
     if not dry_run:
         check_budget(cfg, options.max_cost)
     agents = agents or ([agent_id] if agent_id else [])
-    from farm.suite.validation import check_for_run  # every check that needs no agent call (SPEC 2)
+    from farm.suite.checks import check_for_run  # every check that needs no agent call (SPEC 2)
 
     checked: list[str | None] = list(agents) or [agent_id]
     for each in checked:

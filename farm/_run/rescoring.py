@@ -81,7 +81,7 @@ def rescore(
     from farm.ratelimit import DEFAULT_PARALLEL
     from farm.results import RunRecord
     from farm.roles.generation import GENERATED_JSONL
-    from farm.suite.validation import check_suite
+    from farm.suite.checks import check_suite
     from farm.writers import RUN_JSON, RunInfo
 
     source = Path(run_dir).absolute()

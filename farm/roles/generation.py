@@ -11,7 +11,7 @@ goes. The stream
   batch number, the batch's slice of the coverage lists (``focus=refunds,travel``),
   ``seed``, and a short list of what is already written, to avoid;
 - accepts a case only when it passes ``farm validate``'s checks
-  (:func:`farm.suite.loader.parse_cases`, :func:`farm.suite.validation.check_suite`) and is
+  (:func:`farm.suite.loader.parse_cases`, :func:`farm.suite.checks.check_suite`) and is
   no duplicate (same normalised input, turns and simulator goal); an id already
   taken is renamed (``refund-2``). Dropped cases are the generator's fault: they
   are counted in :class:`GenerationStats`, never results;
@@ -445,8 +445,8 @@ class CaseStream:
     def _take(self, items: list[Any], number: int, cell: _Slice | None, on_problem: Callable[[str], None] | None) -> list[LoadedCase]:
         """The accepted cases of one batch, appended to ``generated.jsonl``."""
         from farm.secrets import process_scrubber
+        from farm.suite.checks import check_suite
         from farm.suite.loader import Suite
-        from farm.suite.validation import check_suite
 
         items = process_scrubber().scrub_json(items)  # user input, on its way to files and the console
         parsed = [self._parse(raw, f"batch {number}, case {index}", cell) for index, raw in enumerate(items, start=1)]

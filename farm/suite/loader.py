@@ -71,7 +71,7 @@ class LoadedCase:
     """Every problem of a case that did not load, one each (``error`` joins them)."""
     partial: TestCase | None = None
     """A case with problems that still made a model (its unknown or refused fields left out), kept
-    until :func:`farm.suite.validation.check_suite` has checked it against the config too."""
+    until :func:`farm.suite.checks.check_suite` has checked it against the config too."""
 
     @property
     def ok(self) -> bool:

@@ -1,6 +1,7 @@
 """Deep checks of a suite: everything that can be known wrong before any agent is called (SPEC 2).
 
-Three layers, each a plain function:
+Two layers, each a plain function (a third, the checks of a loaded suite against the config,
+is :mod:`farm.suite.checks`):
 
 - :func:`raw_problems` looks at a case as written (the parsed JSON): every field
   at every depth must be known (an unknown one names the nearest known name),
@@ -12,11 +13,7 @@ Three layers, each a plain function:
   the mode's fields), and :func:`case_problems` looks at a valid
   :class:`~farm.cases.TestCase`: regex (compiled by the engine the run uses) and
   JSONPath syntax, JSON type names, the values each assertion needs, and
-  checkpoint dependencies (no cycle, none on itself);
-- :func:`check_suite` checks a loaded suite against the config (when one is
-  found): simulator, validator and connector ids, ``file://`` attachments and
-  ``scripts:`` references. :func:`check_run` checks what ``farm test`` is about
-  to use: the target agent's ``python`` entry imports, connectors' keys are set.
+  checkpoint dependencies (no cycle, none on itself).
 
 Every problem of a case is reported, one each, reading ``field 'where': what is
 wrong``; the loader prefixes ``file:line``. Names and values echoed from the input
@@ -28,19 +25,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from farm.cases import CaseRuleError, Mode, TestCase, Turn, role_agent_id
-from farm.errors import FarmError, UsageError
+from farm.cases import CaseRuleError, Mode, TestCase, Turn
 from farm.wording import nearest, shown
 
 if TYPE_CHECKING:
     from farm.cases import AssertionSpec, TestCase
-    from farm.config import FarmConfig
-    from farm.suite.loader import Suite
 
 __all__ = [
     "MAX_DEPTH",
@@ -54,10 +47,8 @@ __all__ = [
     "without_failing_fields",
     "rule_problems",
     "case_problems",
+    "every_assertion",
     "assertion_problem",
-    "check_suite",
-    "check_run",
-    "check_for_run",
 ]
 
 MAX_DEPTH = 64
@@ -268,7 +259,7 @@ def rule_problems(case: TestCase, known_types: set[str], modes: bool = True) -> 
     types, then (``modes``) the fields the case's mode needs and its checkpoint ids."""
     out = []
     known = ", ".join(sorted(known_types))
-    for where, spec in _walk(case):
+    for where, spec in every_assertion(case):
         if spec.type not in known_types:
             out.append(f"field '{where}.type': unknown assertion type '{shown(spec.type)}'{nearest(spec.type, known_types) or f' (known: {known})'}")
     if not modes:
@@ -299,7 +290,8 @@ def rule_problems(case: TestCase, known_types: set[str], modes: bool = True) -> 
 # -- the valid case ------------------------------------------------------------------------
 
 
-def _walk(case: TestCase) -> list[tuple[str, AssertionSpec]]:
+def every_assertion(case: TestCase) -> list[tuple[str, AssertionSpec]]:
+    """Every assertion of ``case`` with where it is (``turns[0].assertions[1]``), in the order a reader meets them."""
     out = [(f"assertions[{i}]", s) for i, s in enumerate(case.assertions)]
     out += [(f"final_assertions[{i}]", s) for i, s in enumerate(case.final_assertions)]
     for t, turn in enumerate(case.turns or []):
@@ -312,7 +304,7 @@ def _walk(case: TestCase) -> list[tuple[str, AssertionSpec]]:
 def case_problems(case: TestCase) -> list[str]:
     """Problems of a valid case that a schema cannot see (regex, JSONPath, values, checkpoints)."""
     out: list[str] = []
-    for where, spec in _walk(case):
+    for where, spec in every_assertion(case):
         problem = assertion_problem(spec)
         if problem:
             out.append(f"field '{where}': {problem}")
@@ -418,182 +410,3 @@ def _checkpoint_cycles(case: TestCase) -> list[str]:
 
 
 # -- the suite against the config ------------------------------------------------------------------
-
-
-def check_suite(suite: Suite, config: FarmConfig, default_simulator: str | None = None) -> None:
-    """Mark every case that names something the config lacks as an error (in place), adding to
-    the problems of a case that has others (when its model could still be made).
-
-    ``config.path`` None (no ``farm.toml`` found): agent and connector ids are not
-    checked, but attachments and ``scripts:`` references are.
-    """
-    from farm.scripts import ScriptResolver
-
-    resolver = ScriptResolver(config.scripts_dir)
-    simulator = default_simulator or config.farm.simulator
-    for loaded in suite.cases:
-        if loaded.script is not None:
-            continue
-        case = loaded.materialized().case if loaded.ok else loaded.partial
-        loaded.partial = None  # kept only for this check
-        if case is None:
-            continue
-        problems = _config_problems(case, config, simulator, resolver, Path(loaded.base_dir) if loaded.base_dir else None)
-        if problems:
-            loaded.fail(problems)
-
-
-def _config_problems(case: TestCase, config: FarmConfig, simulator: str | None, resolver: Any, base_dir: Path | None) -> list[str]:
-    from farm.messages import user_messages
-
-    out: list[str] = []
-    checked = config.path is not None
-
-    def agent(where: str, agent_id: str) -> None:
-        if checked and agent_id not in config.agents:
-            known = ", ".join(sorted(config.agents)) or "none"
-            out.append(f"field '{where}': agent '{agent_id}' is not configured in {config.path}{nearest(agent_id, config.agents)} (configured: {known})")
-
-    def connector(where: str, options: Any) -> None:
-        name = getattr(options, "connector", None)
-        if checked and name and name not in config.connectors:
-            known = ", ".join(sorted(config.connectors)) or "none"
-            out.append(f"field '{where}.connector': connector '{name}' is not configured in {config.path}{nearest(name, config.connectors)} (configured: {known})")
-
-    def script(where: str, reference: str) -> None:
-        try:
-            resolver.resolve(reference)
-        except FarmError as exc:
-            out.append(f"field '{where}': {exc}")
-
-    connector("options", case.options)
-    if case.checkpoints is not None or case.simulator is not None:
-        sim_id = case.simulator.use if case.simulator and case.simulator.use else None
-        if sim_id:
-            agent("simulator.use", role_agent_id(sim_id, None) or sim_id)
-        elif case.checkpoints is not None and not simulator:
-            out.append("field 'simulator': the case has checkpoints but no simulator; give 'simulator.use' in the case, or a default simulator with --simulator or [farm].simulator")
-        if case.simulator:
-            connector("simulator.options", case.simulator.options)
-    for t, turn in enumerate(case.turns or []):
-        if turn.options:
-            connector(f"turns[{t}].options", turn.options)
-    for where, spec in _walk(case):
-        if spec.options:
-            connector(f"{where}.options", spec.options)
-        if spec.type == "agent":
-            validator = role_agent_id(spec.use, config.farm.validator)
-            if validator:
-                agent(f"{where}.use", validator)
-            elif checked:
-                out.append(f"field '{where}': an 'agent' assertion needs 'use' (e.g. agents:workers.test.validator) or [farm].validator")
-        if spec.type == "script" and spec.use:
-            script(f"{where}.script", spec.use)
-    if case.golden is not None and case.golden.enabled and case.golden.text == "judge":
-        validator = role_agent_id(case.golden.use, config.farm.validator)
-        if validator:
-            agent("golden.use", validator)
-        elif checked:
-            out.append("field 'golden': the 'judge' rule needs 'use' (a validator agent) or [farm].validator")
-    for hook in ("before", "after"):
-        if getattr(case, hook):
-            script(hook, getattr(case, hook))
-    for tool, mock in case.tool_mocks.items():
-        if isinstance(mock, str) and mock.startswith("scripts:"):
-            script(f"tool_mocks.{tool}", mock)
-    inputs = [("input", case.input, case.attachments)] if case.turns is None else []
-    for t, turn in enumerate(case.turns or []):
-        inputs.append((f"turns[{t}]", turn.input, [*(case.attachments if t == 0 else []), *turn.attachments]))
-    for where, value, attachments in inputs:
-        if value is None and not attachments:
-            continue
-        try:
-            user_messages(value if value is not None else "", attachments, base_dir)
-        except (ValueError, OSError) as exc:
-            out.append(f"field '{where}': {exc}")
-    return out
-
-
-def check_run(config: FarmConfig, agent_id: str, connector_override: str | None, role_agents: Iterable[str] = ()) -> None:
-    """What ``farm test`` is about to call must be usable; raises :class:`UsageError` (exit 2).
-
-    The target agent (and any role agents the suite names): a ``python`` entry
-    that imports, a connector that exists and whose ``api_key_env`` is set.
-    """
-    from farm.agents.python import load_entry
-
-    seen: set[str] = set()
-    todo = [(agent_id, connector_override)] + [(a, None) for a in role_agents]
-    while todo:
-        current, override = todo.pop(0)
-        if current in seen or current not in config.agents:
-            continue
-        seen.add(current)
-        agent = config.agent(current)
-        if agent.kind == "python":
-            import sys
-
-            folder = str(config.base_dir)
-            if folder not in sys.path:
-                sys.path.insert(0, folder)
-            load_entry(agent.entry, current)
-        name = override or agent.connector
-        if name:
-            conn = config.connector(name)
-            if conn.api_key_env and not conn.api_key():
-                raise UsageError(
-                    f"connector '{name}' (used by agent '{current}') reads its key from ${conn.api_key_env}, which is not set"
-                )
-        if agent.is_role and agent.uses:
-            todo.append((agent.uses, override))
-
-
-def _testable(config: FarmConfig, agent_id: str) -> None:
-    """A role agent (simulator, validator, generator, reporter) is no agent to test: a :class:`UsageError`."""
-    agent = config.agents.get(agent_id)
-    if agent is not None and agent.is_role:
-        testable = sorted(name for name, other in config.agents.items() if not other.is_role)
-        hint = f" ({', '.join(testable)})" if testable else ""
-        raise UsageError(
-            f"-n {shown(agent_id)}: agent '{shown(agent_id)}' is a {agent.kind}, a role the farm plays, not an agent to test;"
-            f" name an openai, http or python agent{hint}"
-        )
-
-
-def check_for_run(
-    suite: Suite,
-    config: FarmConfig,
-    agent_id: str | None,
-    *,
-    simulator: str | None = None,
-    connector: str | None = None,
-    dry_run: bool = False,
-) -> None:
-    """The load step's checks, as ``farm test`` makes them before any agent is called.
-
-    Cases that name what the config lacks become errors (:func:`check_suite`);
-    unless ``dry_run``, the agents the run will call must be usable
-    (:func:`check_run`, a :class:`UsageError`: exit 2, nothing started).
-    """
-    check_suite(suite, config, default_simulator=simulator)
-    if agent_id is not None:
-        _testable(config, agent_id)
-    if dry_run or agent_id is None:
-        return
-    roles: list[str] = []
-    default_sim = simulator or config.farm.simulator
-    for loaded in suite.cases:
-        sim, val = loaded.needs
-        if sim and default_sim:
-            roles.append(default_sim)
-        if (sim or val) and loaded.ok:
-            case = loaded.materialized().case
-            assert case is not None
-            if case.simulator and case.simulator.use:
-                roles.append(role_agent_id(case.simulator.use, None) or "")
-            for _, spec in _walk(case):
-                if spec.type == "agent":
-                    roles.append(role_agent_id(spec.use, config.farm.validator) or "")
-            if case.golden is not None and case.golden.text == "judge":
-                roles.append(role_agent_id(case.golden.use, config.farm.validator) or "")
-    check_run(config, agent_id, connector, dict.fromkeys(r for r in roles if r))

@@ -10,8 +10,8 @@ import pytest
 
 from farm.config import load_config
 from farm.errors import UsageError
+from farm.suite.checks import check_for_run, check_suite
 from farm.suite.loader import load_file
-from farm.suite.validation import check_for_run, check_suite
 
 TOML = """
 [farm]

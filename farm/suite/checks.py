@@ -1,0 +1,204 @@
+"""A loaded suite against the config, before any agent is called (SPEC 2).
+
+:func:`check_suite` checks a loaded suite against the config (when one is found): simulator,
+validator and connector ids, ``file://`` attachments and ``scripts:`` references.
+:func:`check_run` checks what ``farm test`` is about to use: the target agent's ``python``
+entry imports, connectors' keys are set. The checks of a case on its own are
+:mod:`farm.suite.validation`, below the loader; these sit above it, as they take a loaded suite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from farm.cases import TestCase, role_agent_id
+from farm.errors import FarmError, UsageError
+from farm.suite.validation import every_assertion
+from farm.wording import nearest, shown
+
+if TYPE_CHECKING:
+    from farm.config import FarmConfig
+    from farm.suite.loader import Suite
+
+__all__ = ["check_for_run", "check_run", "check_suite"]
+
+
+def check_suite(suite: Suite, config: FarmConfig, default_simulator: str | None = None) -> None:
+    """Mark every case that names something the config lacks as an error (in place), adding to
+    the problems of a case that has others (when its model could still be made).
+
+    ``config.path`` None (no ``farm.toml`` found): agent and connector ids are not
+    checked, but attachments and ``scripts:`` references are.
+    """
+    from farm.scripts import ScriptResolver
+
+    resolver = ScriptResolver(config.scripts_dir)
+    simulator = default_simulator or config.farm.simulator
+    for loaded in suite.cases:
+        if loaded.script is not None:
+            continue
+        case = loaded.materialized().case if loaded.ok else loaded.partial
+        loaded.partial = None  # kept only for this check
+        if case is None:
+            continue
+        problems = _config_problems(case, config, simulator, resolver, Path(loaded.base_dir) if loaded.base_dir else None)
+        if problems:
+            loaded.fail(problems)
+
+
+def _config_problems(case: TestCase, config: FarmConfig, simulator: str | None, resolver: Any, base_dir: Path | None) -> list[str]:
+    from farm.messages import user_messages
+
+    out: list[str] = []
+    checked = config.path is not None
+
+    def agent(where: str, agent_id: str) -> None:
+        if checked and agent_id not in config.agents:
+            known = ", ".join(sorted(config.agents)) or "none"
+            out.append(f"field '{where}': agent '{agent_id}' is not configured in {config.path}{nearest(agent_id, config.agents)} (configured: {known})")
+
+    def connector(where: str, options: Any) -> None:
+        name = getattr(options, "connector", None)
+        if checked and name and name not in config.connectors:
+            known = ", ".join(sorted(config.connectors)) or "none"
+            out.append(f"field '{where}.connector': connector '{name}' is not configured in {config.path}{nearest(name, config.connectors)} (configured: {known})")
+
+    def script(where: str, reference: str) -> None:
+        try:
+            resolver.resolve(reference)
+        except FarmError as exc:
+            out.append(f"field '{where}': {exc}")
+
+    connector("options", case.options)
+    if case.checkpoints is not None or case.simulator is not None:
+        sim_id = case.simulator.use if case.simulator and case.simulator.use else None
+        if sim_id:
+            agent("simulator.use", role_agent_id(sim_id, None) or sim_id)
+        elif case.checkpoints is not None and not simulator:
+            out.append("field 'simulator': the case has checkpoints but no simulator; give 'simulator.use' in the case, or a default simulator with --simulator or [farm].simulator")
+        if case.simulator:
+            connector("simulator.options", case.simulator.options)
+    for t, turn in enumerate(case.turns or []):
+        if turn.options:
+            connector(f"turns[{t}].options", turn.options)
+    for where, spec in every_assertion(case):
+        if spec.options:
+            connector(f"{where}.options", spec.options)
+        if spec.type == "agent":
+            validator = role_agent_id(spec.use, config.farm.validator)
+            if validator:
+                agent(f"{where}.use", validator)
+            elif checked:
+                out.append(f"field '{where}': an 'agent' assertion needs 'use' (e.g. agents:workers.test.validator) or [farm].validator")
+        if spec.type == "script" and spec.use:
+            script(f"{where}.script", spec.use)
+    if case.golden is not None and case.golden.enabled and case.golden.text == "judge":
+        validator = role_agent_id(case.golden.use, config.farm.validator)
+        if validator:
+            agent("golden.use", validator)
+        elif checked:
+            out.append("field 'golden': the 'judge' rule needs 'use' (a validator agent) or [farm].validator")
+    for hook in ("before", "after"):
+        if getattr(case, hook):
+            script(hook, getattr(case, hook))
+    for tool, mock in case.tool_mocks.items():
+        if isinstance(mock, str) and mock.startswith("scripts:"):
+            script(f"tool_mocks.{tool}", mock)
+    inputs = [("input", case.input, case.attachments)] if case.turns is None else []
+    for t, turn in enumerate(case.turns or []):
+        inputs.append((f"turns[{t}]", turn.input, [*(case.attachments if t == 0 else []), *turn.attachments]))
+    for where, value, attachments in inputs:
+        if value is None and not attachments:
+            continue
+        try:
+            user_messages(value if value is not None else "", attachments, base_dir)
+        except (ValueError, OSError) as exc:
+            out.append(f"field '{where}': {exc}")
+    return out
+
+
+def check_run(config: FarmConfig, agent_id: str, connector_override: str | None, role_agents: Iterable[str] = ()) -> None:
+    """What ``farm test`` is about to call must be usable; raises :class:`UsageError` (exit 2).
+
+    The target agent (and any role agents the suite names): a ``python`` entry
+    that imports, a connector that exists and whose ``api_key_env`` is set.
+    """
+    from farm.agents.python import load_entry
+
+    seen: set[str] = set()
+    todo = [(agent_id, connector_override)] + [(a, None) for a in role_agents]
+    while todo:
+        current, override = todo.pop(0)
+        if current in seen or current not in config.agents:
+            continue
+        seen.add(current)
+        agent = config.agent(current)
+        if agent.kind == "python":
+            import sys
+
+            folder = str(config.base_dir)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+            load_entry(agent.entry, current)
+        name = override or agent.connector
+        if name:
+            conn = config.connector(name)
+            if conn.api_key_env and not conn.api_key():
+                raise UsageError(
+                    f"connector '{name}' (used by agent '{current}') reads its key from ${conn.api_key_env}, which is not set"
+                )
+        if agent.is_role and agent.uses:
+            todo.append((agent.uses, override))
+
+
+def _testable(config: FarmConfig, agent_id: str) -> None:
+    """A role agent (simulator, validator, generator, reporter) is no agent to test: a :class:`UsageError`."""
+    agent = config.agents.get(agent_id)
+    if agent is not None and agent.is_role:
+        testable = sorted(name for name, other in config.agents.items() if not other.is_role)
+        hint = f" ({', '.join(testable)})" if testable else ""
+        raise UsageError(
+            f"-n {shown(agent_id)}: agent '{shown(agent_id)}' is a {agent.kind}, a role the farm plays, not an agent to test;"
+            f" name an openai, http or python agent{hint}"
+        )
+
+
+def check_for_run(
+    suite: Suite,
+    config: FarmConfig,
+    agent_id: str | None,
+    *,
+    simulator: str | None = None,
+    connector: str | None = None,
+    dry_run: bool = False,
+) -> None:
+    """The load step's checks, as ``farm test`` makes them before any agent is called.
+
+    Cases that name what the config lacks become errors (:func:`check_suite`);
+    unless ``dry_run``, the agents the run will call must be usable
+    (:func:`check_run`, a :class:`UsageError`: exit 2, nothing started).
+    """
+    check_suite(suite, config, default_simulator=simulator)
+    if agent_id is not None:
+        _testable(config, agent_id)
+    if dry_run or agent_id is None:
+        return
+    roles: list[str] = []
+    default_sim = simulator or config.farm.simulator
+    for loaded in suite.cases:
+        sim, val = loaded.needs
+        if sim and default_sim:
+            roles.append(default_sim)
+        if (sim or val) and loaded.ok:
+            case = loaded.materialized().case
+            assert case is not None
+            if case.simulator and case.simulator.use:
+                roles.append(role_agent_id(case.simulator.use, None) or "")
+            for _, spec in every_assertion(case):
+                if spec.type == "agent":
+                    roles.append(role_agent_id(spec.use, config.farm.validator) or "")
+            if case.golden is not None and case.golden.text == "judge":
+                roles.append(role_agent_id(case.golden.use, config.farm.validator) or "")
+    check_run(config, agent_id, connector, dict.fromkeys(r for r in roles if r))
