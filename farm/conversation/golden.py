@@ -28,14 +28,14 @@ import json
 import re
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from farm.assertions import AssertionEnv, Outcome, Subject
 from farm.cases import AssertionSpec, GoldenRule
+from farm.conversation.goldenfile import GOLDEN_FORMAT, GoldenCheck, GoldenConversation, GoldenToolCall, GoldenTurn, suite_file
 from farm.errors import UsageError
 from farm.excerpts import clip
 from farm.files import atomic_file
@@ -57,71 +57,8 @@ __all__ = [
     "write_golden",
 ]
 
-GOLDEN_FORMAT = 1
-"""Version of the golden file's shape."""
-
 #: Longest file or folder name made from an id, before its hash.
 NAME_LIMIT = 80
-
-class GoldenToolCall(BaseModel):
-    """A tool call as the golden file holds it."""
-
-    name: str
-    arguments: Any = None
-    """The parsed arguments (compared)."""
-    result: Any = None
-    """What the farm answered (recorded, not compared: it is the suite's own mock)."""
-
-
-class GoldenTurn(BaseModel):
-    """One exchange of a golden conversation."""
-
-    turn: int
-    input: Any = None
-    reply: str = ""
-    tool_calls: list[GoldenToolCall] = Field(default_factory=list)
-    awaiting_input: bool = False
-
-
-class GoldenConversation(BaseModel):
-    """A golden file: a case's conversation when it passed."""
-
-    format: int = GOLDEN_FORMAT
-    id: str
-    """The case id."""
-    name: str | None = None
-    suite: str | None = None
-    """The suite file's name (``support.jsonl``), with ``id`` enough to find the case again."""
-    mode: str | None = None
-    agent: str | None = None
-    """The agent the conversation was recorded with."""
-    turns: list[GoldenTurn] = Field(default_factory=list)
-
-    @classmethod
-    def from_result(cls, result: CaseResult) -> GoldenConversation:
-        """The conversation ``result`` recorded: each turn's input, reply, tool calls and
-        ``awaiting_input``, with the values as a JSON file gives them back."""
-        return cls(
-            id=result.id,
-            name=result.name,
-            suite=_suite_file(result.source),
-            mode=result.mode,
-            agent=result.agent,
-            turns=[
-                GoldenTurn(
-                    turn=turn.turn,
-                    input=json_value(turn.input),
-                    reply=turn.output,
-                    tool_calls=[GoldenToolCall(name=c.name, arguments=json_value(c.args), result=json_value(c.result)) for c in turn.tool_calls],
-                    awaiting_input=turn.awaiting_input,
-                )
-                for turn in result.turns
-            ],
-        )
-
-    def to_text(self) -> str:
-        """The file's text: sorted keys, indented, characters as they are (diff-friendly)."""
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
 # -- where a case's golden file is --------------------------------------------------------------
@@ -138,18 +75,9 @@ def safe_name(text: str) -> str:
     return f"{cleaned or 'case'}-{digest}"
 
 
-def _suite_file(source: str | None) -> str | None:
-    """The suite file's name from a ``file:line`` source (``<message>`` for a direct message)."""
-    if not source:
-        return None
-    head, _, line = source.rpartition(":")
-    name = head if head and line.isdigit() else source
-    return Path(name).name or name
-
-
 def golden_path(folder: Path, case_id: str, source: str | None) -> Path:
     """``folder/<suite>/<case>.json``: always inside ``folder``, whatever the id holds."""
-    suite = _suite_file(source) or "suite"
+    suite = suite_file(source) or "suite"
     for suffix in FILE_SUFFIXES:
         if suite.endswith(suffix) and len(suite) > len(suffix):
             suite = suite[: -len(suffix)]
@@ -204,19 +132,6 @@ class GoldenRecorder:
 
 
 # -- comparing -------------------------------------------------------------------------------------
-
-
-@dataclass
-class GoldenCheck:
-    """What a case is compared with: travels with the case to wherever it runs."""
-
-    rule: GoldenRule
-    path: str
-    """The golden file, as the messages name it."""
-    conversation: GoldenConversation | None = None
-    """None: the file is missing or unreadable (``problem`` says which)."""
-    problem: str | None = None
-    missing: bool = False
 
 
 def attach(cases: Iterable[LoadedCase], folder: Path | None, *, every: bool, input: str) -> None:

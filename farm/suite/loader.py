@@ -36,7 +36,7 @@ from farm.suite.validation import (
 from farm.wording import shown
 
 if TYPE_CHECKING:
-    from farm.conversation.golden import GoldenCheck
+    from farm.conversation.goldenfile import GoldenCheck
     from farm.roles.generation import CaseStream
 
 __all__ = ["LoadedCase", "Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error"]
