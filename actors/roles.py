@@ -31,7 +31,7 @@ from farm.roles.types import RoleError, RoleOutcome, RoleRequest, SimulatorTurn,
 if TYPE_CHECKING:
     from farm.actors.limiter import LimiterPlan
 
-    from farm.suite.loader import LoadedCase
+    from farm.loaded import LoadedCase
 
 __all__ = ["PoolRoles", "RoleActor", "RolePools", "RoleSetup", "RunRoles", "pool_names", "start_pool"]
 

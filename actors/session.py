@@ -29,8 +29,8 @@ from farm.agents.transport import HTTPClient, preload
 from farm.config import FarmConfig
 from farm.conversation.settings import RunSettings
 from farm.engines.worker import CaseWorker
+from farm.loaded import LoadedCase
 from farm.results import CaseResult
-from farm.suite.loader import LoadedCase
 
 if TYPE_CHECKING:
     from farm.actors.limiter import LimiterPlan

@@ -40,8 +40,9 @@ from farm.errors import UsageError
 from farm.excerpts import clip
 from farm.files import atomic_file
 from farm.jsontext import NO_JSON, json_value, pretty_json, whole_json
+from farm.loaded import LoadedCase
 from farm.results import AssertionResult, CaseResult, Status, TurnResult
-from farm.suite.loader import FILE_SUFFIXES, LoadedCase
+from farm.suite.loader import FILE_SUFFIXES
 
 __all__ = [
     "GOLDEN_FORMAT",

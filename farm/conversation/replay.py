@@ -42,9 +42,9 @@ from farm.assertions import AssertionEnv
 from farm.conversation.digest import changed_inputs, inputs_digest
 from farm.conversation.runner import RunSettings, Services, error_result, run_case
 from farm.errors import RecordingEnds, RoleError
+from farm.loaded import LoadedCase
 from farm.results import CaseResult, Status, TurnResult
 from farm.roles.types import HumanRequest, RoleRequest, SimulatorTurn
-from farm.suite.loader import LoadedCase
 
 __all__ = ["NOT_RESCORABLE", "RecordingEnds", "Replay", "ReplayClient", "ReplayClock", "ReplayServices", "not_rescorable"]
 

@@ -26,11 +26,11 @@ from farm.conversation.settings import MAX_TOOL_STEPS, RunSettings
 from farm.durations import format_duration
 from farm.errors import EndpointUnreachable, FarmError
 from farm.jsontext import as_text
+from farm.loaded import LoadedCase
 from farm.messages import user_messages
 from farm.results import AssertionResult, CaseResult, EndedBy, ErrorRole, InputSource, Status, StepReply, TurnResult, add_cost
 from farm.roles.cache import tally
 from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn
-from farm.suite.loader import LoadedCase
 
 __all__ = ["RunSettings", "Services", "error_result", "run_case"]
 

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from farm.suite.loader import LoadedCase
+from farm.loaded import LoadedCase
 
 if TYPE_CHECKING:
     from farm.roles.generation import CaseStream, GenerateCall, GenerationStats

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from farm.results import CaseResult, RetriedAttempt
 
 if TYPE_CHECKING:
-    from farm.suite.loader import LoadedCase
+    from farm.loaded import LoadedCase
 
 __all__ = ["Job", "JobKey", "Scheduler", "StopReason", "Worker"]
 

@@ -17,12 +17,12 @@ from farm.agents.factory import TargetClients
 from farm.agents.transport import HTTPClient
 from farm.config import FarmConfig
 from farm.conversation.runner import RunSettings, run_case
+from farm.loaded import LoadedCase
 from farm.results import CaseResult
 from farm.roles.cache import target_cache
 from farm.roles.services import FarmServices, RoleCaller
 from farm.roles.types import HumanRequest
 from farm.scripts import ScriptResolver
-from farm.suite.loader import LoadedCase
 
 if TYPE_CHECKING:
     from farm.conversation.replay import Replay

@@ -63,7 +63,7 @@ from farm.roles.types import CallTally, RoleRequest
 if TYPE_CHECKING:
     from farm.cases import TestCase
     from farm.config import FarmConfig
-    from farm.suite.loader import LoadedCase
+    from farm.loaded import LoadedCase
 
 __all__ = [
     "DEFAULT_BATCH",

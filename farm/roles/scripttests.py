@@ -22,9 +22,10 @@ from farm.assertions import Subject, evaluate
 from farm.cases import AssertionSpec, TestCase
 from farm.config import FarmConfig
 from farm.jsontext import as_text
+from farm.loaded import LoadedCase
 from farm.results import AssertionResult, CaseResult, Status, TurnResult, add_cost
 from farm.scripts import ScriptResolver
-from farm.suite.loader import LoadedCase, Suite
+from farm.suite.loader import Suite
 
 __all__ = ["load_script_tests", "run_script_test", "T", "Ctx"]
 

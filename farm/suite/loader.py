@@ -5,7 +5,7 @@ Two kinds of bad input, treated differently:
 - a line that is not JSON at all stops the load before anything runs:
   :class:`~farm.errors.InputError` lists every such line as ``file:line: problem``;
 - a case that parses but breaks a rule (unknown assertion type, invalid mode
-  mix, missing or duplicate ``id``, a wrong field) becomes a :class:`LoadedCase`
+  mix, missing or duplicate ``id``, a wrong field) becomes a :class:`~farm.loaded.LoadedCase`
   with ``error`` set: the run reports it as an ``error`` result and the rest of
   the suite runs.
 """
@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from farm.assertions import known_types
 from farm.cases import TestCase
 from farm.errors import InputError, UsageError
+from farm.loaded import LoadedCase
 from farm.suite.validation import (
     TooLargeInteger,
     case_problems,
@@ -36,68 +37,11 @@ from farm.suite.validation import (
 from farm.wording import shown
 
 if TYPE_CHECKING:
-    from farm.conversation.goldenfile import GoldenCheck
     from farm.roles.generation import CaseStream
 
-__all__ = ["LoadedCase", "Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error"]
+__all__ = ["Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error"]
 
 FILE_SUFFIXES = (".jsonl", ".json", ".ndjson")
-
-
-@dataclass
-class LoadedCase:
-    """A case as loaded: either a valid ``case``, or an ``error`` that says what is wrong."""
-
-    id: str
-    source: str
-    """``file:line`` (or ``<message>``, ``<stdin>:line``)."""
-    case: TestCase | None = None
-    error: str | None = None
-    raw: Any = None
-    """The JSON as written, kept only for a case that did not load."""
-    base_dir: str | None = None
-    """The test file's folder: ``file://`` attachments resolve against it."""
-    script: str | None = None
-    """``module:function`` for a script test (``-i scripts.<module>``)."""
-    data: bytes | None = None
-    """A valid case as compact JSON, instead of ``case`` (see :meth:`compact`)."""
-    needs: tuple[bool, bool] = (False, False)
-    """Whether the case needs a simulator, and a validator (an ``agent`` assertion)."""
-    warnings: list[str] = field(default_factory=list)
-    """What loads but is not what the author may think (``expected`` beside assertions)."""
-    golden: GoldenCheck | None = None
-    """The golden conversation this run compares the case with (set by :func:`farm.conversation.golden.attach`)."""
-    problems: list[str] = field(default_factory=list)
-    """Every problem of a case that did not load, one each (``error`` joins them)."""
-    partial: TestCase | None = None
-    """A case with problems that still made a model (its unknown or refused fields left out), kept
-    until :func:`farm.suite.checks.check_suite` has checked it against the config too."""
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and (self.case is not None or self.data is not None)
-
-    def fail(self, problems: list[str]) -> None:
-        """Add ``problems``: the case does not load, and its ``error`` says every one of them.
-        Each stays one line, whatever it echoes of the input (see :func:`~farm.wording.shown`)."""
-        self.problems.extend(shown(problem) for problem in problems)
-        self.error = "; ".join(self.problems)
-        self.case, self.data = None, None
-
-    def compact(self) -> LoadedCase:
-        """This case holding its JSON (~10x smaller) instead of the validated model, for
-        suites of 100k cases in the driver; :meth:`materialized` validates it again."""
-        if self.case is None:
-            return self
-        data = self.case.model_dump_json(exclude_defaults=True).encode()
-        return LoadedCase(self.id, self.source, None, self.error, self.raw, self.base_dir, self.script, data, self.needs, self.warnings, self.golden)
-
-    def materialized(self) -> LoadedCase:
-        """This case with its validated model (the case itself when it has it)."""
-        if self.case is not None or self.data is None:
-            return self
-        case = TestCase.model_validate_json(self.data)
-        return LoadedCase(self.id, self.source, case, self.error, self.raw, self.base_dir, self.script, None, self.needs, self.warnings, self.golden)
 
 
 @dataclass

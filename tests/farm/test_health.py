@@ -4,7 +4,7 @@ import itertools
 
 from farm.engines import Scheduler, Worker
 from farm.engines.health import BENCH_SECONDS, RESTART_WAIT, Answer, WorkerHealth
-from farm.suite.loader import LoadedCase
+from farm.loaded import LoadedCase
 
 
 class Clock:

@@ -6,8 +6,8 @@ import sys
 import pytest
 
 from farm.engines import Job, JobKey, Scheduler, StopReason, Worker
+from farm.loaded import LoadedCase
 from farm.results import CaseResult, Status
-from farm.suite.loader import LoadedCase
 
 
 def cases(n, prefix="case"):
