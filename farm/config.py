@@ -19,7 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from farm.durations import parse_duration
 from farm.errors import ConfigError, UsageError
-from farm.results import Usage
+from farm.results._records import Usage
 from farm.secrets import MASK, redact_url, register
 from farm.wording import nearest, shown
 

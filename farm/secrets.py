@@ -47,7 +47,7 @@ from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from farm.config import FarmConfig
-    from farm.results import CaseResult
+    from farm.results._records import CaseResult
 
 __all__ = [
     "MASK",

@@ -14,6 +14,8 @@ through it, and so can a notebook::
 
 A case run is named by :data:`CASE_RUN_KEY` everywhere. The reader (and pyarrow with it) is
 imported on first use: the run path imports this package for its records only.
+The records live in :mod:`farm.results._records`, which the modules beneath the reader (the
+writers, and the config and secrets they use) import directly: this package names the reader.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Protocol, TypeVar, runtime_checkable
 
-from farm.results import CaseResult
+from farm.results._records import CaseResult
 from farm.secrets import Scrubber, scrub_result
 
 _W = TypeVar("_W", bound="ClosingWriter")

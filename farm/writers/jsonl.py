@@ -20,7 +20,7 @@ from typing import Any
 
 from farm.errors import UsageError
 from farm.files import atomic_file
-from farm.results import CaseResult
+from farm.results._records import CaseResult
 from farm.writers.base import ClosingWriter
 
 __all__ = ["BROKEN", "JSONLWriter", "drop_broken", "finished_keys", "read_jsonl_results"]

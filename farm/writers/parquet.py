@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from farm.errors import UsageError
 from farm.files import atomic_file
-from farm.results import CaseResult
+from farm.results._records import CaseResult
 from farm.writers.arrowschema import arrow_schema
 from farm.writers.base import ClosingWriter
 from farm.writers.rows import AssertionRow, CaseRow, KeyRow, Row, TurnRow

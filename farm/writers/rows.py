@@ -42,7 +42,7 @@ import pyarrow as pa
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 from pydantic.fields import FieldInfo
 
-from farm.results import (
+from farm.results._records import (
     AssertionResult,
     CaseResult,
     CheckpointResult,
