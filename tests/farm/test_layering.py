@@ -4,9 +4,12 @@
 live in ``actors/`` and ``cli/`` beside ``farm/`` and are not part of the core.
 """
 
+import ast
 import subprocess
 import sys
 import tomllib
+import warnings
+from functools import cache
 from pathlib import Path
 
 import farm
@@ -39,3 +42,167 @@ def test_the_only_top_level_import_name_is_farm():
     code = "import farm.actors, farm.cli, importlib.util as u; print(u.find_spec('actors'), u.find_spec('cli'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.split() == ["None", "None"]
+
+
+
+# -- the import graph of the core ------------------------------------------------------------------
+#
+# Read with ``ast``, as a newcomer (or a tool like farm-studio) reads the code: one node per module,
+# one edge per module-level import (in ``if`` and ``try`` blocks too, not in function bodies). An
+# import names one module: ``from farm.x import y`` the submodule ``farm.x.y`` when there is one,
+# else ``farm.x``. Imports under ``if TYPE_CHECKING:`` are counted apart: a type checker follows
+# them, so they count for circles, but they load nothing, so they raise no floor.
+
+MAX_FLOORS = 11
+HARMLESS = frozenset({"farm.config", "farm.secrets"})  # secrets names FarmConfig in its types only
+
+Graph = dict[str, set[str]]
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = path.with_suffix("").relative_to(root).parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _targets(node: ast.Import | ast.ImportFrom, package: str, modules: set[str]) -> set[str]:
+    """The modules of ``modules`` that one import statement names."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = package if node.level else ""
+        for _ in range(node.level - 1):
+            base = base.rpartition(".")[0]
+        source = ".".join(p for p in (base, node.module or "") if p)
+        names = [f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source for alias in node.names]
+    found = set()
+    for name in names:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        if name:
+            found.add(name)
+    return found
+
+
+def _collect(body: list[ast.stmt], typed: bool, package: str, modules: set[str], out: dict[bool, set[str]]) -> None:
+    for node in body:
+        if isinstance(node, ast.If):
+            _collect(node.body, typed or _is_type_checking(node), package, modules, out)
+            _collect(node.orelse, typed, package, modules, out)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                _collect(block, typed, package, modules, out)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out[typed] |= _targets(node, package, modules)
+
+
+def import_graph(root: Path, top: str) -> tuple[Graph, Graph]:
+    """Each module under ``root/top`` with the modules it imports at run time, and with those it
+    imports for type checking only."""
+    files = {module_name(p, root): p for p in (root / top).rglob("*.py")}
+    runtime: Graph = {}
+    typed: Graph = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: dict[bool, set[str]] = {False: set(), True: set()}
+        with warnings.catch_warnings():  # a stray escape in a docstring is the compiler's business, not the graph's
+            warnings.simplefilter("ignore")
+            tree = ast.parse(path.read_text(), str(path))
+        _collect(tree.body, False, package, set(files), found)
+        runtime[name] = found[False] - {name}
+        typed[name] = found[True] - found[False] - {name}
+    return runtime, typed
+
+
+def components(graph: Graph) -> list[frozenset[str]]:
+    """The strongly connected components (Tarjan's algorithm): a circle is one of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[frozenset[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            members = {stack.pop()}
+            while node not in members:
+                members.add(stack.pop())
+            out.append(frozenset(members))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return out
+
+
+def circles(graph: Graph) -> list[frozenset[str]]:
+    return [c for c in components(graph) if len(c) > 1]
+
+
+def floors(graph: Graph) -> int:
+    """The longest path in the graph of components, counted in components: a leaf is floor 1."""
+    of = {node: comp for comp in components(graph) for node in comp}
+
+    @cache
+    def floor(comp: frozenset[str]) -> int:
+        return 1 + max((floor(of[nxt]) for node in comp for nxt in graph[node] if of[nxt] != comp), default=0)
+
+    return max(map(floor, set(of.values())))
+
+
+def joined(*graphs: Graph) -> Graph:
+    return {node: set().union(*(g[node] for g in graphs)) for node in graphs[0]}
+
+
+def test_the_graph_reader_finds_circles_and_floors_and_counts_type_only_imports_apart(tmp_path: Path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "a.py": "from pkg.sub import b\nfrom pkg import c\n",
+        "sub/__init__.py": "",
+        "sub/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import A\ntry:\n    from .. import c\nexcept ImportError:\n    pass\n",
+        "c.py": "import os\n\ndef late():\n    from pkg import a\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    runtime, typed = import_graph(tmp_path, "pkg")
+    assert runtime["pkg.a"] == {"pkg.sub.b", "pkg.c"} and runtime["pkg.sub.b"] == {"pkg.c"}
+    assert typed["pkg.sub.b"] == {"pkg.a"} and runtime["pkg.c"] == set()  # a function's import is not the module's
+    assert circles(runtime) == [] and circles(joined(runtime, typed)) == [frozenset({"pkg.a", "pkg.sub.b"})]
+    assert floors(runtime) == 3 and floors(joined(runtime, typed)) == 2
+
+
+def test_the_core_has_no_import_circle_but_the_type_only_one_of_config_and_secrets():
+    runtime, typed = import_graph(ROOT, "farm")
+    assert len(runtime) > 100
+    assert circles(runtime) == [], "modules under farm/ import each other when they load"
+    found = circles(joined(runtime, typed))
+    assert set(found) <= {HARMLESS}, f"import circles: {[sorted(c) for c in found]}"
+
+
+def test_the_core_stands_on_at_most_eleven_floors():
+    runtime, _ = import_graph(ROOT, "farm")
+    assert floors(runtime) <= MAX_FLOORS
+
+
+def test_the_case_model_stands_on_leaves_only():
+    """Everything can import the case model, and nothing it needs imports it back."""
+    runtime, typed = import_graph(ROOT, "farm")
+    graph = joined(runtime, typed)
+    for model in ("farm.cases", "farm.loaded", "farm.conversation.goldenfile"):
+        below = {model}
+        while below != (below := below | {n for b in below for n in graph[b]}):
+            pass
+        assert not any(m.startswith(("farm.suite", "farm.roles", "farm.engines", "farm._run", "farm.api")) for m in below), (model, sorted(below))
