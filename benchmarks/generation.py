@@ -88,9 +88,9 @@ def generate(config_path: Path, count: int, batch: int, seed: int) -> dict[str, 
 
     from farm.agents.transport import preload
     from farm.config import load_config
+    from farm.inputs import resolve_input
     from farm.ratelimit import local_limiters
     from farm.roles.services import LocalRoles
-    from farm.suite.inputs import resolve_input
 
     config = load_config(config_path)
     stream = resolve_input(f"agents:gen?count={count}&batch={batch}&seed={seed}", config, "target").stream

@@ -154,7 +154,7 @@ def find_baseline(value: str, results_dir: Path, input: str, exclude: Path | Non
 
 def _input_key(input: str, cwd: str | None) -> str:
     """An input as runs started from different folders name it: a suite file by its absolute path."""
-    from farm.suite.inputs import input_path
+    from farm.inputs import input_path
 
     path = input_path(input)
     if path is None:

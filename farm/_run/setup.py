@@ -64,7 +64,7 @@ def seconds(flag: str, value: str | float) -> float:
 def farm_config(config: str | Path | FarmConfig | None, input: str) -> FarmConfig:
     """``config`` itself, else the ``farm.toml`` it names, else the one found from ``input``."""
     from farm.config import FarmConfig, find_config, load_config
-    from farm.suite.inputs import input_path
+    from farm.inputs import input_path
 
     if isinstance(config, FarmConfig):
         return config
@@ -81,7 +81,7 @@ def prepare(
     cache: bool = True,
 ) -> tuple[FarmConfig, str | None, Suite]:
     """The config, the agent under test and the selected cases."""
-    from farm.suite.inputs import resolve_input
+    from farm.inputs import resolve_input
 
     cfg = farm_config(config, input)
     agent_id = agent or cfg.farm.default_agent
@@ -289,7 +289,7 @@ def recorded_input(info: RunInfo) -> str | None:
     """The input a run was started with, found from here: a relative suite file resolves against
     the folder the run started in (``info.cwd``; for a run that did not record it, the folder of
     its ``farm.toml``) when it is not beside us."""
-    from farm.suite.inputs import input_path
+    from farm.inputs import input_path
 
     value = info.input
     path = input_path(value) if value else None

@@ -31,7 +31,7 @@ sends no generator request. ``--no-cache`` (or a generator that samples,
 
 API (the engine gives ``generate``: one generator role call)::
 
-    stream = suite.stream                   # from farm.suite.inputs.resolve_input
+    stream = suite.stream                   # from farm.inputs.resolve_input
     resumed = stream.open(run_dir)          # cases already in generated.jsonl
     async for cases in stream.batches(generate, on_progress):
         ...                                 # run them
@@ -258,7 +258,7 @@ class CaseStream:
     ``origin``: ``agents:<id>`` or ``scripts:<ref>`` (names the problems); ``agent_id``: the
     generator agent (None for a script); ``script``: the generator function of a ``scripts:``
     generator; ``params``: the typed query merged over the generator's ``generate`` settings;
-    ``metadata``: what every request carries (:func:`farm.suite.inputs.generator_metadata`);
+    ``metadata``: what every request carries (:func:`farm.inputs.generator_metadata`);
     ``cache``: the role cache, for the whole-generation entry (None: ``--no-cache``).
     """
 

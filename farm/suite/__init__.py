@@ -1,1 +1,1 @@
-"""What a run is given: loading and validating suites, resolving `-i` into one."""
+"""Reading and checking suites: the loader, the checks of a case on its own, and of a suite against the config."""

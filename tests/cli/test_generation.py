@@ -269,8 +269,8 @@ def test_on_the_ray_engine_generator_calls_run_in_a_role_pool(tmp_path: Path, ag
     from farm.actors.roles import PoolRoles, RolePools, RoleSetup, start_pool
 
     from farm.config import load_config
+    from farm.inputs import resolve_input
     from farm.roles.generation import collect
-    from farm.suite.inputs import resolve_input
 
     llm = LikeAnLLM(latency=0.05)
     server = project(tmp_path, agent.url, llm)

@@ -16,10 +16,10 @@ import pytest
 
 from farm.config import load_config
 from farm.errors import UsageError
+from farm.inputs import resolve_input
 from farm.roles.cache import RoleCache
 from farm.roles.generation import GENERATED_JSONL, CaseStream, collect
 from farm.roles.types import RoleError, RoleRequest
-from farm.suite.inputs import resolve_input
 
 FARM_TOML = """
 [farm]

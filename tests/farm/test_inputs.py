@@ -1,4 +1,4 @@
-"""farm.suite.inputs: what ``-i`` names, resolved to a suite."""
+"""farm.inputs: what ``-i`` names, resolved to a suite."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from farm.config import load_config
 from farm.errors import UsageError
+from farm.inputs import generator_metadata, input_path, resolve_input, typed_query
 from farm.roles.generation import generate_locally
-from farm.suite.inputs import generator_metadata, input_path, resolve_input, typed_query
 
 
 def test_typed_query_types_ints_floats_and_booleans():
