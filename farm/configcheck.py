@@ -2,7 +2,7 @@
 
 :func:`config_problems` walks the parsed file against the config models: a key
 the farm does not know is a problem naming the nearest known key (the suite's
-did-you-mean, :func:`farm.suite.validation.nearest`), and every error of the
+did-you-mean, :func:`farm.wording.nearest`), and every error of the
 models is said in the farm's words, not pydantic's. ``tomllib`` gives no line
 numbers, so :func:`key_lines` finds them by reading the text: ``[table]`` and
 ``[[array]]`` headers, dotted and quoted keys, and inline tables written on one
