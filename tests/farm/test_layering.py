@@ -1,4 +1,5 @@
-"""The core (``farm/``) is engine-agnostic: importing all of it never imports Ray.
+"""The core (``farm/``) is engine-agnostic: importing all of it never imports Ray; and it is
+layered: its import graph has no circle and few floors (docs/architecture.md draws it).
 
 ``farm.actors`` and ``farm.cli`` share the import name but not the folder: they
 live in ``actors/`` and ``cli/`` beside ``farm/`` and are not part of the core.
