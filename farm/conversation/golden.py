@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from farm.assertions import AssertionEnv, Outcome, Subject
 from farm.cases import AssertionSpec, GoldenRule
-from farm.conversation.goldenfile import GOLDEN_FORMAT, GoldenCheck, GoldenConversation, GoldenToolCall, GoldenTurn, suite_file
+from farm.conversation.goldenfile import GOLDEN_FORMAT, GoldenCheck, GoldenConversation, GoldenTurn, suite_file
 from farm.errors import UsageError
 from farm.excerpts import clip
 from farm.files import atomic_file
@@ -45,12 +45,7 @@ from farm.results import AssertionResult, CaseResult, Status, TurnResult
 from farm.suite.loader import FILE_SUFFIXES
 
 __all__ = [
-    "GOLDEN_FORMAT",
-    "GoldenCheck",
-    "GoldenConversation",
     "GoldenRecorder",
-    "GoldenToolCall",
-    "GoldenTurn",
     "attach",
     "compare",
     "golden_path",

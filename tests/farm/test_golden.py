@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 import farm
 from farm.cases import GoldenRule
-from farm.conversation.golden import GoldenCheck, GoldenConversation, attach, compare, golden_path, safe_name
+from farm.conversation.golden import attach, compare, golden_path, safe_name
+from farm.conversation.goldenfile import GoldenCheck, GoldenConversation
 from farm.demo.server import JSONServer, Response, chat_completion
 from farm.errors import InputError, UsageError
 from farm.results import CaseResult, ToolCallRecord, TurnResult
