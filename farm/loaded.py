@@ -1,5 +1,5 @@
-"""A case as loaded, the unit every stage of a run passes along: the scheduler, the engines, the
-runner and the writers take a :class:`LoadedCase`, not a file. It sits just above the case model
+"""A case as loaded, the unit every stage of a run passes along: the scheduler, the engines and
+the runner take a :class:`LoadedCase`, not a file. It sits just above the case model
 (:mod:`farm.cases`) and below the loader (:mod:`farm.suite.loader`) that makes it, so that the
 parts of a run can name it without importing how suites are read.
 """
