@@ -224,7 +224,7 @@ def run(
     cfg.check_keys()  # a key with a stray newline is a usage error before anything runs
 
     from farm._run.execution import RunOutputs
-    from farm._run.setup import build_plan, execute_viewed, extra_writers
+    from farm._run.setup import build_plan, execute_viewed
     from farm.engines import StopReason, Terminal, choose_engine, make_engine
     from farm.ratelimit import DEFAULT_PARALLEL, default_parallel
 
@@ -276,7 +276,10 @@ def run(
     if before:
         _global_hook(cfg, before, {"phase": "before", **hook_info})
 
-    reports, streams = extra_writers(junit, html, json_events, run_id, {**hook_info, "runs": runs, "parallel": parallel, "min_pass_rate": options.min_pass_rate}, lambda: info.gate)
+    from farm.writers.extra import extra_writers
+
+    asked = {"junit": junit, "html": html, "json_events": json_events}
+    reports, streams = extra_writers(asked, run_id, {**hook_info, "runs": runs, "parallel": parallel, "min_pass_rate": options.min_pass_rate}, lambda: info.gate)
     extra = {"Run": run_id, "Engine": engine_name}
     if skip_keys:
         extra["Resuming"] = f"{len(skip_keys)} finished"

@@ -66,7 +66,6 @@ def rescore(
     from farm._run.setup import (
         build_plan,
         execute_viewed,
-        extra_writers,
         farm_config,
         prepare,
         recorded_config,
@@ -83,6 +82,7 @@ def rescore(
     from farm.suite.generation import GENERATED_JSONL
     from farm.suite.validation import check_suite
     from farm.writers import RUN_JSON, RunInfo
+    from farm.writers.extra import extra_writers
 
     source = Path(run_dir).absolute()
     if not source.exists():
@@ -149,7 +149,7 @@ def rescore(
     )
     view = RunView(console, json_events=json_events, quiet=quiet, verbose=verbose)
     hook_info = {"input": input_value, "agent": agent_id, "run_id": run_id, "cases": len(suite.cases), "rescored_from": info.rescored_from}
-    reports, streams = extra_writers(junit, html, json_events, run_id, {**hook_info, "runs": plan.runs, "parallel": plan.parallel})
+    reports, streams = extra_writers({"junit": junit, "html": html, "json_events": json_events}, run_id, {**hook_info, "runs": plan.runs, "parallel": plan.parallel})
     view.start(agent_id, input_value, len(suite.cases), {"Run": run_id, "Rescoring": previous.run_id or str(source)}, plan.total)
     outputs = RunOutputs(run_dir=out_dir, jsonl=jsonl, reports=reports, streams=streams)
     ended = execute_viewed(plan, outputs, make_engine("local"), info, view, view.result, None)

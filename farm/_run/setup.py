@@ -1,6 +1,5 @@
 """What :func:`farm.run` and :func:`farm.rescore` build before a run starts: the config,
-the agent under test and the selected cases; the runner's settings from the run's options;
-the extra report writers.
+the agent under test and the selected cases; and the runner's settings from the run's options.
 
 Both calls resolve their options into a :class:`~farm.writers.runinfo.RunOptions` (what
 ``run.json`` records), and :func:`run_settings` turns that into the runner's
@@ -11,7 +10,6 @@ conversations the same way.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,17 +26,14 @@ if TYPE_CHECKING:
     from farm.config import FarmConfig, FarmSettings
     from farm.conversation.settings import RunSettings
     from farm.engines import Engine, RunPlan
-    from farm.reports.streamed import StreamedReport
     from farm.results import CaseResult
     from farm.suite.loader import Suite
     from farm.summary import Summary
-    from farm.writers import ResultWriter
-    from farm.writers.runinfo import RunGate, RunInfo, RunOptions
+    from farm.writers.runinfo import RunInfo, RunOptions
 
 __all__ = [
     "build_plan",
     "execute_viewed",
-    "extra_writers",
     "farm_config",
     "prepare",
     "recorded_config",
@@ -254,35 +249,6 @@ def execute_viewed(
         with interrupts_ignored():  # a second Ctrl-C must not cut the resume command off
             view.interrupted(stop, "rescored" if plan.replay is not None else "finished", resume=resume)
         return RunResult(130, outputs.run_dir, outputs.jsonl, stop.summary, engine.name, info.run_id, interrupted=True)
-
-
-def extra_writers(
-    junit: str | Path | None,
-    html: str | Path | None,
-    json_events: bool,
-    run_id: str,
-    info: dict[str, Any],
-    gate: Callable[[], RunGate | None] | None = None,
-) -> tuple[list[StreamedReport], list[ResultWriter]]:
-    """``(reports, streams)``: JUnit and HTML files, and the NDJSON events on standard output
-    (``gate``: the run's gate once decided, for their ``summary`` event)."""
-    reports: list[StreamedReport] = []
-    streams: list[ResultWriter] = []
-    if json_events:
-        from farm._run.events import EventWriter
-
-        events = EventWriter(sys.stdout, run_id, gate=gate)
-        events.start(info)
-        streams.append(events)
-    if junit:
-        from farm.reports.junit import JUnitWriter
-
-        reports.append(JUnitWriter(Path(junit), run_id, runs=int(info.get("runs") or 1), min_pass_rate=float(info.get("min_pass_rate") or 1.0)))
-    if html:
-        from farm.reports.html import HTMLWriter
-
-        reports.append(HTMLWriter(Path(html), run_id))
-    return reports, streams
 
 
 def recorded_input(info: RunInfo) -> str | None:
