@@ -19,7 +19,6 @@ default otherwise. A mistake in the input or the options raises
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,19 +27,26 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from rich.console import Console
 from rich.markup import escape
 
+from farm._run.closing import (
+    Reach,
+    Say,
+    agent_report,
+    count_after_run,
+    global_hook,
+    remove_run,
+    resume_command,
+    say_stopped,
+    show_dry_run,
+)
+from farm._run.generating import GenerationShown, generate, generated, generation_record, generator_calls
 from farm._run.rescoring import rescore
 from farm._run.result import RunResult, new_run_id
 from farm.errors import InputError, UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
     from farm.config import FarmConfig
     from farm.results import CaseResult
-    from farm.roles.cache import CallTally
-    from farm.suite.generation import CaseStream, GenerationStats
-    from farm.suite.loader import Suite
-    from farm.summary import Summary
     from farm.writers import RunInfo
 
 _T = TypeVar("_T")
@@ -190,7 +196,7 @@ def run(
         stream.default_simulator = options.simulator
         if dry_run:  # the generation alone
             try:
-                _generate(suite, cfg, cache, console, quiet, options.match, options.tags)
+                generate(suite, cfg, cache, console, quiet, options.match, options.tags)
             except KeyboardInterrupt:
                 return RunResult(130, interrupted=True)
         else:
@@ -202,7 +208,7 @@ def run(
             if options.match or options.tags:
                 stream.keep = lambda cases: Suite(cases).select(options.match, options.tags or []).cases
     if dry_run:
-        return RunResult(exit_code=_dry_run(suite, Path(output) if output else None, console, quiet))
+        return RunResult(exit_code=show_dry_run(suite, Path(output) if output else None, console, quiet))
 
     if not suite.cases and stream is None:
         raise UsageError(f"{suite.description}: no test cases to run")
@@ -253,7 +259,7 @@ def run(
         parallel=parallel,
         runs=runs,
         skip_keys=skip_keys,
-        terminal=Terminal(sys.stdin, _Say(console)) if interactive else None,
+        terminal=Terminal(sys.stdin, Say(console)) if interactive else None,
         driver_calls=driver_calls,
     )
     plan.stream = stream
@@ -268,13 +274,13 @@ def run(
         connectors=connectors,
         config=cfg.safe_dump(),
         options=options,
-        generation=_generation_record(stream.stats, previous) if stream is not None else None,
+        generation=generation_record(stream.stats, previous) if stream is not None else None,
         parts=previous.recorded_parts() if previous is not None else [],
     )
     engine_impl = make_engine(engine_name, **({"address": address} if engine_name == "ray" else {}))  # a cluster not there: said before anything runs
     hook_info = {"input": input_value, "agent": agent_id, "agents": agents, "connector": connector_name, "run_id": run_id, "cases": max(len(suite.cases), stream.asked if stream else 0)}
     if before:
-        _global_hook(cfg, before, {"phase": "before", **hook_info})
+        global_hook(cfg, before, {"phase": "before", **hook_info})
 
     from farm.writers.extra import extra_writers
 
@@ -286,9 +292,9 @@ def run(
     count = len(suite.cases) if stream is None else stream.asked
     view.start(agents, input_value, count, extra, plan.total, progress=not interactive, generating=stream is not None)  # a live bar would draw over the questions
     if stream is not None:
-        plan.on_generation = _GenerationShown(info, view, previous)
+        plan.on_generation = GenerationShown(info, view, previous)
     problems: list[dict[str, Any]] = []  # a bounded sample of what went wrong, for the reporter
-    reach = _Reach()
+    reach = Reach()
 
     def on_result(result: CaseResult) -> None:
         reach.offer(result)
@@ -301,19 +307,19 @@ def run(
     if retry_errors:
         drop_broken(jsonl)  # their new results replace them: every case once
     outputs = RunOutputs(run_dir=run_dir, jsonl=jsonl, reports=reports, streams=streams, resume=resume is not None, gate=deciding(options, against))
-    again = _resume_command(run_dir, config, engine_name)
+    again = resume_command(run_dir, config, engine_name)
     ended = execute_viewed(plan, outputs, engine_impl, info, view, on_result, again)
     if isinstance(ended, RunResult):
         return ended
     summary = ended
     if stream is not None:
-        _count_after_run(run_dir, summary, _generator_calls(stream, previous))  # made while the run went
+        count_after_run(run_dir, summary, generator_calls(stream, previous))  # made while the run went
         view.stop()
         if stream.stats.kept == 0 and resume is None:
-            _remove_run(run_dir, jsonl)  # nothing ran: no folder is left as if it had (exit 2, below)
-        _generated(stream, console, quiet)
+            remove_run(run_dir, jsonl)  # nothing ran: no folder is left as if it had (exit 2, below)
+        generated(stream, console, quiet)
     view.stop()
-    _say_stopped(console, info.stop_reason, summary, options.max_cost, again)  # -q too: why a run ended early
+    say_stopped(console, info.stop_reason, summary, options.max_cost, again)  # -q too: why a run ended early
     if reach.unreachable is not None:
         console.print(f"[red]error:[/red] {escape(reach.unreachable)}", soft_wrap=True, highlight=False, emoji=False)
     view.summary(summary, [f"Results: {jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"], reports)
@@ -330,8 +336,8 @@ def run(
     if reporter:
         try:
             with tally() as reporter_calls:
-                path = _agent_report(cfg, reporter, run_dir, {**hook_info, "counts": summary.count_dict(), "problems": problems}, cache)
-            _count_after_run(run_dir, summary, reporter_calls)
+                path = agent_report(cfg, reporter, run_dir, {**hook_info, "counts": summary.count_dict(), "problems": problems}, cache)
+            count_after_run(run_dir, summary, reporter_calls)
             if not quiet:
                 console.print(f"Report: {path}", soft_wrap=True, highlight=False, markup=False)
         except UsageError as exc:
@@ -339,52 +345,11 @@ def run(
             code = 1
     if after:
         try:
-            _global_hook(cfg, after, {"phase": "after", **hook_info, "counts": summary.count_dict(), "run_dir": str(run_dir)})
+            global_hook(cfg, after, {"phase": "after", **hook_info, "counts": summary.count_dict(), "run_dir": str(run_dir)})
         except UsageError as exc:
             console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
             code = 1
     return RunResult(code, run_dir, jsonl, summary, engine_name, run_id)
-
-
-class _Reach:
-    """What the results say of the agents' endpoints: the sentence of the first case that ended on
-    an unreachable one (the run stopped there), and whether any case got an answer."""
-
-    def __init__(self) -> None:
-        self.unreachable: str | None = None
-        self.answers = False
-
-    def offer(self, result: CaseResult) -> None:
-        if result.ended_by == "unreachable" and self.unreachable is None:
-            self.unreachable = result.error
-        self.answers = self.answers or any(turn.replies for turn in result.turns)
-
-
-def _say_stopped(console: Console, reason: str | None, summary: Summary, max_cost: float | None, again: str) -> None:
-    """Why the run dispatched no more (``--max-cost``, ``--fail-fast``), in one line; nothing when it ran to its end."""
-    from farm.engines import StopReason
-
-    if reason == StopReason.MAX_COST:
-        why = f"the run spent its budget of ${max_cost:g}"
-        then = f"; resume with: {escape(again)} --max-cost <more>"
-    elif reason == StopReason.FAIL_FAST:
-        why, then = "--fail-fast: a case did not pass", ""
-    else:
-        return
-    console.print(
-        f"[yellow]stopped:[/yellow] {why}: {summary.total} case runs finished, the rest were not started{then}",
-        soft_wrap=True,
-        highlight=False,
-    )
-
-
-def _resume_command(run_dir: Path, config: str | Path | FarmConfig | None, engine: str) -> str:
-    """The command that finishes this run: its folder, its ``farm.toml`` when one was named, and
-    its engine when that is not the local one (a resume goes on with it anyway)."""
-    command = f"farm test --resume {run_dir}"
-    if isinstance(config, (str, Path)):
-        command += f" --config {config}"
-    return command + (f" --engine {engine}" if engine != "local" else "")
 
 
 def _alias(keyword: str, value: _T | None, cli_name: str, cli_value: _T | None) -> _T | None:
@@ -399,180 +364,3 @@ async def run_async(input: str | None = None, **options: Any) -> RunResult:
     return await asyncio.to_thread(run, input, **options)
 
 
-class _Say:
-    """Interactive mode's lines on the console, printed literally."""
-
-    def __init__(self, console: Console):
-        self.console = console
-
-    def __call__(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False, soft_wrap=True, end="" if text.endswith(": ") else "\n")
-
-
-def _agent_report(cfg: FarmConfig, agent_id: str, run_dir: Path, run_summary: dict[str, Any], cache: bool = True) -> Path:
-    """Ask the reporter agent for a Markdown report of the run; write it beside the results."""
-    from farm.roles.cache import RoleCache
-    from farm.roles.player import RolePlayer
-
-    player = RolePlayer.from_config("reporter", cfg, agent_id, cache=RoleCache.for_config(cfg) if cache else None)
-    try:
-        text = player.run_once(lambda p: p.report(run_summary))
-    except Exception as exc:
-        raise UsageError(f"--reporter {agent_id}: the reporter failed: {type(exc).__name__}: {exc}") from None
-    path = run_dir / "report.md"
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def _count_after_run(run_dir: Path, summary: Summary, calls: CallTally) -> None:
-    """Add role calls made after the run (the reporter's) to its summary and ``run.json``."""
-    from farm.writers import read_run_json, write_run_json
-
-    summary.add_calls(calls)
-    info = read_run_json(run_dir)
-    info.role_cache = summary.role_cache()
-    info.cost = summary.cost()
-    write_run_json(run_dir, info)
-
-
-def _remove_run(run_dir: Path, jsonl: Path) -> None:
-    """Remove the folder of a run that ran nothing, and its results file when ``-o`` put it elsewhere."""
-    import shutil
-
-    shutil.rmtree(run_dir, ignore_errors=True)
-    if jsonl.exists() and not jsonl.stat().st_size:
-        jsonl.unlink()
-
-
-def _global_hook(cfg: FarmConfig, reference: str, payload: dict[str, Any]) -> None:
-    """Run a ``before``/``after`` hook in this process; its failure is one sentence."""
-    from farm.aio import run_sync
-    from farm.scripts import ScriptResolver, call_maybe_async
-
-    fn = ScriptResolver(cfg.scripts_dir).resolve(reference)
-    try:
-        run_sync(call_maybe_async(fn, payload))
-    except Exception as exc:
-        raise UsageError(f"global {payload['phase']} hook {reference} failed: {type(exc).__name__}: {exc}") from None
-
-
-def _generate(suite: Suite, cfg: FarmConfig, cache: bool, console: Console, quiet: bool, match: str | None, tags: list[str] | None) -> None:
-    """A dry run's generation: the suite's stream run to its end into ``suite.cases``, here."""
-    from contextlib import nullcontext
-
-    from farm.suite.generation import generate_locally
-    from farm.suite.loader import Suite
-
-    stream = suite.stream
-    assert stream is not None
-    status = console.status("") if console.is_terminal and not quiet else nullcontext()
-    try:
-        with status as shown:
-            cases = generate_locally(stream, cfg, cache, on_progress=lambda stats: shown.update(stats.progress_text()) if shown else None, on_problem=_say_dropped(console, quiet))
-    except KeyboardInterrupt:
-        stream.close()
-        if not quiet:
-            console.print(f"\ninterrupted while generating: {stream.stats.kept} of {stream.asked} cases generated", highlight=False, soft_wrap=True)
-        raise
-    suite.cases = Suite(cases).select(match, tags or []).cases
-    _generated(stream, console, quiet)
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun.endswith(('ch', 'x')) else 's'}"
-
-
-def _say_dropped(console: Console, quiet: bool) -> Callable[[str], None]:
-    """Prints a dropped generated case's line."""
-    if quiet:
-        return lambda line: None
-    from farm.console.safe import one_line
-
-    return lambda line: console.print(f"[yellow]dropped:[/yellow] {escape(one_line(line))}", highlight=False, emoji=False, soft_wrap=True)
-
-
-class _GenerationShown:
-    """Told after every batch of a generation that streams into the run: keeps ``run.json``'s
-    ``generation`` (with a resumed run's earlier counts), shows it on the progress line and
-    prints each dropped case's line. On the ray engine it is called from the generation's thread."""
-
-    def __init__(self, info: RunInfo, view: Any, previous: RunInfo | None):
-        self.info = info
-        self.view = view
-        self.previous = previous
-        self.say = _say_dropped(view.console, not view.show)
-        self.shown = 0
-
-    def __call__(self, stats: GenerationStats) -> None:
-        self.info.generation = _generation_record(stats, self.previous)
-        self.info.cases = stats.kept
-        self.view.generation(stats.progress_text())
-        for line in stats.problems[self.shown :]:
-            self.say(line)
-        self.shown = len(stats.problems)
-
-
-def _generation_record(stats: GenerationStats, previous: RunInfo | None) -> dict[str, Any]:
-    """``run.json``'s ``generation``: ``stats``, with the counts and cost of a resumed run's earlier parts."""
-    from farm.results import add_cost
-
-    record = stats.as_record()
-    earlier = (previous.generation if previous is not None else None) or {}
-    for key in ("duplicates", "malformed", "renamed", "batches", "calls"):
-        record[key] += int(earlier.get(key, 0))
-    record["cost_usd"] = add_cost(record["cost_usd"], earlier.get("cost_usd"))
-    return record
-
-
-def _generator_calls(stream: CaseStream, previous: RunInfo | None) -> CallTally:
-    """The generator's calls of this part, and what those of a resumed run's earlier parts cost."""
-    from farm.results import add_cost
-    from farm.roles.cache import CallTally
-
-    calls = stream.role_calls
-    earlier = ((previous.generation if previous is not None else None) or {}).get("cost_usd")
-    return CallTally(calls.role_calls, calls.cache_hits, add_cost(calls.cost_usd, earlier), calls.requests)
-
-
-def _generated(stream: CaseStream, console: Console, quiet: bool) -> None:
-    """After a generation: what it did in one line, and why it has fewer cases than asked. A
-    generator that wrote no case at all is a :class:`UsageError`."""
-    stats = stream.stats
-    if stats.kept == 0:
-        raise UsageError(f"-i {stream.origin}: no case to run: {stats.stop_reason or 'the generator wrote none'}")
-    if quiet:
-        if stats.stop_reason:
-            console.print(f"[yellow]{escape(stats.stop_reason)}[/yellow]", highlight=False, soft_wrap=True)
-        return
-    if stats.cached:
-        line = f"{_plural(stats.kept, 'generated case')}, from the role cache (generated before by the same generator, parameters and seed; --no-cache generates anew)"
-    else:
-        line = (
-            f"{_plural(stats.kept, 'generated case')} in {_plural(stats.batches, 'batch')} ({_plural(stats.calls, 'generator call')}); "
-            f"dropped {_plural(stats.duplicates, 'duplicate')} and {stats.malformed} malformed; {stats.renamed} renamed"
-        )
-    console.print(escape(line), highlight=False, soft_wrap=True)
-    if stats.stop_reason:
-        console.print(f"[yellow]{escape(stats.stop_reason)}[/yellow]", highlight=False, soft_wrap=True)
-
-
-def _dry_run(suite: Suite, output: Path | None, console: Console, quiet: bool) -> int:
-    lines = []
-    for loaded in (c.materialized() for c in suite.cases):
-        if loaded.case is not None:
-            data = loaded.case.model_dump(mode="json", exclude_defaults=True)
-            lines.append(json.dumps(data, ensure_ascii=False))
-    for line in lines:
-        print(line)
-    if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    for problem in suite.problems:
-        console.print(f"[red]error:[/red] {escape(problem)}", highlight=False, emoji=False)
-    if not quiet:
-        for warning in suite.warnings:
-            console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False, emoji=False)
-        valid = sum(1 for c in suite.cases if c.ok)
-        line = f"{valid} valid case(s), {sum(1 for c in suite.cases if c.error)} with problems" + (f"; written to {output}" if output else "")
-        console.print(escape(line), highlight=False, emoji=False)
-    return 2 if suite.problems else 0
