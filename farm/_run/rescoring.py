@@ -85,7 +85,7 @@ def rescore(
     resolved = resolve(given, previous, cfg)
     options = resolved.options.model_copy(update={"update_golden": None, "max_cost": None})
     suite, agent_id = _suite(cfg, resolved, options, source)
-    agents = previous.agents or [agent_id]
+    agents = resolved.agents  # the run's own (agent_id the first)
     request = resolved.request
     run_id = new_run_id()
     replay = Replay(_recorded(run, agent_id), previous.run_id or source.name)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from farm.config import FarmConfig
     from farm.conversation.golden import GoldenRecorder
     from farm.engines import Engine, RunPlan
+    from farm.gate import Baseline
     from farm.results import CaseResult
     from farm.roles.cache import CallTally
     from farm.suite.loader import Suite
@@ -76,8 +77,8 @@ class Planned:
     jsonl: Path
     skip_keys: set[tuple[str, int, str]]
     recorder: GoldenRecorder | None
-    against: Any
-    """The baseline run the gate compares with (:func:`farm._run.gating.load_baseline`)."""
+    against: Baseline | None
+    """The baseline run the gate compares with (``--baseline``)."""
     hook_info: dict[str, Any]
     """What the hooks, the reporter and the writers' heads are told of the run."""
 
