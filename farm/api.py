@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from rich.console import Console
 
-from farm._run.request import RunRequest, locate, resolve
 from farm._run.rescoring import rescore
 from farm._run.result import RunResult, new_run_id
 
@@ -107,17 +106,16 @@ def run(
     - ``run``, ``name``, ``json``: the CLI's names (``--run``, ``-n/--name``, ``--json``) of
       ``match``, ``agent`` and ``json_events``.
     """
-    request = RunRequest.of(locals())  # first: every keyword, and nothing else
-    from farm._run.running import dry_run as list_cases
-    from farm._run.running import execute_run, plan_run, prepare_run
+    given = dict(locals())  # first: every keyword, and nothing else
+    from farm._run import running  # the run path loads when a run starts
+    from farm._run.request import RunRequest, locate, resolve
     from farm.writers import read_run_json
 
+    request = RunRequest.of(given)
     previous = read_run_json(request.resume) if request.resume is not None else None
     cfg = locate(request, previous)
-    prepared = prepare_run(resolve(request, previous, cfg), cfg, previous)
-    if request.dry_run:
-        return list_cases(prepared)
-    return execute_run(plan_run(prepared))
+    prepared = running.prepare_run(resolve(request, previous, cfg), cfg, previous)
+    return running.dry_run(prepared) if request.dry_run else running.execute_run(running.plan_run(prepared))
 
 
 async def run_async(input: str | None = None, **options: Any) -> RunResult:
