@@ -10,7 +10,7 @@ folder, written as a run's is, whose ``run.json`` names the source.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from farm.errors import UsageError
 
@@ -81,7 +81,9 @@ def rescore(
     # resume resolves them); the selection (by default the run's own) and the cache are the
     # rescore's, and nothing is retried, recorded as golden or budgeted: no agent is called.
     interactive = bool(previous.options.interactive)  # a person's recorded answers are replayed
-    given = RunRequest(input_value, config, output=output, match=match, tags=tags, cache=cache, retries=0, interactive=interactive)
+    selected = {"output": output, "match": match, "tags": tags, "cache": cache, "retries": 0, "interactive": interactive}
+    shown = {"junit": junit, "html": html, "json_events": json_events, "console": console, "verbose": verbose, "quiet": quiet, "command": command}
+    given = RunRequest.of({"input": input_value, "config": config, **selected, **shown})
     resolved = resolve(given, previous, cfg)
     options = resolved.options.model_copy(update={"update_golden": None, "max_cost": None})
     suite, agent_id = _suite(cfg, resolved, options, source)
@@ -92,7 +94,7 @@ def rescore(
     plan = build_plan(cfg, agents, suite, options, run_id, parallel=request.parallel or DEFAULT_PARALLEL, runs=resolved.runs, replay=replay)
     info = RunInfo(
         run_id=run_id,
-        command=command or ["farm.rescore", str(run_dir), *([input] if input else [])],
+        command=request.command or ["farm.rescore", str(run_dir), *([input] if input else [])],
         input=input_value,
         cwd=str(Path.cwd()),
         agent=agent_id,
@@ -103,8 +105,7 @@ def rescore(
         options=options,
         rescored_from={"run_id": previous.run_id or source.name, "run_dir": str(source)},
     )
-    shown = {"junit": junit, "html": html, "json_events": json_events, "console": console, "verbose": verbose, "quiet": quiet}
-    return _execute(plan, info, output, cfg.results_dir / run_id, source, previous.run_id or str(source), **shown)
+    return _execute(plan, info, resolved, cfg.results_dir / run_id, source, previous.run_id or str(source))
 
 
 def _source(run_dir: str | Path) -> RunRecord:
@@ -171,8 +172,8 @@ def _suite(cfg: FarmConfig, resolved: Resolved, options: RunOptions, source: Pat
     return suite, agent_id
 
 
-def _execute(plan: RunPlan, info: RunInfo, output: str | Path | None, out_dir: Path, source: Path, rescoring: str, **shown: Any) -> RunResult:
-    """Replay ``plan`` on the local engine into ``out_dir`` (the JSONL at ``output``, when given) under
+def _execute(plan: RunPlan, info: RunInfo, resolved: Resolved, out_dir: Path, source: Path, rescoring: str) -> RunResult:
+    """Replay ``plan`` on the local engine into ``out_dir`` (the JSONL at ``-o``, when given) under
     the console; the summary says where from (``rescoring``: the source run's id)."""
     from farm._run.execution import RunOutputs
     from farm._run.result import RunResult
@@ -181,11 +182,11 @@ def _execute(plan: RunPlan, info: RunInfo, output: str | Path | None, out_dir: P
     from farm.engines import make_engine
     from farm.writers.extra import extra_writers
 
-    run_id = info.run_id
-    view = RunView(shown["console"], json_events=bool(shown["json_events"]), quiet=bool(shown["quiet"]), verbose=bool(shown["verbose"]))
+    request, run_id, output = resolved.request, info.run_id, resolved.given.output  # -o: not the source run's
+    view = RunView(request.console, json_events=bool(request.json_events), quiet=bool(request.quiet), verbose=bool(request.verbose))
     jsonl = Path(output) if output else out_dir / "results.jsonl"
     facts = {"input": info.input, "agent": info.agent, "run_id": run_id, "cases": len(plan.cases), "rescored_from": info.rescored_from, "runs": plan.runs, "parallel": plan.parallel}
-    reports, streams = extra_writers({key: shown[key] for key in ("junit", "html", "json_events")}, run_id, facts)
+    reports, streams = extra_writers(request, run_id, facts)
     view.start(info.agent or "", info.input or "", len(plan.cases), {"Run": run_id, "Rescoring": rescoring}, plan.total)
     outputs = RunOutputs(run_dir=out_dir, jsonl=jsonl, reports=reports, streams=streams)
     ended = execute_viewed(plan, outputs, make_engine("local"), info, view, view.result, None)

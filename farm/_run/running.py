@@ -307,8 +307,7 @@ def _outputs(planned: Planned) -> tuple[RunOutputs, list[ReportFile]]:
     prepared, info = planned.prepared, planned.info
     request, options = prepared.resolved.request, prepared.resolved.options
     facts = {**planned.hook_info, "runs": prepared.resolved.runs, "parallel": planned.plan.parallel, "min_pass_rate": options.min_pass_rate}
-    asked = {"junit": request.junit, "html": request.html, "json_events": request.json_events}
-    reports, streams = extra_writers(asked, prepared.run_id, facts, lambda: info.gate)
+    reports, streams = extra_writers(request, prepared.run_id, facts, lambda: info.gate)
     gate = deciding(options, planned.against)
     outputs = RunOutputs(run_dir=prepared.run_dir, jsonl=planned.jsonl, reports=reports, streams=streams, resume=request.resume is not None, gate=gate)
     return outputs, reports

@@ -10,7 +10,7 @@ Each row names its maker as ``module:function``, imported only when the run asks
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -55,18 +55,18 @@ EXTRA_WRITERS = (
 
 
 def extra_writers(
-    asked: Mapping[str, Any],
+    asked: object,
     run_id: str,
     info: dict[str, Any],
     gate: Callable[[], RunGate | None] | None = None,
 ) -> tuple[list[ReportFile], list[ResultWriter]]:
-    """``(reports, streams)``: the writers ``asked`` names (keyword -> path, or True) by a value that
-    is set; ``info``: the run's facts for their heads (``run_start``); ``gate``: the run's gate once
+    """``(reports, streams)``: the writers ``asked`` (a run's request) sets a value of, by their keyword
+    (a path, or True); ``info``: the run's facts for their heads (``run_start``); ``gate``: the run's gate once
     decided, for the events' ``summary``."""
     reports: list[ReportFile] = []
     streams: list[ResultWriter] = []
     for writer in EXTRA_WRITERS:
-        value = asked.get(writer.keyword)
+        value = getattr(asked, writer.keyword, None)
         if value:
             (streams if writer.stream else reports).append(writer.make(value, run_id, info, gate))
     return reports, streams

@@ -91,3 +91,12 @@ def test_a_bad_value_names_the_place_it_came_from():
         resolve(RunRequest(input="x", runs=0), None, config)
     with pytest.raises(UsageError, match=r"--on-missing-input: 'never' is not one of: skip, fail"):
         resolve(RunRequest(input="x", on_missing_input="never"), None, config)
+
+
+def test_every_extra_writer_is_an_option_of_a_run_and_of_a_rescore():
+    from farm.writers.extra import EXTRA_WRITERS
+
+    rescore = inspect.signature(farm.rescore).parameters
+    for writer in EXTRA_WRITERS:
+        assert writer.keyword in OPTIONS and writer.keyword in rescore, writer.keyword
+        assert rescore[writer.keyword].default is None
