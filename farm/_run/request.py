@@ -85,6 +85,8 @@ class RunRequest:
             if value is not None and cli_value is not None and value != cli_value:
                 raise UsageError(f"farm.run: {keyword}={value!r} and {cli_name}={cli_value!r} name the same option; give one")
             given[keyword] = value if value is not None else cli_value
+        if not given.get("agent"):
+            given["agent"] = None  # no agent named (``[]``, ``""``): the resumed run's, else [farm]'s
         return cls(**given)
 
 

@@ -100,3 +100,10 @@ def test_every_extra_writer_is_an_option_of_a_run_and_of_a_rescore():
     for writer in EXTRA_WRITERS:
         assert writer.keyword in OPTIONS and writer.keyword in rescore, writer.keyword
         assert rescore[writer.keyword].default is None
+
+
+def test_an_empty_agent_list_names_no_agent():
+    config = FarmConfig(farm=FarmSettings(default_agent="a-farm"))
+    for empty in ([], ""):
+        assert resolve(RunRequest.of({"input": "x", "agent": empty}), None, config).agents == ["a-farm"]
+    assert resolve(RunRequest.of({"input": "x", "name": ["b", "c"]}), None, config).agents == ["b", "c"]
