@@ -237,7 +237,7 @@ def _pick(request: RunRequest, name: str, previous: RunInfo | None, farm: FarmSe
     ]
     for source, value in sources:
         found = value()
-        if found is not None:
+        if found is not None and found != "":  # an empty string names nothing, as no value
             where[name] = source
             return found
     return option.default

@@ -107,3 +107,9 @@ def test_an_empty_agent_list_names_no_agent():
     for empty in ([], ""):
         assert resolve(RunRequest.of({"input": "x", "agent": empty}), None, config).agents == ["a-farm"]
     assert resolve(RunRequest.of({"input": "x", "name": ["b", "c"]}), None, config).agents == ["b", "c"]
+
+
+def test_an_empty_string_is_no_value():
+    previous = _everything_recorded()
+    resolved = resolve(RunRequest(input="", simulator="", timeout=""), previous, FarmConfig())
+    assert resolved.input == "suite.jsonl" and resolved.options.simulator == "sim-run" and resolved.options.timeout == 7.0
