@@ -22,12 +22,12 @@ def rescore(
     config: ConfigPath = None,
     run: Match = None,
     tag: Tags = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Call the validators even where the role cache has their answer.")] = False,
-    verbose: Verbose = False,
-    quiet: Quiet = False,
+    no_cache: Annotated[bool | None, typer.Option("--no-cache", help="Call the validators even where the role cache has their answer.")] = None,
+    verbose: Verbose = None,
+    quiet: Quiet = None,
     junit: JUnitPath = None,
     html: HTMLPath = None,
-    json_events: JSONEvents = False,
+    json_events: JSONEvents = None,
 ) -> None:
     """Re-check a run's recorded conversations with the suite's (or an edited suite's) assertions; the agent is not called. The run's own --run/--tag selection is kept unless given."""
     from farm.cli.app import fail
@@ -42,7 +42,7 @@ def rescore(
             output=output,
             match=run,
             tags=tag,
-            cache=not no_cache,
+            cache=False if no_cache else None,
             junit=junit,
             html=html,
             json_events=json_events,

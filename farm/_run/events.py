@@ -64,7 +64,7 @@ from farm.results import SCHEMA_VERSION, CaseResult, TurnResult
 from farm.summary import Summary
 from farm.writers.runinfo import RunGate
 
-__all__ = ["EventWriter"]
+__all__ = ["EventWriter", "for_run"]
 
 
 class EventWriter:
@@ -156,3 +156,13 @@ class EventWriter:
         record.update((key, value) for key, value in fields.items() if key not in record)
         self.stream.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
         self.stream.flush()
+
+
+def for_run(asked: bool, run_id: str, info: dict[str, Any], gate: Callable[[], RunGate | None] | None) -> EventWriter:
+    """``--json``'s writer (:data:`farm.writers.extra.EXTRA_WRITERS`): the events on standard output,
+    its ``run_start`` already said with ``info``."""
+    import sys
+
+    events = EventWriter(sys.stdout, run_id, gate=gate)
+    events.start(info)
+    return events

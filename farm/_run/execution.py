@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from farm import __version__
 from farm.engines import Engine, RunPlan, case_cost
@@ -211,18 +211,8 @@ def execute(
     info.results, info.parallel, info.runs, info.cases = str(outputs.jsonl), plan.parallel, plan.runs, len(plan.cases)
     info.timings = {}
     write_run_json(outputs.run_dir, info)
-
-    earlier = _earlier_results(outputs)
     summary = Summary()
-    parquet = _fresh_parquet(outputs.run_dir)
-    scrubber = Scrubber.from_config(plan.config)  # no secret of the run's config reaches an output
-    replayed = MultiWriter([parquet, *outputs.reports], scrubber)
-    for result in earlier:
-        replayed.write(result)
-        summary.add(result)
-        plan.spent_before += case_cost(result)
-    summary.add_calls(plan.driver_calls)  # the generator's, before the run
-    writers = MultiWriter([JSONLWriter(outputs.jsonl, append=outputs.resume), parquet, *outputs.reports, *outputs.streams], scrubber)
+    writers = _writers(plan, outputs, summary)
     done_before = summary.total
     timings = info.timings
 
@@ -265,22 +255,9 @@ def execute(
             try:
                 writers.close()
                 timings["closed_s"] = elapsed()
-                if interrupted:
-                    info.status = "interrupted"
-                elif lost or info.stop_reason in ("max_cost", "unreachable"):
-                    info.status = "stopped"
-                elif ended:
-                    info.status = "finished"
-                else:  # the engine failed to start or to run (the error goes on up)
-                    info.status = "not_started" if "cases_started_s" not in timings else "failed"
+                info.status = _status(info, interrupted=interrupted, lost=lost is not None, ended=ended)
                 info.ended_at = part.ended_at = time.time()
-                info.wall_seconds = summary.wall_seconds = sum(each.wall_seconds for each in info.parts)
-                info.counts = summary.count_dict()
-                info.cost = summary.cost()
-                info.agent_counts = summary.agent_counts()
-                info.role_cache = summary.role_cache()
-                if plan.replay is not None:  # a rescore says how many it could not judge
-                    info.not_rescorable = summary.not_rescorable
+                _record_counts(info, summary, plan)
                 write_run_json(outputs.run_dir, info)
             finally:
                 engine.close()
@@ -289,4 +266,41 @@ def execute(
     if interrupted:
         raise RunInterrupted(outputs.run_dir, summary.total - done_before, plan.total, summary)
     return summary
+
+
+def _writers(plan: RunPlan, outputs: RunOutputs, summary: Summary) -> MultiWriter:
+    """The run's writers, scrubbed of the config's secrets; a resumed run's earlier results are
+    written to the fresh Parquet tables and the reports first, and counted in ``summary``."""
+    earlier = _earlier_results(outputs)
+    parquet = _fresh_parquet(outputs.run_dir)
+    scrubber = Scrubber.from_config(plan.config)  # no secret of the run's config reaches an output
+    replayed = MultiWriter([parquet, *outputs.reports], scrubber)
+    for result in earlier:
+        replayed.write(result)
+        summary.add(result)
+        plan.spent_before += case_cost(result)
+    summary.add_calls(plan.driver_calls)  # the generator's, before the run
+    return MultiWriter([JSONLWriter(outputs.jsonl, append=outputs.resume), parquet, *outputs.reports, *outputs.streams], scrubber)
+
+
+def _status(info: RunInfo, *, interrupted: bool, lost: bool, ended: bool) -> Literal["interrupted", "stopped", "finished", "not_started", "failed"]:
+    """``run.json``'s ``status`` once the part ended: how it ended, or where the engine failed."""
+    if interrupted:
+        return "interrupted"
+    if lost or info.stop_reason in ("max_cost", "unreachable"):
+        return "stopped"
+    if ended:
+        return "finished"
+    return "not_started" if "cases_started_s" not in info.timings else "failed"  # the engine failed (the error goes on up)
+
+
+def _record_counts(info: RunInfo, summary: Summary, plan: RunPlan) -> None:
+    """The whole run's counts, cost, wall time and role calls into ``info``."""
+    info.wall_seconds = summary.wall_seconds = sum(each.wall_seconds for each in info.parts)
+    info.counts = summary.count_dict()
+    info.cost = summary.cost()
+    info.agent_counts = summary.agent_counts()
+    info.role_cache = summary.role_cache()
+    if plan.replay is not None:  # a rescore says how many it could not judge
+        info.not_rescorable = summary.not_rescorable
 

@@ -17,9 +17,14 @@ from farm.errors import UsageError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from farm._run.request import Resolved
     from farm._run.result import RunResult
     from farm.config import FarmConfig
+    from farm.engines import RunPlan
     from farm.results import CaseResult, RunRecord
+    from farm.suite.loader import Suite
+    from farm.writers import RunInfo
+    from farm.writers.runinfo import RunOptions
 
 __all__ = ["rescore"]
 
@@ -32,13 +37,13 @@ def rescore(
     output: str | Path | None = None,
     match: str | None = None,
     tags: list[str] | None = None,
-    cache: bool = True,
+    cache: bool | None = None,
     junit: str | Path | None = None,
     html: str | Path | None = None,
-    json_events: bool = False,
-    verbose: bool = False,
+    json_events: bool | None = None,
+    verbose: bool | None = None,
     console: Console | None = None,
-    quiet: bool = False,
+    quiet: bool | None = None,
     command: list[str] | None = None,
 ) -> RunResult:
     """Re-evaluate a suite's assertions against the conversations recorded in ``run_dir``
@@ -61,82 +66,35 @@ def rescore(
     or the edited case needs more of the conversation than was recorded) is an ``error`` with
     ``rescorable: false`` (:mod:`farm.conversation.replay`). Rescoring always runs in this process.
     """
-    from farm._run.execution import RunOutputs
-    from farm._run.result import RunResult, new_run_id
-    from farm._run.setup import (
-        build_plan,
-        execute_viewed,
-        extra_writers,
-        farm_config,
-        prepare,
-        recorded_config,
-        recorded_input,
-        resolve_options,
-        selection,
-    )
-    from farm._run.view import RunView
-    from farm.conversation.golden import attach
+    from farm._run.request import RunRequest, resolve
+    from farm._run.result import new_run_id
+    from farm._run.setup import build_plan
     from farm.conversation.replay import Replay
-    from farm.engines import make_engine
     from farm.ratelimit import DEFAULT_PARALLEL
-    from farm.results import RunRecord
-    from farm.roles.generation import GENERATED_JSONL
-    from farm.suite.checks import check_suite
-    from farm.writers import RUN_JSON, RunInfo
+    from farm.writers import RunInfo
 
-    source = Path(run_dir).absolute()
-    if not source.exists():
-        raise UsageError(f"{run_dir} does not exist (give a run folder that farm test wrote, e.g. farm-results/<run_id>)")
-    run = RunRecord(source)
-    if not source.is_dir() or not run.has_info:
-        raise UsageError(f"{run_dir} is not a run folder: it has no {RUN_JSON} (give a folder that farm test wrote, e.g. farm-results/<run_id>)")
-    if run.problems:  # the rescore resolves its options from run.json: it must be whole
-        raise UsageError(f"Cannot rescore {run_dir}, as {run.problems[0]}")
-    previous = run.info
-    input_value = input or recorded_input(previous)
-    if not input_value:
-        raise UsageError(f"{source / RUN_JSON} names no input; give the suite with -i/--input")
-    if input is None and input_value.startswith(("agents:", "scripts:")) and (source / GENERATED_JSONL).is_file():
-        input_value = str(source / GENERATED_JSONL)  # the cases the run generated, as it ran them
-    if input is None and (input_value == "-" or input_value.startswith("agents:")):
-        raise UsageError(f"the run's input ({input_value}) cannot be read again; give the suite with -i/--input (farm test --dry-run -o FILE writes it)")
-    # The run's folder and role cache are where the run wrote them, whatever results_dir its config
-    # names (farm demo and a moved run write elsewhere): the rescore's go beside them.
-    loaded = farm_config(config or recorded_config(previous), input_value)
-    cfg = loaded.model_copy(update={"farm": loaded.farm.model_copy(update={"results_dir": str(source.parent)})})
-    match, tags = selection(previous, match, tags)
-    cfg, agent_id, suite = prepare(input_value, previous.agent, cfg, match, tags, False)
-    if agent_id is None:
-        raise UsageError(f"{source / RUN_JSON} names no agent and the config sets no [farm].default_agent: there is no agent to rescore the run of")
-    agents = previous.agents or [agent_id]
-    recorded = _recorded(run, agent_id)
+    run = _source(run_dir)
+    previous, source = run.info, run.path
+    input_value = _input(run, input)
+    cfg = _config(run, config, input_value)
     # The conversations are the run's, so what shaped them is too (its options, resolved as a
     # resume resolves them); the selection (by default the run's own) and the cache are the
     # rescore's, and nothing is retried, recorded as golden or budgeted: no agent is called.
     interactive = bool(previous.options.interactive)  # a person's recorded answers are replayed
-    options = resolve_options(previous, cfg.farm, match=match, tags=tags, retries=0, interactive=interactive, cache=cache).model_copy(
-        update={"update_golden": None, "max_cost": None}
-    )
-    check_suite(suite, cfg, default_simulator=options.simulator)  # the suite's own checks; the agent is not called
-    if not suite.cases:
-        raise UsageError(f"{suite.description}: no test cases to rescore")
-    attach(suite.cases, Path(options.golden) if options.golden is not None else cfg.golden_dir, every=options.golden is not None, input=input_value)
+    selected = {"output": output, "match": match, "tags": tags, "cache": cache, "retries": 0, "interactive": interactive}
+    shown = {"junit": junit, "html": html, "json_events": json_events, "console": console, "verbose": verbose, "quiet": quiet, "command": command}
+    given = RunRequest.of({"input": input_value, "config": config, **selected, **shown})
+    resolved = resolve(given, previous, cfg)
+    options = resolved.options.model_copy(update={"update_golden": None, "max_cost": None})
+    suite, agent_id = _suite(cfg, resolved, options, source)
+    agents = resolved.agents  # the run's own (agent_id the first)
+    request = resolved.request
     run_id = new_run_id()
-    out_dir = cfg.results_dir / run_id
-    jsonl = Path(output) if output else out_dir / "results.jsonl"
-    plan = build_plan(
-        cfg,
-        agents,
-        suite,
-        options,
-        run_id,
-        parallel=previous.parallel or DEFAULT_PARALLEL,
-        runs=previous.runs or 1,
-        replay=Replay(recorded, previous.run_id or source.name),
-    )
+    replay = Replay(_recorded(run, agent_id), previous.run_id or source.name)
+    plan = build_plan(cfg, agents, suite, options, run_id, parallel=request.parallel or DEFAULT_PARALLEL, runs=resolved.runs, replay=replay)
     info = RunInfo(
         run_id=run_id,
-        command=command or ["farm.rescore", str(run_dir), *([input] if input else [])],
+        command=request.command or ["farm.rescore", str(run_dir), *([input] if input else [])],
         input=input_value,
         cwd=str(Path.cwd()),
         agent=agent_id,
@@ -147,18 +105,95 @@ def rescore(
         options=options,
         rescored_from={"run_id": previous.run_id or source.name, "run_dir": str(source)},
     )
-    view = RunView(console, json_events=json_events, quiet=quiet, verbose=verbose)
-    hook_info = {"input": input_value, "agent": agent_id, "run_id": run_id, "cases": len(suite.cases), "rescored_from": info.rescored_from}
-    reports, streams = extra_writers(junit, html, json_events, run_id, {**hook_info, "runs": plan.runs, "parallel": plan.parallel})
-    view.start(agent_id, input_value, len(suite.cases), {"Run": run_id, "Rescoring": previous.run_id or str(source)}, plan.total)
+    return _execute(plan, info, resolved, cfg.results_dir / run_id, source, previous.run_id or str(source))
+
+
+def _source(run_dir: str | Path) -> RunRecord:
+    """The run to rescore, whole: a folder ``farm test`` wrote, its ``run.json`` read without a problem."""
+    from farm.results import RunRecord
+    from farm.writers import RUN_JSON
+
+    source = Path(run_dir).absolute()
+    if not source.exists():
+        raise UsageError(f"{run_dir} does not exist (give a run folder that farm test wrote, e.g. farm-results/<run_id>)")
+    run = RunRecord(source)
+    if not source.is_dir() or not run.has_info:
+        raise UsageError(f"{run_dir} is not a run folder: it has no {RUN_JSON} (give a folder that farm test wrote, e.g. farm-results/<run_id>)")
+    if run.problems:  # the rescore resolves its options from run.json: it must be whole
+        raise UsageError(f"Cannot rescore {run_dir}, as {run.problems[0]}")
+    return run
+
+
+def _input(run: RunRecord, input: str | None) -> str:
+    """The suite to judge with: ``input``, else the run's own (for generated cases, the ones it generated)."""
+    from farm._run.request import recorded_input
+    from farm.roles.generation import GENERATED_JSONL
+    from farm.writers import RUN_JSON
+
+    source = run.path
+    input_value = input or recorded_input(run.info)
+    if not input_value:
+        raise UsageError(f"{source / RUN_JSON} names no input; give the suite with -i/--input")
+    if input is None and input_value.startswith(("agents:", "scripts:")) and (source / GENERATED_JSONL).is_file():
+        input_value = str(source / GENERATED_JSONL)  # the cases the run generated, as it ran them
+    if input is None and (input_value == "-" or input_value.startswith("agents:")):
+        raise UsageError(f"the run's input ({input_value}) cannot be read again; give the suite with -i/--input (farm test --dry-run -o FILE writes it)")
+    return input_value
+
+
+def _config(run: RunRecord, config: str | Path | FarmConfig | None, input_value: str) -> FarmConfig:
+    """The config (as given, else the run's own ``farm.toml``), its ``results_dir`` the run's folder's parent."""
+    from farm._run.request import recorded_config
+    from farm._run.setup import farm_config
+
+    # The run's folder and role cache are where the run wrote them, whatever results_dir its config
+    # names (farm demo and a moved run write elsewhere): the rescore's go beside them.
+    loaded = farm_config(config or recorded_config(run.info), input_value)
+    return loaded.model_copy(update={"farm": loaded.farm.model_copy(update={"results_dir": str(run.path.parent)})})
+
+
+def _suite(cfg: FarmConfig, resolved: Resolved, options: RunOptions, source: Path) -> tuple[Suite, str]:
+    """The selected cases, checked as a suite (the agent is not called), attached to their golden
+    conversations; and the agent the run tested."""
+    from farm._run.setup import prepare
+    from farm.conversation.golden import attach
+    from farm.suite.checks import check_suite
+
+    agent_id = resolved.agents[0] if resolved.agents else None
+    suite = prepare(cfg, resolved.input, agent_id, options.match, options.tags or None, False, bool(resolved.request.cache))
+    if agent_id is None:
+        from farm.writers import RUN_JSON
+
+        raise UsageError(f"{source / RUN_JSON} names no agent and the config sets no [farm].default_agent: there is no agent to rescore the run of")
+    check_suite(suite, cfg, default_simulator=options.simulator)  # the suite's own checks; the agent is not called
+    if not suite.cases:
+        raise UsageError(f"{suite.description}: no test cases to rescore")
+    attach(suite.cases, Path(options.golden) if options.golden is not None else cfg.golden_dir, every=options.golden is not None, input=resolved.input)
+    return suite, agent_id
+
+
+def _execute(plan: RunPlan, info: RunInfo, resolved: Resolved, out_dir: Path, source: Path, rescoring: str) -> RunResult:
+    """Replay ``plan`` on the local engine into ``out_dir`` (the JSONL at ``-o``, when given) under
+    the console; the summary says where from (``rescoring``: the source run's id)."""
+    from farm._run.execution import RunOutputs
+    from farm._run.result import RunResult
+    from farm._run.setup import execute_viewed
+    from farm._run.view import RunView
+    from farm.engines import make_engine
+    from farm.writers.extra import extra_writers
+
+    request, run_id, output = resolved.request, info.run_id, resolved.given.output  # -o: not the source run's
+    view = RunView(request.console, json_events=bool(request.json_events), quiet=bool(request.quiet), verbose=bool(request.verbose))
+    jsonl = Path(output) if output else out_dir / "results.jsonl"
+    facts = {"input": info.input, "agent": info.agent, "run_id": run_id, "cases": len(plan.cases), "rescored_from": info.rescored_from, "runs": plan.runs, "parallel": plan.parallel}
+    reports, streams = extra_writers(request, run_id, facts)
+    view.start(info.agent or "", info.input or "", len(plan.cases), {"Run": run_id, "Rescoring": rescoring}, plan.total)
     outputs = RunOutputs(run_dir=out_dir, jsonl=jsonl, reports=reports, streams=streams)
     ended = execute_viewed(plan, outputs, make_engine("local"), info, view, view.result, None)
     if isinstance(ended, RunResult):
         return ended
-    summary = ended
-    view.summary(summary, [f"Rescored from: {source}", f"Results: {jsonl}", f"Parquet: {out_dir}/ (cases, turns, assertions)"], reports)
-    return RunResult(summary.exit_code, out_dir, jsonl, summary, "local", run_id)
-
+    view.summary(ended, [f"Rescored from: {source}", f"Results: {jsonl}", f"Parquet: {out_dir}/ (cases, turns, assertions)"], reports)
+    return RunResult(ended.exit_code, out_dir, jsonl, ended, "local", run_id)
 
 def _recorded(run: RunRecord, agent: str) -> dict[tuple[str, int, str], CaseResult]:
     """The source run's results by ``(case id, run index, agent)``, the first record of each; from

@@ -16,9 +16,9 @@ from rich.console import Console
 if TYPE_CHECKING:
     from farm._run.execution import RunInterrupted
     from farm.console import ConsoleReporter
-    from farm.reports.streamed import StreamedReport
     from farm.results import CaseResult
     from farm.summary import Summary
+    from farm.writers.extra import ReportFile
 
 __all__ = ["RunView"]
 
@@ -101,7 +101,7 @@ class RunView:
         if resume is not None:
             self.console.print(f"Resume with: {resume}", soft_wrap=True, markup=False)
 
-    def summary(self, summary: Summary, lines: Sequence[str], reports: Sequence[StreamedReport] = ()) -> None:
+    def summary(self, summary: Summary, lines: Sequence[str], reports: Sequence[ReportFile] = ()) -> None:
         """The summary block, then ``lines`` (where the results went), the rescore's cases it could
         not judge, and the report files."""
         self.stop()

@@ -80,7 +80,8 @@ class RunPlan:
     cases: list[LoadedCase]
     settings: RunSettings
     """The runner's settings for the first agent under test (the others' are in ``agent_settings``)."""
-    parallel: int = 64
+    parallel: int
+    """Conversations in flight at most: given, else sized from the connectors' limits (:func:`farm.run`)."""
     runs: int = 1
     fail_fast: bool = False
     connector_override: str | None = None

@@ -47,7 +47,7 @@ from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, 
 from farm.results import format_usd as usd
 from farm.summary import Summary
 
-__all__ = ["HTMLWriter", "LATENCY_BUCKETS_MS"]
+__all__ = ["HTMLWriter", "for_run", "LATENCY_BUCKETS_MS"]
 
 #: Upper edges (ms) of the turn latency histogram's buckets; a last bucket holds the rest.
 LATENCY_BUCKETS_MS = (100, 250, 500, 1000, 2000, 5000, 10_000, 30_000, 60_000)
@@ -534,3 +534,8 @@ def _text(value: Any) -> str:
 
 def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
     return clip(text, limit, MORE_CHARACTERS, within=False)
+
+
+def for_run(path: str | os.PathLike[str], run_id: str, info: dict[str, Any], gate: object) -> HTMLWriter:
+    """``--html``'s writer (:data:`farm.writers.extra.EXTRA_WRITERS`)."""
+    return HTMLWriter(path, run_id)

@@ -45,7 +45,7 @@ from farm.results import AssertionResult, CaseResult, Status, TurnResult, format
 _SLACK = 1e-9
 """As :mod:`farm.gate`'s: ``0.7 * 10`` is ``7.000000000000001``."""
 
-__all__ = ["JUnitWriter", "failure_lines", "testcase", "transcript", "xml_text"]
+__all__ = ["JUnitWriter", "for_run", "failure_lines", "testcase", "transcript", "xml_text"]
 
 SUITE_NAME = "agent-test-farm"
 #: Longest ``message`` attribute; the element's text holds the full list.
@@ -334,3 +334,9 @@ def _json(value: Any) -> str:
         return as_text(value)
     except ValueError:  # a circular structure
         return repr(value)
+
+
+def for_run(path: str | os.PathLike[str], run_id: str, info: dict[str, Any], gate: object) -> JUnitWriter:
+    """``--junit``'s writer (:data:`farm.writers.extra.EXTRA_WRITERS`): a repeated case's tries as
+    one test case, judged by the run's ``min_pass_rate``."""
+    return JUnitWriter(path, run_id, runs=int(info.get("runs") or 1), min_pass_rate=float(info.get("min_pass_rate") or 1.0))

@@ -95,7 +95,7 @@ DEFAULT_PATIENCE = 5
 DEFAULT_SEED = 0
 """The ``seed`` every request carries unless the query or the generator's settings give one."""
 
-DEFAULT_PARALLEL = 8
+BATCHES_IN_FLIGHT = 8
 """Batches in flight when the generator's connector sets no ``max_concurrency`` or ``rpm``."""
 
 GENERATED_JSONL = "generated.jsonl"
@@ -326,7 +326,7 @@ class CaseStream:
         from farm.ratelimit import default_parallel
 
         _, _, connector = self._player()
-        limit = default_parallel(connector) if connector is not None and (connector.max_concurrency or connector.rpm) else DEFAULT_PARALLEL
+        limit = default_parallel(connector) if connector is not None and (connector.max_concurrency or connector.rpm) else BATCHES_IN_FLIGHT
         return max(1, limit)
 
     def _caches(self) -> bool:

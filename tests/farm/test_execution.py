@@ -71,7 +71,7 @@ def test_an_engine_that_cannot_start_leaves_a_run_marked_not_started(tmp_path):
         def close(self):
             pass
 
-    plan = RunPlan(config=FarmConfig(), cases=[], settings=RunSettings(agent_id="a", run_id="r"))
+    plan = RunPlan(config=FarmConfig(), cases=[], settings=RunSettings(agent_id="a", run_id="r"), parallel=1)
     outputs = RunOutputs(run_dir=tmp_path, jsonl=tmp_path / "results.jsonl")
     with pytest.raises(ConnectionError):
         execute(plan, outputs, Broken(), info=RunInfo(run_id="r"))
