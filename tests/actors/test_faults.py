@@ -51,7 +51,7 @@ def python_config(tmp_path: Path, resources: str = "") -> FarmConfig:
 
 def plan_for(config: FarmConfig, cases: list[dict], **kw) -> RunPlan:
     loaded = parse_cases([(f"t:{i}", c) for i, c in enumerate(cases)])
-    return RunPlan(config=config, cases=loaded, settings=RunSettings(agent_id="target", run_id="faults"), **kw)
+    return RunPlan(config=config, cases=loaded, settings=RunSettings(agent_id="target", run_id="faults"), **{"parallel": 64, **kw})
 
 
 @pytest.mark.parametrize("resources", DECLARED, ids=["plain", "declared"])
