@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from farm.errors import UsageError
 from farm.results import Status
-from farm.writers.runinfo import GateComparison, RunGate
+from farm.writers.runinfo import GateComparison, RunGate, RunInfo
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -31,6 +31,7 @@ __all__ = [
     "CaseTally",
     "Tallies",
     "check_min_pass_rate",
+    "ended_early",
     "find_baseline",
     "judge",
     "judge_run",
@@ -108,6 +109,16 @@ def read_tallies(run_dir: Path) -> Tallies:
     """The tallies of the run in ``run_dir`` (its cases table)."""
     cases = read_cases(run_dir).to_pydict()
     return tally(zip(cases["agent"], cases["case_id"], cases["status"], cases["error_role"], strict=True))
+
+
+def ended_early(status: str, info: RunInfo, done: int) -> tuple[str | None, int]:
+    """Why a run (its ``status`` and ``run.json``) ended before every case ran, and the case runs
+    (cases x runs x agents) it did not run of those planned, ``done`` having run; why is None for a
+    run that finished them all."""
+    planned = info.cases * max(1, info.runs) * max(1, len(info.agents))
+    not_run = max(0, planned - done)
+    why = info.stop_reason if info.stop_reason and not_run else None
+    return (status if status != "finished" else why), not_run
 
 
 def check_min_pass_rate(value: float, where: str = "--min-pass-rate") -> float:

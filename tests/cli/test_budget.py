@@ -111,3 +111,10 @@ def test_a_run_its_budget_stopped_fails_its_gate_wherever_it_is_said(project: Pa
     assert (gate["verdict"], gate["stopped"], gate["not_run"]) == ("failed", "max_cost", 40 - ran)
     step = (project / "gh.md").read_text()
     assert step.startswith("## ❌ Agent Test Farm: gate failed") and f"{40 - ran} case runs not run" in step
+
+    report = runner.invoke(app, ["report", str(run_dir), "--format", "md"])
+    assert report.exit_code == 0 and report.output.startswith("## ❌") and "✅" not in report.output, report.output
+    text = runner.invoke(app, ["report", str(run_dir)])
+    assert f"stopped: {40 - ran} case runs not run" in text.output, text.output
+    whole = json.loads(runner.invoke(app, ["report", str(run_dir), "--json"]).output)
+    assert (whole["runs"][0]["status"], whole["runs"][0]["not_run"]) == ("stopped", 40 - ran)
