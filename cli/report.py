@@ -147,7 +147,8 @@ def _runs(report: Report, console: Console) -> None:
     if len(report.runs) == 1:
         run = report.runs[0]
         started = f", started {run.started_at:%Y-%m-%d %H:%M:%S %Z}" if run.started_at else ""
-        console.print(Text(f"Run {run.run_id} ({run.path}{started})", style="bold"))
+        early = f", {run.status}: {run.not_run} case runs not run" if run.status not in (None, "finished") else ""
+        console.print(Text(f"Run {run.run_id} ({run.path}{started}{early})", style="bold"))
         return
     priced = any(run.cost_usd is not None for run in report.runs)
     per_agent = any(run.per_agent for run in report.runs)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from farm.errors import UsageError
 from farm.results import Status
-from farm.writers.runinfo import GateComparison, RunGate
+from farm.writers.runinfo import GateComparison, RunGate, RunInfo
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -26,10 +26,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MIN_PASS_RATE",
+    "STOPPED",
     "Baseline",
     "CaseTally",
     "Tallies",
     "check_min_pass_rate",
+    "ended_early",
     "find_baseline",
     "judge",
     "judge_run",
@@ -109,6 +111,16 @@ def read_tallies(run_dir: Path) -> Tallies:
     return tally(zip(cases["agent"], cases["case_id"], cases["status"], cases["error_role"], strict=True))
 
 
+def ended_early(status: str, info: RunInfo, done: int) -> tuple[str | None, int]:
+    """Why a run (its ``status`` and ``run.json``) ended before every case ran, and the case runs
+    (cases x runs x agents) it did not run of those planned, ``done`` having run; why is None for a
+    run that finished them all."""
+    planned = info.cases * max(1, info.runs) * max(1, len(info.agents))
+    not_run = max(0, planned - done)
+    why = info.stop_reason if info.stop_reason and not_run else None
+    return (status if status != "finished" else why), not_run
+
+
 def check_min_pass_rate(value: float, where: str = "--min-pass-rate") -> float:
     """``value`` when it is a share of tries (0 < R <= 1); else a usage error naming ``where``."""
     if not 0.0 < value <= 1.0:
@@ -179,36 +191,68 @@ def judge_run(run_dir: Path, min_pass_rate: float, baseline: Path | None, asked:
     return judge(read_tallies(run_dir), min_pass_rate, read_baseline(baseline) if baseline else None, asked)
 
 
-def judge(tallies: Tallies, min_pass_rate: float, baseline: Baseline | None = None, asked: str | None = None) -> RunGate:
-    """The gate of a run whose cases are ``tallies``: its verdict, and the sentence that says why."""
+def judge(
+    tallies: Tallies,
+    min_pass_rate: float,
+    baseline: Baseline | None = None,
+    asked: str | None = None,
+    stopped: str | None = None,
+    not_run: int = 0,
+) -> RunGate:
+    """The gate of a run whose cases are ``tallies``: its verdict, and the sentence that says why;
+    ``stopped``: why the run ended before ``not_run`` of its case runs ran (:data:`STOPPED`), which fails it."""
     cases = [case for per_case in tallies.values() for case in per_case.values()]
     below = sum(not case.passes_gate(min_pass_rate) for case in cases)
     flaky = sum(case.flaky and case.passes_gate(min_pass_rate) for case in cases)
     comparisons = compare(tallies, baseline) if baseline is not None else []
     worse = [c for c in comparisons if c.worse]
-    verdict: Literal["passed", "failed"] = "failed" if below or worse else "passed"
-    parts = [f"{verdict}: " + _cases_said(len(cases), below, flaky, min_pass_rate), *(c.sentence for c in comparisons)]
+    verdict: Literal["passed", "failed"] = "failed" if below or worse or stopped else "passed"
+    gate = RunGate(
+        min_pass_rate=min_pass_rate,
+        baseline=str(baseline.path) if baseline else None,
+        baseline_run_id=baseline.run_id if baseline else None,
+        verdict=verdict,
+        sentence="",
+        cases=len(cases),
+        below=below,
+        flaky=flaky,
+        comparisons=comparisons,
+        stopped=stopped,
+        not_run=not_run,
+    )
+    parts = [verdict_sentence(gate), *(c.sentence for c in comparisons)]
     if asked == "last" and baseline is None:
         parts.append("No baseline: no earlier finished run of this input in the results folder.")
     elif baseline is not None and not comparisons:
         tested = ", ".join(sorted(baseline.tallies)) or "no case"
         parts.append(f"No comparison: baseline run {baseline.run_id} tested {tested}, none of this run's agents.")
-    return RunGate(
-        min_pass_rate=min_pass_rate,
-        baseline=str(baseline.path) if baseline else None,
-        baseline_run_id=baseline.run_id if baseline else None,
-        verdict=verdict,
-        sentence=" ".join(parts),
-        cases=len(cases),
-        below=below,
-        flaky=flaky,
-        comparisons=comparisons,
-    )
+    gate.sentence = " ".join(parts)
+    return gate
+
+
+STOPPED = {
+    "interrupted": "the run was interrupted",
+    "max_cost": "the run stopped early, its --max-cost budget spent",
+    "fail_fast": "the run stopped early at its first failure (--fail-fast)",
+    "unreachable": "the run stopped early, an agent's endpoint unreachable",
+    "stopped": "the run stopped early",
+    "failed": "the run failed",
+    "running": "the run did not finish",
+}
+"""Why a run ended before every case ran (its ``stop_reason``, else its ``status``), as the gate says it."""
 
 
 def verdict_sentence(gate: RunGate) -> str:
-    """The verdict and its cases in one sentence: :attr:`RunGate.sentence` without the comparisons."""
-    return f"{gate.verdict}: " + _cases_said(gate.cases, gate.below, gate.flaky, gate.min_pass_rate)
+    """The verdict and its cases in one sentence: :attr:`RunGate.sentence` without the comparisons.
+    It leads with why the gate failed: the run stopped early."""
+    why = []
+    if gate.stopped:
+        why.append(f"{STOPPED.get(gate.stopped, 'the run stopped early')}: {_plural(gate.not_run, 'case run')} not run")
+    return f"{gate.verdict}: " + "".join(f"{each}; " for each in why) + _cases_said(gate.cases, gate.below, gate.flaky, gate.min_pass_rate)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _cases_said(cases: int, below: int, flaky: int, min_pass_rate: float) -> str:

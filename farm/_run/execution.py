@@ -66,9 +66,10 @@ class RunOutputs:
     streams: Sequence[ResultWriter] = ()
     """Live outputs (NDJSON events) fed with the results of this part only."""
     resume: bool = False
-    gate: Callable[[Summary], RunGate] | None = None
+    gate: Callable[[Summary, str | None, int], RunGate] | None = None
     """Decides the run's gate (:mod:`farm.gate`) from the whole run's summary once every result is in,
-    before the outputs close: ``run.json`` and the NDJSON ``summary`` event carry it."""
+    why it stopped early (if it did) and the case runs not run, before the outputs close: ``run.json``
+    and the NDJSON ``summary`` event carry it. An interrupted run's is decided too, a failed gate."""
 
 
 #: The collector's first threshold while the cases run (Python's default: 700).
@@ -246,13 +247,15 @@ def execute(
                 info.stop_reason = stop_reason.value if stop_reason is not None else None
             ended = True
             if outputs.gate is not None:
-                info.gate = outputs.gate(summary)
+                info.gate = outputs.gate(summary, info.stop_reason, max(0, done_before + plan.total - summary.total))
         except KeyboardInterrupt:
             interrupted = True
         except EngineLost as exc:
             lost = str(exc)
         finally:
             try:
+                if (interrupted or lost) and outputs.gate is not None:  # never a green gate for part of a run
+                    info.gate = outputs.gate(summary, "interrupted" if interrupted else "stopped", max(0, done_before + plan.total - summary.total))
                 writers.close()
                 timings["closed_s"] = elapsed()
                 info.status = _status(info, interrupted=interrupted, lost=lost is not None, ended=ended)

@@ -33,10 +33,17 @@ def load_baseline(asked: str | None, results_dir: Path, input: str, run_dir: Pat
     return read_baseline(path) if path is not None else None
 
 
-def deciding(options: RunOptions, baseline: Baseline | None) -> Callable[[Summary], RunGate]:
-    """What decides the gate of a run with ``options`` from its whole :class:`~farm.summary.Summary`
+def deciding(options: RunOptions, baseline: Baseline | None) -> Callable[[Summary, str | None, int], RunGate]:
+    """What decides the gate of a run with ``options`` from its whole :class:`~farm.summary.Summary`,
+    why it stopped early if it did, and the case runs that did not run
     (:attr:`farm._run.execution.RunOutputs.gate`)."""
-    return lambda summary: judge(summary_tallies(summary), options.min_pass_rate or DEFAULT_MIN_PASS_RATE, baseline, options.baseline)
+    rate = options.min_pass_rate or DEFAULT_MIN_PASS_RATE
+
+    def decide(summary: Summary, stopped: str | None, not_run: int) -> RunGate:
+        early = stopped if not_run else None  # a stop after the last case left nothing out
+        return judge(summary_tallies(summary), rate, baseline, options.baseline, early, not_run)
+
+    return decide
 
 
 def show_gate(summary: Summary, info: RunInfo, view: RunView) -> int:
@@ -56,7 +63,7 @@ def show_gate(summary: Summary, info: RunInfo, view: RunView) -> int:
             return 1
         if written is not None and view.show and not view.quiet:
             view.console.print(Text(f"Step summary: {written}"), soft_wrap=True)
-    if view.show and (not view.quiet or gate.min_pass_rate < 1.0 or info.options.baseline):  # -q: pytest's line ends a default gate
+    if view.show and (not view.quiet or gate.min_pass_rate < 1.0 or info.options.baseline or gate.stopped):  # -q: pytest's line ends a default gate
         for line in gate_lines(gate, tallies):
             view.console.print(line, soft_wrap=True)
     return 0 if gate.verdict == "passed" else 1
@@ -81,3 +88,4 @@ def gate_lines(gate: RunGate, tallies: Tallies) -> list[Text]:
                 lines.append(Text(f"  {name}: below the {rate} gate: {case.passes} of {case.tries}{broken}", style="red"))
     style = "bold green" if gate.verdict == "passed" else "bold red"
     return [*lines, Text("Gate: ", style=style).append(neutralise(gate.sentence))]
+

@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from farm.errors import UsageError
+from farm.gate import ended_early
 from farm.reports.agentstats import statistics
 from farm.reports.models import (
     AssertionFailure,
@@ -83,6 +84,7 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
     notes = [*notes, *problems]
     cut = top if top > 0 else None
     runs = _runs(tables.cases, origin)
+    notes += [_unfinished(run) for run in runs if run.status not in (None, "finished") or run.not_run]
     several = len(pc.unique(tables.cases["agent"])) > 1
     failures, failures_total = _failed_assertions(tables.failed, cut, several)
     misses, misses_total = _missed_checkpoints(tables.failed, cut, several)
@@ -110,6 +112,13 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
 def _named_agents(cases: pa.Table) -> pa.Table:
     """``cases`` with a null agent read as ``(unknown)``."""
     return cases.set_column(cases.schema.get_field_index("agent"), "agent", pc.fill_null(cases["agent"], _UNKNOWN_AGENT))
+
+
+def _unfinished(run: RunSummary) -> str:
+    """A run that did not run every case it planned, said (its figures are of part of it)."""
+    planned = run.counts.total + (run.not_run or 0)
+    said = f"run {run.run_id} is {run.status}" if run.status != "finished" else f"run {run.run_id} stopped early"
+    return f"{said}: {run.not_run} of {planned} planned case runs did not run; its figures are of those that did."
 
 
 def _own_info(source: RunRecord, run_id: str) -> bool:
@@ -185,13 +194,17 @@ def _runs(cases: pa.Table, origin: dict[str, RunRecord]) -> list[RunSummary]:
         if own and source.info.started_at is not None:
             started = datetime.fromtimestamp(source.info.started_at, UTC)
         agents = (source.info.agents or ([source.info.agent] if source.info.agent else [])) if own else []
+        own_cases = cases.filter(pc.equal(cases["run_id"], run_id))
+        not_run = ended_early(source.status, source.info, own_cases.num_rows)[1] if own else None
         runs.append(
             _summary_per_agent(
-                cases.filter(pc.equal(cases["run_id"], run_id)),
+                own_cases,
                 run_id=run_id,
                 path=str(source.path),
                 started_at=started,
                 agent=", ".join(agent for agent in agents if agent) or None,
+                status=source.status if own else None,
+                not_run=not_run,
             )
         )
     # A run with no start time sorts by its id (ids begin with the start time).

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from farm.errors import UsageError
-from farm.gate import DEFAULT_MIN_PASS_RATE, Tallies, judge, read_tallies, verdict_sentence
+from farm.gate import DEFAULT_MIN_PASS_RATE, Tallies, ended_early, judge, read_cases, read_tallies, verdict_sentence
 from farm.reports.stats import clustered_interval, format_p
 from farm.writers.runinfo import RunGate, RunInfo
 
@@ -43,12 +43,17 @@ def markdown_of(paths: Sequence[Path]) -> str:
 
 def run_markdown(run_dir: Path) -> str:
     """The Markdown summary of the run in ``run_dir``; a run without a gate is judged as
-    ``farm test`` would with its defaults (every try must pass, no baseline)."""
+    ``farm test`` would with its defaults (every try must pass, no baseline), a run that did not
+    finish (interrupted, stopped, killed) failing it."""
     from farm.results import read_run
 
-    info = read_run(run_dir).info
+    run = read_run(run_dir)
+    info = run.info
     tallies = read_tallies(run_dir)
-    gate = info.gate or judge(tallies, info.options.min_pass_rate or DEFAULT_MIN_PASS_RATE)
+    stopped, not_run = ended_early(run.status, info, read_cases(run_dir).num_rows)
+    gate = info.gate
+    if gate is None or (stopped and not gate.stopped):  # an unfinished run is never a green gate
+        gate = judge(tallies, info.options.min_pass_rate or DEFAULT_MIN_PASS_RATE, stopped=stopped, not_run=not_run)
     return gate_markdown(info, gate, tallies)
 
 
@@ -60,6 +65,8 @@ def gate_markdown(info: RunInfo, gate: RunGate, tallies: Tallies) -> str:
     facts = [f"run `{_code(info.run_id)}`", f"min pass rate {gate.min_pass_rate:g}"]
     if gate.baseline_run_id:
         facts.append(f"baseline `{_code(gate.baseline_run_id)}`")
+    if gate.stopped:
+        facts.append(f"{_text(gate.stopped.replace('_', ' '))}: {gate.not_run} case runs not run")
     lines += [" · ".join(facts), ""]
     order = [agent for agent in info.agents if agent in tallies] + sorted(agent for agent in tallies if agent not in info.agents)
     tallies = {agent: tallies[agent] for agent in order}  # the run's own order of -n, however its results came

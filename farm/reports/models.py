@@ -87,6 +87,11 @@ class RunSummary(BaseModel):
     """USD the agents under test cost (their connectors' ``price``); null when none had a price."""
     role_cost_usd: float | None = None
     """USD the cases' simulator and validator calls cost, apart from ``cost_usd``; null when no role had a price."""
+    status: str | None = None
+    """``run.json``'s status (``finished``, ``interrupted``, ``stopped``, ...); null in :attr:`Report.summary`
+    and for results without a ``run.json``."""
+    not_run: int | None = None
+    """Case runs (cases x runs x agents) the run planned that did not run; null as ``status``."""
     per_agent: list[RunSummary] = Field(default_factory=list)
     """With several agents under test, each one's own figures (``agent`` names it); empty with one."""
 

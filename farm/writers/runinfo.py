@@ -102,8 +102,8 @@ class RunGate(BaseModel):
     baseline_run_id: str | None = None
     """The baseline's run id."""
     verdict: Literal["passed", "failed"]
-    """``failed`` when a case is below its gate, errored or timed out, or an agent is significantly worse
-    than the baseline; else ``passed``."""
+    """``failed`` when a case is below its gate, errored or timed out, an agent is significantly worse
+    than the baseline, or the run stopped before every case ran; else ``passed``."""
     sentence: str
     """The verdict in words, with the comparison's sentences: the console summary's last line."""
     cases: int = 0
@@ -114,6 +114,11 @@ class RunGate(BaseModel):
     """Of them, those that passed their gate while failing some tries."""
     comparisons: list[GateComparison] = Field(default_factory=list)
     """Per agent, the comparison with the baseline."""
+    stopped: str | None = None
+    """Why the run ended before every case ran (``interrupted``, ``max_cost``, ``fail_fast``,
+    ``unreachable``, ``stopped``, ...): the gate fails; null when it ran them all."""
+    not_run: int = 0
+    """Case runs (cases x runs x agents) planned that did not run."""
 
 
 class RunPart(BaseModel):

@@ -93,5 +93,28 @@ def test_quiet_says_why_the_run_stopped_in_a_line_like_pytests(project: Path):
     assert stopped.exit_code == 1, stopped.output
     lines = stopped.output.strip().splitlines()
     assert lines[0].startswith("stopped: the run spent its budget of $") and "the rest were not started" in lines[0]
-    assert re.fullmatch(r"\d+ passed in \d[\d.]*m?s", lines[-1]), lines
+    assert re.fullmatch(r"\d+ passed in \d[\d.]*m?s", lines[-2]), lines
+    assert re.fullmatch(r"Gate: failed: the run stopped early, its --max-cost budget spent: 3\d case runs not run; .*", lines[-1]), lines
     assert "Total:" not in stopped.output and "Summary" not in stopped.output
+
+
+def test_a_run_its_budget_stopped_fails_its_gate_wherever_it_is_said(project: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project / "gh.md"))
+    runner = CliRunner()
+    stopped = runner.invoke(app, ["test", "-i", "suite.jsonl", "--parallel", "1", "--max-cost", f"{3 * PER_CASE:.4f}"])
+    assert stopped.exit_code == 1, stopped.output
+    (run_dir,) = (project / "results").iterdir()
+    ran = len(rows(run_dir))
+    said = f"Gate: failed: the run stopped early, its --max-cost budget spent: {40 - ran} case runs not run; all {ran} cases passed their gate"
+    assert stopped.output.strip().splitlines()[-1].startswith(said), stopped.output
+    gate = json.loads((run_dir / "run.json").read_text())["gate"]
+    assert (gate["verdict"], gate["stopped"], gate["not_run"]) == ("failed", "max_cost", 40 - ran)
+    step = (project / "gh.md").read_text()
+    assert step.startswith("## ❌ Agent Test Farm: gate failed") and f"{40 - ran} case runs not run" in step
+
+    report = runner.invoke(app, ["report", str(run_dir), "--format", "md"])
+    assert report.exit_code == 0 and report.output.startswith("## ❌") and "✅" not in report.output, report.output
+    text = runner.invoke(app, ["report", str(run_dir)])
+    assert f"stopped: {40 - ran} case runs not run" in text.output, text.output
+    whole = json.loads(runner.invoke(app, ["report", str(run_dir), "--json"]).output)
+    assert (whole["runs"][0]["status"], whole["runs"][0]["not_run"]) == ("stopped", 40 - ran)

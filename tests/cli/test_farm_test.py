@@ -243,6 +243,8 @@ def test_fail_fast_stops_dispatch_and_keeps_what_finished(project: Path):
     got = results(out)
     assert got["bad"]["status"] == "failed"
     assert 1 < len(got) < 10, f"{len(got)} results: dispatch went on after the failure"
+    said = f"Gate: failed: the run stopped early at its first failure (--fail-fast): {31 - len(got)} case runs not run; "
+    assert result.output.strip().splitlines()[-1].startswith(said), result.output
 
 
 def test_fail_fast_starts_none_of_the_calls_queued_on_the_actors(project: Path):

@@ -6,7 +6,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -28,6 +33,7 @@ class Noisy:
     - ``flaky <tag>``: "wrong" on every fifth request with that text, so 5 tries pass 4;
     - ``broken <tag>``: always "wrong";
     - ``down once <tag>``: the first request is refused (400, not retried), the next ones "right";
+    - ``slow <tag>``: "right" after 0.3 s;
     - anything else: "right".
     """
 
@@ -44,7 +50,7 @@ class Noisy:
         if text.startswith("down once") and count == 1:
             return Response({"error": {"message": "down for maintenance"}}, status=400)
         wrong = weak or text.startswith("broken") or (text.startswith("flaky") and count % 5 == 0)
-        return Response(chat_completion("wrong" if wrong else "right"))
+        return Response(chat_completion("wrong" if wrong else "right"), delay=0.3 if text.startswith("slow") else 0.0)
 
 
 @pytest.fixture(scope="module")
@@ -166,6 +172,32 @@ def test_a_weaker_agent_fails_against_the_baseline_and_the_same_agent_passes(pro
     assert same.exit_code == 0, same.output
     assert "good passes as often as good in baseline run" in " ".join(same.output.split())
     assert step_summary.read_text().count("Agent Test Farm: gate") == 2  # appended, as GitHub wants it
+
+
+def test_an_interrupted_run_fails_its_gate_and_its_report_says_what_did_not_run(project: Path):
+    path = suite(project, *(f"slow {i}" for i in range(20)))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-m", "farm.cli", "test", "-i", path, "--parallel", "1"], cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and sum(len(p.read_text().splitlines()) for p in (project / "results").glob("*/results.jsonl")) < 3:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, output
+    [run_dir] = (project / "results").iterdir()
+    ran = len((run_dir / "results.jsonl").read_text().splitlines())
+    gate = read_run_json(run_dir).gate
+    assert gate is not None and (gate.verdict, gate.stopped, gate.not_run) == ("failed", "interrupted", 20 - ran), output
+
+    runner = CliRunner()
+    markdown = runner.invoke(app, ["report", "--format", "md", str(run_dir)]).output
+    assert markdown.startswith("## ❌ Agent Test Farm: gate failed") and "✅" not in markdown, markdown
+    assert f"the run was interrupted: {20 - ran} case runs not run" in markdown
+    text = runner.invoke(app, ["report", str(run_dir)]).output
+    assert f"interrupted: {20 - ran} case runs not run" in text, text
+    assert f"run {read_run_json(run_dir).run_id} is interrupted: {20 - ran} of 20 planned case runs did not run" in " ".join(text.split())
+    whole = json.loads(runner.invoke(app, ["report", "--json", str(run_dir)]).output)
+    assert (whole["runs"][0]["status"], whole["runs"][0]["not_run"]) == ("interrupted", 20 - ran)
 
 
 def test_baseline_last_finds_the_latest_finished_run_of_the_same_input(project: Path):

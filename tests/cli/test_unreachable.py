@@ -72,6 +72,7 @@ def test_a_dead_endpoint_stops_the_run_at_once_with_one_sentence(project: tuple[
     assert (info["status"], info["stop_reason"]) == ("stopped", "unreachable")
     rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert len(rows) < 40 and {r["status"] for r in rows} == {"error"}  # dispatch stopped
+    assert (info["gate"]["verdict"], info["gate"]["stopped"], info["gate"]["not_run"]) == ("failed", "unreachable", 40 - len(rows))
 
 
 def test_a_dead_endpoint_beside_one_that_answers_stops_the_run_with_exit_1(project: tuple[Path, int]):

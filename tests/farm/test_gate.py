@@ -90,6 +90,14 @@ def test_a_baseline_of_other_agents_is_said_to_compare_nothing():
     assert gate.sentence.endswith("No comparison: baseline run run-b tested x, y, none of this run's agents.")
 
 
+def test_a_run_that_stopped_early_fails_its_gate_saying_what_did_not_run():
+    gate = judge(tally(rows("a", f"c{i}", "passed")[0] for i in range(3)), 1.0, stopped="max_cost", not_run=7)
+    assert (gate.verdict, gate.stopped, gate.not_run) == ("failed", "max_cost", 7)
+    assert gate.sentence == "failed: the run stopped early, its --max-cost budget spent: 7 case runs not run; all 3 cases passed their gate (every try must pass)."
+    one = judge(tally(rows("a", "c1", "passed")), 1.0, stopped="interrupted", not_run=1)
+    assert one.sentence.startswith("failed: the run was interrupted: 1 case run not run;")
+
+
 def test_min_pass_rate_must_be_a_share_of_tries():
     assert check_min_pass_rate(0.8) == 0.8 and check_min_pass_rate(1.0) == 1.0
     for bad in (0.0, 1.2, -0.5):
