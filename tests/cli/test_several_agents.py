@@ -194,7 +194,9 @@ def test_farm_view_of_a_run_of_two_agents_shows_each_agents_own_conversations(pr
         assert [[check["passed"] for check in rep["checks"]] for rep in detail["repetitions"]] == [[False]] * 2
         assert detail["stability"] == {"runs": 2, "passed": 0, "pass_rate": 0.0, "class": "consistently_failing"}
         both = get_json(server, f"/api/runs/{name}/cases/c03")
-        assert [len(rep["turns"]) for rep in both["repetitions"]] == [1, 1, 1, 1] and both["stability"] is None
+        # without ?agent= the run's first agent is shown, named, and the others listed: never two agents' tries on one page
+        assert both["agent"] == "A" and both["agents"] == ["A", "B"]
+        assert [rep["case"]["agent"] for rep in both["repetitions"]] == ["A", "A"] and both["stability"]["class"] == "stable"
         # a search finds B's replies, not A's case runs of the same case
         found = get_json(server, f"/api/runs/{name}/cases?q=cannot+help&limit=100")
         assert found["total"] == 8 and {row["agent"] for row in found["rows"]} == {"B"}

@@ -305,6 +305,8 @@ async function casePage(mine, run, caseId, params) {
   show(caseId,
     h("p", {}, h("a", { href: `#/run/${enc(run)}` }, "← " + run)),
     h("h1", {}, h("span", { id: "case-id" }, caseId), c.name ? h("span", { class: "muted" }, " — " + c.name) : null, " ", badge(c.status)),
+    (detail.agents || []).length > 1 ? h("p", { id: "case-agents" }, "Agent ", h("b", { id: "case-agent" }, detail.agent), " · other agents: ",
+      detail.agents.filter((a) => a !== detail.agent).map((a, i) => [i ? ", " : "", h("a", { href: `#/case/${enc(run)}/${enc(caseId)}?agent=${enc(a)}`, class: "agent-link" }, a)])) : null,
     reps.length > 1 ? h("div", { class: "card" },
       h("div", {}, h("b", {}, "Repetitions "), stability ? h("span", { id: "stability" }, `${stability.passed} of ${stability.runs} passed (${pct(stability.pass_rate)}), `, h("b", {}, stability.class.replace("_", " "))) : null),
       h("div", { class: "repetitions" }, reps.map((r, i) => h("button", { class: "chip" + (i === chosen ? " on" : ""), onclick: () => {
