@@ -444,6 +444,7 @@ async function trendsPage(mine, params) {
   if (!suite) { show("Trends", h("h1", {}, "Trends"), h("p", { class: "muted" }, "No runs yet.")); app.dataset.state = "ready"; return; }
   const data = await api(`trends?suite=${enc(suite)}` + (params.get("agent") ? `&agent=${enc(params.get("agent"))}` : ""));
   if (mine !== generation) return;
+  select.value = data.suite; // a suite named by its file name alone is the one the server found
   // a run stopped early (budget, fail-fast, interrupt) ran only some cases: not a point of the trend
   const points = data.points.filter((p) => p.status === "finished");
   const stopped = data.points.filter((p) => p.status !== "finished" && p.status !== "running").length;
