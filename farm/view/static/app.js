@@ -116,7 +116,7 @@ async function runsPage(mine) {
     { key: "suite", title: "Suite", cell: (run) => run.suite || "—" },
     { key: "agents", title: "Agents", cell: (run) => run.agents.join(", ") || "—" },
     { key: "engine", title: "Engine", cell: (run) => run.engine || "—" },
-    { key: "total", title: "Cases", class: "num", cell: (run) => run.counts.total },
+    { key: "total", title: "Case runs", class: "num", tip: "Cases × repetitions × agents", cell: (run) => run.counts.total },
     { key: "passed", title: "Passed", class: "num", cell: (run) => run.counts.passed },
     { key: "failed", title: "Failed", class: "num", cell: (run) => run.counts.failed },
     { key: "error", title: "Errors", class: "num", cell: (run) => run.counts.error },
@@ -459,7 +459,7 @@ async function trendsPage(mine, params) {
       chart("Median case time", points, (p) => p.case_p50_ms, duration, "chart-latency"),
       chart("Cost", points, (p) => p.cost_usd, usd, "chart-cost")),
     h("table", { class: "grid", id: "trend-table" },
-      h("thead", {}, h("tr", {}, ["Started", "Run", "Agents", "Cases", "Pass rate", "Median case time", "Cost"].map((t) => h("th", {}, t)))),
+      h("thead", {}, h("tr", {}, ["Started", "Run", "Agents", "Case runs", "Pass rate", "Median case time", "Cost"].map((t) => h("th", {}, t)))),
       h("tbody", {}, [...points].reverse().map((p) => h("tr", { class: "clickable", onclick: () => go(["run", p.name]) },
         h("td", {}, when(p.started_at)), h("td", {}, p.name), h("td", {}, p.agents.join(", ")), h("td", { class: "num" }, p.total),
         h("td", { class: "num" }, pct(p.pass_rate)), h("td", { class: "num" }, duration(p.case_p50_ms)), h("td", { class: "num" }, usd(p.cost_usd)))))));

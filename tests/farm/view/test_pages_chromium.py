@@ -163,6 +163,11 @@ def test_trends_deep_link_names_the_suite_by_its_file_name(server: ViewServer, t
     assert server.app.answer(["trends"], {"suite": ["support.jsonl"]})["suite"] == SUITE
 
 
+def test_runs_and_trends_count_case_runs_under_that_name(server: ViewServer, tmp_path: Path):
+    assert "Case runs" in shown(server, "#/trends", tmp_path).ids["trend-table"]  # cases x repetitions x agents
+    assert "Case runs" in shown(server, "#/", tmp_path).ids["runs"]
+
+
 def test_a_run_of_two_agents_shows_each_agents_pass_rate_and_trend(server: ViewServer, tmp_path: Path):
     rows = shown(server, "#/", tmp_path).tables["runs"]
     (agents,) = [row for row in rows if row[2] == "20260103-100000-cccccc"]
