@@ -204,8 +204,9 @@ async function runPage(mine, name, params) {
       figure("Suite", s.suite || "—"), figure("Agents", s.agents.join(", ") || "—"), figure("Engine", s.engine || "—"),
       figure("Started", when(s.started_at)), figure("Case runs", s.counts.total, "count-total"), figure("Passed", s.counts.passed, "count-passed"),
       figure("Failed", s.counts.failed, "count-failed"), figure("Errors", s.counts.error), figure("Timeouts", s.counts.timeout), figure("Skipped", s.counts.skipped),
-      figure("Pass rate", pct(s.pass_rate), "pass-rate"),
-      ...((s.per_agent || []).length > 1 ? s.per_agent.map((a) => figure(`Pass rate of ${a.agent}`, `${pct(a.pass_rate)} (${a.counts.passed} / ${a.counts.total})`)) : []),
+      ...((s.per_agent || []).length > 1  // several agents: each one's own, never one rate of them all
+        ? s.per_agent.map((a, i) => figure(`Pass rate of ${a.agent}`, `${pct(a.pass_rate)} (${a.counts.passed} / ${a.counts.total})`, `pass-rate-${i}`))
+        : [figure("Pass rate", pct(s.pass_rate), "pass-rate")]),
       figure("Cost", usd(s.cost_usd), "cost"), s.role_cost_usd !== null ? figure("Role calls' cost", usd(s.role_cost_usd)) : null,
       figure("Wall time", s.wall_s === null ? "—" : duration(s.wall_s * 1000)),
       s.stop_reason ? figure("Stopped by", s.stop_reason.replace("_", " "), "stop-reason") : null,
