@@ -186,9 +186,17 @@ def _run_row(table: Table, run: RunSummary, row: RunSummary, per_agent: bool, pr
 
 
 def _summary(report: Report, console: Console) -> None:
-    summary, counts = report.summary, report.summary.counts
     console.print()
     console.print(Text("Summary", style="bold"))
+    if not report.summary.per_agent:
+        _summary_lines(console, report.summary, "  ")
+    for own in report.summary.per_agent:  # several agents: each one's own figures, none of them all together
+        console.print(Text(f"  Agent {own.agent}", style="bold"))
+        _summary_lines(console, own, "    ")
+
+
+def _summary_lines(console: Console, summary: RunSummary, indent: str) -> None:
+    counts = summary.counts
     lines = [
         ("Case runs", str(counts.total)),
         ("Passed", str(counts.passed)),
@@ -201,8 +209,6 @@ def _summary(report: Report, console: Console) -> None:
         ("Case time", format_duration(summary.duration_ms / 1000)),
         ("Tokens", f"{summary.total_tokens} (prompt {summary.prompt_tokens}, completion {summary.completion_tokens})"),
     ]
-    for own in summary.per_agent:  # each agent's own: the figures above are all agents' case runs together
-        lines.append((f"Pass rate of {own.agent}", f"{_rate(own.counts.pass_rate)} ({own.counts.passed} of {own.counts.total} case runs passed)"))
     if summary.cost_usd is not None or summary.role_cost_usd is not None:
         lines.append(("Cost", f"{_usd(summary.cost_usd)} agents under test, {_usd(summary.role_cost_usd)} simulator, judge and generator"))
     if summary.retries.cases:
@@ -210,7 +216,7 @@ def _summary(report: Report, console: Console) -> None:
         lines.append(("Retries", f"{retries.cases} case runs retried ({retries.attempts} attempts again), {retries.passed} passed after a retry"))
     width = max(len(label) for label, _ in lines) + 2
     for label, value in lines:
-        console.print(Text(f"  {label + ':':<{width}}{value}"))
+        console.print(Text(f"{indent}{label + ':':<{width}}{value}"))
 
 
 def _agents(report: Report, console: Console) -> None:

@@ -161,11 +161,15 @@ def _summary(cases: pa.Table, **fields: Any) -> RunSummary:
 
 
 def _summary_per_agent(cases: pa.Table, **fields: Any) -> RunSummary:
-    """:func:`_summary`, with each agent's own (``per_agent``) when the case runs are of several agents."""
+    """:func:`_summary`, with each agent's own (``per_agent``) when the case runs are of several agents;
+    then no pass rate of them all together, which would read as one agent's."""
     named = _named_agents(cases)
     agents = sorted(pc.unique(named["agent"]).to_pylist())
     per_agent = [_summary(named.filter(pc.equal(named["agent"], agent)), agent=agent) for agent in agents] if len(agents) > 1 else []
-    return _summary(cases, per_agent=per_agent, **fields)
+    summary = _summary(cases, per_agent=per_agent, **fields)
+    if per_agent:
+        summary.counts.pass_rate = None
+    return summary
 
 
 def _retries(cases: pa.Table) -> Retries:

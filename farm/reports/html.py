@@ -16,7 +16,9 @@ skipped), e.g. ``66.7%``), ``total-turns``, ``avg-turns``,
 ``latency-avg`` and ``latency-max`` (turn latency), ``run-id``; where a connector has
 a ``price``, ``cost-usd`` (the agents under test) and ``role-cost-usd`` (simulator and
 judge); with several agents under test, a table ``agents`` with a row
-``agent-<n>`` per agent (``data-agent``), and each case names its agent
+``agent-<n>`` per agent (``data-agent``), no pass rate or latency of them all together
+but each agent's own (``pass-rate-<n>``, ``latency-avg-<n>``, ``latency-max-<n>``, a
+histogram ``latency-chart-<n>``), and each case names its agent
 (``data-agent`` on every case section). The script
 writes how many case sections the filter shows into ``visible-count`` and
 the active filter into ``active-filter``; the filter can also be chosen with
@@ -71,18 +73,16 @@ class HTMLWriter(StreamedReport):
     def __init__(self, path: str | os.PathLike[str], run_id: str, *, title: str | None = None):
         super().__init__(path, run_id)
         self.title = title or f"Agent Test Farm — run {run_id}"
-        self._latency = [0] * (len(LATENCY_BUCKETS_MS) + 1)
-        self._latency_sum = 0.0
-        self._latency_max = 0.0
-        self._latency_count = 0
+        self._latency = _Latency()
+        self._agent_latency: dict[str, _Latency] = {}
+        """Each agent's own, in the order of ``summary.agents``: a run of several shows no latency of them all together."""
 
     def tally(self, result: CaseResult) -> None:
         super().tally(result)
+        own = self._agent_latency.setdefault(result.agent or "", _Latency())
         for turn in result.turns:
-            self._latency[_bucket(turn.duration_ms)] += 1
-            self._latency_sum += turn.duration_ms
-            self._latency_max = max(self._latency_max, turn.duration_ms)
-            self._latency_count += 1
+            self._latency.add(turn.duration_ms)
+            own.add(turn.duration_ms)
 
     def render(self, result: CaseResult) -> str:
         return case_section(result, self.summary.total)
@@ -90,13 +90,38 @@ class HTMLWriter(StreamedReport):
     def foot(self) -> str:
         return _FOOT
 
+    def _latencies(self) -> list[tuple[str, str | None, _Latency]]:
+        """(id suffix, agent, latency): the run's, or with several agents each agent's own."""
+        if not self.summary.several_agents:
+            return [("", None, self._latency)]
+        return [(f"-{number}", agent, self._agent_latency.get(agent, _Latency())) for number, agent in enumerate(self.summary.agents)]
+
+    def _latency_cards(self) -> list[str]:
+        cards = []
+        for suffix, agent, latency in self._latencies():
+            of = "" if agent is None else f" of {agent}"
+            if agent is not None:  # an agent's pass rate beside its latency: the agents table has its counts
+                rate = self.summary.agents[agent].pass_rate
+                cards.append(_card(f"pass-rate{suffix}", "—" if rate is None else f"{rate:.1%}", f"pass rate{of}"))
+            cards.append(_card(f"latency-avg{suffix}", f"{latency.average:.0f} ms", f"avg turn latency{of}"))
+            cards.append(_card(f"latency-max{suffix}", f"{latency.most:.0f} ms", f"max turn latency{of}"))
+        return cards
+
+    def _latency_figures(self) -> str:
+        return "\n".join(
+            f"<figure><figcaption>Turn latency{escape('' if agent is None else f' of {agent}')} ({latency.count} turns)</figcaption>"
+            f"{_histogram(latency.buckets, suffix)}</figure>"
+            for suffix, agent, latency in self._latencies()
+        )
+
     # -- the page head: summary, charts, filters
 
     def head(self) -> str:
         summary = self.summary
         counts, total = summary.counts, summary.total
         pass_rate = "—" if summary.pass_rate is None else f"{summary.pass_rate:.1%}"
-        latency_avg = self._latency_sum / self._latency_count if self._latency_count else 0.0
+        several = summary.several_agents
+        everyone = " (all agents)" if several else ""
         span = ""
         if summary.first_start is not None and summary.span_seconds is not None:
             start = datetime.fromtimestamp(summary.first_start).astimezone()
@@ -104,22 +129,21 @@ class HTMLWriter(StreamedReport):
         generated = datetime.fromtimestamp(time.time()).astimezone().isoformat(timespec="seconds")
 
         cards = [
-            _card("count-total", total, "total"),
-            *(_card(f"count-{status.value}", counts[status], status.value, status.value) for status in Status),
-            _card("pass-rate", pass_rate, "pass rate (skipped excluded)"),
-            _card("total-turns", summary.total_turns, "turns"),
-            _card("avg-turns", f"{summary.avg_turns:.1f}", "avg turns / case"),
+            _card("count-total", total, "total" + everyone),
+            *(_card(f"count-{status.value}", counts[status], status.value + everyone, status.value) for status in Status),
+            *([] if several else [_card("pass-rate", pass_rate, "pass rate (skipped excluded)")]),
+            _card("total-turns", summary.total_turns, "turns" + everyone),
+            _card("avg-turns", f"{summary.avg_turns:.1f}", "avg turns / case" + everyone),
             _card(
                 "total-duration",
                 format_duration(summary.duration_ms / 1000),
-                "case time (sum)",
+                "case time (sum)" + everyone,
                 attrs=f' data-ms="{summary.duration_ms:.0f}"',
             ),
-            _card("total-tokens", summary.total_tokens, "tokens"),
-            _card("prompt-tokens", summary.prompt_tokens, "prompt tokens"),
-            _card("completion-tokens", summary.completion_tokens, "completion tokens"),
-            _card("latency-avg", f"{latency_avg:.0f} ms", "avg turn latency"),
-            _card("latency-max", f"{self._latency_max:.0f} ms", "max turn latency"),
+            _card("total-tokens", summary.total_tokens, "tokens" + everyone),
+            _card("prompt-tokens", summary.prompt_tokens, "prompt tokens" + everyone),
+            _card("completion-tokens", summary.completion_tokens, "completion tokens" + everyone),
+            *self._latency_cards(),
         ]
         if summary.cost_usd is not None:
             cards.append(_card("cost-usd", usd(summary.cost_usd), "agent cost (USD)", attrs=f' data-usd="{summary.cost_usd!r}"'))
@@ -153,8 +177,8 @@ class HTMLWriter(StreamedReport):
 {"".join(cards)}
 </section>
 {_agents_table(summary) if summary.several_agents else ""}<section class="charts">
-<figure><figcaption>Statuses</figcaption>{_donut(counts)}</figure>
-<figure><figcaption>Turn latency ({self._latency_count} turns)</figcaption>{_histogram(self._latency)}</figure>
+<figure><figcaption>Statuses{everyone}</figcaption>{_donut(counts)}</figure>
+{self._latency_figures()}
 </section>
 <nav class="filters" aria-label="Filter cases by status">
 {"".join(buttons)}
@@ -354,14 +378,34 @@ def _donut(counts: dict[Status, int]) -> str:
     return "".join(parts)
 
 
-def _histogram(buckets: list[int]) -> str:
-    """Bars of turn counts per latency bucket."""
+class _Latency:
+    """Turn latencies tallied: a histogram's buckets, their sum, the longest and how many."""
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        self.total_ms = 0.0
+        self.most = 0.0
+        self.count = 0
+
+    def add(self, ms: float) -> None:
+        self.buckets[_bucket(ms)] += 1
+        self.total_ms += ms
+        self.most = max(self.most, ms)
+        self.count += 1
+
+    @property
+    def average(self) -> float:
+        return self.total_ms / self.count if self.count else 0.0
+
+
+def _histogram(buckets: list[int], suffix: str = "") -> str:
+    """Bars of turn counts per latency bucket (``suffix`` ends the chart's id: ``-<n>`` for the n-th agent)."""
     width, height, left, bottom, top = 580, 170, 8, 34, 16
     slot = (width - left) / len(buckets)
     peak = max(buckets) or 1
     labels = _latency_labels()
     parts = [
-        f'<svg id="latency-chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'<svg id="latency-chart{suffix}" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
         'aria-label="Turn latency histogram">'
     ]
     usable = height - bottom - top

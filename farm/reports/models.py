@@ -48,7 +48,8 @@ class StatusCounts(BaseModel):
     role_errors: int = 0
     """Of ``error``, the case runs a role failed (simulator, validator, generator, reporter), not the agent."""
     pass_rate: float | None = None
-    """passed / (total - skipped - role_errors); null when nothing ran."""
+    """passed / (total - skipped - role_errors); null when nothing ran, and in a summary of several
+    agents' case runs (each agent's own is in its ``per_agent`` entry)."""
 
 
 class Retries(BaseModel):

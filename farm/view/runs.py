@@ -82,7 +82,8 @@ class RunSummaries:
         except (OSError, ValueError, pa.ArrowException) as exc:  # the reader passes over what it cannot read: a last guard
             summary.update(_nothing())
             summary["problems"] = [*run.problems, f"{run.path} cannot be summarised ({exc})."]
-        summary["pass_rate"] = pass_rate(summary["counts"])
+        # several agents' case runs together are no one's pass rate: each agent's own is in per_agent
+        summary["pass_rate"] = pass_rate(summary["counts"]) if len(summary["per_agent"]) < 2 else None
         if summary["cost_usd"] is None:
             summary["cost_usd"] = info.cost.get("cost_usd") if info.cost else _number((info.model_extra or {}).get("cost_usd"))
         summary["role_cost_usd"] = info.cost.get("role_cost_usd")

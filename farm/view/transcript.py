@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from farm.results import RunRecord, Status, stability_class
 from farm.view.folders import NotFound
 
@@ -20,10 +23,15 @@ _JSON_COLUMNS = ("expected", "actual")
 
 def case_detail(run: RunRecord, case_id: str, agent: str | None = None) -> dict[str, Any]:
     """The case ``case_id`` of ``run`` (of ``agent`` only, when given): its repetitions, oldest first,
-    each with its own turns and checks only (a case run is keyed by its agent too)."""
+    each with its own turns and checks only (a case run is keyed by its agent too). A case of several
+    agents is one agent's at a time: without ``agent``, the run's first; ``agents`` names them all."""
     cases = run.case_rows("cases", case_id, agent)
     if cases.num_rows == 0:
         raise NotFound(f"There is no case {case_id!r} in run {run.name!r}" + (f" for agent {agent!r}." if agent else "."))
+    agents = _agents(run, cases)
+    if agent is None and len(agents) > 1:
+        agent = agents[0]
+        cases = cases.filter(pc.equal(cases["agent"], agent))
     turn_rows = _by_run(run.case_rows("turns", case_id, agent).to_pylist())
     assertion_rows = _by_run(run.case_rows("assertions", case_id, agent).to_pylist())
     repetitions = []
@@ -40,7 +48,17 @@ def case_detail(run: RunRecord, case_id: str, agent: str | None = None) -> dict[
                 call["args"], call["result"] = _parsed(call["args"]), _parsed(call["result"])
             step["input"] = _parsed_input(step["input"])
         repetitions.append({"case": case, "turns": steps, "checks": checks})
-    return {"run": run.name, "case_id": case_id, "agent": agent, "repetitions": repetitions, "stability": _stability(cases)}
+    return {
+        "run": run.name, "case_id": case_id, "agent": agent, "agents": agents, "repetitions": repetitions,
+        "stability": _stability(cases),
+    }  # fmt: skip
+
+
+def _agents(run: RunRecord, cases: pa.Table) -> list[str]:
+    """The agents that ran the case, in the order the run names them (run.json's ``agents``)."""
+    present = {name for name in cases["agent"].to_pylist() if name}
+    named = run.info.agents if run.has_info else []
+    return [name for name in named if name in present] + sorted(present.difference(named))
 
 
 def _case_run(row: dict[str, Any]) -> tuple[str | None, int, int]:

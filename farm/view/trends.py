@@ -6,6 +6,7 @@ in one run): the agent asked for, else the one that ran it most often. Two agent
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import PurePath
 from typing import Any
 
 __all__ = ["suites", "trend"]
@@ -23,7 +24,8 @@ def suites(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def trend(summaries: list[dict[str, Any]], suite: str, agent: str | None = None) -> dict[str, Any]:
     """One point per run of ``suite``: when it started, its pass rate, median case time and cost;
     of ``agent`` when given or when the runs tested several agents (then the one in most runs; ``agents``
-    lists them in that order)."""
+    lists them in that order). ``suite`` may be a suite's file name alone when no other suite has that name."""
+    suite = _named(summaries, suite)
     runs = [summary for summary in summaries if suite in summary["suites"]]
     counted = Counter(name for summary in runs for name in summary["agents"])
     agents = sorted(counted, key=lambda name: (-counted[name], name))
@@ -31,6 +33,15 @@ def trend(summaries: list[dict[str, Any]], suite: str, agent: str | None = None)
     points = [_point(summary, chosen) for summary in runs if chosen is None or chosen in summary["agents"]]
     points.sort(key=lambda point: (point["started_at"] or 0, point["name"]))
     return {"suite": suite, "agent": chosen, "agents": agents, "points": points}
+
+
+def _named(summaries: list[dict[str, Any]], suite: str) -> str:
+    """The suite ``suite`` names: itself when a run ran it, else the one suite whose file name it is."""
+    known = {name for summary in summaries for name in summary["suites"]}
+    if suite in known:
+        return suite
+    same_name = [name for name in known if PurePath(name).name == suite]
+    return same_name[0] if len(same_name) == 1 else suite
 
 
 def _point(summary: dict[str, Any], agent: str | None) -> dict[str, Any]:

@@ -4,6 +4,7 @@ agent, on both engines, against agents behind a real HTTP server on 127.0.0.1.""
 from __future__ import annotations
 
 import json
+import re
 import urllib.parse
 import urllib.request
 from collections import Counter
@@ -148,7 +149,12 @@ def test_farm_report_of_a_run_of_two_agents_gives_every_figure_per_agent(project
     assert [(row["agent"], row["count"], row["cases"]) for row in report["failed_assertions"]] == [("B", 8, 4)]
     assert [(own["agent"], own["counts"]["total"], own["counts"]["failed"]) for own in report["summary"]["per_agent"]] == [("A", 24, 0), ("B", 24, 8)]
     assert report["runs"][0]["per_agent"][1]["counts"]["pass_rate"] == pytest.approx(16 / 24)
+    # no pass rate of both agents' case runs together (40 of 48) reads as one agent's
+    assert report["summary"]["counts"]["pass_rate"] is None and report["runs"][0]["counts"]["pass_rate"] is None
     text = runner.invoke(app, ["report", str(run_dir)], env={"COLUMNS": "200"}).output
+    summary = text.split("Summary")[1]
+    assert "83.3%" not in text and "  Agent A" in summary and "  Agent B" in summary
+    assert [line.split(":")[1].split()[0] for line in summary.splitlines() if "Pass rate:" in line][:2] == ["100.0%", "66.7%"]
     assert "Stability over 12 cases, per agent" in text and "  B: 8 stable, 4 consistently_failing" in text
     header = [line for line in text.split("Pass rate per case (lowest first)")[1].splitlines() if line.strip()][0]
     assert header.split()[:2] == ["Case", "Agent"]
@@ -169,6 +175,20 @@ def test_two_runs_of_two_agents_compare_each_agent_under_its_own_name(project: P
     assert report["comparison"]["regressions_total"] == 0 and report["comparison"]["fixes_total"] == 0  # per agent: B failed c00 and c03 in both
 
 
+def test_the_html_report_of_two_agents_gives_each_its_pass_rate_and_latency(project: Path, monkeypatch):
+    monkeypatch.chdir(project)
+    done = CliRunner().invoke(app, ["test", "-i", "suite.jsonl", "-n", "A", "-n", "B", "--html", "report.html"])
+    assert done.exit_code == 1, done.output
+    page = (project / "report.html").read_text(encoding="utf-8")
+    figures = dict(re.findall(r'<div class="num" id="([\w-]+)"[^>]*>([^<]*)</div>', page))
+    assert "pass-rate" not in figures and "latency-avg" not in figures and 'id="latency-chart"' not in page
+    by_label = {label: value for _, value, label in re.findall(r'id="([\w-]+)"[^>]*>([^<]*)</div><div class="lbl">([^<]*)</div>', page)}
+    assert (by_label["pass rate of A"], by_label["pass rate of B"]) == ("100.0%", "66.7%")  # numbered as the agents table
+    assert by_label["avg turn latency of A"].endswith(" ms") and by_label["avg turn latency of B"].endswith(" ms")
+    assert "Turn latency of A (12 turns)" in page and "Turn latency of B (12 turns)" in page
+    assert 'id="latency-chart-0"' in page and 'id="latency-chart-1"' in page
+
+
 def get_json(server, path: str) -> dict:
     with urllib.request.urlopen(f"{server.url}{path.lstrip('/')}", timeout=30) as response:
         return json.loads(response.read())
@@ -183,6 +203,7 @@ def test_farm_view_of_a_run_of_two_agents_shows_each_agents_own_conversations(pr
         (summary,) = get_json(server, "/api/runs")["runs"]
         assert summary["agents"] == ["A", "B"] and summary["counts"]["failed"] == 8 and summary["problems"] == []
         assert [(a["agent"], a["counts"]["failed"], a["pass_rate"]) for a in summary["per_agent"]] == [("A", 0, 1.0), ("B", 8, 16 / 24)]
+        assert summary["pass_rate"] is None  # each agent's own above, none of both together
         assert get_json(server, f"/api/runs/{name}")["info"]["connectors"] == {"A": "a", "B": "b"}
         (suite,) = summary["suites"]
         trend = get_json(server, f"/api/trends?suite={urllib.parse.quote(suite)}&agent=B")
@@ -194,7 +215,9 @@ def test_farm_view_of_a_run_of_two_agents_shows_each_agents_own_conversations(pr
         assert [[check["passed"] for check in rep["checks"]] for rep in detail["repetitions"]] == [[False]] * 2
         assert detail["stability"] == {"runs": 2, "passed": 0, "pass_rate": 0.0, "class": "consistently_failing"}
         both = get_json(server, f"/api/runs/{name}/cases/c03")
-        assert [len(rep["turns"]) for rep in both["repetitions"]] == [1, 1, 1, 1] and both["stability"] is None
+        # without ?agent= the run's first agent is shown, named, and the others listed: never two agents' tries on one page
+        assert both["agent"] == "A" and both["agents"] == ["A", "B"]
+        assert [rep["case"]["agent"] for rep in both["repetitions"]] == ["A", "A"] and both["stability"]["class"] == "stable"
         # a search finds B's replies, not A's case runs of the same case
         found = get_json(server, f"/api/runs/{name}/cases?q=cannot+help&limit=100")
         assert found["total"] == 8 and {row["agent"] for row in found["rows"]} == {"B"}

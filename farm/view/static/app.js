@@ -116,7 +116,7 @@ async function runsPage(mine) {
     { key: "suite", title: "Suite", cell: (run) => run.suite || "—" },
     { key: "agents", title: "Agents", cell: (run) => run.agents.join(", ") || "—" },
     { key: "engine", title: "Engine", cell: (run) => run.engine || "—" },
-    { key: "total", title: "Cases", class: "num", cell: (run) => run.counts.total },
+    { key: "total", title: "Case runs", class: "num", tip: "Cases × repetitions × agents", cell: (run) => run.counts.total },
     { key: "passed", title: "Passed", class: "num", cell: (run) => run.counts.passed },
     { key: "failed", title: "Failed", class: "num", cell: (run) => run.counts.failed },
     { key: "error", title: "Errors", class: "num", cell: (run) => run.counts.error },
@@ -204,8 +204,9 @@ async function runPage(mine, name, params) {
       figure("Suite", s.suite || "—"), figure("Agents", s.agents.join(", ") || "—"), figure("Engine", s.engine || "—"),
       figure("Started", when(s.started_at)), figure("Case runs", s.counts.total, "count-total"), figure("Passed", s.counts.passed, "count-passed"),
       figure("Failed", s.counts.failed, "count-failed"), figure("Errors", s.counts.error), figure("Timeouts", s.counts.timeout), figure("Skipped", s.counts.skipped),
-      figure("Pass rate", pct(s.pass_rate), "pass-rate"),
-      ...((s.per_agent || []).length > 1 ? s.per_agent.map((a) => figure(`Pass rate of ${a.agent}`, `${pct(a.pass_rate)} (${a.counts.passed} / ${a.counts.total})`)) : []),
+      ...((s.per_agent || []).length > 1  // several agents: each one's own, never one rate of them all
+        ? s.per_agent.map((a, i) => figure(`Pass rate of ${a.agent}`, `${pct(a.pass_rate)} (${a.counts.passed} / ${a.counts.total})`, `pass-rate-${i}`))
+        : [figure("Pass rate", pct(s.pass_rate), "pass-rate")]),
       figure("Cost", usd(s.cost_usd), "cost"), s.role_cost_usd !== null ? figure("Role calls' cost", usd(s.role_cost_usd)) : null,
       figure("Wall time", s.wall_s === null ? "—" : duration(s.wall_s * 1000)),
       s.stop_reason ? figure("Stopped by", s.stop_reason.replace("_", " "), "stop-reason") : null,
@@ -305,6 +306,8 @@ async function casePage(mine, run, caseId, params) {
   show(caseId,
     h("p", {}, h("a", { href: `#/run/${enc(run)}` }, "← " + run)),
     h("h1", {}, h("span", { id: "case-id" }, caseId), c.name ? h("span", { class: "muted" }, " — " + c.name) : null, " ", badge(c.status)),
+    (detail.agents || []).length > 1 ? h("p", { id: "case-agents" }, "Agent ", h("b", { id: "case-agent" }, detail.agent), " · other agents: ",
+      detail.agents.filter((a) => a !== detail.agent).map((a, i) => [i ? ", " : "", h("a", { href: `#/case/${enc(run)}/${enc(caseId)}?agent=${enc(a)}`, class: "agent-link" }, a)])) : null,
     reps.length > 1 ? h("div", { class: "card" },
       h("div", {}, h("b", {}, "Repetitions "), stability ? h("span", { id: "stability" }, `${stability.passed} of ${stability.runs} passed (${pct(stability.pass_rate)}), `, h("b", {}, stability.class.replace("_", " "))) : null),
       h("div", { class: "repetitions" }, reps.map((r, i) => h("button", { class: "chip" + (i === chosen ? " on" : ""), onclick: () => {
@@ -442,6 +445,7 @@ async function trendsPage(mine, params) {
   if (!suite) { show("Trends", h("h1", {}, "Trends"), h("p", { class: "muted" }, "No runs yet.")); app.dataset.state = "ready"; return; }
   const data = await api(`trends?suite=${enc(suite)}` + (params.get("agent") ? `&agent=${enc(params.get("agent"))}` : ""));
   if (mine !== generation) return;
+  select.value = data.suite; // a suite named by its file name alone is the one the server found
   // a run stopped early (budget, fail-fast, interrupt) ran only some cases: not a point of the trend
   const points = data.points.filter((p) => p.status === "finished");
   const stopped = data.points.filter((p) => p.status !== "finished" && p.status !== "running").length;
@@ -456,7 +460,7 @@ async function trendsPage(mine, params) {
       chart("Median case time", points, (p) => p.case_p50_ms, duration, "chart-latency"),
       chart("Cost", points, (p) => p.cost_usd, usd, "chart-cost")),
     h("table", { class: "grid", id: "trend-table" },
-      h("thead", {}, h("tr", {}, ["Started", "Run", "Agents", "Cases", "Pass rate", "Median case time", "Cost"].map((t) => h("th", {}, t)))),
+      h("thead", {}, h("tr", {}, ["Started", "Run", "Agents", "Case runs", "Pass rate", "Median case time", "Cost"].map((t) => h("th", {}, t)))),
       h("tbody", {}, [...points].reverse().map((p) => h("tr", { class: "clickable", onclick: () => go(["run", p.name]) },
         h("td", {}, when(p.started_at)), h("td", {}, p.name), h("td", {}, p.agents.join(", ")), h("td", { class: "num" }, p.total),
         h("td", { class: "num" }, pct(p.pass_rate)), h("td", { class: "num" }, duration(p.case_p50_ms)), h("td", { class: "num" }, usd(p.cost_usd)))))));

@@ -12,7 +12,7 @@ import pytest
 
 from farm.view import ViewApp, ViewServer
 
-from .conftest import FIRST, SECOND
+from .conftest import FIRST, SECOND, SUITE
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 
@@ -155,6 +155,17 @@ def test_trends_of_a_suite(server: ViewServer, tmp_path: Path):
     dots = [attrs["data-run"] for tag, attrs in page.elements if tag == "circle" and attrs.get("data-run")]
     assert dots[:3] == [FIRST, SECOND, "20260103-100000-cccccc"]
     assert "$0.51" in page.ids["trend-table"]  # run.json's cost_usd when the cases table has no cost column
+
+
+def test_trends_deep_link_names_the_suite_by_its_file_name(server: ViewServer, tmp_path: Path):
+    page = shown(server, "#/trends?suite=support.jsonl", tmp_path)
+    assert page.ids["trend-runs"] == "3 finished runs"
+    assert server.app.answer(["trends"], {"suite": ["support.jsonl"]})["suite"] == SUITE
+
+
+def test_runs_and_trends_count_case_runs_under_that_name(server: ViewServer, tmp_path: Path):
+    assert "Case runs" in shown(server, "#/trends", tmp_path).ids["trend-table"]  # cases x repetitions x agents
+    assert "Case runs" in shown(server, "#/", tmp_path).ids["runs"]
 
 
 def test_a_run_of_two_agents_shows_each_agents_pass_rate_and_trend(server: ViewServer, tmp_path: Path):
