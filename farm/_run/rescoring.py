@@ -150,7 +150,7 @@ def rescore(
     view = RunView(console, json_events=json_events, quiet=quiet, verbose=verbose)
     hook_info = {"input": input_value, "agent": agent_id, "run_id": run_id, "cases": len(suite.cases), "rescored_from": info.rescored_from}
     reports, streams = extra_writers(junit, html, json_events, run_id, {**hook_info, "runs": plan.runs, "parallel": plan.parallel})
-    view.start(agent_id, input_value, len(suite.cases), {"Run": run_id, "Rescoring": previous.run_id or str(source)}, plan.total)
+    view.start(agents, input_value, len(suite.cases), {"Run": run_id, "Rescoring": previous.run_id or str(source)}, plan.total)
     outputs = RunOutputs(run_dir=out_dir, jsonl=jsonl, reports=reports, streams=streams)
     ended = execute_viewed(plan, outputs, make_engine("local"), info, view, view.result, None)
     if isinstance(ended, RunResult):
