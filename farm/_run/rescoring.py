@@ -187,7 +187,7 @@ def _execute(plan: RunPlan, info: RunInfo, resolved: Resolved, out_dir: Path, so
     jsonl = Path(output) if output else out_dir / "results.jsonl"
     facts = {"input": info.input, "agent": info.agent, "run_id": run_id, "cases": len(plan.cases), "rescored_from": info.rescored_from, "runs": plan.runs, "parallel": plan.parallel}
     reports, streams = extra_writers(request, run_id, facts)
-    view.start(info.agent or "", info.input or "", len(plan.cases), {"Run": run_id, "Rescoring": rescoring}, plan.total)
+    view.start(info.agents or info.agent or "", info.input or "", len(plan.cases), {"Run": run_id, "Rescoring": rescoring}, plan.total)
     outputs = RunOutputs(run_dir=out_dir, jsonl=jsonl, reports=reports, streams=streams)
     ended = execute_viewed(plan, outputs, make_engine("local"), info, view, view.result, None)
     if isinstance(ended, RunResult):

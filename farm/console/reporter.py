@@ -59,12 +59,12 @@ class ConsoleReporter:
         """The banner: agent, input with its case count, any ``extra`` lines, then the "Running Tests" rule.
         ``agents``: every agent under test when the run tests several (each case then names its agent).
         ``generating``: ``count`` cases are being generated (the run starts before they are all there)."""
+        self.show_agents = self.show_agents or len(agents) > 1  # -q prints no banner but labels its lines too
         if self.quiet:
             return
         self._section("Agent Test Farm", "═")
         cases = "test case" if count == 1 else "test cases"
         if len(agents) > 1:
-            self.show_agents = True
             self._info("Agents", ", ".join(agents))
         else:
             self._info("Agent", agent)

@@ -100,6 +100,17 @@ def test_the_cli_takes_n_more_than_once_and_resume_keeps_the_agents(project: Pat
     assert len((run_dir / "results.jsonl").read_text().splitlines()) == 6
 
 
+def test_quiet_labels_every_failure_line_with_its_agent_from_the_first(project: Path, monkeypatch):
+    monkeypatch.chdir(project)
+    cases = [{"id": f"f{i}", "input": f"case {i}", "assertions": [{"type": "contains", "value": "absent"}]} for i in range(4)]
+    (project / "failing.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    done = CliRunner().invoke(app, ["test", "-i", "failing.jsonl", "-n", "A", "-n", "B", "--runs", "2", "-q"])
+    assert done.exit_code == 1, done.output
+    lines = [line for line in done.output.splitlines() if line.startswith("✗ ")]
+    assert len(lines) == 16  # every case run fails, on both agents
+    assert all(line.startswith(("✗ A [", "✗ B [")) for line in lines), done.output
+
+
 def test_an_agent_named_twice_or_unknown_is_one_sentence(project: Path, monkeypatch):
     monkeypatch.chdir(project)
     runner = CliRunner()
