@@ -25,7 +25,7 @@ _BREAKS = {0x0A: 0x240A, 0x09: 0x2409}
 
 
 def one_line(text: str) -> str:
-    """``text`` :func:`neutralise`\ d, with line breaks and tabs shown as symbols too (␊, ␉): an id or
+    """``text`` made safe by :func:`neutralise`, with line breaks and tabs shown as symbols too (␊, ␉): an id or
     a name shown on a line of the farm's cannot start a line of its own, which would read as the farm's."""
     return neutralise(text).translate(_BREAKS)
 
