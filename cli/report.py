@@ -356,7 +356,8 @@ def _p(p: float) -> str:
 
 def _paired_title(comparison: PairedComparison) -> str:
     if comparison.kind == "agents":
-        return f"{comparison.a} vs {comparison.b} in {comparison.a_run}, on the {_plural(comparison.cases, 'case')} both ran"
+        where = "" if comparison.a.startswith(f"{comparison.a_run} (") else f" in {comparison.a_run}"
+        return f"{comparison.a} vs {comparison.b}{where}, on the {_plural(comparison.cases, 'case')} both ran"
     return f"{comparison.a} -> {comparison.b}, on the {_plural(comparison.cases, 'case')} both ran"
 
 

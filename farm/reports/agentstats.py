@@ -179,8 +179,9 @@ def paired_comparisons(sides: dict[Side, pa.Table], run_order: list[str], cut: i
     out: list[tuple[PairedComparison, PairedDifference]] = []
     for run_id in run_order:
         agents = sorted(agent for run, agent in sides if run == run_id)
-        for a, b in combinations(agents, 2):
-            out.append(_compare("agents", (run_id, a), (run_id, b), a, b, sides, cut))
+        for a, b in combinations(agents, 2):  # with several runs read, each name says which run
+            name_a, name_b = (f"{run_id} ({a})", f"{run_id} ({b})") if len(run_order) > 1 else (a, b)
+            out.append(_compare("agents", (run_id, a), (run_id, b), name_a, name_b, sides, cut))
     if len(run_order) >= 2:
         old, new = run_order[-2], run_order[-1]
         old_agents = sorted(agent for run, agent in sides if run == old)

@@ -296,7 +296,8 @@ class PairedComparison(BaseModel):
     kind: Literal["agents", "runs"]
     """``agents``: two agents of one run; ``runs``: the same cases in two runs."""
     a: str
-    """A's name: an agent, or a run id (with its agent when the runs tested different or several agents)."""
+    """A's name: an agent (``run id (agent)`` when the report reads several runs), or a run id (with its
+    agent when the runs tested different or several agents)."""
     b: str
     a_run: str
     b_run: str

@@ -104,11 +104,12 @@ def _matched(cases: RunCases, a: Side, b: Side) -> tuple[pa.Table, dict[str, Any
     a_only = int(pc.sum(pc.and_(judged, pc.less(difference, 0))).as_py() or 0)
     counts = [pc.filter(column, judged).to_pylist() for column in (both["passed_a"], tries_a, both["passed_b"], tries_b)]
     pairs = [((passed_a, n_a), (passed_b, n_b)) for passed_a, n_a, passed_b, n_b in zip(*counts, strict=True)]
+    label_a, label_b = _labels(cases, a, b)
     head = {
-        "a": _figures(a, left),
-        "b": _figures(b, right),
+        "a": _figures(a, label_a, left),
+        "b": _figures(b, label_b, right),
         "changes": tally,
-        "statistics": statistics(a.label, b.label, left, right, pairs, a_only, b_only),
+        "statistics": statistics(label_a, label_b, left, right, pairs, a_only, b_only),
     }
     return both, head
 
@@ -196,11 +197,28 @@ def _detail(details: dict[tuple[str, str], dict[str, Any]], case_id: str, agent:
     return found[0] if found else {"name": None, "error": None}
 
 
-def _figures(side: Side, outcomes: pa.Table) -> dict[str, Any]:
+def _labels(cases: RunCases, a: Side, b: Side) -> tuple[str, str]:
+    """The sides' names: each run's with its agent when the two sides are of different agents (as ``farm
+    report`` names them, a run of one agent too); a side that names its agent, with it; else the run's name."""
+    agent_a, agent_b = a.agent or _only_agent(cases, a), b.agent or _only_agent(cases, b)
+    if agent_a and agent_b and agent_a != agent_b:
+        return f"{a.run.name} · {agent_a}", f"{b.run.name} · {agent_b}"
+    return a.label, b.label
+
+
+def _only_agent(cases: RunCases, side: Side) -> str | None:
+    """The one agent the side's run tested (None when it tested several)."""
+    agents = [facet["value"] for facet in cases.table(side.run).facets["agent"]]
+    if not agents and side.run.has_info:  # case rows that name no agent: run.json's
+        agents = side.run.info.agents or ([side.run.info.agent] if side.run.info.agent else [])
+    return agents[0] if len(agents) == 1 else None
+
+
+def _figures(side: Side, label: str, outcomes: pa.Table) -> dict[str, Any]:
     passed = int(pc.sum(outcomes["passed"]).as_py() or 0)
     judged = passed + int(pc.sum(outcomes["failed"]).as_py() or 0)
     return {
-        "label": side.label,
+        "label": label,
         "run": side.run.name,
         "agent": side.agent,
         "cases": outcomes.num_rows,

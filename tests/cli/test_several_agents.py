@@ -184,6 +184,24 @@ def test_two_runs_of_two_agents_compare_each_agent_under_its_own_name(project: P
     assert [(c["a_agent"], c["b_agent"], c["cases"]) for c in runs] == [("A", "A", 6), ("B", "B", 6)]
     assert runs[0]["a"] == f"{first.name} (A)" and runs[1]["b"] == f"{second.name} (B)"  # two titles that say which agent
     assert report["comparison"]["regressions_total"] == 0 and report["comparison"]["fixes_total"] == 0  # per agent: B failed c00 and c03 in both
+    # A against B within each run: each name says which run, in --json and in the table's rows
+    within = [(c["a"], c["b"]) for c in report["comparisons"] if c["kind"] == "agents"]
+    assert within == [(f"{first.name} (A)", f"{first.name} (B)"), (f"{second.name} (A)", f"{second.name} (B)")]
+    table = text.split("Paired comparisons")[1]
+    assert f"{first.name} (A)" in table and f"{second.name} (B)" in table
+
+
+def test_the_view_compares_runs_of_two_different_agents_under_their_names(project: Path, monkeypatch):
+    monkeypatch.chdir(project)
+    names: list[str] = []
+    for agent in ("A", "B"):
+        done = CliRunner().invoke(app, ["test", "-i", "suite.jsonl", "-n", agent, "--run", "c0[0-5]"])
+        assert done.exit_code == (0 if agent == "A" else 1), done.output
+        names += [path.name for path in (project / "results").iterdir() if path.name not in names]
+    first, second = names  # A's run, then B's (both may start in the same second)
+    data = ViewApp(str(project / "results")).answer(["compare"], {"a": [first], "b": [second]})
+    assert (data["a"]["label"], data["b"]["label"]) == (f"{first} · A", f"{second} · B")
+    assert data["statistics"]["sentence"].startswith(f"{second} · B passes ") and f"than {first} · A" in data["statistics"]["sentence"]
 
 
 def test_the_html_report_of_two_agents_gives_each_its_pass_rate_and_latency(project: Path, monkeypatch):

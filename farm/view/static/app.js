@@ -358,8 +358,8 @@ async function comparePage(mine, params) {
     { title: "Case", cell: (r) => r.case_id },
     ...(data.rows.some((r) => r.agent) ? [{ title: "Agent", cell: (r) => r.agent || "" }] : []),
     { title: "Name", cell: (r) => (r.b || r.a).name || "" },
-    { title: data.a.label, cell: (r) => (r.a ? r.a.statuses.map((s) => badge(s)) : "—") },
-    { title: data.b.label, cell: (r) => (r.b ? r.b.statuses.map((s) => badge(s)) : "—") },
+    { title: data.a.label, cell: (r) => outcome(r.a) },
+    { title: data.b.label, cell: (r) => outcome(r.b) },
     { title: "Failure (b)", class: "message", cell: (r) => (r.b && r.b.error) || (r.a && r.a.error) || "" },
   ];
   const table = h("table", { class: "grid", id: "changes" }, h("thead", {}, h("tr", {}, columns.map((c) => h("th", {}, c.title)))), h("tbody"));
@@ -388,6 +388,12 @@ async function comparePage(mine, params) {
     const row = data.rows.find((r) => r.case_id === params.get("case"));
     if (row) await showPair(pair, data, row);
   }
+}
+
+// a case on one side of a comparison: its statuses, and under --runs how many of its tries passed
+function outcome(side) {
+  if (!side) return "—";
+  return [side.statuses.map((s) => badge(s)), side.judged > 1 ? h("span", { class: "tries" }, ` ${side.passed}/${side.judged}`) : null];
 }
 
 async function showPair(pair, data, row) {

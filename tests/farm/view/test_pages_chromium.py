@@ -145,6 +145,11 @@ def test_two_runs_compared(server: ViewServer, tmp_path: Path):
     assert "not significant: this could be noise" in page.ids["sentence"]
     assert page.ids["p-value"].startswith("paired t and Cochran-Mantel-Haenszel test over 9 paired cases: p = 0.")
     assert page.ids["side-a-interval"] == "45.3% – 93.7%"
+    # SECOND ran --runs 2: each case's cell says how many of its tries passed, not only which statuses
+    data = server.app.answer(["compare"], {"a": [FIRST], "b": [SECOND]})
+    tries = {row["case_id"]: f"{row['b']['passed']}/{row['b']['judged']}" for row in data["rows"] if row["b"] and row["b"]["judged"]}
+    assert [row[4] for row in changes[:3]] == ["passedfailed 1/2", "failed 0/2", "passed 2/2"]
+    assert all(row[4].endswith(" " + tries[row[1]]) for row in changes if row[1] in tries) and len(tries) == 9
     pair = page.ids["pair"]
     assert "Your refund of $40 is on its way." in pair and "I cannot help with refunds." in pair
 
