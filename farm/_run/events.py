@@ -39,7 +39,8 @@ ignore keys they do not know: events gain keys, never lose or retype them.
      "tokens": {"prompt": 900, "completion": 300, "total": 1200},
      "wall_seconds": 12.3, "exit_code": 1, "gate": {...} | absent}
 
-  ``pass_rate`` is passed / (total - skipped), null when nothing ran;
+  ``pass_rate`` is passed / (total - skipped - a role's errors), null when nothing was judged
+  and when the run tested several agents (each agent's is in ``agents``, never a pooled one);
   ``exit_code`` is what ``farm test`` exits with: its ``gate`` (``run.json``'s,
   :class:`farm.writers.runinfo.RunGate`: a case passes when at least
   ``--min-pass-rate`` of its tries passed, and the run is not significantly worse
@@ -129,7 +130,7 @@ class EventWriter:
             "summary",
             {
                 "counts": summary.count_dict(),
-                "pass_rate": summary.pass_rate,
+                "pass_rate": None if summary.several_agents else summary.pass_rate,  # never pooled over agents: see "agents"
                 "total_turns": summary.total_turns,
                 "duration_ms": summary.duration_ms,
                 "tokens": {

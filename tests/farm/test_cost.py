@@ -76,7 +76,7 @@ def test_summary_adds_cost_per_agent_and_the_roles_apart():
     summary.add(CaseResult(id="a", status=Status.PASSED, agent="v2"))
     assert summary.cost() == {"cost_usd": 0.75, "role_cost_usd": 0.25}
     assert summary.several_agents
-    assert summary.agent_counts()["v1"] == {"total": 2, "passed": 1, "failed": 1, "skipped": 0, "error": 0, "timeout": 0, "cost_usd": 0.75}
+    assert summary.agent_counts()["v1"] == {"total": 2, "passed": 1, "failed": 1, "skipped": 0, "error": 0, "timeout": 0, "pass_rate": 0.5, "cost_usd": 0.75}
     assert summary.agent_counts()["v2"]["cost_usd"] is None
     assert Summary().cost() == {"cost_usd": None, "role_cost_usd": None}
 

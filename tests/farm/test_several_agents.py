@@ -111,6 +111,8 @@ def test_events_summary_gives_each_agent_and_the_cost():
     summary = json.loads(stream.getvalue().splitlines()[-1])
     assert summary["cost_usd"] == 0.006 and summary["role_cost_usd"] is None
     assert summary["agents"]["v2"]["failed"] == 1 and summary["agents"]["v1"]["cost_usd"] == 0.002
+    rates = {agent: counts["pass_rate"] for agent, counts in summary["agents"].items()}
+    assert summary["pass_rate"] is None and None not in rates.values()  # each agent's own, never one pooled over both
 
 
 def test_html_shows_each_agent_and_the_cost(tmp_path: Path):
