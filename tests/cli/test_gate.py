@@ -174,6 +174,18 @@ def test_a_weaker_agent_fails_against_the_baseline_and_the_same_agent_passes(pro
     assert step_summary.read_text().count("Agent Test Farm: gate") == 2  # appended, as GitHub wants it
 
 
+def test_an_agent_the_baseline_did_not_test_is_not_compared_with_another(project: Path):
+    path = suite(project, *(f"ok {i}" for i in range(8)))
+    first = farm.run(path, quiet=True)
+    both = CliRunner().invoke(app, ["test", "-i", path, "-n", "good", "-n", "weak", "--baseline", str(first.run_dir), "-q"])
+    [both_dir] = [run for run in (project / "results").iterdir() if run.name != first.run_id]
+    gate = read_run_json(both_dir).gate
+    assert gate is not None and [(c.agent, c.baseline_agent, c.worse) for c in gate.comparisons] == [("good", "good", False)]
+    said = " ".join(both.output.split())
+    assert f"No baseline for weak: baseline run {first.run_id} tested good." in said and "weak passes" not in said
+    assert gate.sentence.startswith("failed: 8 of 16 cases below their gate")  # weak's own failures, not a comparison
+
+
 def test_an_interrupted_run_fails_its_gate_and_its_report_says_what_did_not_run(project: Path):
     path = suite(project, *(f"slow {i}" for i in range(20)))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
