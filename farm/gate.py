@@ -243,10 +243,13 @@ STOPPED = {
 
 def verdict_sentence(gate: RunGate) -> str:
     """The verdict and its cases in one sentence: :attr:`RunGate.sentence` without the comparisons.
-    It leads with why the gate failed: the run stopped early."""
+    It leads with why the gate failed: the run stopped early, an agent is worse than the baseline."""
     why = []
     if gate.stopped:
         why.append(f"{STOPPED.get(gate.stopped, 'the run stopped early')}: {_plural(gate.not_run, 'case run')} not run")
+    worse = [c.agent or "this run" for c in gate.comparisons if c.worse]
+    if worse:
+        why.append(f"{', '.join(worse)} significantly worse than baseline run {gate.baseline_run_id}")
     return f"{gate.verdict}: " + "".join(f"{each}; " for each in why) + _cases_said(gate.cases, gate.below, gate.flaky, gate.min_pass_rate)
 
 

@@ -127,6 +127,13 @@ def test_flaky_cases_pass_a_gate_they_meet_and_fail_one_they_do_not(project: Pat
     assert missed.output.strip().splitlines()[-1].startswith("Gate: failed: 3 of 3 cases below their gate (the 0.9 gate")
 
 
+def test_a_try_in_error_is_said_as_such_not_as_a_case_below_its_gate(project: Path):
+    result = CliRunner().invoke(app, ["test", "-i", suite(project, "down once s", "ok t"), "--runs", "5", "--min-pass-rate", "0.8", "-q"])
+    assert result.exit_code == 1, result.output
+    assert "c0: 1 of 5 tries ended in an error or a timeout (4 of 5 passed)" in result.output
+    assert "below the 0.8 gate" not in result.output.replace("below their gate", "")
+
+
 def test_a_case_failing_every_try_fails_any_gate(project: Path):
     path = suite(project, "flaky d", "broken e")
     result = farm.run(path, runs=5, min_pass_rate=0.01, quiet=True)
