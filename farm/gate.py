@@ -223,9 +223,8 @@ def judge(
     parts = [verdict_sentence(gate), *(c.sentence for c in comparisons)]
     if asked == "last" and baseline is None:
         parts.append("No baseline: no earlier finished run of this input in the results folder.")
-    elif baseline is not None and not comparisons:
-        tested = ", ".join(sorted(baseline.tallies)) or "no case"
-        parts.append(f"No comparison: baseline run {baseline.run_id} tested {tested}, none of this run's agents.")
+    elif baseline is not None:
+        parts += _not_compared(tallies, baseline, comparisons)
     gate.sentence = " ".join(parts)
     return gate
 
@@ -244,15 +243,27 @@ STOPPED = {
 
 def verdict_sentence(gate: RunGate) -> str:
     """The verdict and its cases in one sentence: :attr:`RunGate.sentence` without the comparisons.
-    It leads with why the gate failed: the run stopped early."""
+    It leads with why the gate failed: the run stopped early, an agent is worse than the baseline."""
     why = []
     if gate.stopped:
         why.append(f"{STOPPED.get(gate.stopped, 'the run stopped early')}: {_plural(gate.not_run, 'case run')} not run")
+    worse = [c.agent or "this run" for c in gate.comparisons if c.worse]
+    if worse:
+        why.append(f"{', '.join(worse)} significantly worse than baseline run {gate.baseline_run_id}")
     return f"{gate.verdict}: " + "".join(f"{each}; " for each in why) + _cases_said(gate.cases, gate.below, gate.flaky, gate.min_pass_rate)
 
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _not_compared(tallies: Tallies, baseline: Baseline, comparisons: list[GateComparison]) -> list[str]:
+    """The sentences naming each agent of the run the baseline run did not test (none compared: one)."""
+    tested = ", ".join(sorted(baseline.tallies)) or "no case"
+    if not comparisons:
+        return [f"No comparison: baseline run {baseline.run_id} tested {tested}, none of this run's agents."]
+    compared = {c.agent for c in comparisons}
+    return [f"No baseline for {agent}: baseline run {baseline.run_id} tested {tested}." for agent in tallies if agent not in compared]
 
 
 def _cases_said(cases: int, below: int, flaky: int, min_pass_rate: float) -> str:
@@ -264,13 +275,15 @@ def _cases_said(cases: int, below: int, flaky: int, min_pass_rate: float) -> str
 
 
 def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
-    """Each agent of the run against the same agent in ``baseline`` (or its only agent, when it
-    tested one), on the cases both judged; Holm-adjusted across the agents compared."""
+    """Each agent of the run against the same agent in ``baseline`` (or, when both runs tested one
+    agent, the baseline's under another name), on the cases both judged; Holm-adjusted across the
+    agents compared."""
     from farm.reports.stats import SIGNIFICANCE, difference_sentence, holm, paired_difference
 
+    renamed = len(tallies) == 1 and len(baseline.tallies) == 1
     found = []
     for agent, now in tallies.items():
-        other = agent if agent in baseline.tallies else next(iter(baseline.tallies)) if len(baseline.tallies) == 1 else None
+        other = agent if agent in baseline.tallies else next(iter(baseline.tallies)) if renamed else None
         if other is None:
             continue
         before = baseline.tallies[other]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from farm.errors import UsageError
-from farm.gate import DEFAULT_MIN_PASS_RATE, Baseline, Tallies, find_baseline, judge, read_baseline, summary_tallies
+from farm.gate import DEFAULT_MIN_PASS_RATE, Baseline, CaseTally, Tallies, find_baseline, judge, read_baseline, summary_tallies
 
 if TYPE_CHECKING:
     from farm._run.view import RunView
@@ -84,8 +84,16 @@ def gate_lines(gate: RunGate, tallies: Tallies) -> list[Text]:
             if case.flaky and case.passes_gate(gate.min_pass_rate):
                 lines.append(Text(f"  {name}: flaky, passed the {rate} gate: {case.passes} of {case.tries}", style="yellow"))
             elif repeated and not case.passes_gate(gate.min_pass_rate):
-                broken = f", {case.broken} errors or timeouts" if case.broken else ""
-                lines.append(Text(f"  {name}: below the {rate} gate: {case.passes} of {case.tries}{broken}", style="red"))
+                lines.append(Text(f"  {name}: {_failed_gate(case, gate.min_pass_rate)}", style="red"))
     style = "bold green" if gate.verdict == "passed" else "bold red"
     return [*lines, Text("Gate: ", style=style).append(neutralise(gate.sentence))]
 
+
+def _failed_gate(case: CaseTally, min_pass_rate: float) -> str:
+    """Why a repeated case failed its gate: its errors or timeouts, else too few passes."""
+    rate = f"{min_pass_rate:g}"
+    if not case.broken:
+        return f"below the {rate} gate: {case.passes} of {case.tries}"
+    tries = f"{case.tries} try" if case.tries == 1 else f"{case.tries} tries"
+    below = "" if CaseTally(case.passes, case.tries).passes_gate(min_pass_rate) else f", below the {rate} gate"
+    return f"{case.broken} of {tries} ended in an error or a timeout ({case.passes} of {case.tries} passed{below})"

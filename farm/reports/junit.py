@@ -18,7 +18,10 @@ failed assertions' messages, ``error`` and ``timeout`` an ``error`` (type
 ``--runs N`` a case is one ``testcase`` for all its tries, so a CI dashboard
 shows one test, not N: its ``pass_rate`` and ``tries`` are properties, it fails
 (type ``gate``) when below ``--min-pass-rate``, errs when a try errored or timed
-out, and its failed tries' messages are in ``system-out``. Suite ``time`` is the run's wall span (first case start to last case
+out, and its failed tries' messages are in ``system-out``. A run that stopped before every case
+ran (``--max-cost``, ``--fail-fast``, an interrupt) ends with one more ``testcase``, ``run stopped
+early``, whose ``error`` says why and how many case runs did not run: never a green suite for part
+of a run. Suite ``time`` is the run's wall span (first case start to last case
 end) when cases carry start times, else the sum of case durations.
 
 Memory stays flat: each testcase is serialised to a temporary file beside
@@ -33,14 +36,18 @@ import json
 import os
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import quoteattr
 
 from farm.excerpts import clip
 from farm.jsontext import as_text
 from farm.reports.streamed import StreamedReport
 from farm.results import AssertionResult, CaseResult, Status, TurnResult, format_usd
+
+if TYPE_CHECKING:
+    from farm.writers.runinfo import RunGate
 
 _SLACK = 1e-9
 """As :mod:`farm.gate`'s: ``0.7 * 10`` is ``7.000000000000001``."""
@@ -65,10 +72,15 @@ class JUnitWriter(StreamedReport):
 
     label = "JUnit"
 
-    def __init__(self, path: str | os.PathLike[str], run_id: str, runs: int = 1, min_pass_rate: float = 1.0):
+    def __init__(
+        self, path: str | os.PathLike[str], run_id: str, runs: int = 1, min_pass_rate: float = 1.0, gate: Callable[[], RunGate | None] | None = None
+    ):
         super().__init__(path, run_id)
         self.runs = runs
         self.min_pass_rate = min_pass_rate
+        self.gate = gate
+        """The run's gate once decided (before the outputs close): a run stopped early adds its testcase."""
+        self._stopped = 0
         self._tries: dict[tuple[str, str], _Tries] = {}
         """Repeated cases whose tries are not all in yet: what their testcase needs, not the results."""
         self._counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
@@ -97,6 +109,10 @@ class JUnitWriter(StreamedReport):
             for tries in list(self._tries.values()):
                 self._parts.write(self._grouped(tries))
             self._tries.clear()
+            gate = self.gate() if self.gate is not None else None
+            if gate is not None and gate.stopped:
+                self._parts.write(ET.tostring(_stopped_testcase(gate), encoding="unicode") + "\n")
+                self._stopped = 1
         super().close()
 
     def head(self) -> str:
@@ -122,11 +138,22 @@ class JUnitWriter(StreamedReport):
         counts = self._counts if self.runs > 1 else {
             "tests": summary.total, "failures": summary.failed, "errors": summary.errors + summary.timeouts, "skipped": summary.skipped
         }  # fmt: skip
+        counts = {**counts, "tests": counts["tests"] + self._stopped, "errors": counts["errors"] + self._stopped}
         return {
             **{name: str(count) for name, count in counts.items()},
             "time": f"{seconds:.3f}",
             "timestamp": datetime.fromtimestamp(started).astimezone().isoformat(timespec="seconds"),
         }
+
+
+def _stopped_testcase(gate: RunGate) -> ET.Element:
+    """The testcase of a run that stopped before every case ran: an error saying why."""
+    from farm.gate import STOPPED
+
+    element = ET.Element("testcase", classname=SUITE_NAME, name="run stopped early", time="0.000")
+    said = f"{STOPPED.get(gate.stopped or '', 'the run stopped early')}: {gate.not_run} case run{'' if gate.not_run == 1 else 's'} not run"
+    ET.SubElement(element, "error", type=gate.stopped or "stopped", message=xml_text(said)).text = xml_text(said)
+    return element
 
 
 def _open_tag(tag: str, attrs: dict[str, str]) -> str:
@@ -336,7 +363,7 @@ def _json(value: Any) -> str:
         return repr(value)
 
 
-def for_run(path: str | os.PathLike[str], run_id: str, info: dict[str, Any], gate: object) -> JUnitWriter:
+def for_run(path: str | os.PathLike[str], run_id: str, info: dict[str, Any], gate: Callable[[], RunGate | None] | None) -> JUnitWriter:
     """``--junit``'s writer (:data:`farm.writers.extra.EXTRA_WRITERS`): a repeated case's tries as
     one test case, judged by the run's ``min_pass_rate``."""
-    return JUnitWriter(path, run_id, runs=int(info.get("runs") or 1), min_pass_rate=float(info.get("min_pass_rate") or 1.0))
+    return JUnitWriter(path, run_id, runs=int(info.get("runs") or 1), min_pass_rate=float(info.get("min_pass_rate") or 1.0), gate=gate)

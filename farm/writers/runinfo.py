@@ -71,7 +71,7 @@ class GateComparison(BaseModel):
     agent: str
     """The agent of this run."""
     baseline_agent: str
-    """The agent of the baseline run it is compared with: the same one, or the baseline's only agent."""
+    """The agent of the baseline run it is compared with: the same one, or when each run tested one agent, the baseline's."""
     cases: int
     """Cases both runs judged (at least one try not skipped on each side)."""
     difference: float

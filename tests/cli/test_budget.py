@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -101,10 +102,14 @@ def test_quiet_says_why_the_run_stopped_in_a_line_like_pytests(project: Path):
 def test_a_run_its_budget_stopped_fails_its_gate_wherever_it_is_said(project: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project / "gh.md"))
     runner = CliRunner()
-    stopped = runner.invoke(app, ["test", "-i", "suite.jsonl", "--parallel", "1", "--max-cost", f"{3 * PER_CASE:.4f}"])
+    stopped = runner.invoke(app, ["test", "-i", "suite.jsonl", "--parallel", "1", "--max-cost", f"{3 * PER_CASE:.4f}", "--junit", "junit.xml"])
     assert stopped.exit_code == 1, stopped.output
     (run_dir,) = (project / "results").iterdir()
     ran = len(rows(run_dir))
+    junit = ET.parse(project / "junit.xml").getroot()
+    assert (junit.get("tests"), junit.get("errors")) == (str(ran + 1), "1")  # the stop is an error, not a green suite
+    error = junit.find(".//testcase[@name='run stopped early']/error")
+    assert error is not None and error.get("type") == "max_cost" and f"{40 - ran} case runs not run" in error.get("message", "")
     said = f"Gate: failed: the run stopped early, its --max-cost budget spent: {40 - ran} case runs not run; all {ran} cases passed their gate"
     assert stopped.output.strip().splitlines()[-1].startswith(said), stopped.output
     gate = json.loads((run_dir / "run.json").read_text())["gate"]

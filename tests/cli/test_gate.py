@@ -127,6 +127,13 @@ def test_flaky_cases_pass_a_gate_they_meet_and_fail_one_they_do_not(project: Pat
     assert missed.output.strip().splitlines()[-1].startswith("Gate: failed: 3 of 3 cases below their gate (the 0.9 gate")
 
 
+def test_a_try_in_error_is_said_as_such_not_as_a_case_below_its_gate(project: Path):
+    result = CliRunner().invoke(app, ["test", "-i", suite(project, "down once s", "ok t"), "--runs", "5", "--min-pass-rate", "0.8", "-q"])
+    assert result.exit_code == 1, result.output
+    assert "c0: 1 of 5 tries ended in an error or a timeout (4 of 5 passed)" in result.output
+    assert "below the 0.8 gate" not in result.output.replace("below their gate", "")
+
+
 def test_a_case_failing_every_try_fails_any_gate(project: Path):
     path = suite(project, "flaky d", "broken e")
     result = farm.run(path, runs=5, min_pass_rate=0.01, quiet=True)
@@ -172,6 +179,18 @@ def test_a_weaker_agent_fails_against_the_baseline_and_the_same_agent_passes(pro
     assert same.exit_code == 0, same.output
     assert "good passes as often as good in baseline run" in " ".join(same.output.split())
     assert step_summary.read_text().count("Agent Test Farm: gate") == 2  # appended, as GitHub wants it
+
+
+def test_an_agent_the_baseline_did_not_test_is_not_compared_with_another(project: Path):
+    path = suite(project, *(f"ok {i}" for i in range(8)))
+    first = farm.run(path, quiet=True)
+    both = CliRunner().invoke(app, ["test", "-i", path, "-n", "good", "-n", "weak", "--baseline", str(first.run_dir), "-q"])
+    [both_dir] = [run for run in (project / "results").iterdir() if run.name != first.run_id]
+    gate = read_run_json(both_dir).gate
+    assert gate is not None and [(c.agent, c.baseline_agent, c.worse) for c in gate.comparisons] == [("good", "good", False)]
+    said = " ".join(both.output.split())
+    assert f"No baseline for weak: baseline run {first.run_id} tested good." in said and "weak passes" not in said
+    assert gate.sentence.startswith("failed: 8 of 16 cases below their gate")  # weak's own failures, not a comparison
 
 
 def test_an_interrupted_run_fails_its_gate_and_its_report_says_what_did_not_run(project: Path):

@@ -90,6 +90,24 @@ def test_a_baseline_of_other_agents_is_said_to_compare_nothing():
     assert gate.sentence.endswith("No comparison: baseline run run-b tested x, y, none of this run's agents.")
 
 
+def test_a_new_agent_has_no_baseline_in_a_run_of_another_agent():
+    before = tally(rows("a", f"c{i}", "passed")[0] for i in range(8))
+    now = tally([row for i in range(8) for row in (*rows("a", f"c{i}", "passed"), *rows("b", f"c{i}", "passed", *["failed"] * 4))])
+    gate = judge(now, 0.01, Baseline(Path("b"), "run-b", before))
+    assert [(c.agent, c.baseline_agent) for c in gate.comparisons] == [("a", "a")]  # b is not held to a's run
+    assert gate.verdict == "passed" and gate.sentence.endswith("No baseline for b: baseline run run-b tested a.")
+    renamed = judge(tally(rows("b", "c1", "passed")), 1.0, Baseline(Path("b"), "run-b", before))
+    assert [(c.agent, c.baseline_agent) for c in renamed.comparisons] == [("b", "a")]  # one agent each: renamed
+
+
+def test_a_gate_failed_against_the_baseline_says_so_first():
+    baseline = Baseline(Path("b"), "run-b", tally(rows("a", f"c{i}", *["passed"] * 5)[0] for i in range(20)))
+    now = tally(row for i in range(20) for row in rows("a", f"c{i}", *(["passed"] * 2 + ["failed"] * 3 if i < 9 else ["passed"] * 5)))
+    gate = judge(now, 0.2, baseline)
+    assert gate.below == 0 and gate.comparisons[0].worse
+    assert gate.sentence.startswith("failed: a significantly worse than baseline run run-b; all 20 cases passed their gate (the 0.2 gate)")
+
+
 def test_a_run_that_stopped_early_fails_its_gate_saying_what_did_not_run():
     gate = judge(tally(rows("a", f"c{i}", "passed")[0] for i in range(3)), 1.0, stopped="max_cost", not_run=7)
     assert (gate.verdict, gate.stopped, gate.not_run) == ("failed", "max_cost", 7)
