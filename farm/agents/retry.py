@@ -18,8 +18,9 @@ also pauses the whole connector through :meth:`Limiter.backoff`. Any other
 status is final at once.
 
 A connector that has never answered in this process and whose requests keep
-failing to connect (:data:`UNREACHABLE_FAILURES` of them, or failures over
-:data:`UNREACHABLE_SECONDS`) is taken for one where nothing listens: the
+failing to connect (:data:`UNREACHABLE_FAILURES` of them, failures over
+:data:`UNREACHABLE_SECONDS`, or a request's every attempt, so a suite smaller
+than the burst gets the same verdict) is taken for one where nothing listens: the
 request raises :class:`EndpointUnreachable` at once, without waiting out its
 retries, and a later request to it makes one attempt, not its retries (a
 refused connection costs a millisecond; a server started since answers it);
@@ -179,15 +180,16 @@ class Reachability:
         """Whether ``key`` is judged unreachable (until it answers)."""
         return key in self._verdicts
 
-    def failed(self, key: str) -> bool:
-        """A connection to ``key`` could not be made; returns whether it is (now) judged unreachable."""
+    def failed(self, key: str, spent: bool = False) -> bool:
+        """A connection to ``key`` could not be made; returns whether it is (now) judged unreachable.
+        ``spent``: it was the request's last attempt (a request that never connected, retries and all)."""
         if key in self._answered:
             return False
         now = self.clock()
         count, first = self._failures.get(key, (0, now))
         count += 1
         self._failures[key] = (count, first)
-        if key in self._verdicts or count >= UNREACHABLE_FAILURES or (count >= 2 and now - first >= UNREACHABLE_SECONDS):
+        if key in self._verdicts or spent or count >= UNREACHABLE_FAILURES or (count >= 2 and now - first >= UNREACHABLE_SECONDS):
             self._verdicts.add(key)
             return True
         return False
@@ -389,7 +391,7 @@ async def request_json(
                 status, reason, retryable, timed_out = None, exc.reason, exc.retryable, exc.timed_out
                 if not exc.connect_failed:
                     _reachability.answered(reach)  # connected: something listens there
-                elif _reachability.failed(reach):
+                elif _reachability.failed(reach, spent=attempt >= attempts):
                     raise _unreachable(connector, reach) from None
             else:
                 _reachability.answered(reach)

@@ -145,7 +145,7 @@ class ConsoleReporter:
 
     def summary(self, summary: Summary, outputs: Iterable[str] = ()) -> None:
         """The seed's Summary block, a Stability table after ``--runs N``, then ``outputs`` lines;
-        with ``quiet``, the unstable cases' table and one line, as pytest ``-q`` ends."""
+        with ``quiet``, the table of the cases that were not stable and one line, as pytest ``-q`` ends."""
         self._gap()
         if self.quiet:
             print_quiet_summary(self.console, summary, self.stability_rows)

@@ -18,8 +18,10 @@ goes. The stream
 - appends every accepted case to ``<run_dir>/generated.jsonl`` before yielding
   it (a valid suite; ``--resume`` reads it back and generates only what is
   missing);
-- stops at ``count`` cases, or when ``patience`` batches in a row added nothing
-  new (:attr:`GenerationStats.stop_reason` says so in one sentence).
+- stops at ``count`` cases, when ``patience`` batches in a row added nothing
+  new, or when :data:`SAME_FAILURES` batches in a row failed the same way (the
+  next would too; :attr:`GenerationStats.stop_reason` says so in one sentence,
+  and a row of failures is one problem line, with its count).
 
 Reproducibility: batches answered in parallel make the "avoid" lists depend on
 timing, so the role cache of single batch calls alone would not bring back the
@@ -91,6 +93,10 @@ and the first cases arrive after one short call; far fewer would pay the prompt 
 
 DEFAULT_PATIENCE = 5
 """Batches in a row that add no new valid case before generation stops."""
+
+SAME_FAILURES = 2
+"""Batches in a row whose generator call failed the same way before generation stops: a
+generator that answers prose, or an error every time, fails every batch alike."""
 
 DEFAULT_SEED = 0
 """The ``seed`` every request carries unless the query or the generator's settings give one."""
@@ -250,6 +256,27 @@ class _Ask:
     number: int
     slice: _Slice
     count: int
+
+
+@dataclass
+class _Failures:
+    """The batches in a row whose generator call failed the same way: one problem line for them
+    all, said when the row ends (a row that stops generation is said by its stop reason)."""
+
+    origin: str
+    error: str | None = None
+    first: int = 0
+    count: int = 0
+
+    def batch(self, number: int, error: str | None) -> str | None:
+        """One batch's outcome (``error``: None when the call answered); the line of the row it ends."""
+        if error is not None and error == self.error:
+            self.count += 1
+            return None
+        which = f"batch {self.first}" if self.count == 1 else f"{self.count} batches in a row from batch {self.first}"
+        ended = f"{self.origin} {which}: the generator failed: {self.error}" if self.count else None
+        self.error, self.first, self.count = error, number, int(error is not None)
+        return ended
 
 
 class CaseStream:
@@ -549,6 +576,7 @@ class CaseStream:
         pending: dict[asyncio.Task[tuple[list[Any], str | None, int]], _Ask] = {}
         self._number = self._first_number() - 1
         streak = 0
+        failures = _Failures(self.origin)
         try:
             while self.stats.kept < self.asked:
                 while len(pending) < self.parallel and (ask := self._next_ask()) is not None:
@@ -562,9 +590,10 @@ class CaseStream:
                     items, error, sent = task.result()
                     self.stats.batches += 1
                     self.stats.calls += sent
+                    if (ended := failures.batch(ask.number, error)) is not None:
+                        self._problem(ended, on_problem)
                     if error is not None:
                         self._error = error
-                        self._problem(f"{self.origin} batch {ask.number}: the generator failed: {error}", on_problem)
                     accepted = self._take(items, ask.number, ask.slice, on_problem)
                     self._received += len(items)
                     self._accepted += len(accepted)
@@ -573,6 +602,10 @@ class CaseStream:
                         self._error = None
                     yield accepted
                     if self.stats.kept >= self.asked:
+                        return
+                    if failures.count >= min(SAME_FAILURES, self.patience):
+                        in_a_row = f" {failures.count} batches in a row" if failures.count > 1 else ""
+                        self._stop(f"the generator failed{in_a_row}: {error}")
                         return
                     if streak >= self.patience:
                         if self._error is not None:

@@ -402,3 +402,19 @@ def test_a_script_generators_reply_is_bounded_like_an_http_one(tmp_path: Path, a
     (run_dir,) = set(run_dirs(tmp_path)) - before
     assert [r["id"] for r in lines(run_dir / "results.jsonl")] == ["small"]
     assert "yielded more than 10000000 bytes" in json.loads((run_dir / "run.json").read_text())["generation"]["stop_reason"]
+
+
+def test_a_generator_that_never_answers_json_stops_after_two_batches_and_says_so_once(tmp_path: Path, agent, engine: str):
+    requests: list[str] = []
+
+    def prose(path, body, headers):
+        requests.append(path)
+        return Response(chat_completion("Sure! Here are some great test cases for you."))
+
+    with JSONServer(prose) as server:
+        (tmp_path / "farm.toml").write_text(farm_toml(agent.url, engine=engine) + generator_toml(server.url))
+        result = farm_test(tmp_path, "-i", "agents:gen?count=2")
+    assert result.exit_code == 2, result.output
+    assert "generated 0 of the 2 cases asked: the generator failed 2 batches in a row: the generator answered no JSON" in result.output
+    assert result.output.count("answered no JSON") == 1, result.output
+    assert len(requests) == 4  # two batches, each asked again once for JSON

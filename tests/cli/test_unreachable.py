@@ -80,3 +80,16 @@ def test_a_dead_endpoint_beside_one_that_answers_stops_the_run_with_exit_1(proje
     result = CliRunner().invoke(app, ["test", "-i", "suite.jsonl", "-n", "up", "-n", "down", "--parallel", "4", "-q"])
     assert result.exit_code == 1, result.output  # some cases got an answer: a failed run, not a usage error
     assert result.output.count("cannot be reached") == 1 and SENTENCE.format(port=port) in result.output
+
+
+def test_a_suite_smaller_than_the_burst_gets_the_same_verdict(project: tuple[Path, int]):
+    folder, port = project
+    toml = folder / "farm.toml"
+    toml.write_text(toml.read_text().replace('model = "m"', 'model = "m"\nmax_retries = 0'))  # 5 failed connections in all
+    (folder / "small.jsonl").write_text("".join(json.dumps({"id": f"s{i}", "input": "Hello"}) + "\n" for i in range(5)))
+    result = CliRunner().invoke(app, ["test", "-i", "small.jsonl", "-q"])
+    assert result.exit_code == 2, result.output
+    said = [line for line in result.output.splitlines() if "cannot be reached" in line]
+    assert len(said) == 1 and said[0].startswith(SENTENCE.format(port=port)), result.output
+    (run_dir,) = (folder / "results").iterdir()
+    assert json.loads((run_dir / "run.json").read_text())["stop_reason"] == "unreachable"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -430,6 +431,19 @@ def test_stability_class_thresholds() -> None:
             summary.add(CaseResult(id=case_id, status=Status.PASSED if index < passes else Status.FAILED))
     classes = {case_id: stat.stability_class for case_id, stat in summary.stability().items()}
     assert classes == {"a": "unstable", "b": "highly_unstable", "c": "mostly_stable", "d": "stable", "e": "consistently_failing"}
+
+
+def test_quiet_stability_lists_every_case_that_was_not_stable_as_the_readme_says(console: Console) -> None:
+    summary = Summary()
+    for case_id, passes in (("steady", 3), ("flaky", 2), ("broken", 0)):
+        for index in range(3):
+            summary.add(CaseResult(id=case_id, status=Status.PASSED if index < passes else Status.FAILED, run_index=index))
+    ConsoleReporter(console, quiet=True).summary(summary)
+    rows = [line for line in lines_of(text_of(console)) if line.startswith("│")]
+    assert any("flaky" in row for row in rows) and any("broken" in row and "consistently_failing" in row for row in rows)
+    assert not any("steady" in row for row in rows)
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8").split())
+    assert "the stability table of the cases that were not stable (consistently failing ones too)" in readme
 
 
 def test_stability_table_is_capped(console: Console) -> None:

@@ -201,7 +201,20 @@ def test_a_failing_generator_stops_generation_with_its_error(config):
     stream.parallel = 1
     cases = collect(stream, tires)
     assert len(cases) == 10  # the cases generated before the failure still run
-    assert stream.stats.stop_reason == "generated 10 of the 100 cases asked: the generator failed: rate limited for good"
+    assert stream.stats.stop_reason == "generated 10 of the 100 cases asked: the generator failed 2 batches in a row: rate limited for good"
+    assert stream.stats.batches == 4 and stream.stats.problems == []  # two failed alike: the next would too; said once, in the stop reason
+
+
+def test_a_row_of_failed_batches_that_a_good_one_ends_is_one_problem_line(config):
+    async def hiccup(request: RoleRequest) -> list[Any]:
+        if request.metadata["batch_number"] in (2, 4):
+            raise RoleError(f"overloaded at batch {request.metadata['batch_number']}")
+        return numbered(request)
+
+    stream = stream_of(config, "count=15&batch=5")
+    stream.parallel = 1
+    assert len(collect(stream, hiccup)) == 15  # two failures, not alike: generation goes on
+    assert stream.stats.problems == ["agents:gen batch 2: the generator failed: overloaded at batch 2", "agents:gen batch 4: the generator failed: overloaded at batch 4"]
 
 
 def test_generated_jsonl_is_a_suite_and_a_resumed_stream_generates_only_what_is_missing(config, tmp_path: Path):

@@ -129,12 +129,12 @@ def test_a_status_that_is_not_worth_retrying_is_final_at_once():
     assert sleeps == [] and len(sent) == 1
 
 
-def test_an_unreachable_endpoint_is_retried_then_a_connection_error():
+def test_an_unreachable_endpoint_is_retried_then_judged_unreachable():
     refused = httpx.ConnectError("connection refused")
     http, sent = answering(refused, refused, refused)
     limiter, sleeps = RecordingLimiter(), Sleeps()
-    with pytest.raises(AgentConnectionError, match="after 3 requests"):
-        call(http, limiter, sleeps, max_retries=2)
+    with pytest.raises(EndpointUnreachable, match="3 connections failed and none was ever answered"):
+        call(http, limiter, sleeps, max_retries=2)  # every attempt failed to connect: fewer than a burst, the same verdict
     assert len(sent) == 3 and len(sleeps) == 2
     assert limiter.released == [0, 0, 0]  # nothing reached the endpoint
 
@@ -194,6 +194,8 @@ def test_a_connector_that_never_answered_is_unreachable_after_a_burst_or_some_se
     assert not reachability.judged("slow")  # it answered since (a server started): cleared
     reachability.answered("up")
     assert not any(reachability.failed("up") for _ in range(2 * UNREACHABLE_FAILURES))  # it answered once: it is there
+    assert reachability.failed("once", spent=True)  # a request's every attempt failed: no burst needed
+    assert not reachability.failed("up", spent=True)
 
 
 def test_an_unreachable_endpoint_ends_the_request_early_and_the_next_after_one_attempt(reachability: Reachability):
