@@ -12,8 +12,8 @@ a user who wants httpcore, a proxy mount or event hooks, passes ``transport=``
 
 An :class:`HTTPClient` opens its pool on first use, inside the event loop that
 uses it, and must be closed with :meth:`HTTPClient.aclose` in that loop.
-aiohttp is imported then too (a run of Python agents never needs it), and
-the CA bundle is read only for the first ``https://`` connection.
+aiohttp is imported then too: importing it loads the CA bundle (0.1-0.4 s on
+a busy machine), which a run of Python agents never needs.
 
 Replies are read as a stream and counted after decompression: a 2xx body
 larger than ``max_reply_bytes`` stops the reading at that size, so a gzip bomb
@@ -28,7 +28,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import ssl
 import sys
 import urllib.request
 import zlib
@@ -92,44 +91,7 @@ _ACCEPT_ENCODING = "gzip, deflate"
 
 def preload() -> None:
     """Import aiohttp now, in a process that will send requests: not in its first request."""
-    _import_aiohttp()
-
-
-_DEFERRED_CA: list[ssl.SSLContext] = []
-"""TLS contexts made while aiohttp was imported, whose CA certificates are not loaded yet."""
-
-
-def _import_aiohttp() -> None:
-    """Import aiohttp without reading the CA bundle: ``aiohttp.connector`` builds its two default
-    TLS contexts at import, and loading the system's certificates into them (the bundle parsed
-    twice) is ~40 ms of every run's CPU, though a run against ``http://`` agents never uses them.
-    The contexts are made as before; their certificates are loaded, the same way, when aiohttp
-    first asks for the context of a TLS connection, before its handshake."""
-    if "aiohttp" in sys.modules:
-        return
-    real = ssl.SSLContext.set_default_verify_paths
-
-    def defer(context: ssl.SSLContext) -> None:
-        _DEFERRED_CA.append(context)
-
-    ssl.SSLContext.set_default_verify_paths = defer  # type: ignore[method-assign, assignment]
-    try:
-        import aiohttp.connector
-    finally:
-        ssl.SSLContext.set_default_verify_paths = real  # type: ignore[method-assign]
-    choose = aiohttp.connector.TCPConnector._get_ssl_context
-
-    def _get_ssl_context(self: aiohttp.TCPConnector, req: Any) -> ssl.SSLContext | None:
-        if _DEFERRED_CA and req.is_ssl():
-            _load_deferred_ca()
-        return choose(self, req)
-
-    aiohttp.connector.TCPConnector._get_ssl_context = _get_ssl_context  # type: ignore[method-assign]
-
-
-def _load_deferred_ca() -> None:
-    while _DEFERRED_CA:
-        _DEFERRED_CA.pop().set_default_verify_paths()
+    import aiohttp  # noqa: F401
 
 
 class HTTPReply:
@@ -390,7 +352,6 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._proxy_by_origin: dict[tuple[str, str], tuple[str | None, dict[str, str] | None]] = {}
 
     def _open(self) -> aiohttp.ClientSession:
-        _import_aiohttp()
         import aiohttp
 
         self._session = aiohttp.ClientSession(
@@ -430,9 +391,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return timeout
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        session = self._session or self._open()
         import aiohttp
 
+        session = self._session or self._open()
         # httpx has made any credentials in the URL into the Authorization header, as httpcore
         # sends them; aiohttp would refuse a URL with credentials beside that header
         url = str(request.url.copy_with(username=None, password=None) if request.url.userinfo else request.url)

@@ -13,8 +13,6 @@ import gzip
 import json
 import socket
 import struct
-import subprocess
-import sys
 import threading
 import time
 import tracemalloc
@@ -359,40 +357,3 @@ def test_a_bomb_is_an_error_of_that_turn_with_one_clear_sentence():
         "is larger than max_reply_bytes (10 MB); stopped reading."
     )
     assert len(result.to_json_line()) < 10_000
-
-
-def test_the_ca_bundle_is_read_for_the_first_tls_connection_not_at_import(tmp_path):
-    """In a fresh process (this one has imported aiohttp already): a plain-http request leaves the
-    default TLS context empty; an https one loads the system's certificates before its handshake."""
-    script = """
-import asyncio, socket, ssl
-from farm.agents.transport import HTTPClient, TransportError, preload
-preload()
-import aiohttp.connector
-context = aiohttp.connector._SSL_CONTEXT_VERIFIED
-async def send(url):
-    client = HTTPClient(1)
-    try:
-        await client.request("GET", url, body=None, headers={}, timeout=5.0, connect_timeout=5.0)
-    except TransportError:
-        pass
-    finally:
-        await client.aclose()
-
-def loaded():
-    return context.cert_store_stats()["x509_ca"]
-
-before = loaded()
-with socket.socket() as free:
-    free.bind(("127.0.0.1", 0))
-    closed = free.getsockname()[1]
-asyncio.run(send(f"http://127.0.0.1:{closed}/"))
-after_http = loaded()
-asyncio.run(send(f"https://127.0.0.1:{closed}/"))
-print(before, after_http, loaded(), ssl.create_default_context().cert_store_stats()["x509_ca"])
-"""
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    before, after_http, after_https, system = map(int, done.stdout.split())
-    assert (before, after_http) == (0, 0)
-    assert after_https == system > 0
