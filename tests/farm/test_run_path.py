@@ -1,7 +1,8 @@
 """Starting a run reads as short phases: no function on the run path (farm/api.py, farm/_run/,
-farm/engines/__init__.py) is longer than 80 lines, so each phase reads in one screen."""
+farm/engines/, the Ray driver) is longer than 80 lines, so each phase reads in one screen."""
 
 import ast
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -9,10 +10,11 @@ import pytest
 import farm
 
 CORE = Path(farm.__file__).parent
-RUN_PATH = [CORE / "api.py", *sorted((CORE / "_run").glob("*.py")), CORE / "engines" / "__init__.py"]
+DRIVER = Path(str(importlib.util.find_spec("farm.actors.driver").origin))  # found, not imported: no Ray
+RUN_PATH = [CORE / "api.py", *sorted((CORE / "_run").glob("*.py")), *sorted((CORE / "engines").glob("*.py")), DRIVER]
 
 
-@pytest.mark.parametrize("path", RUN_PATH, ids=lambda path: str(path.relative_to(CORE)))
+@pytest.mark.parametrize("path", RUN_PATH, ids=lambda path: f"{path.parent.name}/{path.name}")
 def test_no_function_on_the_run_path_is_over_80_lines(path: Path):
     tree = ast.parse(path.read_text())
     functions = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
