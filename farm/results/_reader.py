@@ -18,7 +18,7 @@ import math
 import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -210,16 +210,7 @@ class RunRecord:
             wanted = wanted & (pc.field("agent") == agent)
         if not self._parquet():
             return self._jsonl_tables()[table].filter(wanted)
-        tables = []
-        for path in self.table_files(table):
-            try:
-                tables.extend(_case_row_groups(path, schema, _REQUIRED[table], case_id, wanted))
-            except FileNotFoundError:  # a part merged meanwhile: the signature has changed, the caller reads again
-                continue
-            except _Unfit as exc:
-                self._add([str(exc)])
-            except _DAMAGED as exc:
-                self._add([_unreadable(path, exc)])
+        tables = list(self._each_file(table, lambda path: _case_row_groups(path, schema, _REQUIRED[table], case_id, wanted)))
         return pa.concat_tables(tables) if tables else schema.empty_table()
 
     def batches(self, table: str, columns: Sequence[str], batch_size: int = 16384) -> Iterator[pa.Table]:
@@ -229,18 +220,14 @@ class RunRecord:
             yield self._jsonl_tables()[table].select(list(columns))
             return
         schema = pa.schema([TABLES[table].field(name) for name in columns])
-        for path in self.table_files(table):
-            try:
-                parquet = pq.ParquetFile(path)
-                present = _fitting(path, set(parquet.schema_arrow.names), _REQUIRED[table])
-                for batch in parquet.iter_batches(columns=[name for name in columns if name in present], batch_size=batch_size):
-                    yield _conformed(pa.Table.from_batches([batch]), schema, present, path)
-            except FileNotFoundError:
-                continue
-            except _Unfit as exc:
-                self._add([str(exc)])
-            except _DAMAGED as exc:
-                self._add([_unreadable(path, exc)])
+
+        def read(path: Path) -> Iterator[pa.Table]:
+            parquet = pq.ParquetFile(path)
+            present = _fitting(path, set(parquet.schema_arrow.names), _REQUIRED[table])
+            for batch in parquet.iter_batches(columns=[name for name in columns if name in present], batch_size=batch_size):
+                yield _conformed(pa.Table.from_batches([batch]), schema, present, path)
+
+        yield from self._each_file(table, read)
 
     def _table(self, table: str, columns: Sequence[str] | None, filters: Any) -> pa.Table:
         schema = TABLES[table]
@@ -252,17 +239,22 @@ class RunRecord:
         if not self._parquet():
             whole = self._jsonl_tables()[table]
             return (whole.filter(filters) if filters is not None else whole).select(names)
-        tables = []
+        tables = list(self._each_file(table, lambda path: [_read_file(path, projected, _REQUIRED[table], filters)]))
+        return pa.concat_tables(tables) if tables else projected.empty_table()
+
+    def _each_file(self, table: str, read: Callable[[Path], Iterable[pa.Table]]) -> Iterator[pa.Table]:
+        """What ``read`` gives of each of ``table``'s files. A damaged or ill-fitting file is one of
+        this run's problems and is passed over; a part merged meanwhile (gone) is skipped: the run's
+        signature has changed, and its reader reads again."""
         for path in self.table_files(table):
             try:
-                tables.append(_read_file(path, projected, _REQUIRED[table], filters))
+                yield from read(path)
             except FileNotFoundError:
                 continue
             except _Unfit as exc:
                 self._add([str(exc)])
             except _DAMAGED as exc:
                 self._add([_unreadable(path, exc)])
-        return pa.concat_tables(tables) if tables else projected.empty_table()
 
     def _parquet(self) -> bool:
         """Whether the tables are read from Parquet (else from the JSONL)."""
