@@ -63,7 +63,7 @@ def show_gate(summary: Summary, info: RunInfo, view: RunView) -> int:
             return 1
         if written is not None and view.show and not view.quiet:
             view.console.print(Text(f"Step summary: {written}"), soft_wrap=True)
-    if view.show and (not view.quiet or gate.min_pass_rate < 1.0 or info.options.baseline or gate.stopped):  # -q: pytest's line ends a default gate
+    if view.show:  # -q too: the verdict is the last line, after pytest's
         for line in gate_lines(gate, tallies):
             view.console.print(line, soft_wrap=True)
     return 0 if gate.verdict == "passed" else 1

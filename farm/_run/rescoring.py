@@ -85,7 +85,7 @@ def rescore(
     shown = {"junit": junit, "html": html, "json_events": json_events, "console": console, "verbose": verbose, "quiet": quiet, "command": command}
     given = RunRequest.of({"input": input_value, "config": config, **selected, **shown})
     resolved = resolve(given, previous, cfg)
-    options = resolved.options.model_copy(update={"update_golden": None, "max_cost": None})
+    options = resolved.options.model_copy(update={"update_golden": None, "max_cost": None, "baseline": None})  # the run's gate, no baseline
     suite, agent_id = _suite(cfg, resolved, options, source)
     agents = resolved.agents  # the run's own (agent_id the first)
     request = resolved.request
@@ -176,6 +176,7 @@ def _execute(plan: RunPlan, info: RunInfo, resolved: Resolved, out_dir: Path, so
     """Replay ``plan`` on the local engine into ``out_dir`` (the JSONL at ``-o``, when given) under
     the console; the summary says where from (``rescoring``: the source run's id)."""
     from farm._run.execution import RunOutputs
+    from farm._run.gating import deciding, show_gate
     from farm._run.result import RunResult
     from farm._run.setup import execute_viewed
     from farm._run.view import RunView
@@ -186,14 +187,15 @@ def _execute(plan: RunPlan, info: RunInfo, resolved: Resolved, out_dir: Path, so
     view = RunView(request.console, json_events=bool(request.json_events), quiet=bool(request.quiet), verbose=bool(request.verbose))
     jsonl = Path(output) if output else out_dir / "results.jsonl"
     facts = {"input": info.input, "agent": info.agent, "run_id": run_id, "cases": len(plan.cases), "rescored_from": info.rescored_from, "runs": plan.runs, "parallel": plan.parallel}
-    reports, streams = extra_writers(request, run_id, facts)
+    reports, streams = extra_writers(request, run_id, facts, lambda: info.gate)
     view.start(info.agents or info.agent or "", info.input or "", len(plan.cases), {"Run": run_id, "Rescoring": rescoring}, plan.total)
-    outputs = RunOutputs(run_dir=out_dir, jsonl=jsonl, reports=reports, streams=streams)
+    gate = deciding(info.options, None)  # the run's own --min-pass-rate: a rescore is judged as the run was
+    outputs = RunOutputs(run_dir=out_dir, jsonl=jsonl, reports=reports, streams=streams, gate=gate)
     ended = execute_viewed(plan, outputs, make_engine("local"), info, view, view.result, None)
     if isinstance(ended, RunResult):
         return ended
     view.summary(ended, [f"Rescored from: {source}", f"Results: {jsonl}", f"Parquet: {out_dir}/ (cases, turns, assertions)"], reports)
-    return RunResult(ended.exit_code, out_dir, jsonl, ended, "local", run_id)
+    return RunResult(show_gate(ended, info, view), out_dir, jsonl, ended, "local", run_id)
 
 def _recorded(run: RunRecord, agent: str) -> dict[tuple[str, int, str], CaseResult]:
     """The source run's results by ``(case id, run index, agent)``, the first record of each; from

@@ -83,6 +83,15 @@ class Planned:
     """What the hooks, the reporter and the writers' heads are told of the run."""
 
 
+def _budget_source(resolved: Resolved, previous: RunInfo | None) -> str:
+    """Where the run's budget came from, as its error names it: the flag, the resumed run, or ``[farm]``."""
+    if resolved.given.max_cost is not None:
+        return "--max-cost"
+    if previous is not None and previous.options.max_cost is not None:
+        return "the resumed run's --max-cost"
+    return "[farm].max_cost"
+
+
 def prepare_run(resolved: Resolved, cfg: FarmConfig, previous: RunInfo | None) -> Prepared:
     """Load the selected cases (a generator's calls counted for the run) and check everything that
     needs no agent call (SPEC 2); the run's id, folder and console."""
@@ -100,7 +109,7 @@ def prepare_run(resolved: Resolved, cfg: FarmConfig, previous: RunInfo | None) -
     for other in agents[1:]:
         cfg.agent(other)  # fail early, naming the configured agents
     if not dry:
-        check_budget(cfg, options.max_cost)
+        check_budget(cfg, options.max_cost, _budget_source(resolved, previous))
     checked: list[str | None] = [*agents] or [agent_id]
     for each in checked:
         check_for_run(suite, cfg, each, simulator=options.simulator, connector=options.connector, dry_run=dry)

@@ -68,15 +68,16 @@ def prepare(
     return resolve_input(input, cfg, agent_id, compact=not dry_run, cache=role_cache).select(match, tags or [])
 
 
-def check_budget(cfg: FarmConfig, max_cost: float | None) -> None:
+def check_budget(cfg: FarmConfig, max_cost: float | None, named: str = "--max-cost") -> None:
     """A budget needs a price to count against: with no connector priced, every cost is unknown and
-    ``--max-cost`` would never stop the run, so it is a :class:`UsageError` before anything is sent."""
+    the budget would never stop the run, so it is a :class:`UsageError` before anything is sent.
+    ``named``: where the budget came from (``--max-cost``, ``[farm].max_cost``, the resumed run's)."""
     if max_cost is None or any(c.price is not None for c in cfg.connectors.values()):
         return
     where = f"in {cfg.path}" if cfg.path else "configured"
     raise UsageError(
-        f"--max-cost ${max_cost:g}: no connector {where} has a price, so no cost can be counted; "
-        "give the connectors a price (price = { input = ..., output = ... }) or drop --max-cost"
+        f"{named} ${max_cost:g}: no connector {where} has a price, so no cost can be counted; "
+        f"give the connectors a price (price = {{ input = ..., output = ... }}) or drop {named}"
     )
 
 

@@ -140,7 +140,8 @@ def test_quiet_prints_one_line_per_failure_and_the_summary(tmp_path: Path, monke
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert lines[0] == "✗ [no] FAILED: turn 1: expected the reply to contain 'pirate'"
     assert "Agent Test Farm" not in result.output and "[ok]" not in result.output
-    assert lines[-1].startswith("2 passed, 1 failed in ")  # pytest's last line, not the summary block
+    assert lines[-2].startswith("2 passed, 1 failed in ")  # pytest's line, not the summary block
+    assert lines[-1].startswith("Gate: failed: 1 of 3 cases below their gate")  # then the verdict, last
     assert "Summary" not in result.output and "Total:" not in result.output
 
 
@@ -150,7 +151,9 @@ def test_quiet_shows_the_stability_of_unstable_cases_only(tmp_path: Path, monkey
     assert result.exit_code == 1
     assert "consistently_failing" in result.output and "│ no " in result.output
     assert "│ ok " not in result.output and "│ ok2 " not in result.output  # stable cases are not listed
-    assert result.output.strip().splitlines()[-1].startswith("4 passed, 2 failed in ")
+    lines = result.output.strip().splitlines()
+    said = next(i for i, line in enumerate(lines) if line.startswith("4 passed, 2 failed in "))  # pytest's line
+    assert lines[said + 1 :] == ["  no: below the 1 gate: 0 of 2", lines[-1]] and lines[-1].startswith("Gate: failed:")  # then the gate
 
 
 def test_x_stops_after_the_first_failure_and_report_reads_results_dir(tmp_path: Path, monkeypatch, scripted_server):

@@ -191,6 +191,10 @@ def test_a_budget_without_any_price_is_refused_before_anything_runs(tmp_path: Pa
     with pytest.raises(UsageError, match=r"^--max-cost \$0\.5: no connector in .* has a price, so no cost can be counted"):
         farm.run(str(suite), config=tmp_path / "farm.toml", engine="local", quiet=True, max_cost=0.5)
     assert not (tmp_path / "results").exists()
+    toml = tmp_path / "farm.toml"
+    toml.write_text(toml.read_text().replace("[farm]\n", "[farm]\nmax_cost = 0.5\n", 1))
+    with pytest.raises(UsageError, match=r"^\[farm\]\.max_cost \$0\.5: .* or drop \[farm\]\.max_cost$"):  # named where it was set
+        farm.run(str(suite), config=toml, engine="local", quiet=True)
 
 
 @pytest.mark.parametrize(

@@ -278,6 +278,20 @@ def test_every_run_of_a_case_is_rescored_and_run_filters(tmp_path: Path):
     assert agent.requests == before and outcome.exit_code == 0
 
 
+def test_a_rescore_is_judged_by_the_runs_own_gate(tmp_path: Path):
+    with JSONServer(ScriptedAgent()) as server:
+        (tmp_path / "farm.toml").write_text(farm_toml(server.url, engine="local"))
+        suite = write_suite(tmp_path / "suite.jsonl", SUITE[:3])
+        run = farm.run(str(suite), config=tmp_path / "farm.toml", match="^(greet|strict)$", runs=2, min_pass_rate=0.5, quiet=True)
+    assert run.exit_code == 1  # strict fails every try: below any gate
+    passing = farm.rescore(run.run_dir, config=tmp_path / "farm.toml", match="^greet$", quiet=True)
+    gate = json.loads((passing.run_dir / "run.json").read_text())["gate"]
+    assert (gate["min_pass_rate"], gate["verdict"], passing.exit_code) == (0.5, "passed", 0)
+    failing = farm.rescore(run.run_dir, config=tmp_path / "farm.toml", quiet=True)
+    gate = json.loads((failing.run_dir / "run.json").read_text())["gate"]
+    assert (gate["verdict"], failing.exit_code) == ("failed", 1) and "1 of 2 cases below their gate" in gate["sentence"]
+
+
 def test_a_folder_that_is_not_a_run_is_one_sentence(tmp_path: Path):
     with pytest.raises(UsageError, match="is not a run folder"):
         farm.rescore(tmp_path)
