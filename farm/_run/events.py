@@ -44,8 +44,8 @@ ignore keys they do not know: events gain keys, never lose or retype them.
   ``exit_code`` is what ``farm test`` exits with: its ``gate`` (``run.json``'s,
   :class:`farm.writers.runinfo.RunGate`: a case passes when at least
   ``--min-pass-rate`` of its tries passed, and the run is not significantly worse
-  than ``--baseline``) decides it, 0 when passed; without a gate (a rescore, an
-  interrupted run), 0 when nothing failed, errored or timed out.
+  than ``--baseline``; a rescore is judged by its run's ``--min-pass-rate``, with no
+  baseline) decides it, 0 when passed; a run that stopped early fails its gate.
 
 ``case_start`` and ``turn`` are documented so consumers can handle them, but
 ``farm test`` does not emit them today: a conversation runs whole on one Ray
