@@ -88,15 +88,14 @@ def everything_written(folder: Path) -> dict[str, str]:
     return texts
 
 
-def test_no_output_holds_any_piece_of_a_secret(tmp_path: Path, server: JSONServer, monkeypatch):
-    monkeypatch.setenv(KEY_ENV, KEY)
+def hostile_toml(server: JSONServer, farm_extra: str = "") -> str:
+    """A farm.toml whose agent under test talks to ``server`` with a secret in every place a connector holds one."""
     host = server.url.removeprefix("http://")
-    (tmp_path / "farm.toml").write_text(
-        f"""
+    return f"""
 [farm]
 default_agent = "target"
 results_dir = "results"
-
+{farm_extra}
 [connectors.hostile]
 base_url = "http://user:{URL_PASSWORD}@{host}/v1?api_key={URL_QUERY_KEY}"
 api_key_env = "{KEY_ENV}"
@@ -107,7 +106,11 @@ max_retries = 0
 kind = "openai"
 connector = "hostile"
 """
-    )
+
+
+def test_no_output_holds_any_piece_of_a_secret(tmp_path: Path, server: JSONServer, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    (tmp_path / "farm.toml").write_text(hostile_toml(server))
     cases = [
         {"id": "echo", "input": "hello", "assertions": [{"type": "contains", "value": "pirate"}]},
         {"id": "echo-pass", "input": "hello", "assertions": [{"type": "contains", "value": "your key"}]},
@@ -169,27 +172,12 @@ def echoing_generator(path: str, body, headers: dict[str, str]) -> Response:
 def test_generated_cases_and_a_reporters_words_are_scrubbed_everywhere(tmp_path: Path, server: JSONServer, monkeypatch, engine: str):
     monkeypatch.setenv(KEY_ENV, KEY)
     generator = JSONServer(echoing_generator).start()
-    host = server.url.removeprefix("http://")
     (tmp_path / "farm.toml").write_text(
-        f"""
-[farm]
-default_agent = "target"
-results_dir = "results"
-engine = "{engine}"
-
-[connectors.hostile]
-base_url = "http://user:{URL_PASSWORD}@{host}/v1?api_key={URL_QUERY_KEY}"
-api_key_env = "{KEY_ENV}"
-headers = {{ "X-Api-Key" = "{HEADER_SECRET}" }}
-max_retries = 0
-
+        hostile_toml(server, f'engine = "{engine}"\n')
+        + f"""
 [connectors.gen]
 base_url = "{generator.url}/v1"
 api_key_env = "{KEY_ENV}"
-
-[agents.target]
-kind = "openai"
-connector = "hostile"
 
 [agents.gen]
 kind = "generator"
