@@ -39,7 +39,7 @@ T = TypeVar("T")
 
 #: Tries of a role call whose pool actor died, and the wait between them (seconds).
 RESTART_TRIES = 5
-RESTART_WAIT = 1.0
+RETRY_PAUSE = 1.0
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ class PoolRoles:
                 # the pool actor died: it restarts (max_restarts=-1), or the next one answers
                 if attempt == RESTART_TRIES:
                     raise RoleError(f"the {method} pool did not answer after {attempt} tries: {exc}") from None
-                await asyncio.sleep(RESTART_WAIT)
+                await asyncio.sleep(RETRY_PAUSE)
         record(answer.calls.role_calls, answer.calls.cache_hits, answer.calls.cost_usd, answer.calls.requests)
         return answer
 

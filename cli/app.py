@@ -124,8 +124,7 @@ def _plain_usage() -> None:
 _plain_usage()
 
 
-YOUNG_THRESHOLD = 100_000
-"""The collector's first threshold in a ``farm`` process (Python's default: 700), but for :data:`SERVERS`."""
+from farm._run import YOUNG_THRESHOLD  # noqa: E402  (a leaf: the run machinery is not imported)
 
 SERVERS = frozenset({"view"})
 """Commands that serve until they are stopped: they keep :data:`PYTHON_THRESHOLD`, as what a

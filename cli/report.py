@@ -18,6 +18,7 @@ from rich.text import Text
 from farm.durations import format_duration
 from farm.errors import FarmError, UsageError
 from farm.results import format_usd as _usd
+from farm.wording import plural
 
 if TYPE_CHECKING:
     from farm.reports.models import CaseChange, CaseDelta, CaseRate, Latency, PairedComparison, Report, RunSummary
@@ -261,7 +262,7 @@ def _agents(report: Report, console: Console) -> None:
     for stats in report.agents:
         if stats.role_errors:
             where = f" in {stats.run_id}" if several_runs else ""
-            console.print(Text(f"  {stats.agent}{where}: {_plural(stats.role_errors, 'case run')} left out, "
+            console.print(Text(f"  {stats.agent}{where}: {plural(stats.role_errors, 'case run')} left out, "
                                "as a role failed (simulator, judge, generator or reporter), not the agent.", style="yellow"))
     for stats in report.agents:
         if not stats.flaky:
@@ -357,8 +358,8 @@ def _p(p: float) -> str:
 def _paired_title(comparison: PairedComparison) -> str:
     if comparison.kind == "agents":
         where = "" if comparison.a.startswith(f"{comparison.a_run} (") else f" in {comparison.a_run}"
-        return f"{comparison.a} vs {comparison.b}{where}, on the {_plural(comparison.cases, 'case')} both ran"
-    return f"{comparison.a} -> {comparison.b}, on the {_plural(comparison.cases, 'case')} both ran"
+        return f"{comparison.a} vs {comparison.b}{where}, on the {plural(comparison.cases, 'case')} both ran"
+    return f"{comparison.a} -> {comparison.b}, on the {plural(comparison.cases, 'case')} both ran"
 
 
 def _deltas_table(title: str, comparison: PairedComparison, rows: list[CaseDelta], style: str) -> Table:
@@ -406,11 +407,11 @@ def _stability(report: Report, console: Console) -> None:
         return
     console.print()
     if len(stability.agents) > 1:  # each agent's tries of a case apart: a class count per agent
-        console.print(Text(f"Stability over {_plural(stability.cases, 'case')}, per agent; {stability.flaky_total} flaky (case and agent)", style="bold"))
+        console.print(Text(f"Stability over {plural(stability.cases, 'case')}, per agent; {stability.flaky_total} flaky (case and agent)", style="bold"))
         for agent, classes in stability.classes_by_agent.items():
             console.print(Text(f"  {agent}: {_classes(classes)}"))
     else:
-        console.print(Text(f"Stability over {_plural(stability.cases, 'case')}: {_classes(stability.classes)}; {stability.flaky_total} flaky", style="bold"))
+        console.print(Text(f"Stability over {plural(stability.cases, 'case')}: {_classes(stability.classes)}; {stability.flaky_total} flaky", style="bold"))
     several_agents = len(stability.agents) > 1
     if stability.flaky:
         console.print(_rates_table("Flaky cases (passed in some runs, not in others)", stability.flaky, several_agents))
@@ -457,7 +458,7 @@ def _comparison(report: Report, console: Console) -> None:
     console.print(
         Text(
             f"From {comparison.base_run} to {comparison.head_run}: "
-            f"{_plural(comparison.regressions_total, 'regression')}, {_plural(comparison.fixes_total, 'fix')}",
+            f"{plural(comparison.regressions_total, 'regression')}, {plural(comparison.fixes_total, 'fix')}",
             style="bold",
         )
     )
@@ -514,10 +515,6 @@ def _ids_in_several_suites(rows: list) -> set[str]:
     for row in rows:
         suites.setdefault(row.case_id, set()).add(row.suite)
     return {case_id for case_id, found in suites.items() if len(found) > 1}
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun.endswith('x') else 's'}"
 
 
 def _rate(rate: float | None) -> str:

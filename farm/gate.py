@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from farm.errors import UsageError
 from farm.results import Status
+from farm.wording import plural
 from farm.writers.runinfo import GateComparison, RunGate, RunInfo
 
 if TYPE_CHECKING:
@@ -246,15 +247,11 @@ def verdict_sentence(gate: RunGate) -> str:
     It leads with why the gate failed: the run stopped early, an agent is worse than the baseline."""
     why = []
     if gate.stopped:
-        why.append(f"{STOPPED.get(gate.stopped, 'the run stopped early')}: {_plural(gate.not_run, 'case run')} not run")
+        why.append(f"{STOPPED.get(gate.stopped, 'the run stopped early')}: {plural(gate.not_run, 'case run')} not run")
     worse = [c.agent or "this run" for c in gate.comparisons if c.worse]
     if worse:
         why.append(f"{', '.join(worse)} significantly worse than baseline run {gate.baseline_run_id}")
     return f"{gate.verdict}: " + "".join(f"{each}; " for each in why) + _cases_said(gate.cases, gate.below, gate.flaky, gate.min_pass_rate)
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _not_compared(tallies: Tallies, baseline: Baseline, comparisons: list[GateComparison]) -> list[str]:

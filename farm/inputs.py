@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl
 from farm.config import AgentConfig, FarmConfig
 from farm.errors import UsageError
 from farm.roles.cache import RoleCache
-from farm.roles.player import RolePlayer
+from farm.roles.player import PLACEHOLDERS, PROMPTS, RolePlayer, placeholders, player_of, writes_prompt
 from farm.scripts import ScriptResolver
 from farm.suite.loader import Suite, load_file, load_message, load_stdin, looks_like_file
 
@@ -108,16 +108,8 @@ def _split(value: str, prefix: str) -> tuple[str, dict[str, Any]]:
     return ref, typed_query(query)
 
 
-def _writes_prompt(config: FarmConfig, generator: AgentConfig) -> bool:
-    """Whether the farm writes this generator's prompt (a plain LLM), as the role player decides."""
-    player = config.agents.get(generator.uses) if generator.is_role and generator.uses else generator
-    return player is not None and (player.kind == "openai" or player.is_role)
-
-
 def _placeholders(config: FarmConfig, generator: AgentConfig) -> set[str]:
     """The ``{name}`` placeholders of the generator's prompt (its file's, else the built-in one)."""
-    from farm.roles.player import PLACEHOLDERS, PROMPTS, placeholders
-
     try:
         text = RolePlayer.prompt_from(generator.prompt, config.base_dir) or PROMPTS["generator"]
     except OSError:
@@ -130,7 +122,7 @@ def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, ca
 
     generator_id, query = _split(value, "agents:")
     generator = config.agent(generator_id)  # a UsageError naming the configured agents
-    prompt, strict = _placeholders(config, generator), _writes_prompt(config, generator)
+    prompt, strict = _placeholders(config, generator), writes_prompt(player_of(config, generator))
     check_query(f"{config.path or 'farm.toml'}: agents.{generator_id}.generate", generator.generate, prompt, strict)
     check_query(f"-i agents:{generator_id}", query, {*generator.generate, *prompt}, strict)
     params = {**generator.generate, **query}

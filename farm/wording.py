@@ -1,5 +1,6 @@
 """How a one-line message names what a user wrote: escaped so that it stays one line
-(:func:`shown`), and with the nearest known name for a typo (:func:`nearest`). A leaf, so that
+(:func:`shown`), with the nearest known name for a typo (:func:`nearest`), and a count with its
+noun (:func:`plural`). A leaf, so that
 the config, the suite checks and generation can all word their mistakes the same way."""
 
 from __future__ import annotations
@@ -7,13 +8,18 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["nearest", "shown"]
+__all__ = ["nearest", "plural", "shown"]
 
 
 def nearest(name: str, known: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest known name, or nothing."""
     close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 case``, ``2 cases``, ``3 batches``: a count with its noun."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun.endswith(('ch', 'x')) else 's'}"
 
 
 def shown(text: str) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from farm import __version__
+from farm._run import YOUNG_THRESHOLD
 from farm.engines import Engine, RunPlan, case_cost
 from farm.errors import EngineLost, RunError
 from farm.results import CaseResult
@@ -72,8 +73,6 @@ class RunOutputs:
     and the NDJSON ``summary`` event carry it. An interrupted run's is decided too, a failed gate."""
 
 
-#: The collector's first threshold while the cases run (Python's default: 700).
-YOUNG_THRESHOLD = 100_000
 
 _collector_lock = threading.Lock()
 _collector_runs = 0

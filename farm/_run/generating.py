@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from farm.errors import UsageError
+from farm.wording import plural
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,10 +43,6 @@ def generate(suite: Suite, cfg: FarmConfig, cache: bool, console: Console, quiet
         raise
     suite.cases = Suite(cases).select(match, tags or []).cases
     generated(stream, console, quiet)
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun.endswith(('ch', 'x')) else 's'}"
 
 
 def say_dropped(console: Console, quiet: bool) -> Callable[[str], None]:

@@ -41,7 +41,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from email.utils import parsedate_to_datetime
-from functools import partial
+from functools import cache, partial
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -355,7 +355,7 @@ async def request_json(
     reach = f"{connector.name} {urlsplit(url).netloc}"
     attempts = 1 if _reachability.judged(reach) else connector.max_retries + 1  # judged: one attempt, no retries
     what = f"agent '{agent}' at {method.upper()} {safe_url(url)}"
-    secrets = partial(_secrets, connector, headers, url)  # built for an error only: ~60 µs a request with a key
+    secrets = cache(partial(_secrets, connector, headers, url))  # built for an error only, once: ~60 µs with a key
     payload = json.dumps(body, ensure_ascii=False).encode()
     if not any(name.lower() == "content-type" for name in headers):
         headers = {**headers, "Content-Type": "application/json"}

@@ -341,9 +341,11 @@ class CaseStream:
 
     def _player(self) -> tuple[Any, Any, Any]:
         """The generator agent, the agent that plays it, and its connector (or None)."""
+        from farm.roles.player import player_of
+
         assert self.agent_id is not None
         agent = self.config.agent(self.agent_id)
-        player = self.config.agent(agent.uses) if agent.is_role and agent.uses else agent
+        player = player_of(self.config, agent)
         name = player.connector or agent.connector
         return agent, player, self.config.connectors.get(name) if name else None
 

@@ -24,9 +24,9 @@ from farm.roles.types import RoleError, SimulatorTurn, Verdict
 from farm.secrets import process_scrubber
 
 if TYPE_CHECKING:
-    from farm.config import FarmConfig
+    from farm.config import AgentConfig, FarmConfig
 
-__all__ = ["PLACEHOLDERS", "PROMPTS", "RolePlayer", "fill", "placeholders", "render_transcript"]
+__all__ = ["PLACEHOLDERS", "PROMPTS", "RolePlayer", "fill", "placeholders", "player_of", "render_transcript", "writes_prompt"]
 
 T = TypeVar("T")
 
@@ -124,6 +124,17 @@ def _generator_fields(metadata: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def player_of(config: FarmConfig, agent: AgentConfig) -> AgentConfig:
+    """The agent that plays ``agent``'s role: the one it ``uses``, else itself."""
+    return config.agent(agent.uses) if agent.is_role and agent.uses else agent
+
+
+def writes_prompt(player: AgentConfig) -> bool:
+    """Whether the farm writes the role's prompt for ``player`` (:func:`player_of`): a plain LLM (an
+    ``openai`` agent, or a role kind on a connector) does; a user's http/python service does not."""
+    return player.kind == "openai" or player.is_role
+
+
 def render_transcript(messages: list[Message]) -> str:
     """The conversation as text a role agent reads: roles, tool calls and tool results."""
     lines = []
@@ -187,8 +198,8 @@ class RolePlayer:
         from farm.agents.factory import build_agent
 
         agent = config.agent(agent_id)
-        player_agent = config.agent(agent.uses) if agent.is_role and agent.uses else agent
-        builtin = player_agent.kind == "openai" or player_agent.is_role
+        player_agent = player_of(config, agent)
+        builtin = writes_prompt(player_agent)
         if connector is not None:
             config.connector(connector)  # a UsageError naming the configured connectors
         client = build_agent(config, agent_id, connector_override=connector, limiter_for=limiter_for)

@@ -407,6 +407,3 @@ def _checkpoint_cycles(case: TestCase) -> list[str]:
             path.append(nxt)
             iters.append(iter(after[nxt]))
     return out
-
-
-# -- the suite against the config ------------------------------------------------------------------

@@ -11,10 +11,11 @@ it again).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,10 +125,11 @@ def drop_broken(path: str | os.PathLike[str]) -> int:
     they were; a torn last line goes too, as a resume's append would cut it.
     """
     path = Path(path)
-    keep = {number for number, record in _records(path) if record.get("status") not in BROKEN}
+    lines = list(io.BytesIO(path.read_bytes()))  # read once: parsed, then written back as they were
+    keep = {number for number, record in _records(path, lines) if record.get("status") not in BROKEN}
     dropped = 0
-    with open(path, "rb") as source, atomic_file(path, "wb") as out:
-        for number, raw in enumerate(source, 1):
+    with atomic_file(path, "wb") as out:
+        for number, raw in enumerate(lines, 1):
             if number in keep:
                 out.write(raw if raw.endswith(b"\n") else raw + b"\n")
             elif raw.strip():
@@ -135,27 +137,31 @@ def drop_broken(path: str | os.PathLike[str]) -> int:
     return dropped
 
 
-def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, record)`` for each result line; a bad line is only allowed last."""
+def _records(path: Path, lines: Iterable[bytes] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` for each result line of ``path`` (``lines``: its lines, already
+    read); a bad line is only allowed last."""
+    if lines is None:
+        with open(path, "rb") as file:
+            yield from _records(path, file)
+        return
     bad: tuple[int, str] | None = None
-    with open(path, "rb") as file:
-        for number, raw in enumerate(file, 1):
-            if not raw.strip():
-                continue
-            if bad is not None:
-                raise UsageError(
-                    f"Cannot read results from {path}:{bad[0]}, as that line is not a JSON object "
-                    f"({bad[1]}) and is not the last line; only a torn last line is skipped."
-                )
-            try:
-                record = json.loads(raw)
-            except ValueError as exc:  # UnicodeDecodeError included: a cut can split a character
-                bad = (number, str(exc))
-                continue
-            if not isinstance(record, dict):
-                bad = (number, f"a JSON {type(record).__name__}")
-                continue
-            yield number, record
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        if bad is not None:
+            raise UsageError(
+                f"Cannot read results from {path}:{bad[0]}, as that line is not a JSON object "
+                f"({bad[1]}) and is not the last line; only a torn last line is skipped."
+            )
+        try:
+            record = json.loads(raw)
+        except ValueError as exc:  # UnicodeDecodeError included: a cut can split a character
+            bad = (number, str(exc))
+            continue
+        if not isinstance(record, dict):
+            bad = (number, f"a JSON {type(record).__name__}")
+            continue
+        yield number, record
 
 
 def _end_cleanly(path: Path) -> None:
