@@ -23,6 +23,7 @@ from farm.writers.runinfo import GateComparison, RunGate, RunInfo
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from farm.results import RunRecord
     from farm.summary import Summary
 
 __all__ = [
@@ -37,6 +38,8 @@ __all__ = [
     "judge",
     "judge_run",
     "read_tallies",
+    "cases_of",
+    "tallies_of",
     "summary_tallies",
     "verdict_sentence",
 ]
@@ -99,17 +102,26 @@ def read_cases(run_dir: Path) -> pa.Table:
     a run whose cases cannot all be read is a :class:`~farm.errors.UsageError`: no gate on part of a run."""
     from farm.results import read_run
 
-    run = read_run(run_dir)
+    return cases_of(read_run(run_dir))
+
+
+def cases_of(run: RunRecord) -> pa.Table:
+    """:func:`read_cases` of a run already read."""
     table = run.cases(columns=["agent", "case_id", "status", "error_role"])
     if run.problems:
-        raise UsageError(f"Cannot judge the run {run_dir}, as {run.problems[0]}")
+        raise UsageError(f"Cannot judge the run {run.path}, as {run.problems[0]}")
     return table
 
 
 def read_tallies(run_dir: Path) -> Tallies:
     """The tallies of the run in ``run_dir`` (its cases table)."""
-    cases = read_cases(run_dir).to_pydict()
-    return tally(zip(cases["agent"], cases["case_id"], cases["status"], cases["error_role"], strict=True))
+    return tallies_of(read_cases(run_dir))
+
+
+def tallies_of(cases: pa.Table) -> Tallies:
+    """The tallies of a cases table of :func:`read_cases`'s columns."""
+    columns = cases.to_pydict()
+    return tally(zip(columns["agent"], columns["case_id"], columns["status"], columns["error_role"], strict=True))
 
 
 def ended_early(status: str, info: RunInfo, done: int) -> tuple[str | None, int]:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from farm.errors import UsageError
-from farm.gate import DEFAULT_MIN_PASS_RATE, Tallies, ended_early, judge, read_cases, read_tallies, verdict_sentence
+from farm.gate import DEFAULT_MIN_PASS_RATE, Tallies, cases_of, ended_early, judge, tallies_of, verdict_sentence
 from farm.reports.stats import clustered_interval, format_p
 from farm.writers.runinfo import RunGate, RunInfo
 
@@ -47,10 +47,11 @@ def run_markdown(run_dir: Path) -> str:
     finish (interrupted, stopped, killed) failing it."""
     from farm.results import read_run
 
-    run = read_run(run_dir)
+    run = read_run(run_dir)  # read once: its record, its cases, their tallies
     info = run.info
-    tallies = read_tallies(run_dir)
-    stopped, not_run = ended_early(run.status, info, read_cases(run_dir).num_rows)
+    cases = cases_of(run)
+    tallies = tallies_of(cases)
+    stopped, not_run = ended_early(run.status, info, cases.num_rows)
     gate = info.gate
     if gate is None or (stopped and not gate.stopped):  # an unfinished run is never a green gate
         gate = judge(tallies, info.options.min_pass_rate or DEFAULT_MIN_PASS_RATE, stopped=stopped, not_run=not_run)

@@ -47,8 +47,10 @@ def find_runs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[RunRecord],
         if path.is_file():
             found.append(read_run(path))
             continue
-        single = _is_run(path)
-        runs = [read_run(path)] if single else list_runs(path)
+        try:
+            runs, single = [read_run(path)], True
+        except UsageError:  # not a run itself: a results folder holding runs
+            runs, single = list_runs(path), False
         done = [run for run in runs if run.finished_tables]
         waiting = sorted(run.name for run in runs if not run.finished_tables and run.unconsolidated)
         if waiting and not single:
@@ -67,15 +69,6 @@ def find_runs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[RunRecord],
     for run in found:
         unique.setdefault(run.path.resolve(), run)
     return list(unique.values()), notes
-
-
-def _is_run(folder: Path) -> bool:
-    """Whether ``folder`` is a run itself (not a results folder holding runs)."""
-    try:
-        read_run(folder)
-    except UsageError:
-        return False
-    return True
 
 
 @dataclass

@@ -40,7 +40,7 @@ TABLES: dict[str, pa.Schema] = {"cases": CASES_SCHEMA, "turns": TURNS_SCHEMA, "a
 
 RESULTS_JSONL = "results.jsonl"
 _PART_NAME = re.compile(r"^(?P<table>[a-z]+)-(?P<number>\d+)\.parquet$")
-_RUN_NAME = re.compile(r"^[^./\\][^/\\]*$")
+RUN_NAME = re.compile(r"^[^./\\][^/\\]*$")
 _MARKS = (RUN_JSON, "cases.parquet", RESULTS_JSONL, PARTS_DIR)
 """A folder holding one of these is a run (``.parts/`` alone: a run still going, or killed)."""
 _KEY_COLUMNS = {name for name in CASE_RUN_KEY if name != "agent"}
@@ -113,7 +113,7 @@ class RunRecord:
         info = self.info
         if self._status_known:
             return info.status
-        return "finished" if not self.is_folder or (self.path / "cases.parquet").is_file() else "running"
+        return "finished" if self.finished_tables else "running"
 
     @property
     def has_info(self) -> bool:
@@ -210,7 +210,7 @@ class RunRecord:
             wanted = wanted & (pc.field("agent") == agent)
         if not self._parquet():
             return self._jsonl_tables()[table].filter(wanted)
-        tables = list(self._each_file(table, lambda path: _case_row_groups(path, schema, _REQUIRED[table], case_id, wanted)))
+        tables = list(self._each_file(self.table_files(table), lambda path: _case_row_groups(path, schema, _REQUIRED[table], case_id, wanted)))
         return pa.concat_tables(tables) if tables else schema.empty_table()
 
     def batches(self, table: str, columns: Sequence[str], batch_size: int = 16384) -> Iterator[pa.Table]:
@@ -227,7 +227,7 @@ class RunRecord:
             for batch in parquet.iter_batches(columns=[name for name in columns if name in present], batch_size=batch_size):
                 yield _conformed(pa.Table.from_batches([batch]), schema, present, path)
 
-        yield from self._each_file(table, read)
+        yield from self._each_file(self.table_files(table), read)
 
     def _table(self, table: str, columns: Sequence[str] | None, filters: Any) -> pa.Table:
         schema = TABLES[table]
@@ -236,17 +236,19 @@ class RunRecord:
         if unknown:
             raise ValueError(f"The {table} table has no columns {', '.join(unknown)}.")
         projected = pa.schema([schema.field(name) for name in names])
-        if not self._parquet():
+        files = self.table_files(table)  # listed once: the cases table's files also say where to read from
+        parquet = (bool(files) or self.jsonl is None) if table == "cases" else self._parquet()
+        if not parquet:
             whole = self._jsonl_tables()[table]
             return (whole.filter(filters) if filters is not None else whole).select(names)
-        tables = list(self._each_file(table, lambda path: [_read_file(path, projected, _REQUIRED[table], filters)]))
+        tables = list(self._each_file(files, lambda path: [_read_file(path, projected, _REQUIRED[table], filters)]))
         return pa.concat_tables(tables) if tables else projected.empty_table()
 
-    def _each_file(self, table: str, read: Callable[[Path], Iterable[pa.Table]]) -> Iterator[pa.Table]:
-        """What ``read`` gives of each of ``table``'s files. A damaged or ill-fitting file is one of
+    def _each_file(self, files: Sequence[Path], read: Callable[[Path], Iterable[pa.Table]]) -> Iterator[pa.Table]:
+        """What ``read`` gives of each of a table's ``files``. A damaged or ill-fitting file is one of
         this run's problems and is passed over; a part merged meanwhile (gone) is skipped: the run's
         signature has changed, and its reader reads again."""
-        for path in self.table_files(table):
+        for path in files:
             try:
                 yield from read(path)
             except FileNotFoundError:
@@ -397,7 +399,7 @@ def list_runs(results_dir: str | os.PathLike[str]) -> list[RunRecord]:
     found = []
     for entry in entries:
         path = Path(entry.path)
-        if _RUN_NAME.match(entry.name) and _resolves_inside(path, root) and path.is_dir() and _is_run_folder(path, root):
+        if RUN_NAME.match(entry.name) and _resolves_inside(path, root) and path.is_dir() and _is_run_folder(path, root):
             found.append(RunRecord(path, root=root))
     return sorted(found, key=lambda run: run.name)
 

@@ -10,15 +10,14 @@ the folder all read as "no such run", and such a link is not listed either.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from farm.errors import FarmError, UsageError
 from farm.results import RunRecord, list_runs, read_run
+from farm.results._reader import RUN_NAME
 
 __all__ = ["NotFound", "ResultsFolder"]
 
-_RUN_NAME = re.compile(r"^[^./\\][^/\\]*$")
 
 
 class NotFound(FarmError, LookupError):
@@ -38,7 +37,7 @@ class ResultsFolder:
     def run(self, name: str) -> RunRecord:
         """The run folder called ``name``; :class:`NotFound` unless it is a run directly inside the folder."""
         path = self.root / name
-        if _RUN_NAME.match(name) and path.is_dir():
+        if RUN_NAME.match(name) and path.is_dir():
             try:
                 return read_run(path, root=self.root)
             except UsageError:

@@ -64,7 +64,7 @@ class RunSummaries:
         info = run.info
         summary: dict[str, Any] = {
             "name": run.name,
-            "run_id": info.run_id or run.name,
+            "run_id": run.run_id,
             "status": run.status,
             "engine": info.engine,
             "started_at": info.started_at,
