@@ -39,9 +39,7 @@ def _key(text: str, at: int) -> tuple[list[str], int] | None:
             at += 1
         if at < len(text) and text[at] in "\"'":
             quote = text[at]
-            end = at + 1
-            while end < len(text) and text[end] != quote:
-                end += 2 if quote == '"' and text[end] == "\\" else 1
+            end = _skip_string(text, at) - 1  # the closing quote
             if end >= len(text):
                 return None
             raw = text[at + 1 : end]
@@ -62,6 +60,8 @@ def _key(text: str, at: int) -> tuple[list[str], int] | None:
 
 
 def _skip_string(text: str, at: int) -> int:
+    """Where the quoted string starting at ``text[at]`` ends (just past its closing quote; past the
+    text's end when it is not closed)."""
     quote = text[at]
     end = at + 1
     while end < len(text) and text[end] != quote:

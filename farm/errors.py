@@ -85,8 +85,7 @@ class ConfigError(UsageError):
 
     def __init__(self, problems: list[str]):
         self.problems = problems
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        super().__init__(problems[0] + more)
+        super().__init__(_first_of(problems, "farm.toml cannot be read"))
 
 
 class InputError(FarmError):
@@ -94,9 +93,13 @@ class InputError(FarmError):
 
     def __init__(self, problems: list[str]):
         self.problems = problems
-        head = problems[0] if problems else "the input cannot be loaded"
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        super().__init__(head + more)
+        super().__init__(_first_of(problems, "the input cannot be loaded"))
+
+
+def _first_of(problems: list[str], otherwise: str) -> str:
+    """An error's message for a list of problems: the first, and how many more (``otherwise``: none listed)."""
+    head = problems[0] if problems else otherwise
+    return head + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
 
 
 class CaseError(Exception):
