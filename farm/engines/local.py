@@ -63,11 +63,8 @@ class _TerminalAsker:
             return await asyncio.to_thread(ask_on_terminal, request, self.terminal.stdin, self.terminal.write)
 
 
-async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopReason | None:
-    limiter_for = local_limiters(plan.config)
-    http = HTTPClient(plan.parallel)
-    roles = LocalRoles(plan.config, limiter_for=limiter_for, cache=RoleCache.for_config(plan.config) if plan.settings.cache else None)
-    worker = CaseWorker(
+def _case_worker(plan: RunPlan, roles: LocalRoles, http: HTTPClient, limiter_for: Callable[[str], Any]) -> CaseWorker:
+    return CaseWorker(
         plan.config,
         plan.agent_settings,
         worker=f"local@{socket.gethostname()}:{os.getpid()}",
@@ -78,6 +75,13 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
         ask_human=_TerminalAsker(plan.terminal) if plan.terminal is not None else None,
         replay=plan.replay,
     )
+
+
+async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopReason | None:
+    limiter_for = local_limiters(plan.config)
+    http = HTTPClient(plan.parallel)
+    roles = LocalRoles(plan.config, limiter_for=limiter_for, cache=RoleCache.for_config(plan.config) if plan.settings.cache else None)
+    worker = _case_worker(plan, roles, http, limiter_for)
     scheduler = plan.scheduler([Worker("local", plan.parallel)])
     for result in scheduler.add(plan.cases):
         on_result(result)
@@ -92,20 +96,38 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
     if feed is None:
         scheduler.close()
     running: dict[asyncio.Future[CaseResult], Job] = {}
+    finished: list[CaseResult] = []  # recorded once the cases that took the free slots are sent
+    failed: list[BaseException] = []
+
+    def start_next() -> None:
+        for _, job in scheduler.assign():
+            task = asyncio.ensure_future(worker.run(job.payload, job.run_index, job.agent))
+            running[task] = job
+            task.add_done_callback(ended)
+
+    def ended(task: asyncio.Future[CaseResult]) -> None:
+        """A case ended: its slot takes the next case at once, before any result is written,
+        so that a slot waits for no other case's bookkeeping (nor a burst of replies for theirs)."""
+        job = running.pop(task, None)
+        if job is None or task.cancelled():
+            return
+        try:
+            exc = task.exception()
+            finished.extend(scheduler.crashed(job, repr(exc)) if exc is not None else scheduler.finished(job, task.result()))
+            start_next()
+        except Exception as error:  # noqa: BLE001 - raised again where the run is pumped
+            failed.append(error)
+        wake.set()
+
     try:
-        while True:
-            for _, job in scheduler.assign():
-                running[asyncio.ensure_future(worker.run(job.payload, job.run_index, job.agent))] = job
-            if scheduler.done:
-                break
-            waiting: list[asyncio.Future[Any]] = list(running)
-            waker = asyncio.ensure_future(wake.wait()) if scheduler.open else None
-            if waker is not None:
-                waiting.append(waker)
-            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            if waker is not None:
-                waker.cancel()
+        start_next()
+        while not (scheduler.done and not finished):
+            if not (finished or arrived or failed):
+                await wake.wait()
                 wake.clear()
+                await asyncio.sleep(0)  # the cases just started send their requests first
+            if failed:
+                raise failed[0]
             for item in arrived:
                 if item is None:
                     scheduler.close()
@@ -115,18 +137,10 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
                     for result in scheduler.add(item):
                         on_result(result)
             arrived.clear()
-            for task in done:
-                if task is waker:
-                    continue
-                job = running.pop(task)
-                try:
-                    ended = task.result()
-                except Exception as exc:  # noqa: BLE001 - a bug in the farm, not in the case
-                    results = scheduler.crashed(job, repr(exc))
-                else:
-                    results = scheduler.finished(job, ended)
-                for result in results:
-                    on_result(result)
+            for result in finished:
+                on_result(result)
+            finished.clear()
+            start_next()
     finally:
         pending: list[asyncio.Future[Any]] = [*running, *([feed] if feed is not None else [])]
         for task in pending:
