@@ -4,14 +4,20 @@
 application calling :func:`farm.run`). :func:`run_sync` then runs the coroutine
 on a loop of its own in a helper thread and waits for it, so the same call works
 everywhere.
+
+``run_sync(coro, idle=work)`` also calls ``work`` once, the first time the loop has nothing
+to do: asyncio waits in its selector with a timeout of zero while any callback is ready, and
+blocks there only when none is (:class:`_IdleSelector`). A run uses that moment, its first
+requests sent and their replies not yet back, for work it would otherwise do before them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import selectors
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 __all__ = ["run_sync"]
@@ -19,17 +25,25 @@ __all__ = ["run_sync"]
 T = TypeVar("T")
 
 
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(coro)``; in a thread of its own when this thread already runs a loop."""
+def run_sync(coro: Coroutine[Any, Any, T], idle: Callable[[], None] | None = None) -> T:
+    """``asyncio.run(coro)``; in a thread of its own when this thread already runs a loop.
+    ``idle``: called once, when the loop first has nothing to do (see the module docstring)."""
+
+    def run() -> T:
+        if idle is None:
+            return asyncio.run(coro)
+        with asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(_IdleSelector(idle))) as runner:
+            return runner.run(coro)
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        return run()
     outcome: dict[str, Any] = {}
 
     def target() -> None:
         try:
-            outcome["value"] = asyncio.run(coro)
+            outcome["value"] = run()
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             outcome["error"] = exc
 
@@ -40,3 +54,25 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+class _IdleSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]  # an alias of the platform's best
+    """The platform's selector, calling ``work`` the first time its loop would block: nothing ready.
+
+    ``work`` failing is not the run's failure: what it prepares is done again, and fails
+    with its own message, where it is needed."""
+
+    def __init__(self, work: Callable[[], None]):
+        super().__init__()
+        self._work: Callable[[], None] | None = work
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        work = self._work
+        if work is not None and (timeout is None or timeout > 0):
+            self._work = None
+            try:
+                work()
+            except Exception:  # noqa: BLE001, S110 - done again where it is needed, and said there
+                pass
+            timeout = 0  # time went by: what became ready meanwhile is taken at once
+        return super().select(timeout)

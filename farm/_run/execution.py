@@ -213,7 +213,8 @@ def execute(
     info.timings = {}
     write_run_json(outputs.run_dir, info)
     summary = Summary()
-    writers = _writers(plan, outputs, summary)
+    writers, parquet = _writers(plan, outputs, summary)
+    plan.when_idle = parquet.prepare
     done_before = summary.total
     timings = info.timings
 
@@ -271,7 +272,7 @@ def execute(
     return summary
 
 
-def _writers(plan: RunPlan, outputs: RunOutputs, summary: Summary) -> MultiWriter:
+def _writers(plan: RunPlan, outputs: RunOutputs, summary: Summary) -> tuple[MultiWriter, ParquetWriter]:
     """The run's writers, scrubbed of the config's secrets; a resumed run's earlier results are
     written to the fresh Parquet tables and the reports first, and counted in ``summary``."""
     earlier = _earlier_results(outputs)
@@ -283,7 +284,7 @@ def _writers(plan: RunPlan, outputs: RunOutputs, summary: Summary) -> MultiWrite
         summary.add(result)
         plan.spent_before += case_cost(result)
     summary.add_calls(plan.driver_calls)  # the generator's, before the run
-    return MultiWriter([JSONLWriter(outputs.jsonl, append=outputs.resume), parquet, *outputs.reports, *outputs.streams], scrubber)
+    return MultiWriter([JSONLWriter(outputs.jsonl, append=outputs.resume), parquet, *outputs.reports, *outputs.streams], scrubber), parquet
 
 
 def _status(info: RunInfo, *, interrupted: bool, lost: bool, ended: bool) -> Literal["interrupted", "stopped", "finished", "not_started", "failed"]:

@@ -110,6 +110,9 @@ class RunPlan:
     """Cases that arrive while the run goes (a generator's), after ``cases``."""
     on_generation: Callable[[GenerationStats], None] | None = None
     """Told how the generation goes, after each batch (the progress line)."""
+    when_idle: Callable[[], None] | None = None
+    """Work for the first moment the run's loop has nothing to do, its first requests out (the local
+    engine): the Parquet writer's pyarrow, loaded then rather than before the first request."""
 
     def __post_init__(self) -> None:
         if not self.agent_settings:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ class LocalEngine:
         return {}
 
     def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopReason | None:
-        return run_sync(_run(plan, on_result))
+        return run_sync(_run(plan, on_result), idle=plan.when_idle)
 
     def close(self) -> None:
         pass
@@ -96,7 +97,7 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
     if feed is None:
         scheduler.close()
     running: dict[asyncio.Future[CaseResult], Job] = {}
-    finished: list[CaseResult] = []  # recorded once the cases that took the free slots are sent
+    finished: deque[CaseResult] = deque()  # recorded once the cases that took the free slots are sent
     failed: list[BaseException] = []
 
     def start_next() -> None:
@@ -137,9 +138,9 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
                     for result in scheduler.add(item):
                         on_result(result)
             arrived.clear()
-            for result in finished:
-                on_result(result)
-            finished.clear()
+            while finished:  # a reply that came meanwhile is read first: it holds up its slot, a result nothing
+                on_result(finished.popleft())
+                await asyncio.sleep(0)
             start_next()
     finally:
         pending: list[asyncio.Future[Any]] = [*running, *([feed] if feed is not None else [])]

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 import pyarrow as pa
 
-from farm.writers.rows import RowModel
+from farm.writers.rows import RowModel, StoredAs
 
 __all__ = ["arrow_schema", "arrow_type", "type_name"]
 
@@ -26,6 +26,9 @@ _PLAIN_TYPES: dict[Any, pa.DataType] = {
     datetime: pa.timestamp("ms", tz="UTC"),
 }
 
+_STORED: dict[str, pa.DataType] = {"int16": pa.int16(), "int32": pa.int32(), "timestamp[ms, UTC]": pa.timestamp("ms", tz="UTC")}
+"""The Arrow type of each :class:`~farm.writers.rows.StoredAs` a row field may declare."""
+
 
 def arrow_type(annotation: Any) -> pa.DataType:
     """The Arrow type of a row field annotated ``annotation`` (see the module docstring)."""
@@ -33,7 +36,7 @@ def arrow_type(annotation: Any) -> pa.DataType:
         return pa.struct(_arrow_fields(annotation))
     origin = get_origin(annotation)
     if origin is Annotated:
-        declared = [meta for meta in annotation.__metadata__ if isinstance(meta, pa.DataType)]
+        declared = [_STORED[meta] for meta in annotation.__metadata__ if isinstance(meta, StoredAs)]
         return declared[0] if declared else arrow_type(get_args(annotation)[0])
     if origin in (Union, types.UnionType):
         (inner,) = [arg for arg in get_args(annotation) if arg is not type(None)]
@@ -68,6 +71,6 @@ def _arrow_fields(row: type[RowModel]) -> list[pa.Field]:
     fields = []
     for name, field in row.model_fields.items():
         # pydantic keeps the metadata of a field's outer Annotated apart from its annotation
-        declared = [meta for meta in field.metadata if isinstance(meta, pa.DataType)]
+        declared = [_STORED[meta] for meta in field.metadata if isinstance(meta, StoredAs)]
         fields.append(pa.field(name, declared[0] if declared else arrow_type(field.annotation)))
     return fields

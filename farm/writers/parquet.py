@@ -26,21 +26,23 @@ parts never counts a part twice.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from farm.errors import UsageError
 from farm.files import atomic_file
 from farm.results._records import CaseResult
-from farm.writers.arrowschema import arrow_schema
 from farm.writers.base import ClosingWriter
 from farm.writers.rows import AssertionRow, CaseRow, KeyRow, Row, TurnRow
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 __all__ = [
     "ASSERTIONS_SCHEMA",
@@ -59,18 +61,38 @@ LAST_PART_KEY = b"farm.last_part"
 ROW_GROUP_ROWS = 100_000
 ROW_GROUP_BYTES = 64 << 20
 
-CASES_SCHEMA = arrow_schema(CaseRow)
-"""Columns of ``cases.parquet``: the fields of :class:`~farm.writers.rows.CaseRow`."""
-TURNS_SCHEMA = arrow_schema(TurnRow)
-"""Columns of ``turns.parquet``: the fields of :class:`~farm.writers.rows.TurnRow`."""
-ASSERTIONS_SCHEMA = arrow_schema(AssertionRow)
-"""Columns of ``assertions.parquet``: the fields of :class:`~farm.writers.rows.AssertionRow`."""
+TABLES = ("cases", "turns", "assertions")
 
-_SCHEMAS: dict[str, pa.Schema] = {
-    "cases": CASES_SCHEMA,
-    "turns": TURNS_SCHEMA,
-    "assertions": ASSERTIONS_SCHEMA,
-}
+
+@functools.cache
+def _schemas() -> dict[str, pa.Schema]:
+    """Each table's columns: the fields of its row model (:func:`farm.writers.arrowschema.arrow_schema`).
+
+    pyarrow is imported here, on first use, not when this module is: a run writes its buffered
+    rows only at its first part or its end, and loads pyarrow while it waits for its agents
+    (:meth:`ParquetWriter.prepare`) instead of before its first request."""
+    from farm.writers.arrowschema import arrow_schema
+
+    return {"cases": arrow_schema(CaseRow), "turns": arrow_schema(TurnRow), "assertions": arrow_schema(AssertionRow)}
+
+
+_SCHEMA_NAMES = {"CASES_SCHEMA": "cases", "TURNS_SCHEMA": "turns", "ASSERTIONS_SCHEMA": "assertions"}
+"""``CASES_SCHEMA``: the columns of ``cases.parquet``, the fields of :class:`~farm.writers.rows.CaseRow`;
+``TURNS_SCHEMA`` and ``ASSERTIONS_SCHEMA`` likewise (built on first use, see :func:`_schemas`)."""
+
+
+if TYPE_CHECKING:
+    CASES_SCHEMA: pa.Schema
+    TURNS_SCHEMA: pa.Schema
+    ASSERTIONS_SCHEMA: pa.Schema
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SCHEMA_NAMES:
+        return _schemas()[_SCHEMA_NAMES[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _PART_NAME = re.compile(r"^(?P<table>[a-z]+)-(?P<number>\d+)\.parquet$")
 
 
@@ -123,7 +145,7 @@ class ParquetWriter(ClosingWriter):
         self._seconds_per_part = seconds_per_part
         self._clock = clock
         self._next_part = _last_part_number(self.run_dir) + 1
-        self._buffers: dict[str, list[Row]] = {table: [] for table in _SCHEMAS}
+        self._buffers: dict[str, list[Row]] = {table: [] for table in TABLES}
         self._oldest: float | None = None
         self._closed = False
 
@@ -144,6 +166,15 @@ class ParquetWriter(ClosingWriter):
         if full or self._clock() - self._oldest >= self._seconds_per_part:
             self._write_part()
 
+    def prepare(self) -> None:
+        """Import pyarrow and build each table from one row of nulls, so that the first part or
+        the close does not pay for pyarrow's start (its import and its first conversions, ~50 ms
+        on two cores); a run calls this while it waits for its agents' first replies."""
+        import pyarrow as pa
+
+        for schema in _schemas().values():
+            pa.Table.from_pylist([dict.fromkeys(schema.names)], schema=schema)
+
     def flush(self) -> None:
         """Write what is buffered as a part file (costly if called after every result)."""
         if not self._closed:
@@ -158,7 +189,7 @@ class ParquetWriter(ClosingWriter):
         after its last case than the rest of its Parquet work."""
         if self._closed:
             return
-        if self._next_part == 1 and not any((self.run_dir / f"{table}.parquet").exists() for table in _SCHEMAS):
+        if self._next_part == 1 and not any((self.run_dir / f"{table}.parquet").exists() for table in TABLES):
             self._write_tables()
         else:
             self._write_part()
@@ -167,7 +198,10 @@ class ParquetWriter(ClosingWriter):
 
     def _write_tables(self) -> None:
         """The buffers as the three consolidated tables, holding part 1 (as a consolidation would)."""
-        for table, schema in _SCHEMAS.items():
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        for table, schema in _schemas().items():
             rows = self._buffers[table]
             whole = pa.Table.from_pylist(rows, schema=schema.with_metadata({LAST_PART_KEY: b"1"}))
             with atomic_file(self.run_dir / f"{table}.parquet", "wb") as sink:
@@ -178,9 +212,12 @@ class ParquetWriter(ClosingWriter):
     def _write_part(self) -> None:
         if not any(self._buffers.values()):
             return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         for table, rows in self._buffers.items():
             if rows:
-                part = pa.Table.from_pylist(rows, schema=_SCHEMAS[table])
+                part = pa.Table.from_pylist(rows, schema=_schemas()[table])
                 with atomic_file(self._parts_dir / f"{table}-{self._next_part:06d}.parquet", "wb") as sink:
                     pq.write_table(part, sink, compression=COMPRESSION)
         _fsync_dir(self._parts_dir)
@@ -209,7 +246,7 @@ def consolidate(run_dir: str | os.PathLike[str]) -> dict[str, int]:
     parts = _parts(parts_dir)
     counts = {
         table: _consolidate_table(run_dir, table, schema, parts.get(table, []))
-        for table, schema in _SCHEMAS.items()
+        for table, schema in _schemas().items()
     }
     _fsync_dir(run_dir)
     if parts_dir.is_dir():
@@ -226,6 +263,9 @@ def consolidate(run_dir: str | os.PathLike[str]) -> dict[str, int]:
 
 
 def _consolidate_table(run_dir: Path, table: str, schema: pa.Schema, parts: list[tuple[int, Path]]) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     target = run_dir / f"{table}.parquet"
     merged = _last_part_in(target)
     new = [(number, path) for number, path in parts if number > merged]
@@ -254,6 +294,8 @@ def _consolidate_table(run_dir: Path, table: str, schema: pa.Schema, parts: list
 
 def _write_row_group(writer: pq.ParquetWriter, pending: list[pa.Table]) -> int:
     """Write ``pending`` as one row group and empty it; return its row count."""
+    import pyarrow as pa
+
     if not pending:
         return 0
     group = pa.concat_tables(pending)
@@ -281,7 +323,7 @@ def _parts(parts_dir: Path) -> dict[str, list[tuple[int, Path]]]:
         return found
     for path in parts_dir.iterdir():
         match = _PART_NAME.match(path.name)
-        if match and match["table"] in _SCHEMAS:
+        if match and match["table"] in TABLES:
             found.setdefault(match["table"], []).append((int(match["number"]), path))
     for listed in found.values():
         listed.sort()
@@ -292,6 +334,8 @@ def _last_part_in(target: Path) -> int:
     """The last part number merged into a consolidated table (0 when none or no table)."""
     if not target.exists():
         return 0
+    import pyarrow.parquet as pq
+
     metadata = pq.read_schema(target).metadata or {}
     return int(metadata.get(LAST_PART_KEY, b"0"))
 
@@ -299,7 +343,7 @@ def _last_part_in(target: Path) -> int:
 def _last_part_number(run_dir: Path) -> int:
     """The highest part number used in ``run_dir``, written out or already merged."""
     numbers = [number for listed in _parts(run_dir / PARTS_DIR).values() for number, _ in listed]
-    numbers += [_last_part_in(run_dir / f"{table}.parquet") for table in _SCHEMAS]
+    numbers += [_last_part_in(run_dir / f"{table}.parquet") for table in TABLES]
     return max(numbers, default=0)
 
 

@@ -38,7 +38,6 @@ from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Annotated, Any, ClassVar, get_args
 
-import pyarrow as pa
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 from pydantic.fields import FieldInfo
 
@@ -80,12 +79,18 @@ def _text_or_json(value: Any) -> Any:
     return value if value is None or isinstance(value, str) else _json_text(value)
 
 
+class StoredAs(str):
+    """A column's Arrow type by its name in the docs (``int16``, ``timestamp[ms, UTC]``), where its
+    Python type alone would give another; :mod:`farm.writers.arrowschema` makes it the Arrow type,
+    so that the row models (and a run, until it builds a table) need no pyarrow."""
+
+
 #: An integer column stored as int16 (``int`` alone is int64).
-Int16 = Annotated[int, pa.int16()]
+Int16 = Annotated[int, StoredAs("int16")]
 #: An integer column stored as int32.
-Int32 = Annotated[int, pa.int32()]
+Int32 = Annotated[int, StoredAs("int32")]
 #: A point in time, stored in milliseconds, UTC.
-Timestamp = Annotated[datetime, pa.timestamp("ms", tz="UTC")]
+Timestamp = Annotated[datetime, StoredAs("timestamp[ms, UTC]")]
 #: Any value, stored as its JSON text (``json.loads`` gives it back); None stays a null.
 JsonText = Annotated[str, BeforeValidator(_json_text)]
 #: Text kept as it is; any other value stored as its JSON text.

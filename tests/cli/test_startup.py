@@ -30,6 +30,22 @@ with open(sys.argv[1], "w") as out:
     json.dump({"code": code, "modules": sorted(sys.modules)}, out)
 """
 
+IN_ORDER = """
+import json, sys
+from farm.cli.app import app
+order = []
+class Recorder:
+    def find_spec(self, name, path=None, target=None):
+        order.append(name)
+sys.meta_path.insert(0, Recorder())
+try:
+    app(sys.argv[2:], prog_name="farm")
+except SystemExit as done:
+    code = done.code
+with open(sys.argv[1], "w") as out:
+    json.dump({"code": code, "order": order}, out)
+"""
+
 MAIN = """
 import atexit, gc, json, sys
 from farm.cli.app import main
@@ -92,6 +108,22 @@ def test_a_test_run_imports_no_report_or_viewer(tmp_path: Path):
     assert loaded(modules, REPORTS_AND_VIEWER) == []
     assert "httpx" in modules
     assert loaded(modules, ("httpx._main", "pygments", "click")) == []  # httpx's command-line client
+
+
+def test_a_test_run_loads_pyarrow_only_once_its_first_request_is_out(tmp_path: Path):
+    """pyarrow (~50 ms with its first conversions) is loaded when the run's loop first waits for its
+    agent: after aiohttp, which the first request imports, not among the imports before the run."""
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text('{"id": "a", "input": "Hello", "assertions": [{"type": "contains", "value": "expense"}]}\n')
+    out = tmp_path / "order.json"
+    with JSONServer(ScriptedAgent()) as server:
+        (tmp_path / "farm.toml").write_text(farm_toml(server.url, engine="local"))
+        subprocess.run([sys.executable, "-c", IN_ORDER, str(out), "test", "-i", str(suite)], cwd=tmp_path, capture_output=True, timeout=120, check=True)
+    found = json.loads(out.read_text())
+    assert found["code"] in (0, None)
+    assert sorted((tmp_path / "results").glob("*/cases.parquet"))  # the tables were written
+    order = found["order"]
+    assert order.index("aiohttp") < order.index("pyarrow")
 
 
 def test_validate_imports_no_engine_or_writer(tmp_path: Path):

@@ -1,0 +1,53 @@
+"""farm.aio.run_sync: a coroutine run to its end from sync code, with work for its loop's first idle moment."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from farm.aio import run_sync
+
+
+async def steps(log: list[str]) -> str:
+    log.append("started")
+    await asyncio.sleep(0)  # ready again at once: the loop is not idle yet
+    log.append("ready again")
+    await asyncio.sleep(0.02)  # nothing to do until the timer: the loop's first idle moment
+    log.append("woke")
+    await asyncio.sleep(0.02)
+    return "done"
+
+
+def test_the_idle_work_runs_once_when_the_loop_first_has_nothing_to_do():
+    log: list[str] = []
+    assert run_sync(steps(log), idle=lambda: log.append("idle")) == "done"
+    assert log == ["started", "ready again", "idle", "woke"]
+
+
+def test_idle_work_that_fails_is_not_the_runs_failure():
+    def broken() -> None:
+        raise ImportError("no such module")
+
+    log: list[str] = []
+    assert run_sync(steps(log), idle=broken) == "done"
+    assert log == ["started", "ready again", "woke"]
+
+
+def test_inside_a_running_loop_the_idle_work_runs_on_the_helper_threads_loop():
+    log: list[str] = []
+
+    async def caller() -> str:
+        return run_sync(steps(log), idle=lambda: log.append("idle"))
+
+    assert asyncio.run(caller()) == "done"
+    assert log == ["started", "ready again", "idle", "woke"]
+
+
+def test_an_error_of_the_coroutine_is_raised_with_idle_work_too():
+    async def fails() -> None:
+        await asyncio.sleep(0.01)
+        raise ValueError("the run's own")
+
+    with pytest.raises(ValueError, match="the run's own"):
+        run_sync(fails(), idle=lambda: None)
