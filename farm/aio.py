@@ -6,9 +6,11 @@ on a loop of its own in a helper thread and waits for it, so the same call works
 everywhere.
 
 ``run_sync(coro, idle=work)`` also calls ``work`` once, the first time the loop has nothing
-to do: asyncio waits in its selector with a timeout of zero while any callback is ready, and
-blocks there only when none is (:class:`_IdleSelector`). A run uses that moment, its first
-requests sent and their replies not yet back, for work it would otherwise do before them.
+to do and nothing to send: asyncio waits in its selector with a timeout of zero while any
+callback is ready, and blocks there only when none is; a socket still connecting, or with
+bytes waiting to go, is registered for writing (:class:`_IdleSelector`). A run uses that
+moment, its first requests sent and their replies not yet back, for work it would otherwise
+do before them.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ def run_sync(coro: Coroutine[Any, Any, T], idle: Callable[[], None] | None = Non
 
 
 class _IdleSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]  # an alias of the platform's best
-    """The platform's selector, calling ``work`` the first time its loop would block: nothing ready.
+    """The platform's selector, calling ``work`` the first time its loop would block (nothing
+    ready) with no socket waiting to be written to (nothing connecting, nothing left to send).
 
     ``work`` failing is not the run's failure: what it prepares is done again, and fails
     with its own message, where it is needed."""
@@ -68,7 +71,7 @@ class _IdleSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         work = self._work
-        if work is not None and (timeout is None or timeout > 0):
+        if work is not None and (timeout is None or timeout > 0) and not self._sending():
             self._work = None
             try:
                 work()
@@ -76,3 +79,6 @@ class _IdleSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
                 pass
             timeout = 0  # time went by: what became ready meanwhile is taken at once
         return super().select(timeout)
+
+    def _sending(self) -> bool:
+        return any(key.events & selectors.EVENT_WRITE for key in self.get_map().values())

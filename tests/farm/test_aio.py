@@ -51,3 +51,35 @@ def test_an_error_of_the_coroutine_is_raised_with_idle_work_too():
 
     with pytest.raises(ValueError, match="the run's own"):
         run_sync(fails(), idle=lambda: None)
+
+
+def test_the_idle_work_waits_while_a_socket_has_bytes_to_send():
+    """A connection being made, or a request not yet written whole, is registered for writing:
+    the loop waits then, but the run's requests are not out yet."""
+    import socket
+
+    log: list[str] = []
+
+    async def sending() -> None:
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair()
+        ours.setblocking(False)
+        try:
+            while True:  # fill the send buffer: what is left would wait to be written
+                ours.send(b"x" * 65536)
+        except BlockingIOError:
+            pass
+        writable = asyncio.Event()
+        loop.add_writer(ours, writable.set)
+        await asyncio.sleep(0.02)  # nothing ready, but a socket waits to send: not idle
+        log.append("still sending")
+        loop.call_later(0.01, lambda: theirs.recv(1 << 22))  # the other side reads: room to send
+        await writable.wait()
+        loop.remove_writer(ours)
+        log.append("sent")
+        await asyncio.sleep(0.02)
+        ours.close()
+        theirs.close()
+
+    run_sync(sending(), idle=lambda: log.append("idle"))
+    assert log == ["still sending", "sent", "idle"]
