@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("farm.cli.demo", "Run the bundled demo suite on the demo agent, offline."),
     "validate": ("farm.cli.validate", "Check test files and report every problem."),
     "agents": ("farm.cli.agents", "List configured agents and connectors."),
-    "report": ("farm.cli.report", "Summarise runs: statuses, flaky cases, regressions."),
+    "report": ("farm.cli.report", "Summarise runs: statuses, flaky cases, changed cases."),
     "rescore": ("farm.cli.rescore", "Judge a run's recorded conversations again."),
     "view": ("farm.cli.view", "Browse and compare runs in a local web app."),
 }

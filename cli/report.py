@@ -43,14 +43,14 @@ def report(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")] = False,
     top: Annotated[
-        int, typer.Option("--top", metavar="N", help="Rows per list: failed assertions, flaky cases, regressions (0: all).")
+        int, typer.Option("--top", metavar="N", help="Rows per list: failed assertions, flaky cases, changed cases (0: all).")
     ] = 10,
     config: Annotated[str | None, typer.Option("--config", metavar="PATH", help="Path to farm.toml, for its results_dir (default: ./farm.toml).")] = None,
     format: Annotated[
         str, typer.Option("--format", metavar="table|json|md", help="md: the gate's Markdown summary of one run (a results folder: its latest), as for a PR comment.")
     ] = "table",
 ) -> None:
-    """Summarise runs: statuses, tokens, latency, failing assertions, flaky cases, regressions and fixes."""
+    """Summarise runs: statuses, tokens, latency, failing assertions, flaky cases, cases that changed between runs."""
     from farm.cli.app import fail
 
     if format not in ("table", "json", "md"):
@@ -457,14 +457,19 @@ def _comparison(report: Report, console: Console) -> None:
     console.print()
     console.print(
         Text(
-            f"From {comparison.base_run} to {comparison.head_run}: "
-            f"{plural(comparison.regressions_total, 'regression')}, {plural(comparison.fixes_total, 'fix')}",
+            f"Cases that changed from {comparison.base_run} to {comparison.head_run}: "
+            f"{comparison.regressions_total} passed -> failed, {comparison.fixes_total} failed -> passed",
             style="bold",
         )
     )
+    if comparison.regressions_total or comparison.fixes_total:  # a list of changes is not a finding
+        console.print(
+            Text("Single cases change between runs by chance too: whether the runs differ as a whole is their paired difference.", style="dim"),
+            soft_wrap=True,
+        )
     for title, rows, total, style in (
-        ("Regressions (passed -> failed)", comparison.regressions, comparison.regressions_total, "red"),
-        ("Fixes (failed -> passed)", comparison.fixes, comparison.fixes_total, "green"),
+        ("Passed -> failed", comparison.regressions, comparison.regressions_total, "red"),
+        ("Failed -> passed", comparison.fixes, comparison.fixes_total, "green"),
     ):
         if rows:
             console.print(_changes_table(title, rows, style, several_agents=any(row.agent for row in rows)))

@@ -669,10 +669,11 @@ def test_farm_report_prints_tables(results_dir: Path):
     assert re.search(r"Passed:\s+8\b", out) and re.search(r"Case runs:\s+18\b", out)
     assert "Turn latency per agent" in out and "Turn latency per turn index" in out
     assert "expected the reply to mention a refund" in out
-    assert "Flaky cases" in out and "From run-a to run-b: 1 regression, 2 fixes" in out
-    regressions = out.split("Regressions (passed -> failed)", 1)[1].split("Fixes", 1)[0]
+    assert "Flaky cases" in out and "Cases that changed from run-a to run-b: 1 passed -> failed, 2 failed -> passed" in out
+    assert "by chance too: whether the runs differ as a whole is their paired difference" in out
+    regressions = out.split("Passed -> failed", 1)[1].split("Failed -> passed", 1)[0]
     assert "regress" in regressions and "fixed" not in regressions
-    assert "fixed — Case fixed" in out.split("Fixes (failed -> passed)", 1)[1]
+    assert "fixed — Case fixed" in out.split("Failed -> passed", 1)[1]
 
 
 def test_farm_report_json_is_one_document(results_dir: Path):
@@ -737,7 +738,7 @@ def test_cases_with_the_same_id_in_different_suites_are_kept_apart(tmp_path: Pat
     (failing,) = stability.least_stable
     assert (failing.case_id, failing.suite, failing.stability_class) == ("greet", "suites/refunds.jsonl", "consistently_failing")
     assert report.comparison is not None and report.comparison.regressions_total == 0
-    assert "0 regressions" in invoke("report", str(root)).output  # one case regressing while another fixed itself, before
+    assert "0 passed -> failed" in invoke("report", str(root)).output  # one case regressing while another fixed itself, before
 
 
 def test_a_damaged_run_is_reported_as_far_as_it_reads_and_its_problems_are_notes(results_dir: Path):

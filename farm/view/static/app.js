@@ -46,6 +46,9 @@ function duration(ms) {
 }
 
 const badge = (status, text) => h("span", { class: "status " + status }, text || status.replace("_", " "));
+// a case's change between two runs, in words that state it, not judge it (the verdict above does that)
+const CHANGES = { regression: "passed → failed", fix: "failed → passed", only_a: "only in A", only_b: "only in B" };
+const changeBadge = (change) => badge(change, CHANGES[change] || change.replace("_", " "));
 const bar = (rate) => h("span", { class: "bar" }, rate === null ? null : Object.assign(h("span"), { style: `width:${(rate * 100).toFixed(1)}%` }));
 const figure = (label, value, id) => h("div", { class: "figure" }, h("div", { class: "value", id }, value), h("div", { class: "label" }, label));
 
@@ -354,7 +357,7 @@ async function comparePage(mine, params) {
       interval ? figure("95% interval", `${pct(interval[0])} – ${pct(interval[1])}`, id + "-interval") : null,
       figure("Passed", `${s.passed} / ${s.judged}`), figure("Cases", s.cases)));
   const columns = [
-    { title: "Change", cell: (r) => badge(r.change, r.change.replace("_", " ")) },
+    { title: "Change", cell: (r) => changeBadge(r.change) },
     { title: "Case", cell: (r) => r.case_id },
     ...(data.rows.some((r) => r.agent) ? [{ title: "Agent", cell: (r) => r.agent || "" }] : []),
     { title: "Name", cell: (r) => (r.b || r.a).name || "" },
@@ -376,7 +379,7 @@ async function comparePage(mine, params) {
       h("div", { class: "verdict", id: "sentence" }, stats.sentence || `${stats.a_only} case(s) passed only on ${data.a.label}, ${stats.b_only} only on ${data.b.label}.`),
       stats.p_value !== undefined && stats.p_value !== null ? h("div", { class: "muted", id: "p-value" }, `${stats.test} test over ${stats.paired} paired cases: p = ${stats.p_value.toPrecision(3)}`) : null),
     h("div", { class: "filters", id: "change-counts" },
-      ["regression", "fix", "changed", "only_a", "only_b", "same"].map((k) => h("span", {}, badge(k, k.replace("_", " ")), ` ${changes[k]}`)),
+      ["regression", "fix", "changed", "only_a", "only_b", "same"].map((k) => h("span", {}, changeBadge(k), ` ${changes[k]}`)),
       h("label", {}, h("input", { type: "checkbox", id: "changed-only", checked: params.get("changed") === "1", onchange: (e) => set({ changed: e.target.checked ? "1" : null, page: null }) }), " changed only")),
     pair,
     h("div", { class: "pager" }, h("span", { id: "change-total" }, `${data.total} cases`),

@@ -141,7 +141,7 @@ def test_two_runs_compared(server: ViewServer, tmp_path: Path):
     page = shown(server, f"#/compare?a={FIRST}&b={SECOND}&case=refund-flow", tmp_path)
     assert page.ids["side-a-rate"] == "77.8%" and page.ids["side-b-rate"] == "72.2%"
     changes = page.tables["changes"]
-    assert [(row[0], row[1]) for row in changes[:3]] == [("regression", "faq-04"), ("regression", "refund-flow"), ("fix", "faq-03")]
+    assert [(row[0], row[1]) for row in changes[:3]] == [("passed → failed", "faq-04"), ("passed → failed", "refund-flow"), ("failed → passed", "faq-03")]
     assert "not significant: this could be noise" in page.ids["sentence"]
     assert page.ids["p-value"].startswith("paired t and Cochran-Mantel-Haenszel test over 9 paired cases: p = 0.")
     assert page.ids["side-a-interval"] == "45.3% – 93.7%"
