@@ -180,9 +180,15 @@ def _fresh_parquet(run_dir: Path) -> ParquetWriter:
     return ParquetWriter(run_dir)
 
 
-def _begin_part(info: RunInfo, started: float, engine: str) -> RunPart:
+def _begin_part(info: RunInfo, started: float, engine: str, results: Path) -> RunPart:
     """Add the part that starts now to ``info`` (after a resumed run's earlier ones), which keeps
-    the first part's start and command as the run's own."""
+    the first part's start and command as the run's own. An earlier part that never ended (its
+    process was killed) ended when it last wrote a result: the results file's last change, before
+    this part writes to it; so its time counts in the run's ``wall_seconds``."""
+    for earlier in info.parts:
+        if earlier.ended_at is None:
+            last_write = results.stat().st_mtime if results.exists() else earlier.started_at
+            earlier.ended_at = min(max(earlier.started_at, last_write), started)
     part = RunPart(started_at=started, command=list(info.command), engine=engine)
     info.parts.append(part)
     info.started_at, info.command = info.parts[0].started_at, list(info.parts[0].command)
@@ -207,7 +213,7 @@ def execute(
     (``"starting Ray…"``).
     """
     started = time.time()
-    part = _begin_part(info, started, engine.name)
+    part = _begin_part(info, started, engine.name, outputs.jsonl)
     info.versions = {"farm": __version__, "python": platform.python_version()}
     info.results, info.parallel, info.runs, info.cases = str(outputs.jsonl), plan.parallel, plan.runs, len(plan.cases)
     info.timings = {}

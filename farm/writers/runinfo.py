@@ -127,7 +127,8 @@ class RunPart(BaseModel):
     started_at: float
     """Unix time the part started."""
     ended_at: float | None = None
-    """Unix time it ended; None while it runs (or when its process was killed)."""
+    """Unix time it ended; None while it runs, or when its process was killed (until a resume
+    sets it to the last change of the results file: when the part last wrote a result)."""
     command: list[str] = Field(default_factory=list)
     """Its command line (or ``farm.run(...)`` for the Python API)."""
     engine: str | None = None

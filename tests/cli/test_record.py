@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 import time
 import urllib.request
@@ -295,3 +296,21 @@ def test_a_reply_cut_at_the_token_limit_is_marked_on_its_turn_said_on_the_consol
     for case, cut in (("cut", True), ("whole", False)):
         detail = view_json(project / "results", f"/api/runs/{result.run_dir.name}/cases/{case}")
         assert detail["repetitions"][0]["turns"][0]["truncated"] is cut
+
+
+def test_a_part_whose_process_was_killed_ends_when_it_last_wrote_a_result(priced: Path):
+    first = farm.run(str(priced / "suite.jsonl"), config=priced / "farm.toml", engine="local", parallel=1, max_cost=3 * PER_REPLY, quiet=True)
+    run_json = first.run_dir / "run.json"
+    info = json.loads(run_json.read_text())
+    started = info["started_at"] = info["parts"][0]["started_at"] = info["parts"][0]["started_at"] - 10  # a longer part
+    del info["parts"][0]["ended_at"], info["ended_at"]  # as a kill -9 leaves it: no end written
+    info["status"] = "running"
+    run_json.write_text(json.dumps(info))
+    os.utime(first.run_dir / "results.jsonl", (started + 1.5, started + 1.5))  # its last result
+
+    again = farm.run(resume=first.run_dir, max_cost=10, quiet=True)
+    assert again.exit_code == 0
+    info = json.loads(run_json.read_text())
+    killed, resumed = info["parts"]
+    assert killed["ended_at"] == pytest.approx(started + 1.5)
+    assert info["wall_seconds"] == pytest.approx(1.5 + resumed["ended_at"] - resumed["started_at"])
