@@ -304,6 +304,9 @@ def config_secrets(config: FarmConfig) -> set[str]:
 _CONFIGS: weakref.WeakValueDictionary[int, FarmConfig] = weakref.WeakValueDictionary()  # models are unhashable
 _LOCK = threading.Lock()
 _CACHE: dict[frozenset[str], Scrubber] = {}
+_BY_INPUTS: dict[tuple[Any, ...], Scrubber] = {}
+"""The scrubber for each set of what :func:`config_secrets` reads, so that a result (scrubbed
+for every writer and again for the console) parses no URL once the secrets are known."""
 
 
 def register(config: FarmConfig) -> None:
@@ -312,10 +315,34 @@ def register(config: FarmConfig) -> None:
         _CONFIGS[id(config)] = config
 
 
+def _secret_inputs(config: FarmConfig) -> tuple[Any, ...]:
+    """Everything :func:`config_secrets` reads of ``config`` and of the environment, as it is now."""
+    return (
+        tuple(
+            (c.api_key_env and os.environ.get(c.api_key_env), c.base_url, tuple(c.headers.items()))
+            for c in config.connectors.values()
+        ),
+        tuple(agent.url for agent in config.agents.values()),
+    )
+
+
 def process_scrubber() -> Scrubber:
     """A scrubber for the secrets of every live config of this process, as the environment holds them now."""
     with _LOCK:
         configs = list(_CONFIGS.values())
+    inputs = tuple(_secret_inputs(config) for config in configs)
+    scrubber = _BY_INPUTS.get(inputs)
+    if scrubber is None:
+        scrubber = _scrubber_of(configs)
+        with _LOCK:
+            if len(_BY_INPUTS) > 16:
+                _BY_INPUTS.clear()
+            _BY_INPUTS[inputs] = scrubber
+    return scrubber
+
+
+def _scrubber_of(configs: list[FarmConfig]) -> Scrubber:
+    """A scrubber for the secrets of ``configs``, shared with any earlier set that had the same."""
     secrets: set[str] = set()
     for config in configs:
         secrets |= config_secrets(config)

@@ -96,6 +96,20 @@ def test_a_result_is_scrubbed_in_place_everywhere(monkeypatch):
     assert KEY in process_scrubber().secrets
 
 
+def test_the_process_scrubber_follows_the_environment_and_the_configs(monkeypatch):
+    """It is kept between results, and made anew once a key's value, a URL or a header changes."""
+    monkeypatch.delenv("FARM_TEST_LATER_KEY", raising=False)
+    config = FarmConfig(connectors={"c": Connector(base_url="http://127.0.0.1:9/v1", api_key_env="FARM_TEST_LATER_KEY")})
+    assert process_scrubber() is process_scrubber()
+    assert KEY not in process_scrubber().secrets
+    monkeypatch.setenv("FARM_TEST_LATER_KEY", KEY)
+    assert KEY in process_scrubber().secrets
+    config.connectors["c"].headers["X-Api-Token"] = "tok-" + KEY[::-1]
+    assert "tok-" + KEY[::-1] in process_scrubber().secrets
+    config.connectors["c"].base_url = "http://user:pw-0123456789@127.0.0.1:9/v1"
+    assert "pw-0123456789" in process_scrubber().secrets
+
+
 def test_run_json_and_agents_redact_url_credentials_and_every_header():
     config = FarmConfig(
         connectors={
