@@ -7,10 +7,11 @@ import time
 from collections.abc import Iterable, Sequence
 
 from rich.console import Console
+from rich.segment import Segment, Segments
 from rich.text import Text
 
 from farm.console.progress import ProgressLine
-from farm.console.safe import SafeConsole
+from farm.console.safe import SafeConsole, neutralise
 from farm.console.summary import print_quiet_summary, print_summary
 from farm.console.tree import failure_line, passed_line, print_tree
 from farm.results import CaseResult, Status
@@ -104,9 +105,22 @@ class ConsoleReporter:
         """Print the passed cases' lines held back: one print for many lines costs a fraction
         of one print per line (Rich renders per call), which counted at thousands of cases."""
         if self._lines:
-            self.console.print(Text("\n").join(self._lines), soft_wrap=True)
+            if self.console.color_system is None:
+                self._print_plain("\n".join(line.plain for line in self._lines))
+            else:
+                self.console.print(Text("\n").join(self._lines), soft_wrap=True)
             self._lines.clear()
         self._printed_at = time.monotonic()
+
+    def _print_plain(self, text: str) -> None:
+        """``text`` as Rich prints it without colours (not a terminal): neutralised, as it is, and
+        a newline. Given as one segment it costs a tenth of the styled lines it was (Rich splits a
+        text into a styled text per line); a tab is left to Rich, which expands it."""
+        text = neutralise(text)
+        if "\t" in text:
+            self.console.print(text, soft_wrap=True, markup=False, highlight=False)
+        else:
+            self.console.raw.print(Segments([Segment(text + "\n")]), soft_wrap=True)
 
     # -- live progress
 

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from rich.text import Text
 
 from farm.console import ConsoleReporter
+from farm.console.safe import SafeConsole
+from farm.console.tree import passed_line
 from farm.results import (
     AssertionResult,
     CaseResult,
@@ -558,6 +561,22 @@ def test_line_breaks_in_a_generated_id_or_name_cannot_forge_a_line(console: Cons
     assert not any(line.startswith("✓ [forged]") for line in text.splitlines())
     assert "[x␊✓ [forged] (1 turn, 1ms)␍␛[2K]" in text
     assert "a␊b" in text
+
+
+@pytest.mark.parametrize("note", [None, "stopped\tafter 8 tool steps"])
+def test_passed_lines_print_the_same_bytes_as_their_styled_text(note: str | None) -> None:
+    """Without colours the held-back lines go out as one plain segment; they read exactly as Rich
+    prints the styled lines (a tab, which Rich expands, included)."""
+    turns = [turn.model_copy(update={"note": note}) for turn in passed_case().turns]
+    results = [case_result(case_id, Status.PASSED, name="a\tb\x1b[2K", turns=turns, run_index=1) for case_id in ("A1", "x\ry")]
+    fast, styled = plain_console(), plain_console()
+    reporter = ConsoleReporter(fast)
+    for result in results:
+        reporter.case(result)
+    reporter.flush()
+    SafeConsole(styled).print(Text("\n").join([passed_line(r) for r in results]), soft_wrap=True)
+    assert text_of(fast) == text_of(styled)
+    assert "[x␍y]" in text_of(fast)
 
 
 def test_quiet_failure_lines_keep_a_generated_id_on_one_line() -> None:
