@@ -41,7 +41,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from email.utils import parsedate_to_datetime
-from functools import cache, partial
+from functools import lru_cache
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -143,6 +143,9 @@ CONNECT_TIMEOUT_CAP = 10.0
 """Reaching a host takes seconds, not the minute an LLM may need to answer."""
 
 _DETAIL_LIMIT = 200
+
+# One encoder for every body: json.dumps with an option builds a new one per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 UNREACHABLE_FAILURES = 10
 """Failed connections, none ever answered, after which a connector is taken for unreachable:
@@ -253,6 +256,7 @@ def backoff_delay(attempt: int, *, base: float = BACKOFF_BASE, cap: float = BACK
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
+@lru_cache(maxsize=256)  # every request names its URL for a message it may need
 def safe_url(url: str) -> str:
     """The URL without credentials, query or fragment, fit for a message."""
     parts = urlsplit(str(url))
@@ -268,6 +272,22 @@ def _secrets(connector: Connector, headers: dict[str, str], url: str) -> Scrubbe
     found.update(value for _, value in parse_qsl(query, keep_blank_values=True))  # as decoded
     found.update(url_secrets(url))
     return Scrubber(found, min_length=4)
+
+
+class _ErrorScrubber:
+    """``_secrets(connector, headers, url)``, built on the first call (only an error needs it:
+    ~60 µs with a key) and kept; a ``functools.cache`` around a ``partial`` costs a few µs a request."""
+
+    __slots__ = ("_args", "_scrubber")
+
+    def __init__(self, connector: Connector, headers: dict[str, str], url: str):
+        self._args = (connector, headers, url)
+        self._scrubber: Scrubber | None = None
+
+    def __call__(self) -> Scrubber:
+        if self._scrubber is None:
+            self._scrubber = _secrets(*self._args)
+        return self._scrubber
 
 
 def _error_detail(response: HTTPReply, scrubber: Scrubber) -> str:
@@ -355,8 +375,8 @@ async def request_json(
     reach = f"{connector.name} {urlsplit(url).netloc}"
     attempts = 1 if _reachability.judged(reach) else connector.max_retries + 1  # judged: one attempt, no retries
     what = f"agent '{agent}' at {method.upper()} {safe_url(url)}"
-    secrets = cache(partial(_secrets, connector, headers, url))  # built for an error only, once: ~60 µs with a key
-    payload = json.dumps(body, ensure_ascii=False).encode()
+    secrets = _ErrorScrubber(connector, headers, url)
+    payload = _ENCODER.encode(body).encode()
     if not any(name.lower() == "content-type" for name in headers):
         headers = {**headers, "Content-Type": "application/json"}
     connect_timeout = min(connector.timeout, CONNECT_TIMEOUT_CAP)

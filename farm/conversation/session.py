@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-import uuid
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +32,8 @@ def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
 class Session:
     """Messages, tool results and variables of one conversation, from its first turn to its last."""
 
-    id: str = field(default_factory=lambda: f"farm-{uuid.uuid4().hex[:12]}")
+    id: str = field(default_factory=lambda: f"farm-{os.urandom(6).hex()}")
+    """12 random hex digits: those a ``uuid4().hex[:12]`` would give, without building the UUID."""
     messages: list[Message] = field(default_factory=list)
     tool_results: list[ToolCallRecord] = field(default_factory=list)
     variables: dict[str, Any] = field(default_factory=dict)
