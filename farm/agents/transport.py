@@ -17,7 +17,9 @@ a busy machine), which a run of Python agents never needs.
 
 Replies are read as a stream and counted after decompression: a 2xx body
 larger than ``max_reply_bytes`` stops the reading at that size, so a gzip bomb
-or an endless stream never fills the memory. Errors::
+or an endless stream never fills the memory. A small uncompressed reply (its
+``Content-Length`` at most :data:`WHOLE_BODY_BYTES`) is read whole by the
+transport, then held to the same bounds. Errors::
 
     TransportError    no answer came: ``reason`` in words, ``retryable``, ``maybe_served``, ``connect_failed``
     ReplyTooLarge     an answer came, larger than ``max_reply_bytes``; reading stopped there
@@ -32,7 +34,7 @@ import sys
 import urllib.request
 import zlib
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlsplit
 
 from farm.errors import ReplyTooLarge, TransportError
@@ -83,7 +85,15 @@ ERROR_BODY_LIMIT = 65_536
 
 USER_AGENT = "agent-test-farm"
 
+WHOLE_BODY_BYTES = 65_536
+"""A reply no larger than this (by its ``Content-Length``, not compressed) is read whole by the
+transport; a larger or compressed one is read step by step, within ``max_reply_bytes``."""
+
+_WHOLE_BODY = "farm.whole_body"
+"""The response extension that holds a body the transport read whole (``WHOLE_BODY_BYTES``)."""
+
 _URLS_KEPT = 256
+_HEADER_SETS_KEPT = 64
 
 _ACCEPT_ENCODING = "gzip, deflate"
 """Only what the bounded reader can inflate step by step (httpx would add br and zstd when installed)."""
@@ -243,11 +253,27 @@ class _Cookies(httpx.Cookies):
 
 
 class _AsyncClient(httpx.AsyncClient):
-    """``httpx.AsyncClient`` with the cookie jar above; otherwise httpx's own."""
+    """``httpx.AsyncClient`` with the cookie jar above and its headers merged once per set of
+    request headers; otherwise httpx's own."""
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self._jar = _Cookies(kwargs.get("cookies"))
+        self._merged: dict[tuple[tuple[str, str], ...], httpx.Headers] = {}
+
+    def _merge_headers(self, headers: Any = None) -> Any:
+        """The client's headers under ``headers``, as httpx merges them anew for every request
+        (~4 µs): an agent sends the same few sets again and again, and this client's own
+        headers are set at its start. The request copies what it is given."""
+        if not isinstance(headers, dict):
+            return super()._merge_headers(headers)
+        key = tuple(headers.items())
+        merged = self._merged.get(key)
+        if merged is None:
+            if len(self._merged) >= _HEADER_SETS_KEPT:
+                self._merged.clear()
+            merged = self._merged[key] = cast(httpx.Headers, super()._merge_headers(headers))
+        return merged
 
     @property
     def cookies(self) -> httpx.Cookies:
@@ -263,11 +289,14 @@ class _AsyncClient(httpx.AsyncClient):
 
 async def _read_bounded(response: httpx.Response, limit: int, *, clip: bool) -> bytes:
     """The decoded body, at most ``limit`` bytes of it: past that :class:`ReplyTooLarge`,
-    or with ``clip`` the first ``limit`` bytes. Never holds more than ``limit`` plus one chunk."""
-    try:
-        body = response.content  # a reply that came whole, already decoded (httpx.MockTransport)
-    except httpx.ResponseNotRead:
-        return await _read_stream(response, limit, clip=clip)
+    or with ``clip`` the first ``limit`` bytes. Never holds more than ``limit`` plus one chunk,
+    or a body the transport read whole (:data:`WHOLE_BODY_BYTES` at most)."""
+    body = response.extensions.get(_WHOLE_BODY)  # read whole by the AiohttpTransport
+    if body is None:
+        try:
+            body = response.content  # a reply that came whole, already decoded (httpx.MockTransport)
+        except httpx.ResponseNotRead:
+            return await _read_stream(response, limit, clip=clip)
     if len(body) <= limit:
         return body
     if clip:
@@ -415,12 +444,20 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _httpx_error(exc, request) from exc
+        extensions = {"http_version": b"HTTP/1.1", "reason_phrase": (response.reason or "").encode()}
+        if response.content_length is not None and response.content_length <= WHOLE_BODY_BYTES and "Content-Encoding" not in response.headers:
+            # A small body as it came, read at once and handed over whole (the stream gives it too):
+            # reading it chunk by chunk through httpx costs more CPU than the request's own reading.
+            try:
+                body = await response.read()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise _httpx_error(exc, request) from exc
+            finally:
+                response.release()
+            extensions[_WHOLE_BODY] = body
+            return httpx.Response(response.status, headers=response.raw_headers, stream=httpx.ByteStream(body), request=request, extensions=extensions)
         return httpx.Response(
-            response.status,
-            headers=response.raw_headers,
-            stream=_AiohttpBody(response, request),
-            request=request,
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": (response.reason or "").encode()},
+            response.status, headers=response.raw_headers, stream=_AiohttpBody(response, request), request=request, extensions=extensions
         )
 
     async def aclose(self) -> None:
