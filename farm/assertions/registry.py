@@ -135,7 +135,7 @@ def describe(type_name: str, expected: Any) -> str:
     an ``expected`` value its describer does not recognise reads as the type name
     followed by the expected value as JSON (the name alone when nothing is expected).
     """
-    known_types()
+    _register_builtin()
     describer = _DESCRIBERS.get(type_name)
     text = describer(expected) if describer is not None else None
     if text is not None:
@@ -144,9 +144,12 @@ def describe(type_name: str, expected: Any) -> str:
 
 
 def known_types() -> set[str]:
-    from farm.assertions import builtin  # noqa: F401  (registers the built-in types)
-
+    _register_builtin()
     return set(_REGISTRY)
+
+
+def _register_builtin() -> None:
+    from farm.assertions import builtin  # noqa: F401  (registers the built-in types)
 
 
 def truncate(value: Any, limit: int = ACTUAL_LIMIT) -> Any:
@@ -161,7 +164,7 @@ def truncate(value: Any, limit: int = ACTUAL_LIMIT) -> Any:
 
 async def evaluate(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None = None) -> AssertionResult:
     """Run one assertion; never raises for a problem with the assertion itself."""
-    known_types()
+    _register_builtin()
     checker = _REGISTRY.get(spec.type)
     if checker is None:
         outcome = Outcome(

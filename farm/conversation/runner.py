@@ -239,12 +239,14 @@ class _Conversation:
 
     def base_options(self, extra: Options | None = None) -> Options:
         options = self.case.options
-        metadata = dict(options.metadata)
-        if self.case.user:
-            metadata.setdefault("user", self.case.user)
-        if self.case.team:
-            metadata.setdefault("team", self.case.team)
-        return options.model_copy(update={"metadata": metadata}).merged(extra)
+        if self.case.user or self.case.team:  # otherwise the case's own, as they are: nothing changes them
+            metadata = dict(options.metadata)
+            if self.case.user:
+                metadata.setdefault("user", self.case.user)
+            if self.case.team:
+                metadata.setdefault("team", self.case.team)
+            options = options.model_copy(update={"metadata": metadata})
+        return options.merged(extra)
 
     async def run_single(self) -> None:
         case = self.case
