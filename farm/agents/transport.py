@@ -34,7 +34,7 @@ import sys
 import urllib.request
 import zlib
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from farm.errors import ReplyTooLarge, TransportError
@@ -93,7 +93,6 @@ _WHOLE_BODY = "farm.whole_body"
 """The response extension that holds a body the transport read whole (``WHOLE_BODY_BYTES``)."""
 
 _URLS_KEPT = 256
-_HEADER_SETS_KEPT = 64
 
 _ACCEPT_ENCODING = "gzip, deflate"
 """Only what the bounded reader can inflate step by step (httpx would add br and zstd when installed)."""
@@ -253,27 +252,11 @@ class _Cookies(httpx.Cookies):
 
 
 class _AsyncClient(httpx.AsyncClient):
-    """``httpx.AsyncClient`` with the cookie jar above and its headers merged once per set of
-    request headers; otherwise httpx's own."""
+    """``httpx.AsyncClient`` with the cookie jar above; otherwise httpx's own."""
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self._jar = _Cookies(kwargs.get("cookies"))
-        self._merged: dict[tuple[tuple[str, str], ...], httpx.Headers] = {}
-
-    def _merge_headers(self, headers: Any = None) -> Any:
-        """The client's headers under ``headers``, as httpx merges them anew for every request
-        (~4 µs): an agent sends the same few sets again and again, and this client's own
-        headers are set at its start. The request copies what it is given."""
-        if not isinstance(headers, dict):
-            return super()._merge_headers(headers)
-        key = tuple(headers.items())
-        merged = self._merged.get(key)
-        if merged is None:
-            if len(self._merged) >= _HEADER_SETS_KEPT:
-                self._merged.clear()
-            merged = self._merged[key] = cast(httpx.Headers, super()._merge_headers(headers))
-        return merged
 
     @property
     def cookies(self) -> httpx.Cookies:
