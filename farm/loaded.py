@@ -60,10 +60,13 @@ class LoadedCase:
 
     def compact(self) -> LoadedCase:
         """This case holding its JSON (~10x smaller) instead of the validated model, for
-        suites of 100k cases in the driver; :meth:`materialized` validates it again."""
+        suites of 100k cases in the driver; :meth:`materialized` validates it again.
+
+        The JSON holds the fields the case set, defaults too: ``"value": null`` is not the
+        ``equals`` or ``json_path`` assertion that leaves ``value`` out."""
         if self.case is None:
             return self
-        data = self.case.model_dump_json(exclude_defaults=True).encode()
+        data = self.case.model_dump_json(exclude_unset=True).encode()
         return LoadedCase(self.id, self.source, None, self.error, self.raw, self.base_dir, self.script, data, self.needs, self.warnings, self.golden)
 
     def materialized(self) -> LoadedCase:

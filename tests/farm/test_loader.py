@@ -4,6 +4,7 @@ import io
 import json
 
 import pytest
+from pydantic import BaseModel
 
 from farm.cases import Mode
 from farm.errors import InputError, UsageError
@@ -130,3 +131,29 @@ def test_compact_cases_hold_json_and_come_back_the_same(tmp_path):
     assert a.materialized().case == full.cases[0].case
     assert not b.ok and b.error == full.cases[1].error
     assert [c.id for c in small.select(None, ["t"]).cases] == ["a"]
+
+
+def test_compact_cases_keep_what_the_case_set(tmp_path):
+    """A field set to its default (``"value": null``) is not a field left out, once compact too."""
+    cases = [
+        {"id": "a", "input": "x", "assertions": [{"type": "equals", "value": None}, {"type": "json_path", "path": "$.a", "value": None}]},
+        {"id": "b", "input": 1, "tags": "t", "timeout": "5s", "golden": True, "max_turns": 0, "expected": "e", "assert": {"type": "tool_called", "value": "f", "negate": False}},
+        {"id": 3, "simulator": {"use": "s", "goal": "g", "max_turns": 4}, "checkpoints": [
+            {"id": "c", "assert": "agent", "after": "c0"},
+            {"id": "c0", "assertion": {"type": "tool_result", "value": {"tool": "t", "result": None}}},
+        ]},
+        {"id": "d", "turns": ["x", {"input": {"role": "user", "content": "y"}, "assert": {"value": None}, "timeout": 2}], "interactive": {"timeout": "1m"}, "options": {"metadata": {"k": None}}},
+    ]
+    path = write(tmp_path, "s.jsonl", "".join(json.dumps(case) + "\n" for case in cases))
+    full, small = load_file(path).cases, load_file(path, compact=True).cases
+
+    def given(value):
+        """The fields a model was given, at every depth (``==`` on models does not look at that)."""
+        if isinstance(value, BaseModel):
+            return {name: given(getattr(value, name)) for name in value.model_fields_set}
+        return [given(item) for item in value] if isinstance(value, list) else value
+
+    for before, after in zip(full, small, strict=True):
+        assert after.case is None and after.data is not None
+        again = after.materialized().case
+        assert again == before.case and given(again) == given(before.case)
