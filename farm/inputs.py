@@ -22,7 +22,7 @@ from farm.errors import UsageError
 from farm.roles.cache import RoleCache
 from farm.roles.player import PLACEHOLDERS, PROMPTS, RolePlayer, placeholders, player_of, writes_prompt
 from farm.scripts import ScriptResolver
-from farm.suite.loader import Suite, load_file, load_message, load_stdin, looks_like_file
+from farm.suite.loader import SMALL_SUITE, Suite, load_file, load_message, load_stdin, looks_like_file
 
 __all__ = ["resolve_input", "typed_query", "generator_metadata", "input_path"]
 
@@ -82,12 +82,13 @@ def _tool_name(tool: Any) -> Any:
 def resolve_input(
     value: str, config: FarmConfig, agent_id: str | None, stdin: TextIO | None = None, compact: bool = False, cache: RoleCache | None = None
 ) -> Suite:
-    """The suite ``value`` names; ``compact`` keeps file cases as JSON (for big runs);
+    """The suite ``value`` names; ``compact`` keeps the cases of a file or stdin as JSON once there
+    are more than :data:`~farm.suite.loader.SMALL_SUITE` (for big runs);
     ``cache``: the role cache a generator's whole generation is kept in (its batch calls go
     through the engine's role players). A generator (``agents:``, ``scripts:``) gives a suite with
     no cases yet and its :class:`~farm.roles.generation.CaseStream` as ``stream``."""
     if value == "-":
-        return load_stdin(stdin or sys.stdin, compact)
+        return load_stdin(stdin or sys.stdin, compact, SMALL_SUITE)
     if value.startswith("agents:"):
         return _generated_by_agent(value, config, agent_id, cache)
     if value.startswith("scripts:"):
@@ -97,7 +98,7 @@ def resolve_input(
 
         return load_script_tests(value.removeprefix("scripts."), config)
     if looks_like_file(value):
-        return load_file(Path(value), display=value, compact=compact)
+        return load_file(Path(value), display=value, compact=compact, small=SMALL_SUITE)
     return load_message(value)
 
 

@@ -39,9 +39,14 @@ from farm.wording import shown
 if TYPE_CHECKING:
     from farm.roles.generation import CaseStream
 
-__all__ = ["Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error"]
+__all__ = ["SMALL_SUITE", "Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error"]
 
 FILE_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+SMALL_SUITE = 2000
+"""The most cases a suite loaded ``compact`` keeps as validated models (``small``): each is then
+validated once, not again when it is checked and when it starts, for ~3 KiB a simple case
+(~6 MiB at 2000) and up to ~30 KiB one of ten turns with three assertions each."""
 
 
 @dataclass
@@ -86,18 +91,21 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts[:3]) + more
 
 
-def parse_cases(items: Iterable[tuple[str, Any]], base_dir: str | None = None, compact: bool = False) -> list[LoadedCase]:
+def parse_cases(items: Iterable[tuple[str, Any]], base_dir: str | None = None, compact: bool = False, small: int = 0) -> list[LoadedCase]:
     """Validate raw case objects; ``items`` are ``(source, object)`` pairs.
 
     ``compact``: keep each valid case as JSON rather than as its model, so that a
-    suite of 100k cases stays small in the driver (see :meth:`LoadedCase.compact`).
+    suite of 100k cases stays small in the driver (see :meth:`LoadedCase.compact`),
+    unless the suite has at most ``small`` cases (see :data:`SMALL_SUITE`).
     """
     known = known_types()
     seen: dict[str, str] = {}
     out: list[LoadedCase] = []
     for source, raw in items:
         loaded = _parse_one(source, raw, known, seen, base_dir)
-        out.append(loaded.compact() if compact else loaded)
+        if compact and len(out) == small:  # no longer small: the models kept so far become JSON too
+            out = [kept.compact() for kept in out]
+        out.append(loaded.compact() if compact and len(out) >= small else loaded)
     return out
 
 
@@ -199,7 +207,7 @@ def _loads(text: str) -> Any:
     return value
 
 
-def load_text(text: str, name: str, base_dir: str | None = None, compact: bool = False) -> Suite:
+def load_text(text: str, name: str, base_dir: str | None = None, compact: bool = False, small: int = 0) -> Suite:
     """JSONL text: one case per line; blank lines and ``//`` comments are ignored.
 
     Lines end only at ``\n`` (``\r\n`` too): a raw U+2028 inside a string is valid JSON.
@@ -216,7 +224,7 @@ def load_text(text: str, name: str, base_dir: str | None = None, compact: bool =
             problems.append(f"{name}:{number}: not valid JSON: {exc.msg} (column {exc.colno})")
     if problems:
         raise InputError(problems)
-    return Suite(parse_cases(items, base_dir, compact), name)
+    return Suite(parse_cases(items, base_dir, compact, small), name)
 
 
 def _json_items(text: str, name: str) -> list[tuple[str, Any]]:
@@ -282,7 +290,7 @@ def _object_members(text: str, start: int) -> list[tuple[str, int, Any]]:
     return out
 
 
-def load_file(path: Path, display: str | None = None, compact: bool = False) -> Suite:
+def load_file(path: Path, display: str | None = None, compact: bool = False, small: int = 0) -> Suite:
     """A ``.jsonl`` (one case per line) or ``.json`` file (a case, an array, or ``{"cases": [...]}``)."""
     name = display or str(path)
     try:
@@ -295,12 +303,12 @@ def load_file(path: Path, display: str | None = None, compact: bool = False) -> 
         raise UsageError(f"{name}: cannot be read: {exc.strerror}") from None
     base_dir = str(path.resolve().parent)
     if path.suffix == ".json":
-        return Suite(parse_cases(_json_items(text, name), base_dir, compact), name)
-    return load_text(text, name, base_dir, compact)
+        return Suite(parse_cases(_json_items(text, name), base_dir, compact, small), name)
+    return load_text(text, name, base_dir, compact, small)
 
 
-def load_stdin(stream: TextIO, compact: bool = False) -> Suite:
-    return load_text(stream.read(), "<stdin>", str(Path.cwd()), compact)
+def load_stdin(stream: TextIO, compact: bool = False, small: int = 0) -> Suite:
+    return load_text(stream.read(), "<stdin>", str(Path.cwd()), compact, small)
 
 
 def load_message(message: str) -> Suite:

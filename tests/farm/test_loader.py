@@ -2,13 +2,14 @@
 
 import io
 import json
+import pickle
 
 import pytest
 from pydantic import BaseModel
 
 from farm.cases import Mode
 from farm.errors import InputError, UsageError
-from farm.suite.loader import load_file, load_message, load_stdin
+from farm.suite.loader import load_file, load_message, load_stdin, parse_cases
 
 
 def write(tmp_path, name, text):
@@ -157,3 +158,28 @@ def test_compact_cases_keep_what_the_case_set(tmp_path):
         assert after.case is None and after.data is not None
         again = after.materialized().case
         assert again == before.case and given(again) == given(before.case)
+
+
+def test_a_small_suite_keeps_its_models_and_a_big_one_holds_json():
+    """Kept as models up to ``small`` cases (validated once); past it, every case as JSON, the first ones too."""
+    items = [(f"s.jsonl:{i}", {"id": f"c{i}", "input": "x"}) for i in range(1, 4)]
+    assert all(c.case is not None and c.data is None for c in parse_cases(items, compact=True, small=3))
+    assert all(c.case is None and c.data is not None for c in parse_cases(items, compact=True, small=2))
+    assert all(c.case is None and c.data is not None for c in parse_cases(iter(items), compact=True, small=2))
+
+
+def test_farm_test_keeps_the_models_of_a_small_suite(tmp_path):
+    from farm.config import FarmConfig
+    from farm.inputs import resolve_input
+
+    path = write(tmp_path, "s.jsonl", '{"id": "a", "input": "x"}\n')
+    (case,) = resolve_input(str(path), FarmConfig(), None, compact=True).cases
+    assert case.case is not None and case.materialized() is case
+
+
+def test_a_case_pickles_as_its_json():
+    """What a Ray actor is sent: the JSON, as a compact case holds it, whichever the driver kept."""
+    (kept,) = parse_cases([("s.jsonl:1", {"id": "a", "input": "x", "tags": ["t"], "assertions": [{"type": "equals", "value": None}]})])
+    sent = pickle.loads(pickle.dumps(kept))
+    assert sent.case is None and sent.data == kept.compact().data and sent.ok
+    assert sent.materialized().case == kept.case and kept.case is not None and kept.data is None
