@@ -10,11 +10,13 @@ entry imports, connectors' keys are set. The checks of a case on its own are
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from farm.cases import TestCase, role_agent_id
 from farm.errors import FarmError, UsageError
+from farm.messages import user_messages
 from farm.suite.validation import every_assertion
 from farm.wording import nearest, shown
 
@@ -36,6 +38,7 @@ def check_suite(suite: Suite, config: FarmConfig, default_simulator: str | None 
 
     resolver = ScriptResolver(config.scripts_dir)
     simulator = default_simulator or config.farm.simulator
+    folder = cache(Path)  # one Path a folder, not one a case
     for loaded in suite.cases:
         if loaded.script is not None:
             continue
@@ -43,14 +46,12 @@ def check_suite(suite: Suite, config: FarmConfig, default_simulator: str | None 
         loaded.partial = None  # kept only for this check
         if case is None:
             continue
-        problems = _config_problems(case, config, simulator, resolver, Path(loaded.base_dir) if loaded.base_dir else None)
+        problems = _config_problems(case, config, simulator, resolver, folder(loaded.base_dir) if loaded.base_dir else None)
         if problems:
             loaded.fail(problems)
 
 
 def _config_problems(case: TestCase, config: FarmConfig, simulator: str | None, resolver: Any, base_dir: Path | None) -> list[str]:
-    from farm.messages import user_messages
-
     out: list[str] = []
     checked = config.path is not None
 

@@ -28,6 +28,7 @@ from farm.loaded import LoadedCase
 from farm.suite.validation import (
     TooLargeInteger,
     case_problems,
+    every_assertion,
     known_only,
     raw_problems,
     rule_problems,
@@ -131,9 +132,10 @@ def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], bas
         return loaded
     problems += found
     case, whole = _model(known_only(raw) if found else raw, problems)
+    assertions = every_assertion(case) if case is not None else []
     if case is not None:
-        problems += rule_problems(case, known, modes=whole)
-        problems += case_problems(case)
+        problems += rule_problems(case, known, modes=whole, assertions=assertions)
+        problems += case_problems(case, assertions)
     if problems:
         loaded.fail(problems)
         loaded.partial = case if whole else None  # config checks on a case with fields left out would guess
@@ -142,7 +144,7 @@ def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], bas
     if raw.get("expected") is not None and case.expected is None:
         loaded.warnings.append("field 'expected': ignored, because the case has assertions (they win, as in Yao)")
     loaded.case = case
-    judged = any(spec.type == "agent" for spec in case.all_assertions()) or (case.golden is not None and case.golden.text == "judge")
+    judged = any(spec.type == "agent" for _, spec in assertions) or (case.golden is not None and case.golden.text == "judge")
     loaded.needs = (case.simulator is not None or case.checkpoints is not None, judged)
     loaded.raw = None  # the model is enough once valid: a 100k-case suite stays small
     return loaded

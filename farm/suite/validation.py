@@ -82,6 +82,7 @@ ASSERTION_FIELDS: dict[str, frozenset[str]] = {
     "agent": frozenset({"use", "value", "criteria"}),
     "script": frozenset({"use", "script", "value"}),
 }
+_ASSERTION_KNOWN = {kind: ASSERTION_COMMON | fields for kind, fields in ASSERTION_FIELDS.items()}
 
 
 class TooLargeInteger:
@@ -134,30 +135,36 @@ def _walk_fields(raw: dict[str, Any], unknown: Unknown) -> None:
     if isinstance(raw.get("interactive"), dict):
         _fields(raw["interactive"], INTERACTIVE_FIELDS, "interactive.", unknown)
     for key in ("assertions", "assert", "final_assertions"):
-        _assertions(raw.get(key), key, unknown)
+        if key in raw:
+            _assertions(raw[key], key, unknown)
     turns = raw.get("turns")
-    for i, turn in enumerate(turns if isinstance(turns, list) else []):
-        if isinstance(turn, dict):
-            where = f"turns[{i}]"
-            _fields(turn, TURN_FIELDS, where + ".", unknown)
-            _options(turn.get("options"), where + ".options", unknown)
-            for key in ("assertions", "assert"):
-                _assertions(turn.get(key), f"{where}.{key}", unknown)
+    if isinstance(turns, list):
+        for i, turn in enumerate(turns):
+            if isinstance(turn, dict):
+                where = f"turns[{i}]"
+                _fields(turn, TURN_FIELDS, where + ".", unknown)
+                _options(turn.get("options"), where + ".options", unknown)
+                for key in ("assertions", "assert"):
+                    _assertions(turn.get(key), f"{where}.{key}", unknown)
     sim = raw.get("simulator")
     if isinstance(sim, dict):
         _fields(sim, SIMULATOR_FIELDS, "simulator.", unknown)
         _options(sim.get("options"), "simulator.options", unknown)
     checkpoints = raw.get("checkpoints")
-    for i, cp in enumerate(checkpoints if isinstance(checkpoints, list) else []):
-        if isinstance(cp, dict):
-            where = f"checkpoints[{i}]"
-            _fields(cp, CHECKPOINT_FIELDS, where + ".", unknown)
-            for key in ("assertion", "assert"):
-                _assertions(cp.get(key), f"{where}.{key}", unknown)
+    if isinstance(checkpoints, list):
+        for i, cp in enumerate(checkpoints):
+            if isinstance(cp, dict):
+                where = f"checkpoints[{i}]"
+                _fields(cp, CHECKPOINT_FIELDS, where + ".", unknown)
+                for key in ("assertion", "assert"):
+                    _assertions(cp.get(key), f"{where}.{key}", unknown)
 
 
-def _bounds(raw: Any) -> list[str]:
-    """Depth, integer size and lone surrogates, checked without recursion."""
+def _bounds(raw: dict[str, Any]) -> list[str]:
+    """Depth, integer size and lone surrogates, checked without recursion: first without naming
+    where (almost every case is within them), then again to say where when one is not."""
+    if _within(raw):
+        return []
     stack: list[tuple[Any, str, int]] = [(raw, "", 0)]
     while stack:
         value, where, depth = stack.pop()
@@ -179,6 +186,29 @@ def _bounds(raw: Any) -> list[str]:
     return []
 
 
+def _within(raw: dict[str, Any]) -> bool:
+    """Whether :func:`_bounds` finds nothing; quicker, as it builds no path to name."""
+    stack: list[tuple[Any, int]] = [(raw, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            for key in value:
+                if not key.isascii() and _has_surrogate(key):
+                    return False
+            value = value.values()
+        if value and depth >= MAX_DEPTH:  # its items are deeper than the bound
+            return False
+        for item in value:
+            if isinstance(item, str):
+                if not item.isascii() and _has_surrogate(item):
+                    return False
+            elif isinstance(item, (dict, list)):
+                stack.append((item, depth + 1))
+            elif isinstance(item, TooLargeInteger):
+                return False
+    return True
+
+
 def _has_surrogate(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -188,6 +218,8 @@ def _has_surrogate(text: str) -> bool:
 
 
 def _fields(data: dict[str, Any], known: frozenset[str], where: str, unknown: Unknown) -> None:
+    if known.issuperset(data):
+        return
     for key in list(data):
         if key not in known:
             unknown(data, key, where, known)
@@ -206,12 +238,14 @@ def _assertions(value: Any, where: str, unknown: Unknown) -> None:
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             continue
-        here = f"{where}[{i}]" if isinstance(value, list) else where
         kind = item.get("type", "equals" if "value" in item else None)
-        specific = ASSERTION_FIELDS.get(kind) if isinstance(kind, str) else None
-        if specific is None:
+        known = _ASSERTION_KNOWN.get(kind) if isinstance(kind, str) else None
+        if known is None:
             continue  # an unknown or missing type is reported by the rules, naming the known ones
-        _fields(item, ASSERTION_COMMON | specific, here + ".", unknown)
+        if known.issuperset(item) and not isinstance(item.get("options"), dict):
+            continue  # the common case: nothing to name, so no path built
+        here = f"{where}[{i}]" if isinstance(value, list) else where
+        _fields(item, known, here + ".", unknown)
         _options(item.get("options"), here + ".options", unknown)
 
 
@@ -254,13 +288,14 @@ def without_failing_fields(data: dict[str, Any], exc: ValidationError) -> dict[s
     return cleaned if dropped else None
 
 
-def rule_problems(case: TestCase, known_types: set[str], modes: bool = True) -> list[str]:
+def rule_problems(case: TestCase, known_types: set[str], modes: bool = True, assertions: list[tuple[str, AssertionSpec]] | None = None) -> list[str]:
     """What the case model cannot state (SPEC 3.1, 3.6), every problem of it: unknown assertion
-    types, then (``modes``) the fields the case's mode needs and its checkpoint ids."""
+    types, then (``modes``) the fields the case's mode needs and its checkpoint ids.
+    ``assertions``: :func:`every_assertion` of the case, when the caller has it already."""
     out = []
-    known = ", ".join(sorted(known_types))
-    for where, spec in every_assertion(case):
+    for where, spec in every_assertion(case) if assertions is None else assertions:
         if spec.type not in known_types:
+            known = ", ".join(sorted(known_types))
             out.append(f"field '{where}.type': unknown assertion type '{shown(spec.type)}'{nearest(spec.type, known_types) or f' (known: {known})'}")
     if not modes:
         return out
@@ -293,18 +328,21 @@ def rule_problems(case: TestCase, known_types: set[str], modes: bool = True) -> 
 def every_assertion(case: TestCase) -> list[tuple[str, AssertionSpec]]:
     """Every assertion of ``case`` with where it is (``turns[0].assertions[1]``), in the order a reader meets them."""
     out = [(f"assertions[{i}]", s) for i, s in enumerate(case.assertions)]
-    out += [(f"final_assertions[{i}]", s) for i, s in enumerate(case.final_assertions)]
-    for t, turn in enumerate(case.turns or []):
-        out += [(f"turns[{t}].assertions[{i}]", s) for i, s in enumerate(turn.assertions)]
-    for c, cp in enumerate(case.checkpoints or []):
-        out.append((f"checkpoints[{c}].assertion", cp.assertion))
+    if case.final_assertions:  # each part looked at only when there is one: this runs for every case, thrice
+        out += [(f"final_assertions[{i}]", s) for i, s in enumerate(case.final_assertions)]
+    if case.turns:
+        for t, turn in enumerate(case.turns):
+            out += [(f"turns[{t}].assertions[{i}]", s) for i, s in enumerate(turn.assertions)]
+    if case.checkpoints:
+        out += [(f"checkpoints[{c}].assertion", cp.assertion) for c, cp in enumerate(case.checkpoints)]
     return out
 
 
-def case_problems(case: TestCase) -> list[str]:
-    """Problems of a valid case that a schema cannot see (regex, JSONPath, values, checkpoints)."""
+def case_problems(case: TestCase, assertions: list[tuple[str, AssertionSpec]] | None = None) -> list[str]:
+    """Problems of a valid case that a schema cannot see (regex, JSONPath, values, checkpoints);
+    ``assertions`` as for :func:`rule_problems`."""
     out: list[str] = []
-    for where, spec in every_assertion(case):
+    for where, spec in every_assertion(case) if assertions is None else assertions:
         problem = assertion_problem(spec)
         if problem:
             out.append(f"field '{where}': {problem}")
@@ -316,16 +354,14 @@ def assertion_problem(spec: AssertionSpec) -> str | None:
     """What is wrong with one assertion as written, or None. Patterns are compiled by the
     engine the run searches with (:mod:`farm.assertions.patterns`), so none is accepted here
     and refused there, or the other way round."""
-    from jsonpath_ng.ext import parse as parse_jsonpath
-
-    from farm.assertions.patterns import compile_pattern, regex
-
     kind, set_ = spec.type, spec.model_fields_set
     if kind in ("contains", "not_contains") and spec.value is None:
         return f"a '{kind}' assertion needs a 'value' (the text to look for)"
     if kind == "equals" and "value" not in set_:
         return "an 'equals' assertion needs a 'value'"
     if kind == "regex" or (kind == "tool_result" and spec.extra("result") is not None):
+        from farm.assertions.patterns import compile_pattern, regex
+
         if kind == "regex" and not spec.pattern:
             return "a 'regex' assertion needs a 'pattern' (or a string 'value')"
         patterns = [spec.pattern or ""] if kind == "regex" else list(_regex_strings(spec.extra("result")))
@@ -335,6 +371,8 @@ def assertion_problem(spec: AssertionSpec) -> str | None:
             except (regex.error, RecursionError, OverflowError, ValueError) as exc:
                 return f"invalid regex {pattern!r}: {shown(str(exc))}"
     if kind in ("json_path", "type") and spec.path is not None:
+        from jsonpath_ng.ext import parse as parse_jsonpath
+
         if not spec.path.strip():
             return "'path' is empty"
         try:
@@ -379,6 +417,8 @@ def _regex_strings(expected: Any) -> Iterable[str]:
 
 
 def _checkpoint_cycles(case: TestCase) -> list[str]:
+    if not case.checkpoints:
+        return []
     after = {cp.id: list(cp.after) for cp in case.checkpoints or []}
     out = []
     for i, cp in enumerate(case.checkpoints or []):

@@ -204,3 +204,27 @@ def test_a_case_scripts_at_most_as_many_turns_as_max_turns_allows(tmp_path):
     text = problem(tmp_path, {"id": "a", "turns": [turn] * 10_001}, toml=None)
     assert text.endswith("field 'turns': 10001 turns, more than the 10000 a case may have (the bound of max_turns)")
     assert not load(tmp_path, {"id": "a", "turns": [turn] * 10_000}, toml=None).problems
+
+
+def test_bounds_are_found_at_their_edges():
+    """Out of bounds is found however deep or however it is hidden: a key, text beyond ASCII, an array."""
+    from farm.suite.validation import MAX_DEPTH, TooLargeInteger, raw_problems
+
+    def nested(levels: int, inner: Any) -> Any:
+        for _ in range(levels):
+            inner = [inner]
+        return inner
+
+    deepest = MAX_DEPTH - 1  # arrays around the innermost value, which then sits MAX_DEPTH deep (metadata is 1)
+    assert raw_problems({"id": "a", "metadata": nested(deepest, "x")}) == []
+    assert raw_problems({"id": "a", "metadata": nested(deepest, [])}) == []
+    assert raw_problems({"id": "a", "metadata": nested(deepest, {})}) == []
+    for inner in ("x", [], {}, 1):
+        (problem,) = raw_problems({"id": "a", "metadata": nested(deepest + 1, inner)})
+        assert problem.endswith(f"nested more than {MAX_DEPTH} levels deep")
+    assert raw_problems({"id": "a", "input": "é ü", "metadata": {"ключ": ["ü"]}}) == []
+    assert "a key holds a lone surrogate" in raw_problems({"id": "a", "metadata": {"é\ud800": 1}})[0]
+    assert raw_problems({"id": "a", "metadata": {"k": [{"x": "é\udfff"}]}}) == [
+        "field 'metadata.k[0].x': holds a lone surrogate (such as \\ud800), which is not valid Unicode text"
+    ]
+    assert raw_problems({"id": "a", "metadata": [[TooLargeInteger(5000)]]}) == ["field 'metadata[0][0]': an integer of 5000 digits is too large (at most 4300)"]
