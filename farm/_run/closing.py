@@ -124,7 +124,7 @@ def show_dry_run(suite: Suite, output: Path | None, console: Console, quiet: boo
     lines = []
     for loaded in (c.materialized() for c in suite.cases):
         if loaded.case is not None:
-            data = loaded.case.model_dump(mode="json", exclude_defaults=True)
+            data = loaded.case.model_dump(mode="json", exclude_unset=True)  # "value": null is not a value left out
             lines.append(json.dumps(data, ensure_ascii=False))
     for line in lines:
         print(line)

@@ -468,7 +468,7 @@ class CaseStream:
             self._file = tempfile.TemporaryFile("w+", encoding="utf-8")  # a dry run: the cache entry's source
         for loaded in accepted:
             assert loaded.case is not None
-            self._file.write(json.dumps(loaded.case.model_dump(mode="json", exclude_defaults=True), ensure_ascii=False) + "\n")
+            self._file.write(json.dumps(loaded.case.model_dump(mode="json", exclude_unset=True), ensure_ascii=False) + "\n")  # as given
         self._file.flush()
 
     def _take(self, items: list[Any], number: int, cell: _Slice | None, on_problem: Callable[[str], None] | None) -> list[LoadedCase]:

@@ -189,12 +189,14 @@ def test_200_cases_read_back_complete_and_consistent(project: Path, engine: str)
 
 
 def test_dry_run_prints_cases_and_writes_them(project: Path):
-    suite = write_suite(project, [{"id": "a", "input": "Hello"}, {"id": "b", "turns": [{"input": "x"}]}])
+    null_value = {"type": "json_path", "path": "$.a", "value": None}  # the field set to null: not the field left out
+    suite = write_suite(project, [{"id": "a", "input": "Hello", "assertions": [null_value]}, {"id": "b", "turns": [{"input": "x"}]}])
     out = project / "saved.jsonl"
     result = farm("test", "-i", str(suite), "--dry-run", "-o", str(out), "--config", str(project / "farm.toml"))
     assert result.exit_code == 0, result.output
     saved = [json.loads(line) for line in out.read_text().splitlines()]
     assert [c["id"] for c in saved] == ["a", "b"]
+    assert saved[0]["assertions"] == [null_value]
     assert not (project / "results").exists()
 
 

@@ -71,6 +71,19 @@ def numbered(request: RoleRequest) -> list[dict[str, Any]]:
     return [{"id": f"case-{i}", "input": f"batch {b} case {i}"} for i in range(1, request.metadata["count"] + 1)]
 
 
+def test_generated_jsonl_keeps_a_field_the_generator_set_to_its_default(config, tmp_path: Path):
+    null_value = {"type": "json_path", "path": "$.a", "value": None}  # "value": null, not "value" left out
+
+    def with_null(request: RoleRequest) -> list[dict[str, Any]]:
+        return [{**case, "assertions": [null_value]} for case in numbered(request)]
+
+    stream = stream_of(config, "count=2&batch=2")
+    stream.open(tmp_path / "run")
+    collect(stream, Writer(with_null))
+    written = [json.loads(line) for line in (tmp_path / "run" / GENERATED_JSONL).read_text().splitlines()]
+    assert [case["assertions"] for case in written] == [[null_value], [null_value]]
+
+
 def test_count_gets_exactly_that_many_distinct_cases_in_batches(config):
     stream = stream_of(config, "count=45&batch=10")
     writer = Writer(numbered)
