@@ -8,6 +8,7 @@
     │   └── Unplaceable                an agent asks more per slot than any node of the Ray cluster has
     ├── InputError                 test input that cannot be loaded at all (``problems``: file:line each)
     ├── CaseRuleError              a case breaks a rule of the format a schema cannot state (also a ValueError)
+    ├── InvalidPattern             a test's regex does not compile (also a ValueError): a suite problem, or the assertion's error
     ├── NotFound                   ``farm view``: a run, case or page the results folder does not hold (404)
     └── BadRequest                 ``farm view``: a query parameter the endpoint cannot use (400)
 
@@ -62,6 +63,7 @@ __all__ = [
     "InputError",
     "LimiterRestarting",
     "LimiterUnavailable",
+    "InvalidPattern",
     "PatternTimeout",
     "RecordingEnds",
     "ReplyTooLarge",
@@ -200,6 +202,10 @@ class PatternTimeout(Exception):
         super().__init__(f"regex /{pattern}/ ran past {_seconds(seconds)} without finishing (catastrophic backtracking?)")
         self.pattern = pattern
         self.seconds = seconds
+
+
+class InvalidPattern(FarmError, ValueError):
+    """A pattern the ``regex`` package cannot compile; the message is the package's."""
 
 
 def _seconds(value: float) -> str:

@@ -210,7 +210,7 @@ async def regex(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None)
     limit = _patterns.limit_for(subject.time_limit)
     try:
         found = await _patterns.search(spec.pattern, subject.content, ignore_case=bool(spec.ignore_case), limit=limit)
-    except _patterns.regex.error as exc:
+    except _patterns.InvalidPattern as exc:
         return Outcome(False, message=f"invalid regex {spec.pattern!r}: {exc}", error=True)
     except _patterns.PatternTimeout as exc:
         return Outcome(False, subject.content, str(exc), inconclusive=True)

@@ -56,11 +56,11 @@ def test_unknown_type_stays_an_error_when_negated():
 
 
 def test_exception_in_a_checker_is_an_error_result():
-    # an invalid pattern inside a tool_result raises re.error deep in the match
+    # an invalid pattern inside a tool_result raises InvalidPattern deep in the match
     spec = {"type": "tool_result", "tool": "t", "result": {"id": "regex:("}}
     result = check(spec, tool_calls=calls(("t", {}, {"id": "x"})))
     assert not result.passed and result.error
-    assert result.message.startswith("tool_result: error:")
+    assert result.message.startswith("tool_result: InvalidPattern: missing )")
 
 
 def test_long_actual_is_truncated():
