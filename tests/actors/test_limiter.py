@@ -110,7 +110,11 @@ def test_rpm_holds_over_every_second_for_callers_in_two_actors_and_the_driver(li
     stamps = sorted(here + [s for r in ray.get(refs) for s in r])
 
     settled = [s for s in stamps if s >= start + 1.0]
-    assert busiest(settled, 1.0) <= 11  # 10/s; a window may catch one more at its edge
+    # 10/s, paced; a window may catch one more at its edge. A grant is stamped by its caller when the
+    # caller's process gets its turn: on a loaded machine up to ~0.2 s late, which can put 12 or 13
+    # stamps of a steady 10/s in one second. In 0.8 s a steady 10/s puts 9 (+1 at the edge, +1 for a
+    # stamp that late); a burst shows as more, a rate above 10/s in the count of the two seconds.
+    assert busiest(settled, 0.8) <= 11
     assert busiest(stamps, 1.0) <= 21  # the opening burst (10) and the second's pacing
     assert 19 <= len(settled) <= 22  # 2 s × 10/s (+1 at the window's edge), within 5 %
     assert len(here) > 0 and all(len(r) > 0 for r in ray.get(refs))  # every process got its turn
