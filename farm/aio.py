@@ -10,7 +10,8 @@ to do and nothing to send: asyncio waits in its selector with a timeout of zero 
 callback is ready, and blocks there only when none is; a socket still connecting, or with
 bytes waiting to go, is registered for writing (:class:`_IdleSelector`). A run uses that
 moment, its first requests sent and their replies not yet back, for work it would otherwise
-do before them.
+do before them. Under another event loop policy (uvloop's) the loop is the policy's and
+``work`` is not called: what it prepares is done where it is needed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import selectors
+import sys
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -32,7 +34,7 @@ def run_sync(coro: Coroutine[Any, Any, T], idle: Callable[[], None] | None = Non
     ``idle``: called once, when the loop first has nothing to do (see the module docstring)."""
 
     def run() -> T:
-        if idle is None:
+        if idle is None or not _default_loops():
             return asyncio.run(coro)
         with asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(_IdleSelector(idle))) as runner:
             return runner.run(coro)
@@ -56,6 +58,12 @@ def run_sync(coro: Coroutine[Any, Any, T], idle: Callable[[], None] | None = Non
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+def _default_loops() -> bool:
+    """Whether this process makes asyncio's own selector loops: not where a user chose other loops
+    (uvloop's policy), which the idle work then leaves as they are, nor on Windows (Proactor)."""
+    return sys.platform != "win32" and type(asyncio.get_event_loop_policy()) is asyncio.DefaultEventLoopPolicy
 
 
 class _IdleSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]  # an alias of the platform's best

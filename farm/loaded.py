@@ -6,6 +6,8 @@ parts of a run can name it without importing how suites are read.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,11 +68,17 @@ class LoadedCase:
         return LoadedCase(self.id, self.source, None, self.error, self.raw, self.base_dir, self.script, _json(self.case), self.needs, self.warnings, self.golden)
 
     def __getstate__(self) -> dict[str, Any]:
-        """A case pickles (to a Ray actor; :func:`copy.copy` too) as :meth:`compact` holds it: its JSON is a third of the
+        """A case pickles (to a Ray actor) as :meth:`compact` holds it: its JSON is a third of the
         bytes of its pickled model, and quicker to write and to read back."""
         if self.case is None:
             return self.__dict__
         return {**self.__dict__, "case": None, "data": _json(self.case)}
+
+    def __copy__(self) -> LoadedCase:
+        return dataclasses.replace(self)  # a copy keeps the model: only pickling makes it JSON
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LoadedCase:
+        return dataclasses.replace(self, **{f.name: copy.deepcopy(getattr(self, f.name), memo) for f in dataclasses.fields(self)})
 
     def materialized(self) -> LoadedCase:
         """This case with its validated model (the case itself when it has it)."""

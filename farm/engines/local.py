@@ -99,6 +99,7 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
     running: dict[asyncio.Future[CaseResult], Job] = {}
     finished: deque[CaseResult] = deque()  # recorded once the cases that took the free slots are sent
     failed: list[BaseException] = []
+    closing = False  # the run is ending (done, failed or interrupted): no case starts any more
 
     def start_next() -> None:
         for _, job in scheduler.assign():
@@ -110,10 +111,10 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
         """A case ended: its slot takes the next case at once, before any result is written,
         so that a slot waits for no other case's bookkeeping (nor a burst of replies for theirs)."""
         job = running.pop(task, None)
-        if job is None or task.cancelled():
+        if job is None or closing:
             return
         try:
-            exc = task.exception()
+            exc = asyncio.CancelledError("the case was cancelled") if task.cancelled() else task.exception()
             finished.extend(scheduler.crashed(job, repr(exc)) if exc is not None else scheduler.finished(job, task.result()))
             start_next()
         except Exception as error:  # noqa: BLE001 - raised again where the run is pumped
@@ -142,7 +143,12 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
                 on_result(finished.popleft())
                 await asyncio.sleep(0)
             start_next()
+    except (KeyboardInterrupt, asyncio.CancelledError):  # interrupted: the cases that ended are kept, not run again
+        while finished:
+            on_result(finished.popleft())
+        raise
     finally:
+        closing = True
         pending: list[asyncio.Future[Any]] = [*running, *([feed] if feed is not None else [])]
         for task in pending:
             task.cancel()

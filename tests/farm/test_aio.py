@@ -83,3 +83,20 @@ def test_the_idle_work_waits_while_a_socket_has_bytes_to_send():
 
     run_sync(sending(), idle=lambda: log.append("idle"))
     assert log == ["still sending", "sent", "idle"]
+
+
+def test_under_another_event_loop_policy_the_loop_is_the_policys_and_no_idle_work_runs():
+    made: list[str] = []
+
+    class Policy(asyncio.DefaultEventLoopPolicy):  # as uvloop's would be: a loop of the user's choice
+        def new_event_loop(self) -> asyncio.AbstractEventLoop:
+            made.append("policy's loop")
+            return super().new_event_loop()
+
+    log: list[str] = []
+    asyncio.set_event_loop_policy(Policy())
+    try:
+        assert run_sync(steps(log), idle=lambda: log.append("idle")) == "done"
+    finally:
+        asyncio.set_event_loop_policy(None)
+    assert made == ["policy's loop"] and log == ["started", "ready again", "woke"]

@@ -1,5 +1,6 @@
 """Loading suites: files, messages, bad input, mode selection, both key spellings."""
 
+import copy
 import io
 import json
 import pickle
@@ -183,3 +184,10 @@ def test_a_case_pickles_as_its_json():
     sent = pickle.loads(pickle.dumps(kept))
     assert sent.case is None and sent.data == kept.compact().data and sent.ok
     assert sent.materialized().case == kept.case and kept.case is not None and kept.data is None
+
+
+def test_a_copy_of_a_case_keeps_its_model():
+    (kept,) = parse_cases([("s.jsonl:1", {"id": "a", "input": "x", "assertions": [{"type": "contains", "value": "y"}]})])
+    shallow, deep = copy.copy(kept), copy.deepcopy(kept)
+    assert shallow.case is kept.case and shallow.data is None
+    assert deep.case == kept.case and deep.case is not kept.case and deep.data is None
