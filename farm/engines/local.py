@@ -111,10 +111,11 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
         """A case ended: its slot takes the next case at once, before any result is written,
         so that a slot waits for no other case's bookkeeping (nor a burst of replies for theirs)."""
         job = running.pop(task, None)
-        if job is None or closing:
+        # not the case's own end: the run is ending (and cancelled it), or an interrupt came in its step
+        if job is None or closing or task.cancelled() or not isinstance(task.exception(), Exception | None):
             return
         try:
-            exc = asyncio.CancelledError("the case was cancelled") if task.cancelled() else task.exception()
+            exc = task.exception()
             finished.extend(scheduler.crashed(job, repr(exc)) if exc is not None else scheduler.finished(job, task.result()))
             start_next()
         except Exception as error:  # noqa: BLE001 - raised again where the run is pumped

@@ -9,6 +9,7 @@ in process, the role pools on Ray) and in who asks the person.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -72,9 +73,16 @@ class CaseWorker:
     async def run(self, loaded: LoadedCase, run_index: int, agent: str) -> CaseResult:
         """Run one case on ``agent`` to its end (or replay it). Raises only for the farm's own faults."""
         settings = self.settings[agent]
-        if self.replay is not None:
-            return await self.replay.run(loaded, run_index, self.services, settings)
-        return await run_case(loaded, self.targets[agent], self.services, settings)
+        try:
+            if self.replay is not None:
+                return await self.replay.run(loaded, run_index, self.services, settings)
+            return await run_case(loaded, self.targets[agent], self.services, settings)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # the run cancelled it: it is ending
+                raise
+            # an agent's own CancelledError: the case ends as an error, not as a case its engine waits for
+            raise RuntimeError("the case ended in the agent's own CancelledError") from None
 
     async def aclose(self) -> None:
         for target in self.targets.values():
