@@ -17,7 +17,7 @@ __all__ = ["rescore"]
 
 def rescore(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="The run folder to rescore (farm-results/<run_id>).", show_default=False)],
-    input: Annotated[str | None, typer.Option("-i", "--input", metavar="SUITE", help="The suite to judge with (an edited copy); default: the run's own.")] = None,
+    input: Annotated[list[str] | None, typer.Option("-i", "--input", metavar="SUITE", help="The suite to judge with (an edited copy; repeatable, as farm test's -i); default: the run's own.")] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", metavar="PATH", help="Results JSONL path (default: <new run_id>/results.jsonl beside the run folder).")] = None,
     config: ConfigPath = None,
     run: Match = None,
@@ -37,7 +37,7 @@ def rescore(
     try:
         outcome = farm.rescore(
             run_dir,
-            input,
+            input or None,
             config=config,
             output=output,
             match=run,

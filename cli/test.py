@@ -11,11 +11,21 @@ from farm.cli.options import ConfigPath, HTMLPath, JSONEvents, JUnitPath, Match,
 
 from farm.errors import FarmError
 
-__all__ = ["test"]
+__all__ = ["INPUT_HELP", "test"]
+
+INPUT_HELP = (
+    "A .jsonl/.json file, a folder of them, a glob, a message, agents:<id>?k=v, scripts:<id>?k=v, scripts.<module>, or - for stdin; "
+    "repeat it to run several suites in one run. "
+    "A value that looks like a path is read as one: an existing file or folder, a glob (* or [...]), "
+    "or a value with no whitespace that has a path separator or a file extension; "
+    "a folder runs every *.jsonl in it, and a path that does not exist is an error. "
+    "Anything else is a message: one single-turn case."
+)
+"""``-i``'s help: what it takes, then :data:`farm.inputs.PATH_RULE` (a test holds the two together)."""
 
 
 def test(
-    input: Annotated[str | None, typer.Option("-i", "--input", metavar="INPUT", help="A .jsonl/.json file, a message, agents:<id>?k=v, scripts:<id>?k=v, scripts.<module>, or - for stdin.")] = None,
+    input: Annotated[list[str] | None, typer.Option("-i", "--input", metavar="INPUT", help=INPUT_HELP)] = None,
     name: Annotated[
         list[str] | None,
         typer.Option("-n", "--name", metavar="AGENT", help="The agent under test (default: [farm].default_agent); repeat it to run every case on each agent."),
@@ -77,7 +87,7 @@ def test(
 
     try:
         outcome = farm.run(
-            input,
+            input or None,
             config=config,
             agent=name,
             engine=engine,  # type: ignore[arg-type]  # checked by farm.run

@@ -1,43 +1,50 @@
-"""``farm validate FILE...``: check test files and report every problem with file:line."""
+"""``farm validate FILE...``: check suites as ``farm test`` would before its first call, and
+report every problem with file:line."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
+if TYPE_CHECKING:
+    from farm.suite.loader import Suite
+
 __all__ = ["validate"]
 
 
 def validate(
-    files: Annotated[list[Path], typer.Argument(metavar="FILE", help="Test files (.jsonl, .json).", show_default=False)],
+    inputs: Annotated[
+        list[str],
+        typer.Argument(metavar="FILE", help="Suites as farm test's -i takes them: a .jsonl/.json file, a folder of them, a glob.", show_default=False),
+    ],
     config: Annotated[str | None, typer.Option("--config", metavar="PATH", help="Path to farm.toml (default: ./farm.toml, else beside the file).")] = None,
+    name: Annotated[
+        list[str] | None, typer.Option("-n", "--name", metavar="AGENT", help="The agent under test, as farm test's -n (default: [farm].default_agent).")
+    ] = None,
     simulator: Annotated[str | None, typer.Option("--simulator", metavar="AGENT", help="The default simulator the run would use.")] = None,
 ) -> None:
-    """Check test files deeply (fields, regex, JSONPath, ids against farm.toml); exit 2 on any problem."""
-    from farm.config import find_config, load_config
+    """Check suites deeply, as farm test does before its first call (fields, regex, JSONPath, every
+    agent and script they name, the config, the agents' entries); exit 2 on any problem."""
     from farm.errors import ConfigError, FarmError, InputError
-    from farm.suite.checks import check_suite
-    from farm.suite.loader import load_file
 
     console = Console(highlight=False, soft_wrap=True, emoji=False)
     problems: list[str] = []
     warnings: list[str] = []
-    valid = 0
-    for path in files:
+    valid = files = 0
+    for value in inputs:  # each as `farm test -i VALUE` would run it
         try:
-            suite = load_file(path)
-            cfg = load_config(find_config(config, path))
-            check_suite(suite, cfg, default_simulator=simulator)
+            suite, count = _checked(value, config, name or [], simulator)
         except (InputError, ConfigError) as exc:  # a farm.toml beside several files: its problems once
             problems.extend(p for p in exc.problems if p not in problems)
             continue
         except FarmError as exc:
-            problems.append(str(exc))
+            if str(exc) not in problems:
+                problems.append(str(exc))
             continue
+        files += count
         problems.extend(suite.problems)
         warnings.extend(suite.warnings)
         valid += sum(1 for c in suite.cases if c.ok)
@@ -45,5 +52,23 @@ def validate(
         console.print(Text.assemble(("error:", "red"), " ", problem))
     for warning in warnings:
         console.print(Text.assemble(("warning:", "yellow"), " ", warning))
-    console.print(Text(f"{valid} valid case(s) in {len(files)} file(s); {len(problems)} problem(s)"))
+    console.print(Text(f"{valid} valid case(s) in {files} file(s); {len(problems)} problem(s)"))
     raise typer.Exit(2 if problems else 0)
+
+
+def _checked(value: str, config: str | None, agents: list[str], simulator: str | None) -> tuple[Suite, int]:
+    """The suite ``value`` names, loaded and checked by :func:`~farm.suite.checks.check_before_run`
+    (with the agent under test: ``agents``, else ``[farm].default_agent``), and its file count."""
+    from farm.config import find_config, load_config
+    from farm.errors import UsageError
+    from farm.inputs import expand_inputs, input_path, load_inputs
+    from farm.suite.checks import check_before_run
+
+    inputs = expand_inputs(value, flag="")
+    if any(each.kind != "file" for each in inputs):
+        raise UsageError(f"{value}: farm validate checks suite files; give a .jsonl/.json file, a folder of them or a glob")
+    cfg = load_config(find_config(config, input_path(value)))
+    suite = load_inputs(inputs, cfg, None)
+    tested = agents or ([cfg.farm.default_agent] if cfg.farm.default_agent else [])
+    check_before_run(suite, cfg, tested, simulator=simulator, max_cost=cfg.farm.max_cost)
+    return suite, len(inputs)

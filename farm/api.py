@@ -38,7 +38,7 @@ __all__ = ["RunResult", "new_run_id", "rescore", "run", "run_async"]
 
 
 def run(
-    input: str | None = None,
+    input: str | Sequence[str] | None = None,
     *,
     config: str | Path | FarmConfig | None = None,
     agent: str | Sequence[str] | None = None,
@@ -85,8 +85,9 @@ def run(
     None takes the resumed run's value, else ``[farm]``'s, else its default, as
     :data:`farm._run.request.OPTIONS` says for each.
 
-    - ``input``: a ``.jsonl``/``.json`` file, a message, ``agents:<id>?k=v``,
-      ``scripts:<id>?k=v``, ``scripts.<module>`` (script tests) or ``-`` (stdin).
+    - ``input``: a ``.jsonl``/``.json`` file, a folder of them, a glob, a message, ``agents:<id>?k=v``,
+      ``scripts:<id>?k=v``, ``scripts.<module>`` (script tests) or ``-`` (stdin); or a list of
+      suites, run in one run (:data:`farm.inputs.PATH_RULE` tells a path from a message).
     - ``config``: a ``farm.toml`` path or a loaded :class:`~farm.config.FarmConfig`.
     - ``agent``: the agent under test, or a list of agents (``-n A -n B``): every case runs on
       each, in one run, each result naming its ``agent``.
@@ -118,7 +119,7 @@ def run(
     return running.dry_run(prepared) if request.dry_run else running.execute_run(running.plan_run(prepared))
 
 
-async def run_async(input: str | None = None, **options: Any) -> RunResult:
+async def run_async(input: str | Sequence[str] | None = None, **options: Any) -> RunResult:
     """:func:`run` for ``await`` in async code: the run goes on in a thread, the loop stays free."""
     return await asyncio.to_thread(run, input, **options)
 

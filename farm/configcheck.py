@@ -219,6 +219,27 @@ def _where(loc: Path_) -> str:
     return ".".join(part if _BARE.fullmatch(part) else '"' + shown(part).replace('"', '\\"') + '"' for part in loc)
 
 
+_ROLES = ("simulator", "validator", "generator", "reporter")
+
+
+def _farm_references(data: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """``[farm]``'s agents that name nothing: ``default_agent`` (which must be an agent to test, not
+    a role), ``simulator`` and ``validator``."""
+    farm = data.get("farm")
+    if not isinstance(farm, dict):
+        return
+    agents = dict(_tables_of(data, "agents"))
+    for key in ("default_agent", "simulator", "validator"):
+        ref = farm.get(key)
+        if not isinstance(ref, str) or not ref:
+            continue
+        if ref not in agents:
+            known = ", ".join(sorted(agents)) or "none"
+            yield key, f"key '{key}': agent '{shown(ref)}' is not configured{nearest(ref, agents)} (configured: {known})"
+        elif key == "default_agent" and agents[ref].get("kind") in _ROLES:
+            yield key, f"key '{key}': agent '{shown(ref)}' is a {agents[ref]['kind']}, a role the farm plays, not an agent to test"
+
+
 def config_problems(name: str, text: str, data: dict[str, Any], model: type[BaseModel]) -> tuple[list[str], Any]:
     """Every problem of ``data`` (``text`` parsed) as ``name:LINE: ...`` lines, and the
     ``model`` it makes when there is none (None otherwise)."""
@@ -242,6 +263,8 @@ def config_problems(name: str, text: str, data: dict[str, Any], model: type[Base
             ref, names = agent.get(key), [name for name, _ in _tables_of(data, group)]
             if isinstance(ref, str) and ref and ref not in names:
                 add(("agents", agent_id, key), f"key '{key}': {what} '{shown(ref)}' is not configured{nearest(ref, names)}")
+    for key, message in _farm_references(data):
+        add(("farm", key), message)
     try:
         made = model.model_validate(data)
     except ValidationError as exc:

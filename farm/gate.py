@@ -10,7 +10,7 @@ per-case tallies alone; :func:`judge_run` reads them from the run folders.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -150,7 +150,7 @@ class Baseline:
     tallies: Tallies
 
 
-def find_baseline(value: str, results_dir: Path, input: str, exclude: Path | None = None) -> Path | None:
+def find_baseline(value: str, results_dir: Path, input: str | Sequence[str], exclude: Path | None = None) -> Path | None:
     """The run folder ``--baseline`` names: ``value`` itself, which must be a finished run's folder,
     or with ``last`` the latest finished run of the same ``input`` under ``results_dir`` (other than
     ``exclude``, a resumed run's own folder), None when there is none yet."""
@@ -171,20 +171,18 @@ def find_baseline(value: str, results_dir: Path, input: str, exclude: Path | Non
         if exclude is not None and run.path.resolve() == exclude.resolve():
             continue
         info = run.info
-        if run.has_info and run.status == "finished" and info.input and _input_key(info.input, info.cwd) == wanted:
+        if run.has_info and run.status == "finished" and info.input and _input_key(info.inputs or info.input, info.cwd) == wanted:
             if latest is None or (info.started_at or 0.0) >= latest[0]:
                 latest = (info.started_at or 0.0, run.path)
     return latest[1] if latest else None
 
 
-def _input_key(input: str, cwd: str | None) -> str:
-    """An input as runs started from different folders name it: a suite file by its absolute path."""
-    from farm.inputs import input_path
+def _input_key(input: str | Sequence[str], cwd: str | None) -> tuple[str, ...]:
+    """Inputs as runs started from different folders name them: a suite path by its absolute path."""
+    from farm.inputs import input_kind
 
-    path = input_path(input)
-    if path is None:
-        return input
-    return str((Path(cwd or ".") / path).resolve())
+    values = [input] if isinstance(input, str) else list(input)
+    return tuple(str((Path(cwd or ".") / value).resolve()) if input_kind(value) == "file" else value for value in values)
 
 
 def read_baseline(path: Path) -> Baseline:

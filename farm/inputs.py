@@ -1,30 +1,192 @@
 """What ``-i/--input`` names (SPEC section 2), resolved to a :class:`~farm.suite.loader.Suite`.
 
 =======================  ===============================================
-``tests.jsonl``          a JSONL or JSON file
+``suite.jsonl``          a JSONL or JSON file
+``suites/``              every ``*.jsonl`` in the folder, sorted
+``suites/*.jsonl``       every suite file the glob matches, sorted
 ``-``                    cases as JSONL on stdin
 ``agents:<id>?k=v``      a generator agent writes the cases
 ``scripts:<id>?k=v``     a generator script writes the cases
 ``scripts.<module>``     script tests: each ``test_*(t, ctx)`` is a case
 anything else            a direct message: one single-turn case
 =======================  ===============================================
+
+A value that looks like a path (:data:`PATH_RULE`) is always read as one, so a mistyped suite
+path is an error, never a message sent to the agent. ``-i`` given several times runs every
+suite in one run, in order. :func:`expand_inputs` turns the values into the run's inputs, and
+:func:`load_inputs` loads them: ``farm test``, ``--dry-run``, ``farm validate``, a resume and a
+rescore all go through them.
 """
 
 from __future__ import annotations
 
+import glob
+import os
+import re
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 from urllib.parse import parse_qsl
 
-from farm.config import AgentConfig, FarmConfig
 from farm.errors import UsageError
-from farm.roles.cache import RoleCache
-from farm.roles.player import PLACEHOLDERS, PROMPTS, RolePlayer, placeholders, player_of, writes_prompt
-from farm.scripts import ScriptResolver
-from farm.suite.loader import SMALL_SUITE, Suite, load_file, load_message, load_stdin, looks_like_file
+from farm.suite.loader import FILE_SUFFIXES, SMALL_SUITE, Suite, load_file, load_message, load_stdin
+from farm.wording import shown
 
-__all__ = ["resolve_input", "typed_query", "generator_metadata", "input_path"]
+if TYPE_CHECKING:  # the roles (and the agents' clients beneath them) load with a generator: farm validate needs neither
+    from farm.config import AgentConfig, FarmConfig
+    from farm.roles.cache import RoleCache
+
+__all__ = ["PATH_RULE", "Input", "expand_inputs", "generator_metadata", "input_kind", "input_path", "input_text", "load_inputs", "looks_like_path", "resolve_input", "typed_query"]
+
+PATH_RULE = (
+    "A value that looks like a path is read as one: an existing file or folder, a glob (* or [...]), "
+    "or a value with no whitespace that has a path separator or a file extension; "
+    "a folder runs every *.jsonl in it, and a path that does not exist is an error. "
+    "Anything else is a message: one single-turn case."
+)
+"""How ``-i`` tells a path from a message, as ``farm test --help`` and the README say it."""
+
+InputKind = Literal["file", "message", "stdin", "generator", "script-tests"]
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input of a run: a suite file (found in a folder or by a glob, or named), a message,
+    stdin, a generator or script tests."""
+
+    value: str
+    """The file's path as given or found (relative stays relative), or the ``-i`` value itself."""
+    kind: InputKind
+
+    @property
+    def alone(self) -> bool:
+        """An input that is the run's only one: stdin, a generator, script tests."""
+        return self.kind in ("stdin", "generator", "script-tests")
+
+
+_EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,9}$")
+_GLOB = re.compile(r"\*|\[[^\]]+\]")
+
+
+def _exists(value: str) -> bool:
+    try:
+        return Path(value).exists()
+    except (OSError, ValueError):  # a name too long, a NUL byte: no such path
+        return False
+
+
+def looks_like_path(value: str) -> bool:
+    """Whether ``-i value`` names a path (:data:`PATH_RULE`) rather than a message."""
+    if not value:
+        return False
+    if _exists(value):
+        return True
+    if any(ch.isspace() for ch in value):
+        return False
+    return "/" in value or os.sep in value or bool(_EXTENSION.search(value)) or bool(_GLOB.search(value))
+
+
+def input_kind(value: str) -> InputKind:
+    """What one ``-i`` value is: a path (``file``: a file, a folder or a glob), a message, stdin, a generator or script tests."""
+    if value == "-":
+        return "stdin"
+    if value.startswith(("agents:", "scripts:")):
+        return "generator"
+    if value.startswith("scripts."):
+        return "script-tests"
+    return "file" if looks_like_path(value) else "message"
+
+
+def expand_inputs(values: str | Sequence[str], flag: str = "-i ") -> list[Input]:
+    """The run's inputs, in order, from the ``-i`` values: a folder becomes its ``*.jsonl`` files
+    and a glob its suite files (each sorted), a file named twice runs once. A path that does not
+    exist, a folder or glob with no suite file, or stdin, a generator or script tests given
+    beside other inputs is a :class:`UsageError` naming the value after ``flag``, before anything is loaded."""
+    given = [values] if isinstance(values, str) else list(values)
+    out: list[Input] = []
+    seen: set[Path] = set()
+    for value in given:
+        kind = input_kind(value)
+        found = [Input(path, "file") for path in _files(value, flag)] if kind == "file" else [Input(value, kind)]
+        for each in found:
+            if each.kind == "file":
+                key = Path(each.value).resolve()
+                if key in seen:
+                    continue
+                seen.add(key)
+            out.append(each)
+    alone = next((each for each in out if each.alone), None)
+    if alone is not None and len(out) > 1:
+        raise UsageError(f"{flag}{alone.value}: {_ALONE[alone.kind]} runs on its own: give it as the only -i")
+    return out
+
+
+_ALONE = {"stdin": "stdin (-)", "generator": "a generator", "script-tests": "a module of script tests"}
+
+
+def _files(value: str, flag: str) -> list[str]:
+    """The suite files ``value`` names: itself, a folder's ``*.jsonl``, or a glob's matches."""
+    path = Path(value)
+    if path.is_dir():
+        files = sorted(str(path / child.name) for child in path.iterdir() if child.suffix == ".jsonl" and child.is_file())
+        if not files:
+            raise UsageError(f"{flag}{shown(value)}: the folder has no *.jsonl file")
+        return files
+    if _exists(value):
+        return [value]
+    if _GLOB.search(value):
+        files = sorted(match for match in glob.glob(value, recursive=True) if match.endswith(FILE_SUFFIXES) and Path(match).is_file())
+        if not files:
+            raise UsageError(f"{flag}{shown(value)}: no .jsonl or .json file matches the pattern")
+        return files
+    raise UsageError(f"{flag}{shown(value)}: no such file or folder{_nearest_path(value)}; a value that looks like a path is read as one (quote a message with a space in it)")
+
+
+def _nearest_path(value: str) -> str:
+    """`` (did you mean 'suites/smoke.jsonl'?)``: the closest suite file or folder near ``value``,
+    written as ``value`` is (relative stays relative), by its whole path or by its name."""
+    from difflib import SequenceMatcher
+
+    wanted = Path(value)
+    folder = wanted.parent
+    while str(folder) not in (".", "/") and not folder.is_dir():
+        folder = folder.parent
+    candidates: list[Path] = []
+    for entry in _entries(folder):
+        candidates.append(entry)
+        if entry.is_dir():
+            candidates += [child for child in _entries(entry) if child.is_file()]
+
+    def score(path: Path) -> float:
+        whole = SequenceMatcher(None, str(wanted), str(path)).ratio()
+        name = SequenceMatcher(None, wanted.name, path.name).ratio()
+        return max(whole - 0.75, name - 0.88)
+
+    best = max(candidates, key=score, default=None)
+    return f" (did you mean '{shown(str(best))}'?)" if best is not None and score(best) >= 0 else ""
+
+
+def _entries(folder: Path, most: int = 500) -> list[Path]:
+    """The suite files and folders in ``folder`` (not hidden), at most ``most``."""
+    out: list[Path] = []
+    try:
+        for child in folder.iterdir():
+            if child.name.startswith("."):
+                continue
+            if child.is_dir() or child.suffix in FILE_SUFFIXES:
+                out.append(child if str(folder) != "." else Path(child.name))
+            if len(out) >= most:
+                break
+    except OSError:
+        pass
+    return out
+
+
+def input_text(values: str | Sequence[str]) -> str:
+    """The ``-i`` values as the run names them in one line: the value when one, else them joined."""
+    return values if isinstance(values, str) else ", ".join(values)
 
 
 def typed_query(query: str) -> dict[str, Any]:
@@ -53,11 +215,16 @@ def _typed(raw: str) -> Any:
     return raw
 
 
-def input_path(value: str) -> Path | None:
-    """The input's file, when it names one (for finding ``farm.toml`` beside it)."""
-    if value == "-" or value.startswith(("agents:", "scripts:", "scripts.")):
-        return None
-    return Path(value) if looks_like_file(value) else None
+def input_path(values: str | Sequence[str]) -> Path | None:
+    """The first input's file, when it names one (for finding ``farm.toml`` beside it); a folder's
+    own path, and a glob's up to its first pattern."""
+    for value in [values] if isinstance(values, str) else values:
+        if input_kind(value) != "file":
+            continue
+        match = _GLOB.search(value)
+        path = Path(value[: match.start()] or ".") if match else Path(value)
+        return path / "_" if path.is_dir() else path  # farm.toml is looked for from the file's folder
+    return None
 
 
 def generator_metadata(config: FarmConfig, agent_id: str | None, params: dict[str, Any]) -> dict[str, Any]:
@@ -97,9 +264,31 @@ def resolve_input(
         from farm.roles.scripttests import load_script_tests
 
         return load_script_tests(value.removeprefix("scripts."), config)
-    if looks_like_file(value):
+    if input_kind(value) == "file":
         return load_file(Path(value), display=value, compact=compact, small=SMALL_SUITE)
     return load_message(value)
+
+
+def load_inputs(
+    inputs: Sequence[Input], config: FarmConfig, agent_id: str | None, stdin: TextIO | None = None, compact: bool = False, cache: RoleCache | None = None
+) -> Suite:
+    """Every suite of ``inputs`` (as :func:`expand_inputs` made them), as one suite in their order.
+    A case id names one case in a run: one that an earlier suite has already is a problem of the later case."""
+    if len(inputs) == 1:
+        return resolve_input(inputs[0].value, config, agent_id, stdin, compact, cache)
+    suites = [resolve_input(each.value, config, agent_id, stdin, compact, cache) for each in inputs]
+    first: dict[str, str] = {}
+    cases = []
+    for suite in suites:
+        for loaded in suite.cases:
+            if loaded.id in first and first[loaded.id] != loaded.source:
+                where = first[loaded.id]
+                loaded.fail([f"field 'id': duplicate id '{shown(loaded.id)}' (first at {shown(where)}): a case id names one case across the run's suites"])
+                loaded.id = f"{loaded.id}@{loaded.source}"
+            else:
+                first.setdefault(loaded.id, loaded.source)
+            cases.append(loaded)
+    return Suite(cases, input_text([each.value for each in inputs]))
 
 
 def _split(value: str, prefix: str) -> tuple[str, dict[str, Any]]:
@@ -111,6 +300,7 @@ def _split(value: str, prefix: str) -> tuple[str, dict[str, Any]]:
 
 def _placeholders(config: FarmConfig, generator: AgentConfig) -> set[str]:
     """The ``{name}`` placeholders of the generator's prompt (its file's, else the built-in one)."""
+    from farm.roles.player import PLACEHOLDERS, PROMPTS, RolePlayer, placeholders
     try:
         text = RolePlayer.prompt_from(generator.prompt, config.base_dir) or PROMPTS["generator"]
     except OSError:
@@ -120,6 +310,7 @@ def _placeholders(config: FarmConfig, generator: AgentConfig) -> set[str]:
 
 def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, cache: RoleCache | None = None) -> Suite:
     from farm.roles.generation import CaseStream, check_query
+    from farm.roles.player import player_of, writes_prompt
 
     generator_id, query = _split(value, "agents:")
     generator = config.agent(generator_id)  # a UsageError naming the configured agents
@@ -133,6 +324,7 @@ def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, ca
 
 def _generated_by_script(value: str, config: FarmConfig, agent_id: str | None) -> Suite:
     from farm.roles.generation import CaseStream, check_query
+    from farm.scripts import ScriptResolver
 
     ref, params = _split(value, "scripts:")
     fn = ScriptResolver(config.scripts_dir).resolve(ref)

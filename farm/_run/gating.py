@@ -6,7 +6,7 @@ and after the run said as the console summary's last lines and appended to
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["deciding", "gate_lines", "load_baseline", "show_gate"]
 
 
-def load_baseline(asked: str | None, results_dir: Path, input: str, run_dir: Path) -> Baseline | None:
+def load_baseline(asked: str | None, results_dir: Path, input: Sequence[str], run_dir: Path) -> Baseline | None:
     """The baseline run ``--baseline`` asked for (None when none was, or ``last`` found none yet)."""
     if not asked:
         return None

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-__all__ = ["ALIASES", "OPTIONS", "Option", "Resolved", "RunRequest", "filled", "locate", "recorded_config", "recorded_input", "resolve", "seconds"]
+__all__ = ["ALIASES", "NO_INPUT", "OPTIONS", "Option", "Resolved", "RunRequest", "filled", "locate", "recorded_config", "recorded_input", "resolve", "seconds"]
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class RunRequest:
     """What the caller of :func:`farm.run` gave, None where it gave nothing (:data:`OPTIONS` says
     what each is and what it is when not given)."""
 
-    input: str | None = None
+    input: str | Sequence[str] | None = None
     config: str | Path | FarmConfig | None = None
     agent: str | Sequence[str] | None = None
     engine: str | None = None
@@ -114,15 +114,21 @@ def _agents(info: RunInfo) -> list[str] | None:
     return list(info.agents or ([info.agent] if info.agent else [])) or None
 
 
-def recorded_input(info: RunInfo) -> str | None:
-    """The input a run was started with, found from here: a relative suite file resolves against
+def recorded_input(info: RunInfo) -> list[str] | None:
+    """The inputs a run was started with, found from here: a relative suite path resolves against
     the folder the run started in (``info.cwd``; for a run that did not record it, the folder of
     its ``farm.toml``) when it is not beside us."""
-    from farm.inputs import input_path
+    values = info.inputs or ([info.input] if info.input else [])
+    return [_found(info, value) for value in values] or None
 
-    value = info.input
-    path = input_path(value) if value else None
-    if value is None or path is None or path.is_absolute() or path.exists():
+
+def _found(info: RunInfo, value: str) -> str:
+    from farm.inputs import looks_like_path
+
+    if value.startswith(("agents:", "scripts:", "scripts.")) or value == "-" or not looks_like_path(value):
+        return value
+    path = Path(value)
+    if path.is_absolute() or path.exists():
         return value
     config_path = info.config.get("path")
     for folder in (info.cwd, str(Path(config_path).parent) if config_path else None):
@@ -136,6 +142,8 @@ def recorded_config(info: RunInfo) -> Path | None:
     path = info.config.get("path")
     return Path(path) if path and Path(path).is_file() else None
 
+
+NO_INPUT = "no input: give -i/--input (a .jsonl file, a folder of them, a message, agents:<id>, scripts:<id> or -)"
 
 OPTIONS: dict[str, Option] = {
     "input": Option("--input", resumed=recorded_input),
@@ -191,12 +199,20 @@ class Resolved:
     request: RunRequest
     given: RunRequest
     """What the caller gave, before resolving."""
-    input: str
+    inputs: tuple[str, ...]
+    """The ``-i`` values, in order (:func:`farm.inputs.load_inputs` loads them)."""
     agents: list[str]
     runs: int
     engine: str
     options: RunOptions
     """What ``run.json`` records of them, for a resume and a rescore."""
+
+    @property
+    def input(self) -> str:
+        """The inputs in one line, as the console, ``run.json`` and the hooks name them."""
+        from farm.inputs import input_text
+
+        return input_text(self.inputs)
 
 
 def resolve(request: RunRequest, previous: RunInfo | None, config: FarmConfig) -> Resolved:
@@ -205,15 +221,16 @@ def resolve(request: RunRequest, previous: RunInfo | None, config: FarmConfig) -
     naming its flag."""
     where: dict[str, str] = {}
     done = replace(request, **{name: _pick(request, name, previous, config.farm, where) for name in OPTIONS})
-    if not done.input:
-        raise UsageError("no input: give -i/--input (a .jsonl file, a message, agents:<id>, scripts:<id> or -)")
+    inputs = (done.input,) if isinstance(done.input, str) else tuple(done.input or ())
+    if not inputs:
+        raise UsageError(NO_INPUT)
     runs = filled(done.runs)
     if runs < 1:
         raise UsageError(f"--runs: {runs} is not a positive number")
     agents = [done.agent] if isinstance(done.agent, str) else list(done.agent or [])
     if len(set(agents)) != len(agents):
         raise UsageError(f"-n/--name: {', '.join(agents)} names an agent twice")
-    return Resolved(done, request, done.input, agents, runs, str(done.engine), _run_options(done, where.get("min_pass_rate", "")))
+    return Resolved(done, request, inputs, agents, runs, str(done.engine), _run_options(done, where.get("min_pass_rate", "")))
 
 
 def locate(request: RunRequest, previous: RunInfo | None) -> FarmConfig:
@@ -223,7 +240,7 @@ def locate(request: RunRequest, previous: RunInfo | None) -> FarmConfig:
 
     input = _pick(request, "input", previous, None, {})
     if not input:
-        raise UsageError("no input: give -i/--input (a .jsonl file, a message, agents:<id>, scripts:<id> or -)")
+        raise UsageError(NO_INPUT)
     return farm_config(_pick(request, "config", previous, None, {}), input)
 
 

@@ -9,6 +9,7 @@ folder, written as a run's is, whose ``run.json`` names the source.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,7 +32,7 @@ __all__ = ["rescore"]
 
 def rescore(
     run_dir: str | Path,
-    input: str | None = None,
+    input: str | Sequence[str] | None = None,
     *,
     config: str | Path | FarmConfig | None = None,
     output: str | Path | None = None,
@@ -94,8 +95,9 @@ def rescore(
     plan = build_plan(cfg, agents, suite, options, run_id, parallel=request.parallel or DEFAULT_PARALLEL, runs=resolved.runs, replay=replay)
     info = RunInfo(
         run_id=run_id,
-        command=request.command or ["farm.rescore", str(run_dir), *([input] if input else [])],
-        input=input_value,
+        command=request.command or ["farm.rescore", str(run_dir), *([input] if isinstance(input, str) else input or [])],
+        input=resolved.input,
+        inputs=list(resolved.inputs),
         cwd=str(Path.cwd()),
         agent=agent_id,
         agents=agents,
@@ -124,24 +126,26 @@ def _source(run_dir: str | Path) -> RunRecord:
     return run
 
 
-def _input(run: RunRecord, input: str | None) -> str:
-    """The suite to judge with: ``input``, else the run's own (for generated cases, the ones it generated)."""
+def _input(run: RunRecord, input: str | Sequence[str] | None) -> list[str]:
+    """The suites to judge with: ``input``, else the run's own (for generated cases, the ones it generated)."""
     from farm._run.request import recorded_input
     from farm.roles.generation import GENERATED_JSONL
     from farm.writers import RUN_JSON
 
     source = run.path
-    input_value = input or recorded_input(run.info)
-    if not input_value:
+    given = [input] if isinstance(input, str) else list(input or [])
+    values = given or recorded_input(run.info) or []
+    if not values:
         raise UsageError(f"{source / RUN_JSON} names no input; give the suite with -i/--input")
-    if input is None and input_value.startswith(("agents:", "scripts:")) and (source / GENERATED_JSONL).is_file():
-        input_value = str(source / GENERATED_JSONL)  # the cases the run generated, as it ran them
-    if input is None and (input_value == "-" or input_value.startswith("agents:")):
-        raise UsageError(f"the run's input ({input_value}) cannot be read again; give the suite with -i/--input (farm test --dry-run -o FILE writes it)")
-    return input_value
+    if not given and values[0].startswith(("agents:", "scripts:")) and (source / GENERATED_JSONL).is_file():
+        values = [str(source / GENERATED_JSONL)]  # the cases the run generated, as it ran them
+    unread = next((value for value in values if value == "-" or value.startswith("agents:")), None)
+    if not given and unread is not None:
+        raise UsageError(f"the run's input ({unread}) cannot be read again; give the suite with -i/--input (farm test --dry-run -o FILE writes it)")
+    return values
 
 
-def _config(run: RunRecord, config: str | Path | FarmConfig | None, input_value: str) -> FarmConfig:
+def _config(run: RunRecord, config: str | Path | FarmConfig | None, input_value: Sequence[str]) -> FarmConfig:
     """The config (as given, else the run's own ``farm.toml``), its ``results_dir`` the run's folder's parent."""
     from farm._run.request import recorded_config
     from farm._run.setup import farm_config
@@ -160,7 +164,7 @@ def _suite(cfg: FarmConfig, resolved: Resolved, options: RunOptions, source: Pat
     from farm.suite.checks import check_suite
 
     agent_id = resolved.agents[0] if resolved.agents else None
-    suite = prepare(cfg, resolved.input, agent_id, options.match, options.tags or None, False, bool(resolved.request.cache))
+    suite = prepare(cfg, resolved.inputs, agent_id, options.match, options.tags or None, False, bool(resolved.request.cache))
     if agent_id is None:
         from farm.writers import RUN_JSON
 

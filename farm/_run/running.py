@@ -28,6 +28,7 @@ from farm._run.generating import GenerationShown, generate, generated, generatio
 from farm._run.request import Resolved
 from farm._run.result import RunResult, new_run_id
 from farm.errors import InputError, UsageError
+from farm.suite.loader import MESSAGE
 
 if TYPE_CHECKING:
     from farm._run.execution import RunOutputs
@@ -95,24 +96,19 @@ def _budget_source(resolved: Resolved, previous: RunInfo | None) -> str:
 def prepare_run(resolved: Resolved, cfg: FarmConfig, previous: RunInfo | None) -> Prepared:
     """Load the selected cases (a generator's calls counted for the run) and check everything that
     needs no agent call (SPEC 2); the run's id, folder and console."""
-    from farm._run.setup import check_budget, prepare
+    from farm._run.setup import prepare
     from farm._run.view import RunView
     from farm.roles.cache import tally
-    from farm.suite.checks import check_for_run
+    from farm.suite.checks import check_before_run
 
     request, options = resolved.request, resolved.options
     agents = resolved.agents
     agent_id = agents[0] if agents else None
     dry = bool(request.dry_run)
     with tally() as driver_calls:  # a generator's call, before the run
-        suite = prepare(cfg, resolved.input, agent_id, options.match, options.tags or None, dry, bool(request.cache))
-    for other in agents[1:]:
-        cfg.agent(other)  # fail early, naming the configured agents
-    if not dry:
-        check_budget(cfg, options.max_cost, _budget_source(resolved, previous))
-    checked: list[str | None] = [*agents] or [agent_id]
-    for each in checked:
-        check_for_run(suite, cfg, each, simulator=options.simulator, connector=options.connector, dry_run=dry)
+        suite = prepare(cfg, resolved.inputs, agent_id, options.match, options.tags or None, dry, bool(request.cache))
+    budget, budget_from = options.max_cost, _budget_source(resolved, previous)
+    check_before_run(suite, cfg, agents, simulator=options.simulator, connector=options.connector, max_cost=budget, max_cost_from=budget_from, dry_run=dry)
     if suite.problems and suite.stream is None and not dry:  # as pytest stops on a collection error
         raise InputError(suite.problems)
     view = RunView(request.console, json_events=bool(request.json_events), quiet=bool(request.quiet), verbose=bool(request.verbose))
@@ -165,9 +161,8 @@ def plan_run(prepared: Prepared) -> Planned:
         raise UsageError("--interactive needs a terminal on stdin (and cannot be combined with --skip-interactive)")
     agent_id, agents = (prepared.agent_id, prepared.agents) if prepared.agent_id is not None else ("", [""])  # script tests
     connectors = _connectors(prepared, agents)
-    cfg.check_keys()  # a key with a stray newline is a usage error before anything runs
     jsonl, skip_keys = _results(prepared, agent_id)
-    against = load_baseline(prepared.resolved.options.baseline, cfg.results_dir, prepared.resolved.input, prepared.run_dir)  # a bad one: said before anything runs
+    against = load_baseline(prepared.resolved.options.baseline, cfg.results_dir, prepared.resolved.inputs, prepared.run_dir)  # a bad one: said before anything runs
     plan, engine = _engine_plan(prepared, agents, connectors, skip_keys)
     info = _run_info(prepared, agent_id, agents, connectors)
     cases = max(len(suite.cases), stream.asked if stream else 0)
@@ -247,8 +242,9 @@ def _run_info(prepared: Prepared, agent_id: str, agents: list[str], connectors: 
     request, previous, stream = prepared.resolved.request, prepared.previous, prepared.suite.stream
     return RunInfo(
         run_id=prepared.run_id,
-        command=request.command or ["farm.run", prepared.resolved.input],
+        command=request.command or ["farm.run", *prepared.resolved.inputs],
         input=prepared.resolved.input,
+        inputs=list(prepared.resolved.inputs),
         cwd=str(Path.cwd()),
         agent=agent_id,
         agents=agents,
@@ -293,7 +289,8 @@ def execute_run(planned: Planned) -> RunResult:
     outputs, reports = _outputs(planned)
     extra = {"Run": prepared.run_id, "Engine": planned.engine.name, **({"Resuming": f"{len(planned.skip_keys)} finished"} if planned.skip_keys else {})}
     count = len(prepared.suite.cases) if stream is None else stream.asked
-    view.start(planned.agents, prepared.resolved.input, count, extra, planned.plan.total, progress=not request.interactive, generating=stream is not None)  # a live bar would draw over the questions
+    progress, generating, message = not request.interactive, stream is not None, prepared.suite.description == MESSAGE  # a live bar would draw over the questions
+    view.start(planned.agents, prepared.resolved.input, count, extra, planned.plan.total, progress=progress, generating=generating, message=message)  # a live bar would draw over the questions
     if stream is not None:
         planned.plan.on_generation = GenerationShown(info, view, prepared.previous)
     watch = _Watch(planned)

@@ -9,7 +9,7 @@ conversations the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,11 +29,11 @@ if TYPE_CHECKING:
     from farm.summary import Summary
     from farm.writers.runinfo import RunInfo, RunOptions
 
-__all__ = ["build_plan", "check_budget", "execute_viewed", "farm_config", "prepare", "run_settings"]
+__all__ = ["build_plan", "execute_viewed", "farm_config", "prepare", "run_settings"]
 
 
-def farm_config(config: str | Path | FarmConfig | None, input: str) -> FarmConfig:
-    """``config`` itself, else the ``farm.toml`` it names, else the one found from ``input``."""
+def farm_config(config: str | Path | FarmConfig | None, input: str | Sequence[str]) -> FarmConfig:
+    """``config`` itself, else the ``farm.toml`` it names, else the one found from ``input`` (its first file)."""
     from farm.config import FarmConfig, find_config, load_config
     from farm.inputs import input_path
 
@@ -44,17 +44,18 @@ def farm_config(config: str | Path | FarmConfig | None, input: str) -> FarmConfi
 
 def prepare(
     cfg: FarmConfig,
-    input: str,
+    inputs: Sequence[str],
     agent_id: str | None,
     match: str | None,
     tags: list[str] | None,
     dry_run: bool,
     cache: bool = True,
 ) -> Suite:
-    """The selected cases of ``input``, for ``agent_id`` (the first agent under test), checked to be configured."""
-    from farm.inputs import resolve_input
+    """The selected cases of ``inputs``, for ``agent_id`` (the first agent under test), checked to be configured."""
+    from farm.inputs import expand_inputs, load_inputs
 
-    if agent_id is None and not dry_run and not input.startswith("scripts."):
+    expanded = expand_inputs(inputs)  # a mistyped path is said first: it is why no agent would be tested
+    if agent_id is None and not dry_run and not any(each.kind == "script-tests" for each in expanded):
         if cfg.path is None:
             from farm.config import NO_CONFIG
 
@@ -65,20 +66,7 @@ def prepare(
     from farm.roles.cache import RoleCache
 
     role_cache = RoleCache.for_config(cfg) if cache else None
-    return resolve_input(input, cfg, agent_id, compact=not dry_run, cache=role_cache).select(match, tags or [])
-
-
-def check_budget(cfg: FarmConfig, max_cost: float | None, named: str = "--max-cost") -> None:
-    """A budget needs a price to count against: with no connector priced, every cost is unknown and
-    the budget would never stop the run, so it is a :class:`UsageError` before anything is sent.
-    ``named``: where the budget came from (``--max-cost``, ``[farm].max_cost``, the resumed run's)."""
-    if max_cost is None or any(c.price is not None for c in cfg.connectors.values()):
-        return
-    where = f"in {cfg.path}" if cfg.path else "configured"
-    raise UsageError(
-        f"{named} ${max_cost:g}: no connector {where} has a price, so no cost can be counted; "
-        f"give the connectors a price (price = {{ input = ..., output = ... }}) or drop {named}"
-    )
+    return load_inputs(expanded, cfg, agent_id, compact=not dry_run, cache=role_cache).select(match, tags or [])
 
 
 def run_settings(cfg: FarmConfig, agent_id: str, run_id: str, options: RunOptions) -> RunSettings:

@@ -49,15 +49,26 @@ class RunView:
         return self._reporter
 
     def start(
-        self, agents: str | list[str], input: str, cases: int, extra: dict[str, str], total: int, progress: bool = True, generating: bool = False
+        self,
+        agents: str | list[str],
+        input: str,
+        cases: int,
+        extra: dict[str, str],
+        total: int,
+        progress: bool = True,
+        generating: bool = False,
+        message: bool = False,
     ) -> None:
         """The header (the agent or agents under test, input, ``extra`` lines), then a progress line
         over ``total`` case runs unless ``progress`` is False (interactive questions would be drawn over).
-        ``generating``: ``cases`` is how many the generator is asked for (none is there yet)."""
+        ``generating``: ``cases`` is how many the generator is asked for (none is there yet);
+        ``message``: the input was read as a message, not a path (the header and ``-q``'s line say so)."""
         if not self.show:
             return
         several = [agents] if isinstance(agents, str) else agents
-        self.reporter.header(", ".join(several), input, cases, extra, agents=several if len(several) > 1 else (), generating=generating)
+        self.reporter.note_message = message
+        shown = f"message {input!r}" if message else input
+        self.reporter.header(", ".join(several), shown, cases, extra, agents=several if len(several) > 1 else (), generating=generating)
         if progress:
             self.reporter.start_progress(total)
             from farm.agents.retry import add_retry_listener

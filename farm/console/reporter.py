@@ -51,6 +51,8 @@ class ConsoleReporter:
         """Whether each case names its agent under test: a run that tests several (set by :meth:`header`,
         or on the first result of a second agent)."""
         self._first_agent: str | None = None
+        self.note_message = False
+        """Whether ``-i`` was read as a message: ``-q``'s summary line says so."""
 
     # -- banner
 
@@ -162,7 +164,7 @@ class ConsoleReporter:
         with ``quiet``, the table of the cases that were not stable and one line, as pytest ``-q`` ends."""
         self._gap()
         if self.quiet:
-            print_quiet_summary(self.console, summary, self.stability_rows)
+            print_quiet_summary(self.console, summary, self.stability_rows, message=self.note_message)
             return
         self._section("Summary", "─")
         print_summary(self.console, summary, self.stability_rows)

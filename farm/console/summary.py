@@ -61,13 +61,15 @@ def print_summary(console: SafeConsole, summary: Summary, stability_rows: int) -
             _stability(console, summary, stability_rows, agent)
 
 
-def print_quiet_summary(console: SafeConsole, summary: Summary, stability_rows: int) -> None:
+def print_quiet_summary(console: SafeConsole, summary: Summary, stability_rows: int, message: bool = False) -> None:
     """``-q``'s summary: after ``--runs N``, the Stability table of the cases that were not
-    stable (none when all were), then one line as pytest's (:func:`summary_line`)."""
+    stable (none when all were), then one line as pytest's (:func:`summary_line`); ``message``:
+    the line says that ``-i`` was read as a message, not a suite file."""
     if summary.repeated:
         for agent in summary.agents if summary.several_agents else [None]:
             _stability(console, summary, stability_rows, agent, unstable_only=True)
-    console.print(summary_line(summary))
+    line = summary_line(summary)
+    console.print(line.append(" (-i was a message, not a suite file)") if message else line)
 
 
 def summary_line(summary: Summary) -> Text:

@@ -9,7 +9,7 @@ entry imports, connectors' keys are set. The checks of a case on its own are
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from farm.config import FarmConfig
     from farm.suite.loader import Suite
 
-__all__ = ["check_for_run", "check_run", "check_suite"]
+__all__ = ["check_before_run", "check_budget", "check_for_run", "check_run", "check_suite"]
 
 
 def check_suite(suite: Suite, config: FarmConfig, default_simulator: str | None = None) -> None:
@@ -203,3 +203,49 @@ def check_for_run(
             if case.golden is not None and case.golden.text == "judge":
                 roles.append(role_agent_id(case.golden.use, config.farm.validator) or "")
     check_run(config, agent_id, connector, dict.fromkeys(r for r in roles if r))
+
+
+def check_budget(config: FarmConfig, max_cost: float | None, named: str = "--max-cost") -> None:
+    """A budget needs a price to count against: with no connector priced, every cost is unknown and
+    the budget would never stop the run, so it is a :class:`UsageError` before anything is sent.
+    ``named``: where the budget came from (``--max-cost``, ``[farm].max_cost``, the resumed run's)."""
+    if max_cost is None or any(c.price is not None for c in config.connectors.values()):
+        return
+    where = f"in {config.path}" if config.path else "configured"
+    raise UsageError(
+        f"{named} ${max_cost:g}: no connector {where} has a price, so no cost can be counted; "
+        f"give the connectors a price (price = {{ input = ..., output = ... }}) or drop {named}"
+    )
+
+
+def check_before_run(
+    suite: Suite,
+    config: FarmConfig,
+    agents: Sequence[str],
+    *,
+    simulator: str | None = None,
+    connector: str | None = None,
+    max_cost: float | None = None,
+    max_cost_from: str = "[farm].max_cost",
+    dry_run: bool = False,
+) -> None:
+    """Every check ``farm test`` makes before its first agent call, which ``farm validate`` makes
+    too, so that nothing passes one that the other refuses: the agents under test are configured
+    and testable, the suite names only what the config has (cases that do not become errors,
+    :func:`check_suite`), and, unless ``dry_run``, every agent the run calls is usable (a
+    ``python`` entry that imports, a key that is set: :func:`check_run`), the ``-c`` connector is
+    configured, every key can be sent and a budget has a price to count against.
+
+    A mistake of the command or the config is a :class:`UsageError`; the suite's problems stay on
+    its cases (:attr:`Suite.problems`), for the caller to list.
+    """
+    for agent_id in agents:
+        config.agent(agent_id)  # fail early, naming the configured agents
+    if connector and not dry_run:
+        config.connector(connector)
+    tested: list[str | None] = [*agents] or [None]
+    for each in tested:
+        check_for_run(suite, config, each, simulator=simulator, connector=connector, dry_run=dry_run)
+    if not dry_run:
+        config.check_keys()  # a key with a stray newline
+        check_budget(config, max_cost, max_cost_from)

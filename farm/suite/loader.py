@@ -40,9 +40,12 @@ from farm.wording import shown
 if TYPE_CHECKING:
     from farm.roles.generation import CaseStream
 
-__all__ = ["SMALL_SUITE", "Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error"]
+__all__ = ["MESSAGE", "SMALL_SUITE", "Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error"]
 
 FILE_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+MESSAGE = "message"
+"""The description of a suite that is one direct message (``-i "Hello"``)."""
 
 SMALL_SUITE = 2000
 """The most cases a suite loaded ``compact`` keeps as validated models (``small``): each is then
@@ -316,8 +319,4 @@ def load_stdin(stream: TextIO, compact: bool = False, small: int = 0) -> Suite:
 def load_message(message: str) -> Suite:
     """A direct message: one single-turn case with no assertions."""
     raw = {"id": "message", "name": message[:60], "input": message}
-    return Suite(parse_cases([("<message>", raw)], str(Path.cwd())), "message")
-
-
-def looks_like_file(value: str) -> bool:
-    return value.endswith(FILE_SUFFIXES) or Path(value).is_file()
+    return Suite(parse_cases([("<message>", raw)], str(Path.cwd())), MESSAGE)

@@ -169,7 +169,9 @@ class RunInfo(BaseModel):
     wall_seconds: float | None = None
     """The run's wall time: its parts' summed (the time between them, when nothing ran, is not in it)."""
     input: str | None = None
-    """The ``-i`` input: a file, a message, ``agents:<id>``, ``scripts:<id>``."""
+    """The ``-i`` input: a file, a folder, a glob, a message, ``agents:<id>``, ``scripts:<id>``; several, joined by ``, ``."""
+    inputs: list[str] = Field(default_factory=list)
+    """Every ``-i`` value, in order, as given (a run recorded before they were kept has ``input`` alone)."""
     cwd: str | None = None
     """The folder the run started in: a relative ``input`` is relative to it (``--resume`` and
     ``farm rescore`` find the suite from anywhere)."""

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from farm.config import load_config
+from farm.config import FarmConfig, load_config
 from farm.errors import UsageError
-from farm.inputs import generator_metadata, input_path, resolve_input, typed_query
+from farm.inputs import (
+    PATH_RULE,
+    expand_inputs,
+    generator_metadata,
+    input_kind,
+    input_path,
+    load_inputs,
+    looks_like_path,
+    resolve_input,
+    typed_query,
+)
 from farm.roles.generation import generate_locally
 
 
@@ -31,6 +42,9 @@ def test_input_path_is_a_file_only_for_file_inputs(tmp_path: Path):
     existing.write_text("")
     assert input_path("suite.jsonl") == Path("suite.jsonl")  # by its suffix, even before it exists
     assert input_path(str(existing)) == existing
+    assert input_path(["Hello there", str(existing)]) == existing  # the first file among several
+    assert input_path(str(tmp_path)) == tmp_path / "_"  # farm.toml is looked for from inside a folder
+    assert input_path(f"{tmp_path}/s*/x.jsonl") == tmp_path / "s"
     for value in ("-", "agents:gen", "scripts:tests.gen", "scripts.tests.checks", "Hello there"):
         assert input_path(value) is None
 
@@ -168,3 +182,49 @@ def test_a_generate_table_with_a_misspelt_key_is_one_sentence_naming_farm_toml(p
         resolve_input("agents:typo", config, "target")
     own = resolve_input("agents:gen?region=emea", config, "target")  # a service of its own may read its own parameters
     assert own.stream is not None and own.stream.metadata["region"] == "emea"
+
+
+def test_a_value_that_looks_like_a_path_is_one_and_anything_else_a_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cases.txt").write_text("")
+    (tmp_path / "suites").mkdir()
+    for value in ("cases.txt", "suites", "suites/smoke", "smoke.jsnol", "./x", "*.jsonl", "case[12].jsonl", "a\\b" if os.sep == "\\" else "a/b"):
+        assert looks_like_path(value) and input_kind(value) == "file", value
+    for value in ("Hello, I need help", "Hello?", "Hi.", "e.g.", "3.14", "a message with suites/smoke in it", ""):
+        assert not looks_like_path(value) and input_kind(value) == "message", value
+    for value, kind in (("-", "stdin"), ("agents:gen?count=3", "generator"), ("scripts:gen.x", "generator"), ("scripts.checks", "script-tests")):
+        assert input_kind(value) == kind
+
+
+def test_expand_inputs_sorts_folders_and_globs_and_runs_a_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s").mkdir()
+    for name in ("b.jsonl", "a.jsonl", "c.json", "notes.md"):
+        (tmp_path / "s" / name).write_text("")
+    assert [i.value for i in expand_inputs("s")] == ["s/a.jsonl", "s/b.jsonl"]  # a folder: its *.jsonl
+    assert [i.value for i in expand_inputs("s/*")] == ["s/a.jsonl", "s/b.jsonl", "s/c.json"]  # a glob: its suite files
+    assert [i.value for i in expand_inputs(["s/b.jsonl", "s", str(tmp_path / "s" / "a.jsonl")])] == ["s/b.jsonl", "s/a.jsonl"]
+    assert [(i.value, i.kind) for i in expand_inputs(["s/a.jsonl", "Hello there"])] == [("s/a.jsonl", "file"), ("Hello there", "message")]
+    with pytest.raises(UsageError, match=r"^-i s/a\.jsnol: no such file or folder \(did you mean 's/a\.jsonl'\?\)"):
+        expand_inputs("s/a.jsnol")
+    with pytest.raises(UsageError, match=r"^-i nowhere/x\.jsonl: no such file or folder; a value"):  # nothing near enough to suggest
+        expand_inputs("nowhere/x.jsonl")
+    with pytest.raises(UsageError, match="runs on its own"):
+        expand_inputs(["agents:gen", "s"])
+
+
+def test_several_suites_load_as_one_in_order_and_a_repeated_id_is_a_problem_of_the_later_case(tmp_path: Path):
+    (tmp_path / "a.jsonl").write_text('{"id": "x", "input": "1"}\n{"id": "y", "input": "2"}\n')
+    (tmp_path / "b.jsonl").write_text('{"id": "z", "input": "3"}\n{"id": "x", "input": "4"}\n')
+    suite = load_inputs(expand_inputs([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]), FarmConfig(), None)
+    assert [c.id for c in suite.cases][:3] == ["x", "y", "z"]
+    (problem,) = suite.problems
+    assert problem == f"{tmp_path}/b.jsonl:2: field 'id': duplicate id 'x' (first at {tmp_path}/a.jsonl:1): a case id names one case across the run's suites"
+
+
+def test_the_help_and_the_readme_state_the_path_rule():
+    from farm.cli.test import INPUT_HELP
+
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    assert PATH_RULE in INPUT_HELP
+    assert PATH_RULE in readme

@@ -1,0 +1,133 @@
+"""``farm validate`` refuses what ``farm test`` refuses before its first call, with the same
+sentence: one list of mistakes, each given to both commands (a real agent on 127.0.0.1 shows
+that ``farm test`` called nothing)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from farm.cli.app import app
+from typer.testing import CliRunner
+
+from farm.demo.server import JSONServer, Response, chat_completion
+
+BASE_TOML = """[farm]
+default_agent = "target"
+simulator = "sim"
+validator = "judge"
+results_dir = "results"
+
+[connectors.local]
+base_url = "{url}/v1"
+
+[agents.target]
+connector = "local"
+
+[agents.sim]
+kind = "python"
+entry = "roles:simulate"
+
+[agents.judge]
+kind = "python"
+entry = "roles:judge"
+
+[agents.grader]
+kind = "validator"
+uses = "judge"
+"""
+
+ROLES = """
+import json
+
+def simulate(messages, options):
+    return json.dumps({"input": "hi", "goal_achieved": len(messages) > 2})
+
+def judge(messages, options):
+    return json.dumps({"passed": True, "reason": "fine"})
+"""
+
+DYNAMIC = {"id": "dyn", "checkpoints": [{"id": "said", "assertion": {"type": "contains", "value": "fine"}}], "max_turns": 2}
+JUDGED = {"id": "judged", "input": "hi", "assertions": [{"type": "agent", "value": "polite"}]}
+
+MISTAKES = {
+    "a misspelt default_agent": (
+        ('default_agent = "target"', 'default_agent = "targt"'),
+        [],
+        "farm.toml:2: key 'default_agent': agent 'targt' is not configured (did you mean 'target'?)",
+    ),
+    "a default_agent that is a role": (
+        ('default_agent = "target"', 'default_agent = "grader"'),
+        [],
+        "farm.toml:2: key 'default_agent': agent 'grader' is a validator, a role the farm plays, not an agent to test",
+    ),
+    "a [farm].simulator that names no agent": (
+        ('simulator = "sim"', 'simulator = "simm"'),
+        [],
+        "farm.toml:3: key 'simulator': agent 'simm' is not configured (did you mean 'sim'?)",
+    ),
+    "a [farm].validator that names no agent": (('validator = "judge"', 'validator = "jduge"'), [], "key 'validator': agent 'jduge' is not configured"),
+    "a python entry whose function does not exist": (('entry = "roles:simulate"', 'entry = "roles:simulat"'), [], "has no attribute 'simulat'"),
+    "a case's simulator.use that names no agent": (
+        None,
+        [{**DYNAMIC, "id": "own", "simulator": {"use": "agents:usr"}}],
+        "field 'simulator.use': agent 'usr' is not configured",
+    ),
+    "an agent assertion whose use names no agent": (
+        None,
+        [{**JUDGED, "id": "own", "assertions": [{"type": "agent", "use": "agents:jduge", "value": "x"}]}],
+        "field 'assertions[0].use': agent 'jduge' is not configured",
+    ),
+    "a case's unknown field": (None, [{"id": "typo", "inptu": "hi"}], "field 'inptu': unknown field (did you mean 'input'?)"),
+    "a budget with no price": (('results_dir = "results"', 'results_dir = "results"\nmax_cost = 1.0'), [], "no connector in"),
+    "a connector key that is not set": (
+        ('base_url = "{url}/v1"', 'base_url = "{url}/v1"\napi_key_env = "FARM_TEST_UNSET_KEY"'),
+        [],
+        "reads its key from $FARM_TEST_UNSET_KEY, which is not set",
+    ),
+}
+"""Each mistake: a change to ``farm.toml`` (old, new), cases added to the suite, and what both commands say."""
+
+
+@pytest.fixture(scope="module")
+def server():
+    with JSONServer(lambda path, body, headers: Response(chat_completion("fine"))) as s:
+        yield s
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_validate_refuses_what_test_refuses_with_the_same_sentence(mistake: str, tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
+    change, cases, said = MISTAKES[mistake]
+    text = BASE_TOML
+    if change is not None:
+        assert change[0] in text
+        text = text.replace(change[0], change[1])
+    (tmp_path / "farm.toml").write_text(text.replace("{url}", server.url))
+    (tmp_path / "roles.py").write_text(ROLES)
+    (tmp_path / "suite.jsonl").write_text("".join(json.dumps(c) + "\n" for c in [DYNAMIC, JUDGED, *cases]))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FARM_TEST_UNSET_KEY", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    checked = CliRunner().invoke(app, ["validate", "suite.jsonl"], catch_exceptions=False)
+    before = server.requests
+    tested = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "suite.jsonl"], catch_exceptions=False)
+    assert (checked.exit_code, tested.exit_code) == (2, 2), (checked.output, tested.output)
+    assert said in checked.output and said in tested.output, (checked.output, tested.output)
+    assert server.requests == before and not (tmp_path / "results").exists()
+
+
+def test_the_project_without_a_mistake_passes_both(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
+    """The list's base is sound: each test above fails for its one mistake alone."""
+    (tmp_path / "farm.toml").write_text(BASE_TOML.replace("{url}", server.url))
+    (tmp_path / "roles.py").write_text(ROLES)
+    (tmp_path / "suite.jsonl").write_text("".join(json.dumps(c) + "\n" for c in [DYNAMIC, JUDGED]))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    checked = CliRunner().invoke(app, ["validate", "suite.jsonl"], catch_exceptions=False)
+    assert checked.exit_code == 0, checked.output
+    assert checked.output.strip() == "2 valid case(s) in 1 file(s); 0 problem(s)"
+    tested = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "suite.jsonl"], catch_exceptions=False)
+    assert tested.exit_code == 0, tested.output
+    assert "2 passed" in tested.output
