@@ -110,3 +110,19 @@ def test_stdin_or_a_generator_beside_other_inputs_is_a_usage_error(project: Path
     empty.mkdir()
     assert farm("test", "-i", "empty").output.strip() == "error: -i empty: the folder has no *.jsonl file"
     assert farm("test", "-i", "suites/*.yaml").output.strip() == "error: -i suites/*.yaml: no .jsonl or .json file matches the pattern"
+
+
+def test_a_run_of_several_suites_resumes_and_rescores_them_all_from_another_folder(project: Path, monkeypatch: pytest.MonkeyPatch):
+    assert farm("test", "-q", "-i", "suites/smoke.jsonl", "-i", "suites/billing.jsonl").exit_code == 0
+    (results,) = (project / "results").glob("*/results.jsonl")
+    lines = results.read_text().splitlines()
+    results.write_text(lines[0] + "\n")  # as if interrupted after the first case
+    elsewhere = project / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    resumed = farm("test", "-q", "--resume", str(results.parent))
+    assert resumed.exit_code == 0, resumed.output
+    assert sorted(json.loads(line)["id"] for line in results.read_text().splitlines()) == ["b1", "s1", "s2"]  # each once
+    rescored = farm("rescore", "-q", str(results.parent))
+    assert rescored.exit_code == 0, rescored.output
+    assert "3 passed" in rescored.output
