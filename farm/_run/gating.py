@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from farm.errors import UsageError
-from farm.gate import DEFAULT_MIN_PASS_RATE, Baseline, CaseTally, Tallies, find_baseline, judge, read_baseline, summary_tallies
+from farm.gate import Baseline, CaseTally, Tallies, find_baseline, judge, read_baseline, summary_tallies
 
 if TYPE_CHECKING:
+    from farm._run.request import ResolvedOptions
     from farm._run.view import RunView
     from farm.summary import Summary
-    from farm.writers.runinfo import RunGate, RunInfo, RunOptions
+    from farm.writers.runinfo import RunGate, RunInfo
 
 __all__ = ["deciding", "gate_lines", "load_baseline", "show_gate"]
 
@@ -33,11 +34,11 @@ def load_baseline(asked: str | None, results_dir: Path, input: Sequence[str], ru
     return read_baseline(path) if path is not None else None
 
 
-def deciding(options: RunOptions, baseline: Baseline | None) -> Callable[[Summary, str | None, int], RunGate]:
+def deciding(options: ResolvedOptions, baseline: Baseline | None) -> Callable[[Summary, str | None, int], RunGate]:
     """What decides the gate of a run with ``options`` from its whole :class:`~farm.summary.Summary`,
     why it stopped early if it did, and the case runs that did not run
     (:attr:`farm._run.execution.RunOutputs.gate`)."""
-    rate = options.min_pass_rate or DEFAULT_MIN_PASS_RATE
+    rate = options.min_pass_rate
 
     def decide(summary: Summary, stopped: str | None, not_run: int) -> RunGate:
         early = stopped if not_run else None  # a stop after the last case left nothing out

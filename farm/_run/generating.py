@@ -12,7 +12,7 @@ from farm.errors import UsageError
 from farm.wording import plural
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from farm.config import FarmConfig
     from farm.roles.cache import CallTally
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["GenerationShown", "generate", "generated", "generation_record", "generator_calls", "plural", "say_dropped"]
 
 
-def generate(suite: Suite, cfg: FarmConfig, cache: bool, console: Console, quiet: bool, match: str | None, tags: list[str] | None) -> None:
+def generate(suite: Suite, cfg: FarmConfig, cache: bool, console: Console, quiet: bool, match: str | None, tags: Sequence[str]) -> None:
     """A dry run's generation: the suite's stream run to its end into ``suite.cases``, here."""
     from contextlib import nullcontext
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from farm.conversation.settings import DEFAULT_CASE_TIMEOUT, DEFAULT_TURN_TIMEOUT
 from farm.durations import parse_duration
@@ -26,9 +26,7 @@ if TYPE_CHECKING:
     from farm.config import FarmConfig, FarmSettings
     from farm.writers.runinfo import RunInfo, RunOptions
 
-_T = TypeVar("_T")
-
-__all__ = ["ALIASES", "NO_INPUT", "OPTIONS", "Option", "Resolved", "RunRequest", "filled", "locate", "recorded_config", "recorded_input", "resolve", "seconds"]
+__all__ = ["ALIASES", "NO_INPUT", "OPTIONS", "Option", "ResolvedOptions", "RunRequest", "locate", "recorded_config", "recorded_input", "resolve", "seconds"]
 
 
 @dataclass(frozen=True)
@@ -159,7 +157,7 @@ OPTIONS: dict[str, Option] = {
     "on_missing_input": Option("--on-missing-input", "skip", resumed=_recorded("on_missing_input")),
     "simulator": Option("--simulator", resumed=_recorded("simulator"), farm="simulator"),
     "match": Option("--run", resumed=_recorded("match")),
-    "tags": Option("--tag", resumed=lambda info: list(info.options.tags or []) or None),
+    "tags": Option("--tag", (), resumed=lambda info: tuple(info.options.tags or ()) or None),
     "fail_fast": Option("--fail-fast", False),
     "dry_run": Option("--dry-run", False),
     "resume": Option("--resume"),
@@ -192,20 +190,59 @@ ALIASES = {"run": "match", "name": "agent", "json": "json_events"}
 
 
 @dataclass(frozen=True)
-class Resolved:
-    """A run's options, each resolved: ``request`` with every option filled as :data:`OPTIONS` says,
-    and the ones the run reads typed."""
+class ResolvedOptions:
+    """Every option of a run, resolved by :func:`resolve` and typed: a field is None only where
+    None means something (no budget, no baseline, the agent's own connector), never where a
+    default exists. Its fields are :data:`OPTIONS`' rows, ``input`` and ``agent`` as ``inputs``
+    and ``agents``."""
 
-    request: RunRequest
     given: RunRequest
     """What the caller gave, before resolving."""
     inputs: tuple[str, ...]
     """The ``-i`` values, in order (:func:`farm.inputs.load_inputs` loads them)."""
+    config: str | Path | FarmConfig | None
     agents: list[str]
-    runs: int
+    """Every agent under test, in the order of ``-n``; empty: script tests, which call agents themselves."""
     engine: str
-    options: RunOptions
-    """What ``run.json`` records of them, for a resume and a rescore."""
+    output: str | Path | None
+    connector: str | None
+    parallel: int | None
+    """None: sized from the connectors' limits when the run is planned."""
+    runs: int
+    timeout: float
+    turn_timeout: float
+    on_missing_input: Literal["skip", "fail"]
+    simulator: str | None
+    match: str | None
+    tags: tuple[str, ...]
+    fail_fast: bool
+    dry_run: bool
+    resume: str | Path | None
+    address: str | None
+    interactive: bool
+    skip_interactive: bool
+    junit: str | Path | None
+    html: str | Path | None
+    json_events: bool
+    golden: str | Path | None
+    update_golden: str | Path | None
+    before: str | None
+    after: str | None
+    reporter: str | None
+    verbose: bool
+    console: Console | None
+    quiet: bool
+    command: list[str] | None
+    cache: bool
+    retries: int
+    max_cost: float | None
+    min_pass_rate: float
+    baseline: str | None
+    """A run folder, or ``last``; None: no comparison."""
+    retry_errors: bool
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    """Where each option's value came from (``--max-cost``, ``run.json's options.max_cost``,
+    ``farm.toml: [farm].max_cost``); an option at its default is not in it."""
 
     @property
     def input(self) -> str:
@@ -214,23 +251,67 @@ class Resolved:
 
         return input_text(self.inputs)
 
+    @property
+    def recorded(self) -> RunOptions:
+        """What ``run.json`` records of the options that shape the results, for a resume and a rescore."""
+        from farm.writers.runinfo import RunOptions
 
-def resolve(request: RunRequest, previous: RunInfo | None, config: FarmConfig) -> Resolved:
+        return RunOptions(
+            timeout=self.timeout,
+            turn_timeout=self.turn_timeout,
+            on_missing_input=self.on_missing_input,
+            simulator=self.simulator,
+            fail_fast=self.fail_fast,
+            match=self.match,
+            tags=list(self.tags),
+            interactive=self.interactive,
+            connector=self.connector,
+            golden=str(self.golden) if self.golden is not None else None,
+            update_golden=str(self.update_golden) if self.update_golden is not None else None,
+            retries=self.retries,
+            cache=self.cache,
+            max_cost=self.max_cost,
+            min_pass_rate=self.min_pass_rate,
+            baseline=self.baseline,
+        )
+
+
+def resolve(request: RunRequest, previous: RunInfo | None, config: FarmConfig) -> ResolvedOptions:
     """Every option of ``request``: the value given, else the resumed run's (``previous``), else
     ``config``'s ``[farm]``, else its default. A value that cannot be is a :class:`UsageError`
-    naming its flag."""
+    naming where it came from."""
     where: dict[str, str] = {}
-    done = replace(request, **{name: _pick(request, name, previous, config.farm, where) for name in OPTIONS})
-    inputs = (done.input,) if isinstance(done.input, str) else tuple(done.input or ())
+    done = {name: _pick(request, name, previous, config.farm, where) for name in OPTIONS}
+    inputs = (done.pop("input"),) if isinstance(done["input"], str) else tuple(done.pop("input") or ())
     if not inputs:
         raise UsageError(NO_INPUT)
-    runs = filled(done.runs)
-    if runs < 1:
-        raise UsageError(f"--runs: {runs} is not a positive number")
-    agents = [done.agent] if isinstance(done.agent, str) else list(done.agent or [])
+    agent = done.pop("agent")
+    agents = [agent] if isinstance(agent, str) else list(agent or [])
     if len(set(agents)) != len(agents):
         raise UsageError(f"-n/--name: {', '.join(agents)} names an agent twice")
-    return Resolved(done, request, inputs, agents, runs, str(done.engine), _run_options(done, where.get("min_pass_rate", "")))
+    _check(done, where)
+    done.update(
+        timeout=seconds("--timeout", done["timeout"]),
+        turn_timeout=seconds("--turn-timeout", done["turn_timeout"]),
+        tags=tuple(done["tags"]),
+        engine=str(done["engine"]),
+        min_pass_rate=check_min_pass_rate(done["min_pass_rate"], where.get("min_pass_rate", "")),
+        baseline=str(done["baseline"]) if done["baseline"] is not None else None,
+    )
+    return ResolvedOptions(given=request, inputs=inputs, agents=agents, sources=where, **done)
+
+
+def _check(done: dict[str, Any], where: dict[str, str]) -> None:
+    """A value that cannot be is a :class:`UsageError` naming its flag."""
+    if done["runs"] < 1:
+        raise UsageError(f"--runs: {done['runs']} is not a positive number")
+    if done["on_missing_input"] not in ("skip", "fail"):
+        raise UsageError(f"--on-missing-input: '{done['on_missing_input']}' is not one of: skip, fail")
+    if done["retries"] < 0:
+        raise UsageError(f"--retries: {done['retries']} is not 0 or more")
+    max_cost = done["max_cost"]
+    if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
+        raise UsageError(f"--max-cost: {max_cost} is not a positive amount of USD")
 
 
 def locate(request: RunRequest, previous: RunInfo | None) -> FarmConfig:
@@ -260,39 +341,6 @@ def _pick(request: RunRequest, name: str, previous: RunInfo | None, farm: FarmSe
     return option.default
 
 
-def _run_options(given: RunRequest, min_pass_rate_from: str) -> RunOptions:
-    """What ``run.json`` records of ``given``; a value that cannot be is a :class:`UsageError`."""
-    from farm.writers.runinfo import RunOptions
-
-    if given.on_missing_input not in ("skip", "fail"):
-        raise UsageError(f"--on-missing-input: '{given.on_missing_input}' is not one of: skip, fail")
-    if filled(given.retries) < 0:
-        raise UsageError(f"--retries: {given.retries} is not 0 or more")
-    max_cost = given.max_cost
-    if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
-        raise UsageError(f"--max-cost: {max_cost} is not a positive amount of USD")
-    if given.timeout is None or given.turn_timeout is None:
-        raise ValueError("the timeouts were not resolved: resolve() fills them")
-    return RunOptions(
-        timeout=seconds("--timeout", given.timeout),
-        turn_timeout=seconds("--turn-timeout", given.turn_timeout),
-        on_missing_input=given.on_missing_input,  # type: ignore[arg-type]  # checked above
-        simulator=given.simulator,
-        fail_fast=given.fail_fast,
-        match=given.match,
-        tags=list(given.tags or []),
-        interactive=given.interactive,
-        connector=given.connector,
-        golden=str(given.golden) if given.golden is not None else None,
-        update_golden=str(given.update_golden) if given.update_golden is not None else None,
-        retries=given.retries,
-        cache=given.cache,
-        max_cost=max_cost,
-        min_pass_rate=check_min_pass_rate(filled(given.min_pass_rate), min_pass_rate_from),
-        baseline=str(given.baseline) if given.baseline is not None else None,
-    )
-
-
 def seconds(flag: str, value: str | float) -> float:
     """``value`` (``30s``, ``2m`` or a number) in seconds; a bad one is a usage error naming ``flag``."""
     if isinstance(value, (int, float)):
@@ -301,10 +349,3 @@ def seconds(flag: str, value: str | float) -> float:
         return parse_duration(value)
     except ValueError as exc:
         raise UsageError(f"{flag}: {exc}") from None
-
-
-def filled(value: _T | None) -> _T:
-    """An option's resolved value, which its default keeps from being None."""
-    if value is None:
-        raise ValueError("an option with a default was not resolved: resolve() fills it")
-    return value

@@ -10,6 +10,7 @@ folder, written as a run's is, whose ``run.json`` names the source.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,14 +19,13 @@ from farm.errors import UsageError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from farm._run.request import Resolved
+    from farm._run.request import ResolvedOptions
     from farm._run.result import RunResult
     from farm.config import FarmConfig
     from farm.engines import RunPlan
     from farm.results import CaseResult, RunRecord
     from farm.suite.loader import Suite
     from farm.writers import RunInfo
-    from farm.writers.runinfo import RunOptions
 
 __all__ = ["rescore"]
 
@@ -85,29 +85,27 @@ def rescore(
     selected = {"output": output, "match": match, "tags": tags, "cache": cache, "retries": 0, "interactive": interactive}
     shown = {"junit": junit, "html": html, "json_events": json_events, "console": console, "verbose": verbose, "quiet": quiet, "command": command}
     given = RunRequest.of({"input": input_value, "config": config, **selected, **shown})
-    resolved = resolve(given, previous, cfg)
-    options = resolved.options.model_copy(update={"update_golden": None, "max_cost": None, "baseline": None})  # the run's gate, no baseline
-    suite, agent_id = _suite(cfg, resolved, options, source)
-    agents = resolved.agents  # the run's own (agent_id the first)
-    request = resolved.request
+    options = replace(resolve(given, previous, cfg), update_golden=None, max_cost=None, baseline=None)  # the run's gate, no baseline
+    suite, agent_id = _suite(cfg, options, source)
+    agents = options.agents  # the run's own (agent_id the first)
     run_id = new_run_id()
     replay = Replay(_recorded(run, agent_id), previous.run_id or source.name)
-    plan = build_plan(cfg, agents, suite, options, run_id, parallel=request.parallel or DEFAULT_PARALLEL, runs=resolved.runs, replay=replay)
+    plan = build_plan(cfg, agents, suite, options, run_id, parallel=options.parallel or DEFAULT_PARALLEL, runs=options.runs, replay=replay)
     info = RunInfo(
         run_id=run_id,
-        command=request.command or ["farm.rescore", str(run_dir), *([input] if isinstance(input, str) else input or [])],
-        input=resolved.input,
-        inputs=list(resolved.inputs),
+        command=options.command or ["farm.rescore", str(run_dir), *([input] if isinstance(input, str) else input or [])],
+        input=options.input,
+        inputs=list(options.inputs),
         cwd=str(Path.cwd()),
         agent=agent_id,
         agents=agents,
         connector=previous.connector,
         connectors=previous.connectors,
         config=cfg.safe_dump(),
-        options=options,
+        options=options.recorded,
         rescored_from={"run_id": previous.run_id or source.name, "run_dir": str(source)},
     )
-    return _execute(plan, info, resolved, cfg.results_dir / run_id, source, previous.run_id or str(source))
+    return _execute(plan, info, options, cfg.results_dir / run_id, source, previous.run_id or str(source))
 
 
 def _source(run_dir: str | Path) -> RunRecord:
@@ -156,15 +154,15 @@ def _config(run: RunRecord, config: str | Path | FarmConfig | None, input_value:
     return loaded.model_copy(update={"farm": loaded.farm.model_copy(update={"results_dir": str(run.path.parent)})})
 
 
-def _suite(cfg: FarmConfig, resolved: Resolved, options: RunOptions, source: Path) -> tuple[Suite, str]:
+def _suite(cfg: FarmConfig, options: ResolvedOptions, source: Path) -> tuple[Suite, str]:
     """The selected cases, checked as a suite (the agent is not called), attached to their golden
     conversations; and the agent the run tested."""
     from farm._run.setup import prepare
     from farm.conversation.golden import attach
     from farm.suite.checks import check_suite
 
-    agent_id = resolved.agents[0] if resolved.agents else None
-    suite = prepare(cfg, resolved.inputs, agent_id, options.match, options.tags or None, False, bool(resolved.request.cache))
+    agent_id = options.agents[0] if options.agents else None
+    suite = prepare(cfg, options.inputs, agent_id, options.match, options.tags, False, options.cache)
     if agent_id is None:
         from farm.writers import RUN_JSON
 
@@ -172,11 +170,11 @@ def _suite(cfg: FarmConfig, resolved: Resolved, options: RunOptions, source: Pat
     check_suite(suite, cfg, default_simulator=options.simulator)  # the suite's own checks; the agent is not called
     if not suite.cases:
         raise UsageError(f"{suite.description}: no test cases to rescore")
-    attach(suite.cases, Path(options.golden) if options.golden is not None else cfg.golden_dir, every=options.golden is not None, input=resolved.input)
+    attach(suite.cases, Path(options.golden) if options.golden is not None else cfg.golden_dir, every=options.golden is not None, input=options.input)
     return suite, agent_id
 
 
-def _execute(plan: RunPlan, info: RunInfo, resolved: Resolved, out_dir: Path, source: Path, rescoring: str) -> RunResult:
+def _execute(plan: RunPlan, info: RunInfo, options: ResolvedOptions, out_dir: Path, source: Path, rescoring: str) -> RunResult:
     """Replay ``plan`` on the local engine into ``out_dir`` (the JSONL at ``-o``, when given) under
     the console; the summary says where from (``rescoring``: the source run's id)."""
     from farm._run.execution import RunOutputs
@@ -187,13 +185,13 @@ def _execute(plan: RunPlan, info: RunInfo, resolved: Resolved, out_dir: Path, so
     from farm.engines import make_engine
     from farm.writers.extra import extra_writers
 
-    request, run_id, output = resolved.request, info.run_id, resolved.given.output  # -o: not the source run's
-    view = RunView(request.console, json_events=bool(request.json_events), quiet=bool(request.quiet), verbose=bool(request.verbose))
+    run_id, output = info.run_id, options.given.output  # -o: not the source run's
+    view = RunView(options.console, json_events=options.json_events, quiet=options.quiet, verbose=options.verbose)
     jsonl = Path(output) if output else out_dir / "results.jsonl"
     facts = {"input": info.input, "agent": info.agent, "run_id": run_id, "cases": len(plan.cases), "rescored_from": info.rescored_from, "runs": plan.runs, "parallel": plan.parallel}
-    reports, streams = extra_writers(request, run_id, facts, lambda: info.gate)
+    reports, streams = extra_writers(options, run_id, facts, lambda: info.gate)
     view.start(info.agents or info.agent or "", info.input or "", len(plan.cases), {"Run": run_id, "Rescoring": rescoring}, plan.total)
-    gate = deciding(info.options, None)  # the run's own --min-pass-rate: a rescore is judged as the run was
+    gate = deciding(options, None)  # the run's own --min-pass-rate: a rescore is judged as the run was
     outputs = RunOutputs(run_dir=out_dir, jsonl=jsonl, reports=reports, streams=streams, gate=gate)
     ended = execute_viewed(plan, outputs, make_engine("local"), info, view, view.result, None)
     if isinstance(ended, RunResult):

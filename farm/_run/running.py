@@ -25,7 +25,7 @@ from farm._run.closing import (
     show_dry_run,
 )
 from farm._run.generating import GenerationShown, generate, generated, generation_record, generator_calls
-from farm._run.request import Resolved
+from farm._run.request import ResolvedOptions
 from farm._run.result import RunResult, new_run_id
 from farm.errors import InputError, UsageError
 from farm.suite.loader import MESSAGE
@@ -51,7 +51,7 @@ __all__ = ["Planned", "Prepared", "dry_run", "execute_run", "plan_run", "prepare
 class Prepared:
     """A run's cases, loaded and checked, and where it goes: what :func:`plan_run` starts from."""
 
-    resolved: Resolved
+    options: ResolvedOptions
     cfg: FarmConfig
     previous: RunInfo | None
     agent_id: str | None
@@ -84,16 +84,15 @@ class Planned:
     """What the hooks, the reporter and the writers' heads are told of the run."""
 
 
-def _budget_source(resolved: Resolved, previous: RunInfo | None) -> str:
+def _budget_source(options: ResolvedOptions) -> str:
     """Where the run's budget came from, as its error names it: the flag, the resumed run, or ``[farm]``."""
-    if resolved.given.max_cost is not None:
-        return "--max-cost"
-    if previous is not None and previous.options.max_cost is not None:
+    source = options.sources.get("max_cost", "")
+    if source.startswith("run.json"):
         return "the resumed run's --max-cost"
-    return "[farm].max_cost"
+    return "--max-cost" if source.startswith("--") else "[farm].max_cost"
 
 
-def prepare_run(resolved: Resolved, cfg: FarmConfig, previous: RunInfo | None) -> Prepared:
+def prepare_run(options: ResolvedOptions, cfg: FarmConfig, previous: RunInfo | None) -> Prepared:
     """Load the selected cases (a generator's calls counted for the run) and check everything that
     needs no agent call (SPEC 2); the run's id, folder and console."""
     from farm._run.setup import prepare
@@ -101,20 +100,19 @@ def prepare_run(resolved: Resolved, cfg: FarmConfig, previous: RunInfo | None) -
     from farm.roles.cache import tally
     from farm.suite.checks import check_before_run
 
-    request, options = resolved.request, resolved.options
-    agents = resolved.agents
+    agents = options.agents
     agent_id = agents[0] if agents else None
-    dry = bool(request.dry_run)
+    dry = options.dry_run
     with tally() as driver_calls:  # a generator's call, before the run
-        suite = prepare(cfg, resolved.inputs, agent_id, options.match, options.tags or None, dry, bool(request.cache))
-    budget, budget_from = options.max_cost, _budget_source(resolved, previous)
+        suite = prepare(cfg, options.inputs, agent_id, options.match, options.tags, dry, options.cache)
+    budget, budget_from = options.max_cost, _budget_source(options)
     check_before_run(suite, cfg, agents, simulator=options.simulator, connector=options.connector, max_cost=budget, max_cost_from=budget_from, dry_run=dry)
     if suite.problems and suite.stream is None and not dry:  # as pytest stops on a collection error
         raise InputError(suite.problems)
-    view = RunView(request.console, json_events=bool(request.json_events), quiet=bool(request.quiet), verbose=bool(request.verbose))
+    view = RunView(options.console, json_events=options.json_events, quiet=options.quiet, verbose=options.verbose)
     run_id = (previous.run_id if previous else None) or new_run_id()
-    run_dir = Path(request.resume) if request.resume is not None else cfg.results_dir / run_id
-    prepared = Prepared(resolved, cfg, previous, agent_id, agents, suite, view, run_id, run_dir, driver_calls)
+    run_dir = Path(options.resume) if options.resume is not None else cfg.results_dir / run_id
+    prepared = Prepared(options, cfg, previous, agent_id, agents, suite, view, run_id, run_dir, driver_calls)
     if suite.stream is not None:  # generated cases: they run as their batches arrive (farm.roles.generation)
         suite.stream.default_simulator = options.simulator
         if not dry:
@@ -127,25 +125,25 @@ def _open_stream(prepared: Prepared) -> None:
     from farm.agents.transport import preload
     from farm.suite.loader import Suite
 
-    options, stream = prepared.resolved.options, prepared.suite.stream
+    options, stream = prepared.options, prepared.suite.stream
     assert stream is not None
     preload()  # the generator's first request would import the HTTP transport inside the run
-    prepared.suite.cases = Suite(stream.open(prepared.run_dir)).select(options.match, options.tags or []).cases  # a resumed run's
+    prepared.suite.cases = Suite(stream.open(prepared.run_dir)).select(options.match, options.tags).cases  # a resumed run's
     if options.match or options.tags:
-        stream.keep = lambda cases: Suite(cases).select(options.match, options.tags or []).cases
+        stream.keep = lambda cases: Suite(cases).select(options.match, options.tags).cases
 
 
 def dry_run(prepared: Prepared) -> RunResult:
     """``--dry-run``: the cases (generated here, when a generator makes them) printed, and written with ``-o``."""
-    request, options, view = prepared.resolved.request, prepared.resolved.options, prepared.view
+    options, view = prepared.options, prepared.view
     if prepared.suite.stream is not None:  # the generation alone
         try:
-            generate(prepared.suite, prepared.cfg, bool(request.cache), view.console, bool(request.quiet), options.match, options.tags)
+            generate(prepared.suite, prepared.cfg, options.cache, view.console, options.quiet, options.match, options.tags)
         except KeyboardInterrupt:
             return RunResult(130, interrupted=True)
-    given = prepared.resolved.given.output  # -o alone: a resumed run's results file is not where its cases go
+    given = prepared.options.given.output  # -o alone: a resumed run's results file is not where its cases go
     output = Path(given) if given else None
-    return RunResult(exit_code=show_dry_run(prepared.suite, output, view.console, bool(request.quiet)))
+    return RunResult(exit_code=show_dry_run(prepared.suite, output, view.console, options.quiet))
 
 
 def plan_run(prepared: Prepared) -> Planned:
@@ -153,20 +151,20 @@ def plan_run(prepared: Prepared) -> Planned:
     which are done (a resume), the baseline, the engine; each mistake said before anything runs."""
     from farm._run.gating import load_baseline
 
-    request, cfg, suite, stream = prepared.resolved.request, prepared.cfg, prepared.suite, prepared.suite.stream
+    options, cfg, suite, stream = prepared.options, prepared.cfg, prepared.suite, prepared.suite.stream
     if not suite.cases and stream is None:
         raise UsageError(f"{suite.description}: no test cases to run")
     recorder = _golden(prepared)
-    if request.interactive and (request.skip_interactive or not sys.stdin.isatty()):
+    if options.interactive and (options.skip_interactive or not sys.stdin.isatty()):
         raise UsageError("--interactive needs a terminal on stdin (and cannot be combined with --skip-interactive)")
     agent_id, agents = (prepared.agent_id, prepared.agents) if prepared.agent_id is not None else ("", [""])  # script tests
     connectors = _connectors(prepared, agents)
     jsonl, skip_keys = _results(prepared, agent_id)
-    against = load_baseline(prepared.resolved.options.baseline, cfg.results_dir, prepared.resolved.inputs, prepared.run_dir)  # a bad one: said before anything runs
+    against = load_baseline(prepared.options.baseline, cfg.results_dir, prepared.options.inputs, prepared.run_dir)  # a bad one: said before anything runs
     plan, engine = _engine_plan(prepared, agents, connectors, skip_keys)
     info = _run_info(prepared, agent_id, agents, connectors)
     cases = max(len(suite.cases), stream.asked if stream else 0)
-    hook_info = {"input": prepared.resolved.input, "agent": agent_id, "agents": agents, "connector": connectors[agent_id], "run_id": prepared.run_id, "cases": cases}
+    hook_info = {"input": prepared.options.input, "agent": agent_id, "agents": agents, "connector": connectors[agent_id], "run_id": prepared.run_id, "cases": cases}
     return Planned(prepared, agent_id, agents, connectors, plan, info, engine, jsonl, skip_keys, recorder, against, hook_info)
 
 
@@ -174,17 +172,17 @@ def _golden(prepared: Prepared) -> GoldenRecorder | None:
     """The recorder of ``--update-golden``; else every case attached to its golden conversation."""
     from farm.conversation.golden import GoldenRecorder, attach
 
-    options = prepared.resolved.options
+    options = prepared.options
     if options.update_golden is not None:  # recording replaces comparing, as a snapshot update does
         return GoldenRecorder(Path(options.update_golden))
     folder = Path(options.golden) if options.golden is not None else prepared.cfg.golden_dir
-    attach(prepared.suite.cases, folder, every=options.golden is not None, input=prepared.resolved.input)
+    attach(prepared.suite.cases, folder, every=options.golden is not None, input=prepared.options.input)
     return None
 
 
 def _connectors(prepared: Prepared, agents: list[str]) -> dict[str, str | None]:
     """Per agent under test, its connector (``-c`` over the agent's own), each checked to be configured."""
-    cfg, override = prepared.cfg, prepared.resolved.options.connector
+    cfg, override = prepared.cfg, prepared.options.connector
     connectors = {each: override or (cfg.agent(each).connector if each else None) for each in agents}
     for name in connectors.values():
         if name:
@@ -197,19 +195,19 @@ def _results(prepared: Prepared, agent_id: str) -> tuple[Path, set[tuple[str, in
     from farm.writers import finished_keys
     from farm.writers.jsonl import BROKEN
 
-    request = prepared.resolved.request
-    jsonl = Path(request.output) if request.output else prepared.run_dir / "results.jsonl"
-    resumed = request.resume is not None and jsonl.exists()
-    if request.retry_errors and not resumed:
+    options = prepared.options
+    jsonl = Path(options.output) if options.output else prepared.run_dir / "results.jsonl"
+    resumed = options.resume is not None and jsonl.exists()
+    if options.retry_errors and not resumed:
         raise UsageError("--retry-errors: give it with --resume RUN_DIR, the run whose errors and timeouts to run again")
-    return jsonl, (finished_keys(jsonl, agent_id, unless=BROKEN if request.retry_errors else ()) if resumed else set())
+    return jsonl, (finished_keys(jsonl, agent_id, unless=BROKEN if options.retry_errors else ()) if resumed else set())
 
 
 def _parallel(prepared: Prepared, connectors: dict[str, str | None]) -> int:
     """``--parallel``, else (a resume) the run's own, else the connectors' limits summed (:mod:`farm.ratelimit`)."""
     from farm.ratelimit import DEFAULT_PARALLEL, default_parallel
 
-    given, cfg = prepared.resolved.request.parallel, prepared.cfg
+    given, cfg = prepared.options.parallel, prepared.cfg
     return given or sum(default_parallel(cfg.connectors[name]) if name else DEFAULT_PARALLEL for name in dict.fromkeys(connectors.values()))
 
 
@@ -218,20 +216,20 @@ def _engine_plan(prepared: Prepared, agents: list[str], connectors: dict[str, st
     from farm._run.setup import build_plan
     from farm.engines import Terminal, choose_engine, make_engine
 
-    request, cfg, suite, stream = prepared.resolved.request, prepared.cfg, prepared.suite, prepared.suite.stream
-    runs = prepared.resolved.runs
+    options, cfg, suite, stream = prepared.options, prepared.cfg, prepared.suite, prepared.suite.stream
+    runs = prepared.options.runs
     engine_name = choose_engine(
-        prepared.resolved.engine,
-        address=request.address,
+        prepared.options.engine,
+        address=options.address,
         conversations=max(len(suite.cases), stream.asked if stream else 0) * runs * len(agents) - len(skip_keys),
         resources=any(cfg.agents[each].declares_resources for each in agents if each in cfg.agents),
     )
-    terminal = Terminal(sys.stdin, Say(prepared.view.console)) if request.interactive else None
+    terminal = Terminal(sys.stdin, Say(prepared.view.console)) if options.interactive else None
     parallel = _parallel(prepared, connectors)
     fields = {"parallel": parallel, "runs": runs, "skip_keys": skip_keys, "terminal": terminal, "driver_calls": prepared.driver_calls}
-    plan = build_plan(cfg, agents, suite, prepared.resolved.options, prepared.run_id, **fields)
+    plan = build_plan(cfg, agents, suite, prepared.options, prepared.run_id, **fields)
     plan.stream = stream
-    engine = make_engine(engine_name, **({"address": request.address} if engine_name == "ray" else {}))  # a cluster not there: said before anything runs
+    engine = make_engine(engine_name, **({"address": options.address} if engine_name == "ray" else {}))  # a cluster not there: said before anything runs
     return plan, engine
 
 
@@ -239,19 +237,19 @@ def _run_info(prepared: Prepared, agent_id: str, agents: list[str], connectors: 
     """What ``run.json`` starts as."""
     from farm.writers import RunInfo
 
-    request, previous, stream = prepared.resolved.request, prepared.previous, prepared.suite.stream
+    options, previous, stream = prepared.options, prepared.previous, prepared.suite.stream
     return RunInfo(
         run_id=prepared.run_id,
-        command=request.command or ["farm.run", *prepared.resolved.inputs],
-        input=prepared.resolved.input,
-        inputs=list(prepared.resolved.inputs),
+        command=options.command or ["farm.run", *prepared.options.inputs],
+        input=prepared.options.input,
+        inputs=list(prepared.options.inputs),
         cwd=str(Path.cwd()),
         agent=agent_id,
         agents=agents,
         connector=connectors[agent_id],
         connectors=connectors,
         config=prepared.cfg.safe_dump(),
-        options=prepared.resolved.options,
+        options=options.recorded,
         generation=generation_record(stream.stats, previous) if stream is not None else None,
         parts=previous.recorded_parts() if previous is not None else [],
     )
@@ -283,20 +281,20 @@ def execute_run(planned: Planned) -> RunResult:
     from farm.writers.jsonl import drop_broken
 
     prepared = planned.prepared
-    request, view, stream, info = prepared.resolved.request, prepared.view, prepared.suite.stream, planned.info
-    if request.before:
-        global_hook(prepared.cfg, request.before, {"phase": "before", **planned.hook_info})
+    options, view, stream, info = prepared.options, prepared.view, prepared.suite.stream, planned.info
+    if options.before:
+        global_hook(prepared.cfg, options.before, {"phase": "before", **planned.hook_info})
     outputs, reports = _outputs(planned)
     extra = {"Run": prepared.run_id, "Engine": planned.engine.name, **({"Resuming": f"{len(planned.skip_keys)} finished"} if planned.skip_keys else {})}
     count = len(prepared.suite.cases) if stream is None else stream.asked
-    progress, generating, message = not request.interactive, stream is not None, prepared.suite.description == MESSAGE  # a live bar would draw over the questions
-    view.start(planned.agents, prepared.resolved.input, count, extra, planned.plan.total, progress=progress, generating=generating, message=message)  # a live bar would draw over the questions
+    progress, generating, message = not options.interactive, stream is not None, prepared.suite.description == MESSAGE  # a live bar would draw over the questions
+    view.start(planned.agents, prepared.options.input, count, extra, planned.plan.total, progress=progress, generating=generating, message=message)  # a live bar would draw over the questions
     if stream is not None:
         planned.plan.on_generation = GenerationShown(info, view, prepared.previous)
     watch = _Watch(planned)
-    if request.retry_errors:
+    if options.retry_errors:
         drop_broken(planned.jsonl)  # their new results replace them: every case once
-    again = resume_command(prepared.run_dir, request.config, planned.engine.name)
+    again = resume_command(prepared.run_dir, options.config, planned.engine.name)
     ended = execute_viewed(planned.plan, outputs, planned.engine, info, view, watch, again)
     if isinstance(ended, RunResult):
         return ended
@@ -311,11 +309,11 @@ def _outputs(planned: Planned) -> tuple[RunOutputs, list[ReportFile]]:
     from farm.writers.extra import extra_writers
 
     prepared, info = planned.prepared, planned.info
-    request, options = prepared.resolved.request, prepared.resolved.options
-    facts = {**planned.hook_info, "runs": prepared.resolved.runs, "parallel": planned.plan.parallel, "min_pass_rate": options.min_pass_rate}
-    reports, streams = extra_writers(request, prepared.run_id, facts, lambda: info.gate)
+    options = prepared.options
+    facts = {**planned.hook_info, "runs": prepared.options.runs, "parallel": planned.plan.parallel, "min_pass_rate": options.min_pass_rate}
+    reports, streams = extra_writers(options, prepared.run_id, facts, lambda: info.gate)
     gate = deciding(options, planned.against)
-    outputs = RunOutputs(run_dir=prepared.run_dir, jsonl=planned.jsonl, reports=reports, streams=streams, resume=request.resume is not None, gate=gate)
+    outputs = RunOutputs(run_dir=prepared.run_dir, jsonl=planned.jsonl, reports=reports, streams=streams, resume=options.resume is not None, gate=gate)
     return outputs, reports
 
 
@@ -326,16 +324,16 @@ def _finish(planned: Planned, summary: Summary, watch: _Watch, reports: list[Rep
     from farm.engines import StopReason
 
     prepared = planned.prepared
-    request, view, stream, info, run_dir = prepared.resolved.request, prepared.view, prepared.suite.stream, planned.info, prepared.run_dir
-    console, quiet = view.console, bool(request.quiet)
+    options, view, stream, info, run_dir = prepared.options, prepared.view, prepared.suite.stream, planned.info, prepared.run_dir
+    console, quiet = view.console, options.quiet
     if stream is not None:
         count_after_run(run_dir, summary, generator_calls(stream, prepared.previous))  # made while the run went
         view.stop()
-        if stream.stats.kept == 0 and request.resume is None:
+        if stream.stats.kept == 0 and options.resume is None:
             remove_run(run_dir, planned.jsonl)  # nothing ran: no folder is left as if it had (exit 2, below)
         generated(stream, console, quiet)
     view.stop()
-    say_stopped(console, info.stop_reason, summary, prepared.resolved.options.max_cost, again)  # -q too: why a run ended early
+    say_stopped(console, info.stop_reason, summary, prepared.options.max_cost, again)  # -q too: why a run ended early
     if watch.reach.unreachable is not None:
         console.print(f"[red]error:[/red] {escape(watch.reach.unreachable)}", soft_wrap=True, highlight=False, emoji=False)
     view.summary(summary, [f"Results: {planned.jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"], reports)
@@ -359,22 +357,22 @@ def _report_and_after(planned: Planned, summary: Summary, watch: _Watch) -> bool
     from farm.roles.cache import tally
 
     prepared = planned.prepared
-    request, console, run_dir = prepared.resolved.request, prepared.view.console, prepared.run_dir
+    options, console, run_dir = prepared.options, prepared.view.console, prepared.run_dir
     done = True
-    if request.reporter:
+    if options.reporter:
         try:
             with tally() as reporter_calls:
                 facts = {**planned.hook_info, "counts": summary.count_dict(), "problems": watch.problems}
-                path = agent_report(prepared.cfg, request.reporter, run_dir, facts, bool(request.cache))
+                path = agent_report(prepared.cfg, options.reporter, run_dir, facts, options.cache)
             count_after_run(run_dir, summary, reporter_calls)
-            if not request.quiet:
+            if not options.quiet:
                 console.print(f"Report: {path}", soft_wrap=True, highlight=False, markup=False)
         except UsageError as exc:
             console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
             done = False
-    if request.after:
+    if options.after:
         try:
-            global_hook(prepared.cfg, request.after, {"phase": "after", **planned.hook_info, "counts": summary.count_dict(), "run_dir": str(run_dir)})
+            global_hook(prepared.cfg, options.after, {"phase": "after", **planned.hook_info, "counts": summary.count_dict(), "run_dir": str(run_dir)})
         except UsageError as exc:
             console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
             done = False

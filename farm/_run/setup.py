@@ -2,7 +2,7 @@
 the agent under test and the selected cases; and the runner's settings from the run's options.
 
 Both calls resolve their options (:func:`farm._run.request.resolve`) into a
-:class:`~farm.writers.runinfo.RunOptions` (what ``run.json`` records), and :func:`run_settings` turns that into the runner's
+:class:`~farm._run.request.ResolvedOptions`, and :func:`run_settings` turns that into the runner's
 :class:`~farm.conversation.runner.RunSettings`, so a run, its resume and its rescore shape their
 conversations the same way.
 """
@@ -19,6 +19,7 @@ from farm.errors import UsageError
 
 if TYPE_CHECKING:
     from farm._run.execution import RunOutputs
+    from farm._run.request import ResolvedOptions
     from farm._run.result import RunResult
     from farm._run.view import RunView
     from farm.config import FarmConfig
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from farm.results import CaseResult
     from farm.suite.loader import Suite
     from farm.summary import Summary
-    from farm.writers.runinfo import RunInfo, RunOptions
+    from farm.writers.runinfo import RunInfo
 
 __all__ = ["build_plan", "execute_viewed", "farm_config", "prepare", "run_settings"]
 
@@ -47,7 +48,7 @@ def prepare(
     inputs: Sequence[str],
     agent_id: str | None,
     match: str | None,
-    tags: list[str] | None,
+    tags: Sequence[str],
     dry_run: bool,
     cache: bool = True,
 ) -> Suite:
@@ -66,34 +67,32 @@ def prepare(
     from farm.roles.cache import RoleCache
 
     role_cache = RoleCache.for_config(cfg) if cache else None
-    return load_inputs(expanded, cfg, agent_id, compact=not dry_run, cache=role_cache).select(match, tags or [])
+    return load_inputs(expanded, cfg, agent_id, compact=not dry_run, cache=role_cache).select(match, tags)
 
 
-def run_settings(cfg: FarmConfig, agent_id: str, run_id: str, options: RunOptions) -> RunSettings:
-    """The runner's settings for a run of ``agent_id`` with ``options`` (as :func:`~farm._run.request.resolve`
-    made them); the agent's own ``input_tools``, ``tool_mocks`` and ``max_tool_steps``."""
+def run_settings(cfg: FarmConfig, agent_id: str, run_id: str, options: ResolvedOptions) -> RunSettings:
+    """The runner's settings for a run of ``agent_id`` with ``options``; the agent's own
+    ``input_tools``, ``tool_mocks`` and ``max_tool_steps``."""
     from farm.config import AgentConfig
     from farm.conversation.settings import RunSettings
 
-    if options.timeout is None or options.turn_timeout is None:
-        raise ValueError("run_settings needs options from resolve")
     target = cfg.agent(agent_id) if agent_id else AgentConfig(kind="python")  # script tests: no agent under test
     return RunSettings(
         agent_id=agent_id,
         run_id=run_id,
-        on_missing_input=options.on_missing_input or "skip",
+        on_missing_input=options.on_missing_input,
         case_timeout=options.timeout,
         turn_timeout=options.turn_timeout,
-        interactive=bool(options.interactive),
+        interactive=options.interactive,
         default_simulator=options.simulator,
         input_tools=tuple(target.input_tools),
         agent_tool_mocks=dict(target.tool_mocks),
         max_tool_steps=target.max_tool_steps,
-        cache=options.cache is not False,
+        cache=options.cache,
     )
 
 
-def build_plan(cfg: FarmConfig, agents: list[str], suite: Suite, options: RunOptions, run_id: str, **fields: Any) -> RunPlan:
+def build_plan(cfg: FarmConfig, agents: list[str], suite: Suite, options: ResolvedOptions, run_id: str, **fields: Any) -> RunPlan:
     """The plan of a run of ``suite`` on ``agents`` with ``options``; ``fields``: the rest of
     :class:`~farm.engines.RunPlan` (``parallel``, ``runs``, ``skip_keys``, ``replay``, ...)."""
     from farm.engines import RunPlan
@@ -104,8 +103,8 @@ def build_plan(cfg: FarmConfig, agents: list[str], suite: Suite, options: RunOpt
         cases=suite.cases,
         settings=agent_settings[agents[0]],
         agent_settings=agent_settings,
-        fail_fast=bool(options.fail_fast),
-        retries=options.retries or 0,
+        fail_fast=options.fail_fast,
+        retries=options.retries,
         max_cost=options.max_cost,
         connector_override=options.connector,
         actors=cfg.farm.actors,

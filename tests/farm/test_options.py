@@ -3,7 +3,7 @@ flags and ``farm.run``'s keywords are its rows, none of them restates a default,
 comes from the first of: given, the resumed run's, ``[farm]``, the default."""
 
 import inspect
-from dataclasses import fields
+from dataclasses import FrozenInstanceError, fields
 
 import pytest
 import typer
@@ -56,11 +56,14 @@ def test_each_option_takes_the_first_of_given_resumed_farm_default(name: str):
     option = OPTIONS[name]
     previous, config = _everything_recorded(), _everything_set()
     base = RunRequest(input="given.jsonl")
-    nothing = resolve(base, None, FarmConfig()).request
-    resumed = resolve(base, previous, FarmConfig()).request
-    from_farm = resolve(base, None, config).request
+    nothing = resolve(base, None, FarmConfig())
+    resumed = resolve(base, previous, FarmConfig())
+    from_farm = resolve(base, None, config)
     if name == "input":
-        assert nothing.input == resumed.input == from_farm.input == "given.jsonl"
+        assert nothing.inputs == resumed.inputs == from_farm.inputs == ("given.jsonl",)
+        return
+    if name == "agent":  # resolved as the list of agents under test
+        assert (nothing.agents, resumed.agents, from_farm.agents) == ([], ["a1", "a2"], ["a-farm"])
         return
     farm_value = getattr(config.farm, option.farm) if option.farm else None
     resumed_value = option.resumed(previous) if option.resumed else None
@@ -68,17 +71,28 @@ def test_each_option_takes_the_first_of_given_resumed_farm_default(name: str):
     assert getattr(resumed, name) == (resumed_value if resumed_value is not None else option.default)
     assert getattr(from_farm, name) == (farm_value if farm_value is not None else option.default)
     if option.resumed and option.farm:
-        assert getattr(resolve(base, previous, config).request, name) == resumed_value  # the run's own beats [farm]
+        assert getattr(resolve(base, previous, config), name) == resumed_value  # the run's own beats [farm]
+
+
+def test_the_resolved_options_are_the_table_s_rows_frozen_and_typed():
+    resolved = resolve(RunRequest(input="x"), None, FarmConfig())
+    names = {each.name for each in fields(resolved)} - {"given", "sources"}
+    assert names == (set(OPTIONS) - {"input", "agent"}) | {"inputs", "agents"}
+    with pytest.raises(FrozenInstanceError):
+        resolved.runs = 2  # type: ignore[misc]
+    defaults = {name: getattr(resolved, name) for name, option in OPTIONS.items() if option.default is not None}
+    assert None not in defaults.values()  # an option with a default is never None once resolved
+    assert (resolved.fail_fast, resolved.cache, resolved.retries, resolved.tags) == (False, True, 0, ())
 
 
 def test_the_table_s_values_reach_what_run_json_records():
     previous = _everything_recorded()
     resolved = resolve(RunRequest(input="given.jsonl", timeout="2m", retries=0), previous, _everything_set())
-    assert resolved.options.timeout == 120.0 and resolved.options.retries == 0  # given, even when 0
-    assert resolved.options.turn_timeout == 3.0 and resolved.options.simulator == "sim-run" and resolved.options.min_pass_rate == 0.5
+    assert resolved.recorded.timeout == 120.0 and resolved.recorded.retries == 0  # given, even when 0
+    assert resolved.recorded.turn_timeout == 3.0 and resolved.recorded.simulator == "sim-run" and resolved.recorded.min_pass_rate == 0.5
     assert resolved.agents == ["a1", "a2"] and resolved.runs == 3 and resolved.engine == "ray"
     plain = resolve(RunRequest(input="x"), None, FarmConfig())
-    assert plain.options.timeout == 300.0 and plain.options.on_missing_input == "skip" and plain.options.cache is True
+    assert plain.recorded.timeout == 300.0 and plain.recorded.on_missing_input == "skip" and plain.recorded.cache is True
     assert plain.agents == [] and plain.runs == 1 and plain.engine == "auto"
 
 
@@ -112,4 +126,4 @@ def test_an_empty_agent_list_names_no_agent():
 def test_an_empty_string_is_no_value():
     previous = _everything_recorded()
     resolved = resolve(RunRequest(input="", simulator="", timeout=""), previous, FarmConfig())
-    assert resolved.input == "suite.jsonl" and resolved.options.simulator == "sim-run" and resolved.options.timeout == 7.0
+    assert resolved.input == "suite.jsonl" and resolved.simulator == "sim-run" and resolved.timeout == 7.0
