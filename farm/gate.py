@@ -317,7 +317,7 @@ def _names(agent: str, other: str, baseline: Baseline, several: bool) -> tuple[s
     """The two sides of a comparison as its sentences name them."""
     if several:
         return f"{other} in baseline run {baseline.run_id}", agent
-    return f"baseline run {baseline.run_id}", "this run"
+    return f"Baseline run {baseline.run_id}", "this run"
 
 
 def _cases_said(cases: int, below: int, flaky: int, min_pass_rate: float) -> str:

@@ -470,7 +470,7 @@ def _compare(cases: pa.Table, base: str, head: str, cut: int | None) -> Comparis
         head_run=head,
         paired=both.num_rows,
         left_out=left_out,
-        sentence=paired_sentence(f"run {base}", f"run {head}", both.num_rows, left_out),
+        sentence=paired_sentence(f"Run {base}", f"run {head}", both.num_rows, left_out),
         regressions_total=regressions.num_rows,
         fixes_total=fixes.num_rows,
         regressions=changes(regressions),

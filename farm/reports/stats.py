@@ -427,9 +427,8 @@ def difference_sentence(
 def paired_sentence(name_a: str, name_b: str, paired: int, left_out: int) -> str:
     """One sentence on what two runs are compared on: the cases both ran (the same suite and id,
     :data:`~farm.results.CASE_KEY`), ``paired``, and those only one of them ran, ``left_out``;
-    with none paired, that nothing is compared. The names start it: ``baseline run r1``."""
+    with none paired, that nothing is compared. The names start it, as given: ``Baseline run r1``."""
     said = f"{name_a} and {name_b}"
-    said = said[:1].upper() + said[1:]
     if paired == 0:
         return f"{said} have no case in common (the same suite and case id), so they are not compared."
     if left_out == 0:
