@@ -455,6 +455,9 @@ def _comparison(report: Report, console: Console) -> None:
     if comparison is None:
         return
     console.print()
+    console.print(Text(comparison.sentence, style="bold" if comparison.paired == 0 else ""), soft_wrap=True)
+    if comparison.paired == 0:  # no case in common: nothing changed between them, nothing to list
+        return
     console.print(
         Text(
             f"Cases that changed from {comparison.base_run} to {comparison.head_run}: "

@@ -4,13 +4,15 @@ Agents are not deterministic, so a case that ran ``--runs N`` times passes its g
 least ``min_pass_rate`` of its tries passed (skipped tries not counted); an error or a timeout
 always fails it. With a baseline run, each agent of this run is compared with it on the cases
 both ran (the paired difference of :mod:`farm.reports.stats`), and the run fails when an agent
-is significantly worse, the p-values Holm-adjusted across agents. :func:`judge` decides from
+is significantly worse, the p-values Holm-adjusted across agents. A case is paired only with the
+same case, by its suite and id as the reader of each run works them out (:data:`farm.results.CASE_KEY`):
+a baseline with no case in common is not compared, and one with some says how many were left out. :func:`judge` decides from
 per-case tallies alone; :func:`judge_run` reads them from the run folders.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -59,6 +61,9 @@ class CaseTally:
     tries: int = 0
     broken: int = 0
     """Tries that ended in an error or a timeout."""
+    source: str | None = None
+    """Where the case came from (its record's ``source``): its run's reader makes it the case's suite,
+    which with its id pairs it with the same case of another run."""
 
     def passes_gate(self, min_pass_rate: float) -> bool:
         """At least ``min_pass_rate`` of the tries passed, and none errored or timed out."""
@@ -71,18 +76,22 @@ class CaseTally:
 
 
 Tallies = dict[str, dict[str, CaseTally]]
-"""Per agent (``""`` for results that name none), per case id: its :class:`CaseTally`."""
+"""Per agent (``""`` for results that name none), per case id: its :class:`CaseTally`. One run's case
+ids are its cases: a run loads one input, whose ids are unique."""
+
+Row = tuple[str | None, str, str, str | None] | tuple[str | None, str, str, str | None, str | None]
+"""One case run: ``(agent, case_id, status, error_role[, source])``."""
 
 
-def tally(rows: Iterable[tuple[str | None, str, str, str | None]]) -> Tallies:
-    """The tallies of ``(agent, case_id, status, error_role)`` rows, one per case run; cases that only
-    ever skipped are left out. A role's error fails the case's gate but is not one of the agent's
-    tries: it says nothing of the agent."""
+def tally(rows: Iterable[Row]) -> Tallies:
+    """The tallies of ``(agent, case_id, status, error_role[, source])`` rows, one per case run; cases
+    that only ever skipped are left out. A role's error fails the case's gate but is not one of the
+    agent's tries: it says nothing of the agent."""
     out: Tallies = {}
-    for agent, case_id, status, role in rows:
+    for agent, case_id, status, role, *source in rows:
         if status == Status.SKIPPED.value:
             continue
-        case = out.setdefault(agent or "", {}).setdefault(case_id, CaseTally())
+        case = out.setdefault(agent or "", {}).setdefault(case_id, CaseTally(source=source[0] if source else None))
         case.tries += not (status == Status.ERROR.value and role)
         case.passes += status == Status.PASSED.value
         case.broken += status in (Status.ERROR.value, Status.TIMEOUT.value)
@@ -93,12 +102,12 @@ def summary_tallies(summary: Summary) -> Tallies:
     """The tallies a run's :class:`~farm.summary.Summary` kept while its results came (earlier parts included)."""
     out: Tallies = {}
     for (agent, case_id), counted in summary.tallies.items():
-        out.setdefault(agent, {})[case_id] = CaseTally(passes=counted.passes, tries=counted.runs, broken=counted.broken)
+        out.setdefault(agent, {})[case_id] = CaseTally(passes=counted.passes, tries=counted.runs, broken=counted.broken, source=counted.source)
     return out
 
 
 def read_cases(run_dir: Path) -> pa.Table:
-    """The ``agent``, ``case_id`` and ``status`` of every case run in ``run_dir`` (:func:`farm.results.read_run`);
+    """The ``agent``, ``case_id``, ``status``, ``error_role`` and ``source`` of every case run in ``run_dir`` (:func:`farm.results.read_run`);
     a run whose cases cannot all be read is a :class:`~farm.errors.UsageError`: no gate on part of a run."""
     from farm.results import read_run
 
@@ -107,7 +116,7 @@ def read_cases(run_dir: Path) -> pa.Table:
 
 def cases_of(run: RunRecord) -> pa.Table:
     """:func:`read_cases` of a run already read."""
-    table = run.cases(columns=["agent", "case_id", "status", "error_role"])
+    table = run.cases(columns=["agent", "case_id", "status", "error_role", "source"])
     if run.problems:
         raise UsageError(f"Cannot judge the run {run.path}, as {run.problems[0]}")
     return table
@@ -121,7 +130,7 @@ def read_tallies(run_dir: Path) -> Tallies:
 def tallies_of(cases: pa.Table) -> Tallies:
     """The tallies of a cases table of :func:`read_cases`'s columns."""
     columns = cases.to_pydict()
-    return tally(zip(columns["agent"], columns["case_id"], columns["status"], columns["error_role"], strict=True))
+    return tally(zip(columns["agent"], columns["case_id"], columns["status"], columns["error_role"], columns["source"], strict=True))
 
 
 def ended_early(status: str, info: RunInfo, done: int) -> tuple[str | None, int]:
@@ -143,11 +152,15 @@ def check_min_pass_rate(value: float, where: str = "--min-pass-rate") -> float:
 
 @dataclass(frozen=True)
 class Baseline:
-    """An earlier run to compare with: its folder, id and tallies."""
+    """An earlier run to compare with: its folder, id and tallies, and the folder of the run compared
+    with it. Each folder's ``run.json`` says where its run's suite files are, so that each case is
+    paired by its suite as that run's reader works it out."""
 
     path: Path
     run_id: str
     tallies: Tallies
+    compared_with: Path
+    """The folder of the run compared with the baseline (a run still going has written its ``run.json``)."""
 
 
 def find_baseline(value: str, results_dir: Path, input: str | Sequence[str], exclude: Path | None = None) -> Path | None:
@@ -185,21 +198,22 @@ def _input_key(input: str | Sequence[str], cwd: str | None) -> tuple[str, ...]:
     return tuple(str((Path(cwd or ".") / value).resolve()) if input_kind(value) == "file" else value for value in values)
 
 
-def read_baseline(path: Path) -> Baseline:
-    """The baseline run in ``path``; a run the farm cannot read whole is a usage error."""
+def read_baseline(path: Path, compared_with: Path) -> Baseline:
+    """The baseline run in ``path``, for the run in ``compared_with``; a run the farm cannot read
+    whole is a usage error."""
     from farm.results import read_run
 
     try:
         tallies = read_tallies(path)
     except UsageError as exc:
         raise UsageError(f"--baseline {path}: {exc}") from None
-    return Baseline(path, read_run(path).run_id, tallies)
+    return Baseline(path, read_run(path).run_id, tallies, compared_with)
 
 
 def judge_run(run_dir: Path, min_pass_rate: float, baseline: Path | None, asked: str | None = None) -> RunGate:
     """The gate of the run in ``run_dir`` (:func:`judge`), with the run in ``baseline`` if any;
     ``asked``: what ``--baseline`` said (``last`` that found no run is said in the sentence)."""
-    return judge(read_tallies(run_dir), min_pass_rate, read_baseline(baseline) if baseline else None, asked)
+    return judge(read_tallies(run_dir), min_pass_rate, read_baseline(baseline, run_dir) if baseline else None, asked)
 
 
 def judge(
@@ -231,7 +245,11 @@ def judge(
         stopped=stopped,
         not_run=not_run,
     )
-    parts = [verdict_sentence(gate), *(c.sentence for c in comparisons)]
+    parts = [verdict_sentence(gate)]
+    for comparison in comparisons:  # what it is compared on, when a case only one run ran is left out; then its figures
+        if baseline is not None and comparison.left_out:
+            parts.append(_left_out(comparison, baseline, several=len(tallies) > 1))
+        parts.append(comparison.sentence)
     if asked == "last" and baseline is None:
         parts.append("No baseline: no earlier finished run of this input in the results folder.")
     elif baseline is not None:
@@ -265,12 +283,39 @@ def verdict_sentence(gate: RunGate) -> str:
 
 
 def _not_compared(tallies: Tallies, baseline: Baseline, comparisons: list[GateComparison]) -> list[str]:
-    """The sentences naming each agent of the run the baseline run did not test (none compared: one)."""
+    """The sentences naming each agent of the run that is not compared: the baseline run did not test
+    it (none compared: one sentence), or they have no case in common."""
+    from farm.reports.stats import paired_sentence
+
     tested = ", ".join(sorted(baseline.tallies)) or "no case"
-    if not comparisons:
+    paired = dict(_agents_paired(tallies, baseline))
+    if not paired:
         return [f"No comparison: baseline run {baseline.run_id} tested {tested}, none of this run's agents."]
     compared = {c.agent for c in comparisons}
-    return [f"No baseline for {agent}: baseline run {baseline.run_id} tested {tested}." for agent in tallies if agent not in compared]
+    said = []
+    for agent in tallies:
+        if agent in compared:
+            continue
+        if agent not in paired:
+            said.append(f"No baseline for {agent}: baseline run {baseline.run_id} tested {tested}.")
+        else:
+            said.append(paired_sentence(*_names(agent, paired[agent], baseline, len(tallies) > 1), 0, 0))
+    return said
+
+
+def _left_out(comparison: GateComparison, baseline: Baseline, several: bool) -> str:
+    """How many cases the comparison paired, and left out as only one of the runs ran them."""
+    from farm.reports.stats import paired_sentence
+
+    names = _names(comparison.agent, comparison.baseline_agent, baseline, several)
+    return paired_sentence(*names, comparison.cases, comparison.left_out)
+
+
+def _names(agent: str, other: str, baseline: Baseline, several: bool) -> tuple[str, str]:
+    """The two sides of a comparison as its sentences name them."""
+    if several:
+        return f"{other} in baseline run {baseline.run_id}", agent
+    return f"Baseline run {baseline.run_id}", "this run"
 
 
 def _cases_said(cases: int, below: int, flaky: int, min_pass_rate: float) -> str:
@@ -283,27 +328,29 @@ def _cases_said(cases: int, below: int, flaky: int, min_pass_rate: float) -> str
 
 def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
     """Each agent of the run against the same agent in ``baseline`` (or, when both runs tested one
-    agent, the baseline's under another name), on the cases both judged; Holm-adjusted across the
-    agents compared."""
+    agent, the baseline's under another name), on the cases both judged, each paired only with the
+    same case (its suite and id); Holm-adjusted across the agents compared. An agent with no case in
+    common with its baseline is not compared (:func:`_not_compared` says so)."""
     from farm.reports.stats import SIGNIFICANCE, difference_sentence, holm, paired_difference
 
-    renamed = len(tallies) == 1 and len(baseline.tallies) == 1
+    suites_now, suites_before = _suites(baseline.compared_with), _suites(baseline.path)
     found = []
-    for agent, now in tallies.items():
-        other = agent if agent in baseline.tallies else next(iter(baseline.tallies)) if renamed else None
-        if other is None:
+    for agent, other in _agents_paired(tallies, baseline):
+        now, before = _by_case(tallies[agent], suites_now), _by_case(baseline.tallies[other], suites_before)
+        both = now.keys() & before.keys()
+        if not both:
             continue
-        before = baseline.tallies[other]
-        judged = [case for case in now if case in before and now[case].tries and before[case].tries]  # by the agent, not only a role
-        pairs = [((before[case].passes, before[case].tries), (now[case].passes, now[case].tries)) for case in judged]
-        found.append((agent, other, paired_difference(pairs)))
-    adjusted = holm([d.p_value for _, _, d in found])
+        judged = sorted(key for key in both if now[key].tries and before[key].tries)  # by the agent, not only a role
+        pairs = [((before[key].passes, before[key].tries), (now[key].passes, now[key].tries)) for key in judged]
+        found.append((agent, other, paired_difference(pairs), len(now) + len(before) - 2 * len(both)))
+    adjusted = holm([d.p_value for _, _, d, _ in found])
     several = len(found) > 1
     return [
         GateComparison(
             agent=agent,
             baseline_agent=other,
             cases=d.cases,
+            left_out=left_out,
             difference=d.difference,
             difference_interval=list(d.interval),
             p_value=d.p_value,
@@ -313,5 +360,29 @@ def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
             worse=p < SIGNIFICANCE and d.difference < 0,
             sentence=difference_sentence(f"{other or 'the agent'} in baseline run {baseline.run_id}", agent or "this run", d, p if several else None, several),
         )
-        for (agent, other, d), p in zip(found, adjusted, strict=True)
+        for (agent, other, d, left_out), p in zip(found, adjusted, strict=True)
     ]
+
+
+def _agents_paired(tallies: Tallies, baseline: Baseline) -> list[tuple[str, str]]:
+    """Each agent of the run with the baseline's agent it is compared with: the same one, or, when
+    each run tested one agent, the baseline's under whatever name."""
+    renamed = len(tallies) == 1 and len(baseline.tallies) == 1
+    pairs = []
+    for agent in tallies:
+        other = agent if agent in baseline.tallies else next(iter(baseline.tallies)) if renamed else None
+        if other is not None:
+            pairs.append((agent, other))
+    return pairs
+
+
+def _suites(run_dir: Path) -> Callable[[str | None], str]:
+    """The suite of a case of the run in ``run_dir`` from its ``source``, as the run's reader works it out."""
+    from farm.results import RunRecord
+
+    return RunRecord(run_dir).suite_of
+
+
+def _by_case(cases: dict[str, CaseTally], suite_of: Callable[[str | None], str]) -> dict[tuple[str, str], CaseTally]:
+    """One run's cases by suite and id (:data:`farm.results.CASE_KEY`): what pairs a case across runs."""
+    return {(suite_of(case.source), case_id): case for case_id, case in cases.items()}

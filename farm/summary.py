@@ -26,6 +26,8 @@ class _Tally:
     passes: int = 0
     broken: int = 0
     """Runs that ended in an error or a timeout (a role's error too: it fails the case's gate)."""
+    source: str | None = None
+    """Where the case came from (its first run's ``source``): with its id, it pairs the case with a baseline's."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ class Summary:
             key = (result.agent or "", result.id)
             tally = self.tallies.get(key)
             if tally is None:
-                tally = self.tallies[key] = _Tally()
+                tally = self.tallies[key] = _Tally(source=result.source)
             tally.runs += not role_error  # a try a role could not judge says nothing of the agent
             tally.passes += status is Status.PASSED
             tally.broken += status in (Status.ERROR, Status.TIMEOUT)

@@ -31,7 +31,7 @@ def load_baseline(asked: str | None, results_dir: Path, input: Sequence[str], ru
     path = find_baseline(asked, results_dir, input, exclude=run_dir)
     if path is not None and path.resolve() == run_dir.resolve():
         raise UsageError(f"--baseline: {asked} is the run being resumed; compare with an earlier run")
-    return read_baseline(path) if path is not None else None
+    return read_baseline(path, run_dir) if path is not None else None
 
 
 def deciding(options: ResolvedOptions, baseline: Baseline | None) -> Callable[[Summary, str | None, int], RunGate]:

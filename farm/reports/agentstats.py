@@ -17,7 +17,9 @@ out of every figure here and counted (``role_errors``).
 
 Paired comparisons (:func:`paired_comparisons`): every two agents of one run,
 and the last two runs read (one agent each: those two; else each agent both
-tested), on the cases both sides judged:
+tested), on the cases both sides judged, a case paired only with the same case
+(:data:`~farm.results.CASE_KEY`: its suite and id; two runs with none in common
+are not compared):
 :func:`~farm.reports.stats.paired_difference` of the per-case pass fractions
 (the difference, its interval, ``p_value``, the detectable difference). With
 several comparisons in one report their p-values are Holm-adjusted
@@ -44,13 +46,14 @@ from farm.reports.stats import (
     pass_hat_k,
     wilson_interval,
 )
+from farm.results import CASE_KEY
 
 __all__ = ["agent_stats", "paired_comparisons", "statistics"]
 
 Side = tuple[str, str]
 """One agent in one run: ``(run_id, agent)``."""
 
-_KEY = ["suite", "case_id"]
+_KEY = list(CASE_KEY)
 """A case across runs: its suite and id."""
 
 
@@ -192,7 +195,9 @@ def paired_comparisons(sides: dict[Side, pa.Table], run_order: list[str], cut: i
             pairs = [(agent, agent) for agent in old_agents if agent in new_agents]
         for a, b in pairs:  # each side names its agent unless the runs tested the same one agent
             name_a, name_b = (old, new) if a == b and len(pairs) == 1 else (f"{old} ({a})", f"{new} ({b})")
-            out.append(_compare("runs", (old, a), (new, b), name_a, name_b, sides, cut))
+            compared = _compare("runs", (old, a), (new, b), name_a, name_b, sides, cut)
+            if compared[0].cases:  # runs with no case judged in common: the report says so, and no figure
+                out.append(compared)
     return _adjusted(out)
 
 
@@ -212,33 +217,13 @@ def _adjusted(comparisons: list[tuple[PairedComparison, PairedDifference]]) -> l
     ]
 
 
-def _paired(left: pa.Table, right: pa.Table) -> pa.Table:
-    """The cases of both sides, side by side: by suite and id, then, for the cases left over on both
-    sides, by id alone where it names one case on each side (a suite renamed, or an edited copy of it
-    rescored with ``farm rescore RUN -i copy.jsonl``), as the regressions between runs are matched."""
-    both = left.join(right, keys=_KEY, join_type="inner")
-    matched = both["case_id"]
-    rest_left = _unique_ids(left.filter(pc.invert(pc.is_in(left["case_id"], value_set=matched))))
-    rest_right = _unique_ids(right.filter(pc.invert(pc.is_in(right["case_id"], value_set=matched))))
-    if rest_left.num_rows == 0 or rest_right.num_rows == 0:
-        return both
-    by_id = rest_left.drop_columns(["suite"]).join(rest_right, keys="case_id", join_type="inner")
-    return pa.concat_tables([both, by_id.select(both.column_names)])
-
-
-def _unique_ids(table: pa.Table) -> pa.Table:
-    counts = table.group_by("case_id").aggregate([([], "count_all")])
-    once = counts.filter(pc.equal(counts["count_all"], 1))["case_id"]
-    return table.filter(pc.is_in(table["case_id"], value_set=once))
-
-
 def _compare(
     kind: Literal["agents", "runs"], a: Side, b: Side, name_a: str, name_b: str, sides: dict[Side, pa.Table], cut: int | None
 ) -> tuple[PairedComparison, PairedDifference]:
     """A against B on the cases both judged, before the p-values of the report are adjusted together."""
     left = sides[a].rename_columns(["suite", "case_id", "a_name", "a_passes", "a_tries"])
     right = sides[b].rename_columns(["suite", "case_id", "b_name", "b_passes", "b_tries"])
-    both = _paired(left, right)
+    both = left.join(right, keys=_KEY, join_type="inner")  # the same case only: its suite and id
     # cross-multiplied, in integers, so that 2/3 and 4/6 are equal exactly
     difference = pc.subtract(pc.multiply(both["b_passes"], both["a_tries"]), pc.multiply(both["a_passes"], both["b_tries"]))
     better = both.filter(pc.greater(difference, 0))

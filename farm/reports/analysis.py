@@ -18,8 +18,11 @@ and returns a :class:`Report`:
   or timed out in others; skipped runs do not count);
 - with two or more runs, the regressions (passed -> failed) and fixes
   (failed -> passed) between the last two by start time: with exactly two
-  runs named, between those two, per agent. A case counts as passed in a run
-  when every non-skipped repetition passed, and as failed when any did not.
+  runs named, between those two, per agent. A case is paired only with the same
+  case, by its suite and id (:data:`~farm.results.CASE_KEY`); the comparison says
+  how many it paired and left out, and runs with no case in common are not
+  compared. A case counts as passed in a run when every non-skipped repetition
+  passed, and as failed when any did not.
 
 Every figure is per agent: a case run is keyed by
 :data:`~farm.results.CASE_RUN_KEY`, so no row of one agent joins another's.
@@ -60,14 +63,15 @@ from farm.reports.models import (
     TokenUsage,
 )
 from farm.reports.runs import find_runs, load_runs
-from farm.results import RunRecord, StabilityClass, Status, stability_class
+from farm.reports.stats import paired_sentence
+from farm.results import CASE_KEY, RunRecord, StabilityClass, Status, stability_class
 
 __all__ = ["analyse"]
 
 QUANTILES = (0.5, 0.95, 0.99)
 
-_CASE = ["suite", "case_id"]
-"""What names one case across runs: the suite file it came from and its id (ids repeat across suites)."""
+_CASE = list(CASE_KEY)
+"""What names one case across runs: the suite it came from and its id (ids repeat across suites)."""
 _CASE_OF_AGENT = [*_CASE, "agent"]
 """One case as one agent ran it: with several agents under test, each agent's tries of a case are apart."""
 _FAILING = [Status.FAILED.value, Status.ERROR.value, Status.TIMEOUT.value]
@@ -422,47 +426,23 @@ def _outcomes(run: pa.Table, prefix: str) -> pa.Table:
     )
 
 
-def _matched(base: pa.Table, head: pa.Table) -> pa.Table:
-    """The cases of both runs side by side, each agent's apart: by suite, id and agent, then, for
-    the cases left over on both sides, by id and agent where they name one case on each side (a
-    suite renamed, or an edited copy of it rescored with ``farm rescore RUN -i copy.jsonl``); the
-    suite shown is the head's."""
-    both = base.join(head, keys=_CASE_OF_AGENT, join_type="inner")
-    matched = _ids_of_agents(both)
-    rest_base = base.filter(pc.invert(pc.is_in(_ids_of_agents(base), value_set=matched)))
-    rest_head = head.filter(pc.invert(pc.is_in(_ids_of_agents(head), value_set=matched)))
-    if rest_base.num_rows == 0 or rest_head.num_rows == 0:
-        return both
-    rest_base, rest_head = _unique_ids(rest_base).drop_columns(["suite"]), _unique_ids(rest_head)
-    by_id = rest_base.join(rest_head, keys=["case_id", "agent"], join_type="inner")
-    return pa.concat_tables([both, by_id.select(both.column_names)])
-
-
-def _ids_of_agents(table: pa.Table) -> pa.ChunkedArray:
-    """One string per row: its case id and agent."""
-    return pc.binary_join_element_wise(table["case_id"], table["agent"], "\x1f")
-
-
-def _unique_ids(table: pa.Table) -> pa.Table:
-    keys = _ids_of_agents(table)
-    counts = pa.table({"key": keys}).group_by("key").aggregate([([], "count_all")])
-    once = counts.filter(pc.equal(counts["count_all"], 1))["key"]
-    return table.filter(pc.is_in(keys, value_set=once))
-
-
 def _run_cases(cases: pa.Table, run_id: str) -> pa.Table:
     return _named_agents(cases.filter(pc.equal(cases["run_id"], run_id)))
 
 
 def _compare(cases: pa.Table, base: str, head: str, cut: int | None) -> Comparison:
     """Regressions and fixes from ``base`` to ``head``, each agent's apart; two runs of one agent
-    each are matched whatever their agents are called (a new agent against the old)."""
+    each are matched whatever their agents are called (a new agent against the old). A case is
+    paired only with the same case, by suite and id (:data:`~farm.results.CASE_KEY`): two suites
+    that each have a ``greet`` have two cases, and a case only one run ran is left out and counted."""
     base_cases, head_cases = _run_cases(cases, base), _run_cases(cases, head)
     one_each = len(pc.unique(base_cases["agent"])) == 1 and len(pc.unique(head_cases["agent"])) == 1
     if one_each:
         head_agent = head_cases["agent"][0].as_py() if head_cases.num_rows else None
         base_cases = base_cases.set_column(base_cases.schema.get_field_index("agent"), "agent", pa.array([head_agent] * base_cases.num_rows, pa.string()))
-    both = _matched(_outcomes(base_cases, "base"), _outcomes(head_cases, "head"))
+    base_outcomes, head_outcomes = _outcomes(base_cases, "base"), _outcomes(head_cases, "head")
+    both = base_outcomes.join(head_outcomes, keys=_CASE_OF_AGENT, join_type="inner")  # the same case only
+    left_out = base_outcomes.num_rows + head_outcomes.num_rows - 2 * both.num_rows
     base_ok = pc.and_(pc.equal(both["base_fail"], 0), pc.greater(both["base_pass"], 0))
     head_ok = pc.and_(pc.equal(both["head_fail"], 0), pc.greater(both["head_pass"], 0))
     base_bad, head_bad = pc.greater(both["base_fail"], 0), pc.greater(both["head_fail"], 0)
@@ -488,6 +468,9 @@ def _compare(cases: pa.Table, base: str, head: str, cut: int | None) -> Comparis
     return Comparison(
         base_run=base,
         head_run=head,
+        paired=both.num_rows,
+        left_out=left_out,
+        sentence=paired_sentence(f"Run {base}", f"run {head}", both.num_rows, left_out),
         regressions_total=regressions.num_rows,
         fixes_total=fixes.num_rows,
         regressions=changes(regressions),

@@ -208,10 +208,16 @@ class CaseChange(BaseModel):
 
 
 class Comparison(BaseModel):
-    """Regressions and fixes from ``base_run`` to ``head_run``."""
+    """Regressions and fixes from ``base_run`` to ``head_run``, on the cases both ran."""
 
     base_run: str
     head_run: str
+    paired: int = 0
+    """Cases both runs ran: the same suite and case id (and agent, when a run tested several)."""
+    left_out: int = 0
+    """Cases only one of the runs ran: not compared. With ``paired`` 0, nothing is."""
+    sentence: str = ""
+    """What the two runs are compared on, in one sentence."""
     regressions_total: int
     fixes_total: int
     regressions: list[CaseChange]

@@ -24,7 +24,7 @@ __all__ = ["CASE_RUN_KEY", "RunTables", "find_runs", "load_runs"]
 
 _CASE_COLUMNS = [
     *CASE_RUN_KEY, "name", "status", "total_turns", "duration_ms",
-    "prompt_tokens", "completion_tokens", "total_tokens", "started_at", "error", "source", "retried", "rescorable",
+    "prompt_tokens", "completion_tokens", "total_tokens", "started_at", "error", "source", "suite", "retried", "rescorable",
     "cost_usd", "role_cost_usd", "error_role",
 ]  # fmt: skip
 _TURN_COLUMNS = [*CASE_RUN_KEY, "turn", "duration_ms"]
@@ -83,7 +83,8 @@ class RunTables:
 
 def load_runs(runs: list[RunRecord]) -> tuple[RunTables, dict[str, RunRecord], list[str]]:
     """The tables of ``runs``, concatenated, which run each run id came from, and each run's problems
-    (one note each). The cases table gains a ``suite`` column: its ``source`` without the line."""
+    (one note each). The cases table has each case run's ``suite``, as its run's reader works it out:
+    with ``case_id``, what pairs a case across runs (:data:`~farm.results.CASE_KEY`)."""
     cases, turns, failed = [], [], []
     origin: dict[str, RunRecord] = {}
     problems: list[str] = []
@@ -95,8 +96,5 @@ def load_runs(runs: list[RunRecord]) -> tuple[RunTables, dict[str, RunRecord], l
         turns.append(run.turns(_TURN_COLUMNS))
         failed.append(run.assertions(_ASSERTION_COLUMNS, filters=pc.field("passed") == False))  # noqa: E712
         problems.extend(f"{run.name}: {problem}" for problem in run.problems)
-    all_cases = pa.concat_tables(cases).combine_chunks()
-    source = pc.fill_null(all_cases["source"], "")
-    all_cases = all_cases.append_column("suite", pc.replace_substring_regex(source, pattern=r":\d+$", replacement=""))
-    tables = RunTables(cases=all_cases, turns=pa.concat_tables(turns).combine_chunks(), failed=pa.concat_tables(failed).combine_chunks())
+    tables = RunTables(cases=pa.concat_tables(cases).combine_chunks(), turns=pa.concat_tables(turns).combine_chunks(), failed=pa.concat_tables(failed).combine_chunks())
     return tables, origin, problems

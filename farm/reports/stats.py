@@ -13,6 +13,7 @@ the report share one implementation:
   per-case pass fractions with its interval, a p-value whose false positive rate
   holds whatever the tries on each side (:func:`mcnemar_exact` with one try
   each), and the smallest difference the cases could detect.
+- :func:`paired_sentence`: how many cases two runs were paired on and how many left out.
 - :func:`holm`: the adjustment of a report's several comparisons.
 - :func:`student_t_sf` / :func:`student_t_quantile`: Student's t, from the
   regularized incomplete beta (no scipy).
@@ -35,6 +36,7 @@ __all__ = [
     "holm",
     "mcnemar_exact",
     "paired_difference",
+    "paired_sentence",
     "pass_at_k",
     "pass_hat_k",
     "student_t_quantile",
@@ -420,6 +422,18 @@ def difference_sentence(
         f"{text}: not significant: this could be noise; {_cases(d.cases)} detect a difference of "
         f"{100.0 * detectable:.1f} points or more (80 % power)."
     )
+
+
+def paired_sentence(name_a: str, name_b: str, paired: int, left_out: int) -> str:
+    """One sentence on what two runs are compared on: the cases both ran (the same suite and id,
+    :data:`~farm.results.CASE_KEY`), ``paired``, and those only one of them ran, ``left_out``;
+    with none paired, that nothing is compared. The names start it, as given: ``Baseline run r1``."""
+    said = f"{name_a} and {name_b}"
+    if paired == 0:
+        return f"{said} have no case in common (the same suite and case id), so they are not compared."
+    if left_out == 0:
+        return f"{said} are compared on the {_cases(paired)} both ran."
+    return f"{said} are compared on the {_cases(paired)} both ran (the same suite and case id), leaving out {_cases(left_out)} that only one of them ran."
 
 
 def _cases(count: int) -> str:

@@ -12,7 +12,9 @@ through it, and so can a notebook::
         print(run.run_id, run.info.status, run.problems)
         cases = run.cases(columns=["agent", "case_id", "status"])  # a pyarrow Table
 
-A case run is named by :data:`CASE_RUN_KEY` everywhere. The reader (and pyarrow with it) is
+A case run is named by :data:`CASE_RUN_KEY` everywhere, and a case across runs by :data:`CASE_KEY`
+(its suite and id; ``run.cases(columns=["suite", "case_id"])``, :meth:`RunRecord.suite_of`): every
+comparison of two runs pairs a case only with the same case. The reader (and pyarrow with it) is
 imported on first use: the run path imports this package for its records only.
 The records live in :mod:`farm.results._records`, which the modules beneath the reader (the
 writers, and the config and secrets they use) import directly: this package names the reader.
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from farm.results._records import (
     ACTUAL_LIMIT,
+    CASE_KEY,
     CASE_RUN_KEY,
     OUTPUT_LIMIT,
     SCHEMA_VERSION,
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACTUAL_LIMIT",
+    "CASE_KEY",
     "CASE_RUN_KEY",
     "OUTPUT_LIMIT",
     "SCHEMA_VERSION",

@@ -4,7 +4,10 @@ A run is a folder (``run.json``, ``results.jsonl``, the Parquet tables ``cases``
 ``assertions``, and while it goes, their parts in ``.parts/``), or a single results file (a
 JSONL file, or a Parquet cases table). The reader knows that layout, so nothing else does:
 a record's tables are the consolidated files and the parts, or, for a run with no Parquet, its
-JSONL. Every row carries :data:`~farm.results.CASE_RUN_KEY`.
+JSONL. Every row carries :data:`~farm.results.CASE_RUN_KEY`, and the cases table can give each case
+run's ``suite``: the reader works it out from the case's ``source`` and the run's ``run.json``
+(:mod:`farm.results._suites`), so that every comparison pairs a case by the same
+:data:`~farm.results.CASE_KEY`.
 
 A corrupt run never raises: a ``run.json`` field of the wrong type or a NaN reads as unknown,
 an unreadable file is passed over, and each says so in :attr:`RunRecord.problems`. A folder
@@ -30,13 +33,17 @@ from pydantic import ValidationError
 
 from farm.errors import UsageError
 from farm.results._records import CASE_RUN_KEY, CaseResult
+from farm.results._suites import LINE, Suites
 from farm.writers import ASSERTIONS_SCHEMA, CASES_SCHEMA, RUN_JSON, TURNS_SCHEMA, RunInfo, read_jsonl_results, rows_from_result
 from farm.writers.parquet import LAST_PART_KEY, PARTS_DIR
 
-__all__ = ["TABLES", "RunRecord", "list_runs", "read_run"]
+__all__ = ["SUITE", "TABLES", "RunRecord", "list_runs", "read_run"]
 
 TABLES: dict[str, pa.Schema] = {"cases": CASES_SCHEMA, "turns": TURNS_SCHEMA, "assertions": ASSERTIONS_SCHEMA}
 """The tables of a run, with the columns (and types) they are read with."""
+
+SUITE = "suite"
+"""The column of the cases table that no file holds: each case run's suite, from its ``source``."""
 
 RESULTS_JSONL = "results.jsonl"
 _PART_NAME = re.compile(r"^(?P<table>[a-z]+)-(?P<number>\d+)\.parquet$")
@@ -154,6 +161,26 @@ class RunRecord:
         connector = configured.get("connector") if isinstance(configured, dict) else None
         return connector if isinstance(connector, str) else None
 
+    @cached_property
+    def suites(self) -> Suites:
+        """Which suite each of the run's cases came from (:meth:`suite_of`)."""
+        return Suites(self.info, self._input_of)
+
+    def suite_of(self, source: str | None) -> str:
+        """The suite of this run's case whose ``source`` is ``source``: what, with the case id, names
+        the case in every comparison of runs (:data:`~farm.results.CASE_KEY`)."""
+        return self.suites.of(source)
+
+    def _input_of(self, folder: str) -> str | None:
+        """The ``-i`` input of the run in ``folder`` (this one, or one it rescored), when its ``run.json`` says."""
+        path = Path(folder)
+        if self.is_folder and os.path.normpath(path) == os.path.normpath(self.path.absolute()):
+            return self.info.input
+        if not self._inside(path / RUN_JSON):
+            return None
+        other = RunRecord(path, root=self.root)
+        return other.info.input if other.has_info else None
+
     def signature(self) -> tuple[tuple[str, int, int], ...]:
         """What changes when the run's files change: a cache key for anything read from them."""
         marks = []
@@ -188,8 +215,37 @@ class RunRecord:
 
     def cases(self, columns: Sequence[str] | None = None, filters: Any = None) -> pa.Table:
         """The cases table: one row per case run (``columns`` only, rows matching ``filters``, a
-        :mod:`pyarrow.compute` expression)."""
-        return self._table("cases", columns, filters)
+        :mod:`pyarrow.compute` expression). Among ``columns`` may be ``suite``, which no file holds:
+        each case run's suite (:meth:`suite_of` of its ``source``; a rescore's case, the suite of the
+        case it judged again)."""
+        if columns is None or SUITE not in columns:
+            return self._table("cases", columns, filters)
+        names = list(columns)
+        read = [name for name in names if name != SUITE]
+        table = self._table("cases", [*read, *(name for name in ("source", "case_id") if name not in read)], filters)
+        suites = self._rescored_suites(table["case_id"], self._suite_column(table["source"]))
+        return table.append_column(SUITE, suites).select(names)
+
+    def _suite_column(self, sources: pa.ChunkedArray) -> pa.Array:
+        """The suite of each source, each file worked out once: a run's sources are a few files and many lines."""
+        where = pc.replace_substring_regex(pc.fill_null(sources, ""), pattern=LINE.pattern, replacement="")
+        files = pc.unique(where)
+        suites = pa.array([self.suite_of(file) for file in files.to_pylist()], pa.string())
+        return pc.take(suites, pc.index_in(where, value_set=files))
+
+    def _rescored_suites(self, case_ids: pa.ChunkedArray, suites: pa.Array) -> pa.Array:
+        """``suites``, where this run is a ``farm rescore`` of another, with each case the source run
+        had the suite it had there. A rescore judges the recorded conversation of that very case again
+        (an edited copy of the suite under another name included): it is the same case, and
+        ``farm report OLD NEW`` pairs it so."""
+        rescored = (self.info.rescored_from or {}).get("run_dir")
+        if not rescored or not self._inside(Path(rescored)) or not Path(rescored).is_dir() or Path(rescored).resolve() == self.path.resolve():
+            return suites
+        before = RunRecord(rescored, root=self.root).cases(columns=["case_id", SUITE])
+        if before.num_rows == 0:
+            return suites
+        found = pc.index_in(case_ids, value_set=before["case_id"])
+        return pc.if_else(pc.is_null(found), suites, pc.take(before[SUITE], found))
 
     def turns(self, columns: Sequence[str] | None = None, filters: Any = None) -> pa.Table:
         """The turns table: one row per turn."""

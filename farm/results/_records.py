@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 __all__ = [
+    "CASE_KEY",
     "CASE_RUN_KEY",
     "SCHEMA_VERSION",
     "AssertionResult",
@@ -40,6 +41,12 @@ __all__ = [
 CASE_RUN_KEY = ("run_id", "agent", "case_id", "run_index", "attempt")
 """What names one case run, in every table and every figure: a run may test several agents, each
 case runs ``--runs`` times on each, and a retried case has several attempts."""
+
+CASE_KEY = ("suite", "case_id")
+"""What names one case across runs, and so what every comparison of two runs pairs cases by (with
+the agent, when each run tested several): its suite, as the reader works it out from the case's
+``source`` (:mod:`farm.results._suites`), and its id. Ids repeat across suites: an id alone would
+pair two different cases."""
 
 #: 3: the Parquet columns are defined once, by the row models of ``farm.writers.rows``.
 #: 4: ``error_role`` names the role whose failure made a case an ``error`` (a simulator error was ``skipped``).

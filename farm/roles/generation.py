@@ -59,6 +59,7 @@ from typing import IO, TYPE_CHECKING, Any
 from farm.agents.transport import DEFAULT_MAX_REPLY_BYTES
 from farm.errors import UsageError
 from farm.results import add_cost
+from farm.results._suites import GENERATED_JSONL  # the reader knows a run folder's files
 from farm.roles.cache import RoleCache, caches_role, tally
 from farm.roles.types import CallTally, RoleRequest
 
@@ -103,9 +104,6 @@ DEFAULT_SEED = 0
 
 BATCHES_IN_FLIGHT = 8
 """Batches in flight when the generator's connector sets no ``max_concurrency`` or ``rpm``."""
-
-GENERATED_JSONL = "generated.jsonl"
-"""The run folder's file of the generated cases, one accepted case per line."""
 
 AVOID_CASES = 40
 """How many of the latest accepted cases a request lists to avoid."""

@@ -22,9 +22,10 @@ from farm.results import RunRecord
 __all__ = ["CaseQuery", "RunCases"]
 
 LISTED = [
-    "run_index", "attempt", "case_id", "name", "status", "agent", "tags", "total_turns", "duration_ms",
+    "run_index", "attempt", "suite", "case_id", "name", "status", "agent", "tags", "total_turns", "duration_ms",
     "cost_usd", "error", "started_at",
 ]  # fmt: skip
+"""The columns a run's listing reads; ``suite`` is the reader's, and pairs the run's cases with another's."""
 SORTABLE = {"case_id", "name", "status", "agent", "total_turns", "duration_ms", "cost_usd", "started_at", "run_index"}
 MAX_PAGE = 500
 _SEP = "\x1f"

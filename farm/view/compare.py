@@ -2,9 +2,11 @@
 
 A case's outcome on a side is ``passed`` when every judged repetition passed, ``failed`` when
 any failed, errored or timed out, ``skipped`` when none was judged (``farm report``'s rule).
-Cases are matched by id, and by agent too when neither side names one and a run tested several
-(each agent's case against the same agent's: no row mixes two agents); those whose outcome
-changed come first (regressions, then fixes, then the rest). The statistics are :mod:`farm.reports.stats`'s, as ``farm report`` gives them:
+Cases are matched by suite and id (:data:`~farm.results.CASE_KEY`, the suite as the reader works it
+out: two suites that each have a ``greet`` have two cases), and by agent too when neither side
+names one and a run tested several (each agent's case against the same agent's: no row mixes two
+agents); those whose outcome changed come first (regressions, then fixes, then the rest). Two
+sides with no case in common are not compared: the page says so, with no difference and no p-value. The statistics are :mod:`farm.reports.stats`'s, as ``farm report`` gives them:
 each side's pass rate with its 95 % interval (clustered by case under ``--runs``), and the
 paired difference over the cases judged on both sides (its interval, p-value and sentence).
 """
@@ -19,8 +21,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from farm.reports.stats import clustered_interval, difference_sentence, paired_difference, wilson_interval
-from farm.results import RunRecord, Status
+from farm.reports.stats import clustered_interval, difference_sentence, paired_difference, paired_sentence, wilson_interval
+from farm.results import CASE_KEY, RunRecord, Status
 from farm.view.cases import RunCases
 
 __all__ = ["Comparisons", "Side"]
@@ -82,8 +84,8 @@ class Comparisons:
 
 
 def _matched(cases: RunCases, a: Side, b: Side) -> tuple[pa.Table, dict[str, Any]]:
-    """Both sides' cases matched by id, changed ones first, and what the page shows above them."""
-    keys = ["case_id", "agent"] if _by_agent(cases, a, b) else ["case_id"]
+    """Both sides' cases matched by suite and id, changed ones first, and what the page shows above them."""
+    keys = [*CASE_KEY, "agent"] if _by_agent(cases, a, b) else list(CASE_KEY)
     left, right = _outcomes(cases, a, keys), _outcomes(cases, b, keys)
     both = left.join(right, keys=keys, join_type="full outer", left_suffix="_a", right_suffix="_b")
     change = _changes(both["outcome_a"], both["outcome_b"])
@@ -105,12 +107,15 @@ def _matched(cases: RunCases, a: Side, b: Side) -> tuple[pa.Table, dict[str, Any
     counts = [pc.filter(column, judged).to_pylist() for column in (both["passed_a"], tries_a, both["passed_b"], tries_b)]
     pairs = [((passed_a, n_a), (passed_b, n_b)) for passed_a, n_a, passed_b, n_b in zip(*counts, strict=True)]
     label_a, label_b = _labels(cases, a, b)
+    in_both = both.num_rows - tally["only_a"] - tally["only_b"]
+    said = paired_sentence(label_a, label_b, in_both, tally["only_a"] + tally["only_b"])
     head = {
         "a": _figures(a, label_a, left),
         "b": _figures(b, label_b, right),
         "changes": tally,
-        "statistics": statistics(label_a, label_b, left, right, pairs, a_only, b_only),
+        "statistics": statistics(label_a, label_b, left, right, pairs, a_only, b_only) if in_both else _not_compared(left, right, said),
     }
+    head["statistics"]["pairing"] = said
     return both, head
 
 
@@ -131,6 +136,7 @@ def _outcomes(cases: RunCases, side: Side, keys: list[str]) -> pa.Table:
         table = table.filter(pc.equal(table["agent"], side.agent))
     status = table["status"]
     grouped = pa.table({
+        "suite": table["suite"],
         "case_id": table["case_id"],
         "agent": pc.fill_null(table["agent"], ""),
         "passed": pc.cast(pc.equal(status, Status.PASSED.value), pa.int32()),
@@ -148,16 +154,16 @@ def _outcomes(cases: RunCases, side: Side, keys: list[str]) -> pa.Table:
     })  # fmt: skip
 
 
-def _details(cases: RunCases, side: Side, ids: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Name and first failure of the cases ``ids`` on the side, by case id and agent (only the page's
-    cases are looked up)."""
+def _details(cases: RunCases, side: Side, ids: list[str]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Name and first failure of the cases ``ids`` on the side, by suite, case id and agent (only the
+    page's cases are looked up)."""
     table = cases.table(side.run).table
     chosen = table.filter(pc.is_in(table["case_id"], value_set=pa.array(ids, pa.string())))
     if side.agent:
         chosen = chosen.filter(pc.equal(chosen["agent"], side.agent))
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in chosen.select(["case_id", "agent", "name", "error"]).to_pylist():
-        kept = out.setdefault((row["case_id"], row["agent"] or ""), {"name": row["name"], "error": None})
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in chosen.select(["suite", "case_id", "agent", "name", "error"]).to_pylist():
+        kept = out.setdefault((row["suite"], row["case_id"], row["agent"] or ""), {"name": row["name"], "error": None})
         kept["error"] = kept["error"] or row["error"]
     return out
 
@@ -171,9 +177,9 @@ def _changes(before: pa.ChunkedArray, after: pa.ChunkedArray) -> pa.ChunkedArray
 
 
 def _row(
-    row: dict[str, Any], details_a: dict[tuple[str, str], dict[str, Any]], details_b: dict[tuple[str, str], dict[str, Any]]
+    row: dict[str, Any], details_a: dict[tuple[str, str, str], dict[str, Any]], details_b: dict[tuple[str, str, str], dict[str, Any]]
 ) -> dict[str, Any]:
-    def side(suffix: str, details: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any] | None:
+    def side(suffix: str, details: dict[tuple[str, str, str], dict[str, Any]]) -> dict[str, Any] | None:
         if row[f"outcome{suffix}"] is None:
             return None
         counts = {status: row[f"{status}{suffix}"] for status in ("passed", "failed", "skipped")}
@@ -182,18 +188,21 @@ def _row(
             "passed": counts["passed"],
             "judged": counts["passed"] + counts["failed"],
             "statuses": [status for status, count in counts.items() if count],
-            **_detail(details, row["case_id"], row.get("agent")),
+            **_detail(details, row["suite"], row["case_id"], row.get("agent")),
         }
 
     agent = row.get("agent") or None
-    return {"case_id": row["case_id"], "agent": agent, "a": side("_a", details_a), "b": side("_b", details_b), "change": row["change"]}
+    return {
+        "suite": row["suite"], "case_id": row["case_id"], "agent": agent,
+        "a": side("_a", details_a), "b": side("_b", details_b), "change": row["change"],
+    }  # fmt: skip
 
 
-def _detail(details: dict[tuple[str, str], dict[str, Any]], case_id: str, agent: str | None) -> dict[str, Any]:
+def _detail(details: dict[tuple[str, str, str], dict[str, Any]], suite: str, case_id: str, agent: str | None) -> dict[str, Any]:
     """The side's name and first failure of the case (of ``agent``, when rows are matched per agent)."""
     if agent is not None:
-        return details.get((case_id, agent), {"name": None, "error": None})
-    found = [detail for (each, _), detail in details.items() if each == case_id]
+        return details.get((suite, case_id, agent), {"name": None, "error": None})
+    found = [detail for (in_suite, each, _), detail in details.items() if (in_suite, each) == (suite, case_id)]
     return found[0] if found else {"name": None, "error": None}
 
 
@@ -251,6 +260,16 @@ def statistics(
         "significant": paired.significant,
         "detectable_difference": paired.detectable_difference,
         "sentence": difference_sentence(name_a, name_b, paired),
+    }  # fmt: skip
+
+
+def _not_compared(left: pa.Table, right: pa.Table, sentence: str) -> dict[str, Any]:
+    """What the page shows of two sides with no case in common: each side's own interval, and the
+    sentence that says they are not compared (no difference, no p-value)."""
+    return {
+        "paired": 0, "a_only": 0, "b_only": 0, "interval_a": _interval(left), "interval_b": _interval(right),
+        "repeated": False, "difference": None, "difference_interval": None, "test": None, "p_value": None,
+        "significant": False, "detectable_difference": None, "sentence": sentence,
     }  # fmt: skip
 
 

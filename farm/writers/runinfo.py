@@ -74,6 +74,8 @@ class GateComparison(BaseModel):
     """The agent of the baseline run it is compared with: the same one, or when each run tested one agent, the baseline's."""
     cases: int
     """Cases both runs judged (at least one try not skipped on each side)."""
+    left_out: int = 0
+    """Cases only one of the two runs ran (a case is the same case only with the same suite and id): not compared."""
     difference: float
     """Mean over those cases of this run's pass fraction minus the baseline's, in [-1, 1]."""
     difference_interval: list[float]

@@ -167,3 +167,46 @@ def test_x_stops_after_the_first_failure_and_report_reads_results_dir(tmp_path: 
     report = farm("report", "--json")  # no path: [farm].results_dir of ./farm.toml
     assert report.exit_code == 0
     assert [run["run_id"] for run in json.loads(report.output)["runs"]] == [run_dir.name]
+
+
+def write_suite(path: Path, cases: dict[str, str]) -> str:
+    """A suite of one case per id, passing when the reply contains its word."""
+    path.write_text("".join(json.dumps({"id": case_id, "input": "Hello", "assertions": [{"type": "contains", "value": word}]}) + "\n" for case_id, word in cases.items()))
+    return path.name
+
+
+def run_of(suite: str) -> Path:
+    """The run folder of a ``farm test`` of ``suite`` on the local engine."""
+    ran = farm("test", "-i", suite, "-q", "--engine", "local")
+    assert ran.exit_code in (0, 1), ran.output
+    return max((Path("results")).iterdir(), key=lambda run: json.loads((run / "run.json").read_text())["started_at"])
+
+
+def test_report_compares_a_case_only_with_the_same_case_of_the_same_suite(tmp_path: Path, monkeypatch, scripted_server):
+    from tests.scripted import farm_toml
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "farm.toml").write_text(farm_toml(scripted_server.url))
+    passing = run_of(write_suite(tmp_path / "a.jsonl", {"echo": "expense"}))
+    failing = run_of(write_suite(tmp_path / "b.jsonl", {"echo": "pirate"}))  # another suite's echo, failing
+
+    for args in (["results"], [str(passing), str(failing)]):  # the last two runs of a folder, or the two named
+        said = " ".join(farm("report", *args).output.split())
+        assert f"Run {passing.name} and run {failing.name} have no case in common (the same suite and case id), so they are not compared." in said
+        assert "percentage points" not in said and "Passed -> failed" not in said and "passed -> failed" not in said
+    document = json.loads(farm("report", "--json", "results").output)
+    assert document["comparisons"] == [] and (document["comparison"]["paired"], document["comparison"]["left_out"]) == (0, 2)
+
+    write_suite(tmp_path / "a.jsonl", {"echo": "pirate"})
+    by_path = run_of(str(tmp_path / "a.jsonl"))  # the same suite named by its absolute path: the same echo
+    said = " ".join(farm("report", str(passing), str(by_path)).output.split())
+    assert f"Run {passing.name} and run {by_path.name} are compared on the 1 case both ran." in said
+    assert "passes 100.0 percentage points less often" in said and "1 passed -> failed" in said
+
+    write_suite(tmp_path / "a.jsonl", {"echo": "expense", "new": "expense"})
+    grown = run_of("a.jsonl")
+    write_suite(tmp_path / "a.jsonl", {"echo": "expense", "other": "expense", "more": "expense"})
+    changed = run_of("a.jsonl")
+    said = " ".join(farm("report", "results").output.split())  # the last two: grown and changed
+    assert f"Run {grown.name} and run {changed.name} are compared on the 1 case both ran (the same suite and case id), leaving out 3 cases that only one of them ran." in said
+    assert f"{grown.name} -> {changed.name}, on the 1 case both ran" in said

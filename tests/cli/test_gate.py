@@ -234,6 +234,41 @@ def test_baseline_last_finds_the_latest_finished_run_of_the_same_input(project: 
     assert gate.comparisons[0].difference == 1.0 and latest.exit_code == 0  # better than its baseline
 
 
+@pytest.fixture
+def local_project(tmp_path: Path, server, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """:func:`project` on the local engine only: what is paired with a baseline does not depend on the engine."""
+    (tmp_path / "farm.toml").write_text(TOML.format(url=server.url, engine="local"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    return tmp_path
+
+
+def test_a_baseline_of_another_suite_with_the_same_case_ids_is_not_compared(local_project: Path):
+    other = farm.run(suite(local_project, *(f"ok {i}" for i in range(8)), name="other.jsonl"), quiet=True)
+    path = suite(local_project, *(f"ok {i}" for i in range(8)))  # c0 to c7 again, of another suite
+    weak = farm.run(path, agent="weak", baseline=str(other.run_dir), quiet=True)
+    gate = read_run_json(weak.run_dir).gate
+    assert gate is not None and gate.comparisons == []  # before, weak was "significantly worse" on cases it never ran
+    said = f"Baseline run {other.run_id} and this run have no case in common (the same suite and case id), so they are not compared."
+    assert gate.sentence == f"failed: 8 of 8 cases below their gate (every try must pass; an error or a timeout fails it). {said}"
+
+
+def test_a_baseline_pairs_the_same_suite_however_it_was_named_and_says_what_it_left_out(local_project: Path):
+    path = suite(local_project, *(f"ok {i}" for i in range(8)))
+    first = farm.run(path, quiet=True)
+    by_path = farm.run(str(local_project / path), agent="weak", baseline=str(first.run_dir), quiet=True)
+    gate = read_run_json(by_path.run_dir).gate
+    assert gate is not None and [(c.cases, c.left_out, c.worse) for c in gate.comparisons] == [(8, 0, True)]
+    suite(local_project, *(f"ok {i}" for i in range(4)), name=path)  # c0 to c3 of the same file: 4 cases fewer
+    fewer = farm.run(path, baseline=str(first.run_dir), quiet=True)
+    gate = read_run_json(fewer.run_dir).gate
+    assert gate is not None and [(c.cases, c.left_out) for c in gate.comparisons] == [(4, 4)]
+    assert gate.sentence.startswith(
+        f"passed: all 4 cases passed their gate (every try must pass). Baseline run {first.run_id} and this run are compared "
+        "on the 4 cases both ran (the same suite and case id), leaving out 4 cases that only one of them ran. good passes as often"
+    )
+
+
 def test_retry_errors_runs_the_errors_again_and_keeps_every_case_once(project: Path):
     path = suite(project, "down once f", "ok g", "down once h")
     first = farm.run(path, quiet=True)

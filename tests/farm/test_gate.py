@@ -24,7 +24,7 @@ def test_a_roles_error_fails_the_gate_but_is_not_one_of_the_agents_tries():
     c1, c2 = tallies["a"]["c1"], tallies["a"]["c2"]
     assert (c1.passes, c1.tries, c1.broken) == (2, 2, 1) and not c1.passes_gate(0.5)
     assert (c2.tries, c2.broken) == (0, 1) and not c2.passes_gate(0.5)
-    before = Baseline(Path("b"), "run-b", tally(rows("a", "c2", "passed")))
+    before = Baseline(Path("b"), "run-b", tally(rows("a", "c2", "passed")), Path("now"))
     (compared,) = compare(tallies, before)
     assert compared.cases == 0  # c2 was judged by no agent try in this run: it is not paired
 
@@ -55,7 +55,7 @@ def test_the_verdict_and_its_sentence():
 
 def test_only_a_significantly_worse_agent_fails_against_the_baseline():
     before = tally(rows("a", f"c{i}", "passed")[0] for i in range(8))
-    baseline = Baseline(Path("b"), "run-b", before)
+    baseline = Baseline(Path("b"), "run-b", before, Path("now"))
     worse = judge(tally(rows("a", f"c{i}", "failed" if i < 7 else "passed")[0] for i in range(8)), 0.01, baseline)
     [comparison] = worse.comparisons
     assert comparison.worse and worse.verdict == "failed"  # 7 of 8 lost: McNemar p = 2/128
@@ -71,7 +71,7 @@ def test_several_agents_are_compared_each_with_its_own_and_holm_adjusted():
     def judged(cases: int):
         before = tally([rows(agent, f"c{i}", "passed")[0] for agent in ("a", "b") for i in range(cases)])
         now = tally([rows(agent, f"c{i}", "failed")[0] for agent in ("a", "b") for i in range(cases)])
-        return judge(now, 0.01, Baseline(Path("b"), "run-b", before))
+        return judge(now, 0.01, Baseline(Path("b"), "run-b", before, Path("now")))
 
     gate = judged(8)
     assert [(c.agent, c.baseline_agent) for c in gate.comparisons] == [("a", "a"), ("b", "b")]
@@ -85,7 +85,7 @@ def test_several_agents_are_compared_each_with_its_own_and_holm_adjusted():
 
 def test_a_baseline_of_other_agents_is_said_to_compare_nothing():
     before = tally([rows(agent, "c1", "passed")[0] for agent in ("x", "y")])
-    gate = judge(tally(rows("a", "c1", "passed")), 1.0, Baseline(Path("b"), "run-b", before))
+    gate = judge(tally(rows("a", "c1", "passed")), 1.0, Baseline(Path("b"), "run-b", before, Path("now")))
     assert gate.verdict == "passed" and gate.comparisons == []
     assert gate.sentence.endswith("No comparison: baseline run run-b tested x, y, none of this run's agents.")
 
@@ -93,15 +93,15 @@ def test_a_baseline_of_other_agents_is_said_to_compare_nothing():
 def test_a_new_agent_has_no_baseline_in_a_run_of_another_agent():
     before = tally(rows("a", f"c{i}", "passed")[0] for i in range(8))
     now = tally([row for i in range(8) for row in (*rows("a", f"c{i}", "passed"), *rows("b", f"c{i}", "passed", *["failed"] * 4))])
-    gate = judge(now, 0.01, Baseline(Path("b"), "run-b", before))
+    gate = judge(now, 0.01, Baseline(Path("b"), "run-b", before, Path("now")))
     assert [(c.agent, c.baseline_agent) for c in gate.comparisons] == [("a", "a")]  # b is not held to a's run
     assert gate.verdict == "passed" and gate.sentence.endswith("No baseline for b: baseline run run-b tested a.")
-    renamed = judge(tally(rows("b", "c1", "passed")), 1.0, Baseline(Path("b"), "run-b", before))
+    renamed = judge(tally(rows("b", "c1", "passed")), 1.0, Baseline(Path("b"), "run-b", before, Path("now")))
     assert [(c.agent, c.baseline_agent) for c in renamed.comparisons] == [("b", "a")]  # one agent each: renamed
 
 
 def test_a_gate_failed_against_the_baseline_says_so_first():
-    baseline = Baseline(Path("b"), "run-b", tally(rows("a", f"c{i}", *["passed"] * 5)[0] for i in range(20)))
+    baseline = Baseline(Path("b"), "run-b", tally(rows("a", f"c{i}", *["passed"] * 5)[0] for i in range(20)), Path("now"))
     now = tally(row for i in range(20) for row in rows("a", f"c{i}", *(["passed"] * 2 + ["failed"] * 3 if i < 9 else ["passed"] * 5)))
     gate = judge(now, 0.2, baseline)
     assert gate.below == 0 and gate.comparisons[0].worse

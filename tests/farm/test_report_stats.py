@@ -203,14 +203,16 @@ def test_equal_pass_rates_over_different_tries_are_no_difference(tmp_path: Path)
     assert not comparison.significant and comparison.sentence.endswith("2 cases are too few to detect any difference.")
 
 
-def test_runs_of_a_renamed_suite_are_paired_by_case_id(tmp_path: Path):
+def test_runs_of_another_suite_with_the_same_case_ids_are_not_compared(tmp_path: Path):
     old = write_run(tmp_path / "old", "run-old", {("bot", "x"): [False], ("bot", "y"): [True]}, runs=1)
     new = write_run(tmp_path / "new", "run-new", {("bot", "x"): [True], ("bot", "y"): [True]}, runs=1, day=1)
     cases = tmp_path / "new" / "cases.parquet"
     table = pq.read_table(cases)
     pq.write_table(table.set_column(table.schema.get_field_index("source"), "source", pa.array(["copy.jsonl:1"] * table.num_rows)), cases)
-    (comparison,) = analyse([old, new]).comparisons
-    assert (comparison.cases, comparison.b_better, comparison.better[0].suite) == (2, 1, "copy.jsonl")
+    report = analyse([old, new])
+    assert report.comparisons == []  # x and y of copy.jsonl are other cases than those of suite.jsonl
+    assert (report.comparison.paired, report.comparison.left_out, report.comparison.fixes) == (0, 4, [])
+    assert report.comparison.sentence == "Run run-old and run run-new have no case in common (the same suite and case id), so they are not compared."
 
 
 def _errors_run(folder: Path) -> Path:

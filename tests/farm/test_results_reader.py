@@ -160,3 +160,58 @@ def test_farm_results_exports_its_records_and_the_reader():
         assert getattr(farm.results, name) is not None, name
     with pytest.raises(AttributeError, match="no attribute 'read_runs'"):
         farm.results.read_runs  # noqa: B018
+
+
+# -- the suite of a case: what pairs it across runs -------------------------------------------------
+
+
+def suite_run(folder: Path, sources: dict[str, str], **info: object) -> Path:
+    """A finished run whose case ``id`` came from ``sources[id]``, with ``info`` in its run.json."""
+    with ParquetWriter(folder) as parquet:
+        for case_id, source in sources.items():
+            parquet.write(case_result(case_id, Status.PASSED, run_id=folder.name, agent="A", source=source))
+    write_run_json(folder, {"run_id": folder.name, "status": "finished", **info})
+    return folder
+
+
+def suites(run_dir: Path) -> dict[str, str]:
+    cases = read_run(run_dir).cases(columns=["case_id", "suite"])
+    return dict(zip(cases["case_id"].to_pylist(), cases["suite"].to_pylist(), strict=True))
+
+
+def test_a_suite_file_is_one_suite_however_the_run_named_it(tmp_path: Path):
+    project = tmp_path / "project"
+    config = {"path": str(project / "farm.toml")}
+    given = suite_run(tmp_path / "given", {"echo": "s.jsonl:1", "deep": "suites/../s.jsonl:4"}, cwd=str(project), config=config)
+    absolute = suite_run(tmp_path / "absolute", {"echo": f"{project}/s.jsonl:9"}, cwd=str(tmp_path), config=config)
+    below = suite_run(tmp_path / "below", {"echo": "../s.jsonl:1", "own": "s.jsonl:1"}, cwd=str(project / "sub"), config=config)
+    outside = suite_run(tmp_path / "outside", {"echo": "/elsewhere/s.jsonl:1"}, cwd=str(project), config=config)
+    assert suites(given) == {"echo": "s.jsonl", "deep": "s.jsonl"}
+    assert suites(absolute) == {"echo": "s.jsonl"}  # started elsewhere, the file named by its absolute path
+    assert suites(below) == {"echo": "s.jsonl", "own": "sub/s.jsonl"}  # relative to the project, not to where it started
+    assert suites(outside) == {"echo": "/elsewhere/s.jsonl"}
+    no_config = suite_run(tmp_path / "no-config", {"echo": f"{project}/s.jsonl:2"}, cwd=str(project))
+    assert suites(no_config) == {"echo": "s.jsonl"}  # no farm.toml: the folder it started in is the project's
+    assert read_run(given).suite_of("s.jsonl:7") == "s.jsonl"
+
+
+def test_a_message_stdin_and_generated_cases_have_suites_of_their_own(tmp_path: Path):
+    hello = suite_run(tmp_path / "hello", {"message": "<message>"}, input="hello there", cwd=str(tmp_path))
+    bye = suite_run(tmp_path / "bye", {"message": "<message>"}, input="bye now", cwd=str(tmp_path))
+    assert (suites(hello), suites(bye)) == ({"message": "hello there"}, {"message": "bye now"})
+    piped = suite_run(tmp_path / "piped", {"echo": "<stdin>:3"}, input="-", cwd=str(tmp_path))
+    assert suites(piped) == {"echo": "<stdin>"}
+    generated = tmp_path / "results" / "generated"
+    resumed_source = f"{generated}/generated.jsonl:2"  # a resumed generated run reads its first cases back
+    suite_run(generated, {"gen-b1-1": "agents:gen batch 1, case 1", "refund": resumed_source}, input="agents:gen?count=2", cwd=str(tmp_path))
+    assert suites(generated) == {"gen-b1-1": "agents:gen", "refund": "agents:gen"}
+    rescored = suite_run(tmp_path / "results" / "rescored", {"refund": resumed_source}, input=f"{generated}/generated.jsonl", cwd=str(tmp_path))
+    assert suites(rescored) == {"refund": "agents:gen"}  # farm rescore of it: the cases the generator wrote
+
+
+def test_a_run_an_older_farm_wrote_reads_its_suites_from_its_sources(tmp_path: Path):
+    with JSONLWriter(tmp_path / "old.jsonl") as jsonl:  # a results file: no run.json, so no cwd
+        jsonl.write(case_result("echo", Status.PASSED, run_id="old", source="suites/s.jsonl:3"))
+        jsonl.write(case_result("bare", Status.PASSED, run_id="old"))
+    assert suites(tmp_path / "old.jsonl") == {"echo": "suites/s.jsonl", "bare": ""}
+    assert "suite" not in read_run(tmp_path / "old.jsonl").cases().column_names  # asked for, never in the way

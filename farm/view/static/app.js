@@ -356,9 +356,12 @@ async function comparePage(mine, params) {
       figure("Pass rate", pct(s.pass_rate), id + "-rate"),
       interval ? figure("95% interval", `${pct(interval[0])} – ${pct(interval[1])}`, id + "-interval") : null,
       figure("Passed", `${s.passed} / ${s.judged}`), figure("Cases", s.cases)));
+  // an id two suites both use names two cases: their rows say which suite
+  const suitesOf = {};
+  for (const r of data.rows) (suitesOf[r.case_id] = suitesOf[r.case_id] || new Set()).add(r.suite);
   const columns = [
     { title: "Change", cell: (r) => changeBadge(r.change) },
-    { title: "Case", cell: (r) => r.case_id },
+    { title: "Case", cell: (r) => (suitesOf[r.case_id].size > 1 ? `${r.case_id} (${r.suite})` : r.case_id) },
     ...(data.rows.some((r) => r.agent) ? [{ title: "Agent", cell: (r) => r.agent || "" }] : []),
     { title: "Name", cell: (r) => (r.b || r.a).name || "" },
     { title: data.a.label, cell: (r) => outcome(r.a) },
@@ -377,6 +380,7 @@ async function comparePage(mine, params) {
     h("div", { class: "side-by-side" }, side(data.a, stats.interval_a, "side-a"), side(data.b, stats.interval_b, "side-b")),
     h("div", { class: "card", id: "verdict" },
       h("div", { class: "verdict", id: "sentence" }, stats.sentence || `${stats.a_only} case(s) passed only on ${data.a.label}, ${stats.b_only} only on ${data.b.label}.`),
+      stats.pairing && stats.pairing !== stats.sentence ? h("div", { class: "muted", id: "pairing" }, stats.pairing) : null,
       stats.p_value !== undefined && stats.p_value !== null ? h("div", { class: "muted", id: "p-value" }, `${stats.test} test over ${stats.paired} paired cases: p = ${stats.p_value.toPrecision(3)}`) : null),
     h("div", { class: "filters", id: "change-counts" },
       ["regression", "fix", "changed", "only_a", "only_b", "same"].map((k) => h("span", {}, changeBadge(k), ` ${changes[k]}`)),

@@ -1,0 +1,116 @@
+"""Which suite a case run belongs to: what every comparison of runs pairs cases by.
+
+A case in one run is the same case in another when both have the same suite and the same id
+(:data:`~farm.results.CASE_KEY`): ids repeat across suites (every suite may have its ``greet``), so an id alone
+would pair two different cases. The suite is where the case came from, read from the record's
+``source`` with what the run's ``run.json`` says of where it ran:
+
+- a suite file (``file:line``, a relative file relative to the run's ``cwd``): the file, relative
+  to the project folder, which is the folder of the run's ``farm.toml`` (``config.path``), else
+  the run's ``cwd``. So ``s.jsonl`` and its absolute path are one suite, and so are two checkouts
+  of a project on two machines. A file outside the project folder keeps its absolute path;
+- a direct message (``<message>``): the message itself (the run's ``input``): two runs of one
+  message pair, two runs of different messages do not;
+- cases on stdin (``<stdin>:line``): ``<stdin>``;
+- generated cases (``agents:<id> batch 1, case 2``, ``scripts:<ref> ...``): the generator,
+  ``agents:<id>``, as a suite file edited between two runs stays one suite. The cases a generated
+  run wrote to its ``generated.jsonl`` (read back by ``--resume``, or by ``farm rescore``) are
+  that run's generator's too;
+- no source (a results file of another tool): ``""``.
+
+A case of a ``farm rescore`` run is the case it judged again, whatever file the edited suite was
+read from: it keeps the suite it had in the run rescored (:meth:`RunRecord.cases`).
+
+Without a ``run.json`` (a results file) a file is taken as the record names it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import PurePath
+
+from farm.writers.runinfo import RunInfo
+
+__all__ = ["GENERATED_JSONL", "LINE", "MESSAGE", "STDIN", "Suites"]
+
+MESSAGE = "<message>"
+"""The ``source`` of a direct message's case (the suite of a run that does not say its message)."""
+
+STDIN = "<stdin>"
+"""The suite of cases read from stdin (``-i -``)."""
+
+GENERATED_JSONL = "generated.jsonl"
+"""The file in a run's folder that keeps the cases a generator wrote for it (``-i agents:``/``scripts:``)."""
+
+LINE = re.compile(r":\d+$")
+"""The line at the end of a ``source`` (``s.jsonl:12``)."""
+_GENERATORS = ("agents:", "scripts:")
+
+
+class Suites:
+    """The suites of one run's case records, each source worked out once.
+
+    ``info``: the run's ``run.json``; ``input_of``: the ``input`` of the run whose folder holds a
+    given ``generated.jsonl`` (None when it cannot be read)."""
+
+    def __init__(self, info: RunInfo, input_of: Callable[[str], str | None]):
+        self._cwd = info.cwd
+        config_path = info.config.get("path")
+        project = str(PurePath(config_path).parent) if isinstance(config_path, str) and config_path else info.cwd
+        self._project = _absolute(project, info.cwd) if project else None
+        self._input = _message(info)
+        self._input_of = input_of
+        self._known: dict[str, str] = {}
+
+    def of(self, source: str | None) -> str:
+        """The suite of a case whose record's ``source`` is ``source``."""
+        where = LINE.sub("", source or "")
+        known = self._known.get(where)
+        if known is None:
+            known = self._known[where] = self._suite(where)
+        return known
+
+    def _suite(self, where: str) -> str:
+        if not where:
+            return ""
+        if where == MESSAGE:
+            return self._input or MESSAGE
+        if where == STDIN:
+            return STDIN
+        if where.startswith(_GENERATORS):
+            return where.split(" ", 1)[0]  # "agents:gen batch 1, case 2": the generator
+        path = _absolute(where, self._cwd)
+        if PurePath(path).name == GENERATED_JSONL:
+            generator = self._input_of(str(PurePath(path).parent))
+            if generator is not None and generator.startswith(_GENERATORS):
+                return generator.split("?", 1)[0]
+        return self._in_project(path)
+
+    def _in_project(self, path: str) -> str:
+        """``path`` relative to the project folder when it is inside it; else as it is."""
+        if self._project is None or not os.path.isabs(path):
+            return path
+        try:
+            inside = os.path.commonpath([self._project, path]) == self._project
+        except ValueError:  # another drive
+            return path
+        return os.path.relpath(path, self._project) if inside else path
+
+
+def _message(info: RunInfo) -> str | None:
+    """The run's direct message: its ``input``, or of several inputs the one that is a message."""
+    if len(info.inputs) < 2:
+        return info.input
+    from farm.inputs import input_kind
+
+    return next((value for value in info.inputs if input_kind(value) == "message"), info.input)
+
+
+def _absolute(path: str, cwd: str | None) -> str:
+    """``path`` made absolute from ``cwd`` (when known) and normalised (``./a/../s.jsonl`` is ``s.jsonl``);
+    the files are not looked at: a run is read where its files may no longer be."""
+    if cwd and not os.path.isabs(path):
+        path = os.path.join(cwd, path)
+    return os.path.normpath(path)
