@@ -127,3 +127,35 @@ def test_an_empty_string_is_no_value():
     previous = _everything_recorded()
     resolved = resolve(RunRequest(input="", simulator="", timeout=""), previous, FarmConfig())
     assert resolved.input == "suite.jsonl" and resolved.simulator == "sim-run" and resolved.timeout == 7.0
+
+
+def test_every_farm_test_option_reaches_farm_run_under_its_row(monkeypatch: pytest.MonkeyPatch):
+    """Each flag of ``farm test``, given, arrives at :func:`farm.run` as its row's keyword: a flag
+    the command forgets to pass on fails here, named."""
+    from typer.testing import CliRunner
+
+    seen: dict = {}
+
+    def fake_run(input=None, **keywords):
+        seen.update(keywords, input=input)
+        raise typer.Exit(0)
+
+    monkeypatch.setattr(farm, "run", fake_run)
+    command = typer.main.get_command(app).commands["test"]  # type: ignore[attr-defined]
+    by_flag = {option.flag: name for name, option in OPTIONS.items() if option.flag is not None}
+    for param in command.params:
+        (flag,) = [each for each in param.opts if each.startswith("--")]
+        value = [] if param.is_flag else ["0.5" if flag in ("--min-pass-rate", "--max-cost") else "3"]
+        seen.clear()
+        result = CliRunner().invoke(app, ["test", flag, *value], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        name = by_flag[flag]
+        assert seen.get(name) not in (None, [], ""), f"farm test {flag} does not reach farm.run({name}=...)"
+
+
+def test_run_json_records_every_option_it_has_a_field_for_as_resolved():
+    resolved = resolve(RunRequest(input="x"), _everything_recorded(), _everything_set())
+    recorded = resolved.recorded
+    for name in RunOptions.model_fields:
+        value = getattr(resolved, name)
+        assert getattr(recorded, name) == (list(value) if isinstance(value, tuple) else value), f"run.json's options.{name}"
