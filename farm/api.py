@@ -83,30 +83,7 @@ def run(
 ) -> RunResult:
     """Run a suite against an agent; the options are ``farm test``'s (SPEC section 2). One left at
     None takes the resumed run's value, else ``[farm]``'s, else its default, as
-    :data:`farm._run.request.OPTIONS` says for each.
-
-    - ``input``: a ``.jsonl``/``.json`` file, a folder of them, a glob, a message, ``agents:<id>?k=v``,
-      ``scripts:<id>?k=v``, ``scripts.<module>`` (script tests) or ``-`` (stdin); or a list of
-      suites, run in one run (:data:`farm.inputs.PATH_RULE` tells a path from a message).
-    - ``config``: a ``farm.toml`` path or a loaded :class:`~farm.config.FarmConfig`.
-    - ``agent``: the agent under test, or a list of agents (``-n A -n B``): every case runs on
-      each, in one run, each result naming its ``agent``.
-    - ``engine``: ``local``, ``ray`` or ``auto``; ``match``: only cases whose id matches this regex (``--run``); ``tags``: only these tags.
-    - ``golden``: compare every case with its golden conversation in this folder (``--golden``).
-    - ``update_golden``: write every passed case's conversation to this folder instead (no comparing).
-    - ``console``: where the tree and the summary go; ``quiet`` (``-q``): one line per case that
-      did not pass and the summary (``console=rich.console.Console(quiet=True)`` prints nothing).
-    - ``command``: what ``run.json`` records as the command line; ``cache``: False (``--no-cache``)
-      sends every role call, none answered from the role cache.
-    - ``retries``: times a case that ended in an agent error or timeout runs again.
-    - ``max_cost``: USD after which nothing more is dispatched; what is in flight finishes, and
-      ``resume`` with a larger budget runs the rest.
-    - ``min_pass_rate``: the share of its tries a case must pass; ``baseline``: a run folder, or
-      ``last``, to compare with; the run fails its gate when significantly worse (:mod:`farm.gate`).
-    - ``retry_errors``: with ``resume``, run again the cases that ended in ``error`` or ``timeout``.
-    - ``run``, ``name``, ``json``: the CLI's names (``--run``, ``-n/--name``, ``--json``) of
-      ``match``, ``agent`` and ``json_events``.
-    """
+    :data:`farm._run.request.OPTIONS` says for each (the keywords: :data:`RUN_KEYWORDS`)."""
     given = dict(locals())  # first: every keyword, and nothing else
     from farm._run import running  # the run path loads when a run starts
     from farm._run.request import RunRequest, locate, resolve
@@ -117,6 +94,34 @@ def run(
     cfg = locate(request, previous)
     prepared = running.prepare_run(resolve(request, previous, cfg), cfg, previous)
     return running.dry_run(prepared) if request.dry_run else running.execute_run(running.plan_run(prepared))
+
+
+RUN_KEYWORDS = """\
+- ``input``: a ``.jsonl``/``.json`` file, a folder of them, a glob, a message, ``agents:<id>?k=v``,
+  ``scripts:<id>?k=v``, ``scripts.<module>`` (script tests) or ``-`` (stdin); or a list of
+  suites, run in one run (:data:`farm.inputs.PATH_RULE` tells a path from a message).
+- ``config``: a ``farm.toml`` path or a loaded :class:`~farm.config.FarmConfig`.
+- ``agent``: the agent under test, or a list of agents (``-n A -n B``): every case runs on
+  each, in one run, each result naming its ``agent``.
+- ``engine``: ``local``, ``ray`` or ``auto``; ``match``: only cases whose id matches this regex (``--run``); ``tags``: only these tags.
+- ``golden``: compare every case with its golden conversation in this folder (``--golden``).
+- ``update_golden``: write every passed case's conversation to this folder instead (no comparing).
+- ``console``: where the tree and the summary go; ``quiet`` (``-q``): one line per case that
+  did not pass and the summary (``console=rich.console.Console(quiet=True)`` prints nothing).
+- ``command``: what ``run.json`` records as the command line; ``cache``: False (``--no-cache``)
+  sends every role call, none answered from the role cache.
+- ``retries``: times a case that ended in an agent error or timeout runs again.
+- ``max_cost``: USD after which nothing more is dispatched; what is in flight finishes, and
+  ``resume`` with a larger budget runs the rest.
+- ``min_pass_rate``: the share of its tries a case must pass; ``baseline``: a run folder, or
+  ``last``, to compare with; the run fails its gate when significantly worse (:mod:`farm.gate`).
+- ``retry_errors``: with ``resume``, run again the cases that ended in ``error`` or ``timeout``.
+- ``run``, ``name``, ``json``: the CLI's names (``--run``, ``-n/--name``, ``--json``) of
+  ``match``, ``agent`` and ``json_events``.
+"""
+"""What :func:`run`'s keywords take, beyond ``farm test --help``; :func:`run`'s docstring ends with it."""
+
+run.__doc__ = f"{run.__doc__}\n\n{RUN_KEYWORDS}"
 
 
 async def run_async(input: str | Sequence[str] | None = None, **options: Any) -> RunResult:

@@ -1,5 +1,6 @@
 """What :func:`farm.run` does around the engine's part: the dry run's listing, the global hooks,
-the reporter agent, the lines that say why a run stopped, and the role calls counted after it."""
+what watches each result, the reporter agent, the lines that say why a run stopped, and the role
+calls counted after it."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ from rich.markup import escape
 from farm.errors import UsageError
 
 if TYPE_CHECKING:
+    from farm._run.phases import Planned
     from farm.config import FarmConfig
     from farm.results import CaseResult
     from farm.roles.cache import CallTally
     from farm.suite.loader import Suite
     from farm.summary import Summary
 
-__all__ = ["Reach", "Say", "agent_report", "count_after_run", "global_hook", "remove_run", "resume_command", "say_stopped", "show_dry_run"]
+__all__ = ["Reach", "Say", "Watch", "agent_report", "report_and_after", "count_after_run", "global_hook", "remove_run", "resume_command", "say_stopped", "show_dry_run"]
 
 
 class Reach:
@@ -34,6 +36,27 @@ class Reach:
         if result.ended_by == "unreachable" and self.unreachable is None:
             self.unreachable = result.error
         self.answers = self.answers or any(turn.replies for turn in result.turns)
+
+
+class Watch:
+    """Told each result as it finishes: the endpoints' reach (not in a rescore, which calls none),
+    a bounded sample of what went wrong (for the reporter), the golden recorder and the console."""
+
+    def __init__(self, planned: Planned):
+        self.reach = Reach()
+        self.replayed = planned.prepared.rescoring is not None
+        self.problems: list[dict[str, Any]] = []
+        self.recorder = planned.recorder
+        self.view = planned.prepared.view
+
+    def __call__(self, result: CaseResult) -> None:
+        if not self.replayed:
+            self.reach.offer(result)
+        if not result.status.ok and len(self.problems) < 200:
+            self.problems.append({"id": result.id, "name": result.name, "status": result.status.value, "error": result.error})
+        if self.recorder is not None:
+            self.recorder.offer(result)
+        self.view.result(result)
 
 
 def say_stopped(console: Console, reason: str | None, summary: Summary, max_cost: float | None, again: str) -> None:
@@ -140,3 +163,30 @@ def show_dry_run(suite: Suite, output: Path | None, console: Console, quiet: boo
         line = f"{valid} valid case(s), {sum(1 for c in suite.cases if c.error)} with problems" + (f"; written to {output}" if output else "")
         console.print(escape(line), highlight=False, emoji=False)
     return 2 if suite.problems else 0
+
+
+def report_and_after(planned: Planned, summary: Summary, watch: Watch) -> bool:
+    """The reporter agent's ``report.md`` and the ``after`` hook; False when either failed (said in one line)."""
+    from farm.roles.cache import tally
+
+    prepared = planned.prepared
+    options, console, run_dir = prepared.options, prepared.view.console, prepared.run_dir
+    done = True
+    if options.reporter:
+        try:
+            with tally() as reporter_calls:
+                facts = {**planned.hook_info, "counts": summary.count_dict(), "problems": watch.problems}
+                path = agent_report(prepared.cfg, options.reporter, run_dir, facts, options.cache)
+            count_after_run(run_dir, summary, reporter_calls)
+            if not options.quiet:
+                console.print(f"Report: {path}", soft_wrap=True, highlight=False, markup=False)
+        except UsageError as exc:
+            console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
+            done = False
+    if options.after:
+        try:
+            global_hook(prepared.cfg, options.after, {"phase": "after", **planned.hook_info, "counts": summary.count_dict(), "run_dir": str(run_dir)})
+        except UsageError as exc:
+            console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
+            done = False
+    return done

@@ -19,13 +19,9 @@ from farm.errors import UsageError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from farm._run.request import ResolvedOptions
     from farm._run.result import RunResult
     from farm.config import FarmConfig
-    from farm.engines import RunPlan
     from farm.results import CaseResult, RunRecord
-    from farm.suite.loader import Suite
-    from farm.writers import RunInfo
 
 __all__ = ["rescore"]
 
@@ -60,19 +56,16 @@ def rescore(
     - ``cache``: whether role calls (the validators of ``agent`` assertions) may be answered
       from the role cache; ``farm rescore --no-cache`` sets it False.
 
-    The result is a new run folder beside the source, whose role cache (the ``.cache`` folder
-    there) it uses (its own ``run_id``, results JSONL, Parquet
-    tables, ``run.json`` with ``rescored_from``), written as ``farm test`` writes a run, so
-    ``farm report OLD NEW`` compares the two. A case that cannot be rescored (its inputs changed,
-    or the edited case needs more of the conversation than was recorded) is an ``error`` with
-    ``rescorable: false`` (:mod:`farm.conversation.replay`). Rescoring always runs in this process.
+    The result is a new run folder beside the source, written as ``farm test`` writes a run (its
+    ``run.json`` with ``rescored_from``), so ``farm report OLD NEW`` compares the two; it uses
+    the role cache there. A case that cannot be rescored (its inputs changed, or it needs more
+    than was recorded) is an ``error`` with ``rescorable: false`` (:mod:`farm.conversation.replay`).
     """
+    from farm._run import running
+    from farm._run.phases import Rescoring
     from farm._run.request import RunRequest, resolve
-    from farm._run.result import new_run_id
-    from farm._run.setup import build_plan
     from farm.conversation.replay import Replay
-    from farm.ratelimit import DEFAULT_PARALLEL
-    from farm.writers import RunInfo
+    from farm.writers import RUN_JSON
 
     run = _source(run_dir)
     previous, source = run.info, run.path
@@ -81,31 +74,18 @@ def rescore(
     # The conversations are the run's, so what shaped them is too (its options, resolved as a
     # resume resolves them); the selection (by default the run's own) and the cache are the
     # rescore's, and nothing is retried, recorded as golden or budgeted: no agent is called.
-    interactive = bool(previous.options.interactive)  # a person's recorded answers are replayed
-    selected = {"output": output, "match": match, "tags": tags, "cache": cache, "retries": 0, "interactive": interactive}
-    shown = {"junit": junit, "html": html, "json_events": json_events, "console": console, "verbose": verbose, "quiet": quiet, "command": command}
-    given = RunRequest.of({"input": input_value, "config": config, **selected, **shown})
-    options = replace(resolve(given, previous, cfg), update_golden=None, max_cost=None, baseline=None)  # the run's gate, no baseline
-    suite, agent_id = _suite(cfg, options, source)
-    agents = options.agents  # the run's own (agent_id the first)
-    run_id = new_run_id()
-    replay = Replay(_recorded(run, agent_id), previous.run_id or source.name)
-    plan = build_plan(cfg, agents, suite, options, run_id, parallel=options.parallel or DEFAULT_PARALLEL, runs=options.runs, replay=replay)
-    info = RunInfo(
-        run_id=run_id,
-        command=options.command or ["farm.rescore", str(run_dir), *([input] if isinstance(input, str) else input or [])],
-        input=options.input,
-        inputs=list(options.inputs),
-        cwd=str(Path.cwd()),
-        agent=agent_id,
-        agents=agents,
-        connector=previous.connector,
-        connectors=previous.connectors,
-        config=cfg.safe_dump(),
-        options=options.recorded,
-        rescored_from={"run_id": previous.run_id or source.name, "run_dir": str(source)},
-    )
-    return _execute(plan, info, options, cfg.results_dir / run_id, source, previous.run_id or str(source))
+    interactive = previous.options.interactive  # a person's recorded answers are replayed
+    selected = {"match": match, "tags": tags, "cache": cache, "retries": 0, "interactive": interactive}
+    shown = {"junit": junit, "html": html, "json_events": json_events, "console": console, "verbose": verbose, "quiet": quiet}
+    command = command or ["farm.rescore", str(run_dir), *([input] if isinstance(input, str) else input or [])]
+    given = RunRequest.of({"input": input_value, "config": config, "command": command, **selected, **shown})
+    options = resolve(given, previous, cfg)
+    if not options.agents:
+        raise UsageError(f"{source / RUN_JSON} names no agent and the config sets no [farm].default_agent: there is no agent to rescore the run of")
+    # the run's gate, no baseline; -o alone (not the source run's results file); on this process's engine
+    options = replace(options, update_golden=None, max_cost=None, baseline=None, output=output, engine="local", resume=None)
+    rescoring = Rescoring(source, previous, Replay(_recorded(run, options.agents[0]), previous.run_id or source.name))
+    return running.execute_run(running.plan_run(running.prepare_run(options, cfg, None, rescoring)))
 
 
 def _source(run_dir: str | Path) -> RunRecord:
@@ -153,51 +133,6 @@ def _config(run: RunRecord, config: str | Path | FarmConfig | None, input_value:
     loaded = farm_config(config or recorded_config(run.info), input_value)
     return loaded.model_copy(update={"farm": loaded.farm.model_copy(update={"results_dir": str(run.path.parent)})})
 
-
-def _suite(cfg: FarmConfig, options: ResolvedOptions, source: Path) -> tuple[Suite, str]:
-    """The selected cases, checked as a suite (the agent is not called), attached to their golden
-    conversations; and the agent the run tested."""
-    from farm._run.setup import prepare
-    from farm.conversation.golden import attach
-    from farm.suite.checks import check_suite
-
-    agent_id = options.agents[0] if options.agents else None
-    suite = prepare(cfg, options.inputs, agent_id, options.match, options.tags, False, options.cache)
-    if agent_id is None:
-        from farm.writers import RUN_JSON
-
-        raise UsageError(f"{source / RUN_JSON} names no agent and the config sets no [farm].default_agent: there is no agent to rescore the run of")
-    check_suite(suite, cfg, default_simulator=options.simulator)  # the suite's own checks; the agent is not called
-    if not suite.cases:
-        raise UsageError(f"{suite.description}: no test cases to rescore")
-    attach(suite.cases, Path(options.golden) if options.golden is not None else cfg.golden_dir, every=options.golden is not None, input=options.input)
-    return suite, agent_id
-
-
-def _execute(plan: RunPlan, info: RunInfo, options: ResolvedOptions, out_dir: Path, source: Path, rescoring: str) -> RunResult:
-    """Replay ``plan`` on the local engine into ``out_dir`` (the JSONL at ``-o``, when given) under
-    the console; the summary says where from (``rescoring``: the source run's id)."""
-    from farm._run.execution import RunOutputs
-    from farm._run.gating import deciding, show_gate
-    from farm._run.result import RunResult
-    from farm._run.setup import execute_viewed
-    from farm._run.view import RunView
-    from farm.engines import make_engine
-    from farm.writers.extra import extra_writers
-
-    run_id, output = info.run_id, options.given.output  # -o: not the source run's
-    view = RunView(options.console, json_events=options.json_events, quiet=options.quiet, verbose=options.verbose)
-    jsonl = Path(output) if output else out_dir / "results.jsonl"
-    facts = {"input": info.input, "agent": info.agent, "run_id": run_id, "cases": len(plan.cases), "rescored_from": info.rescored_from, "runs": plan.runs, "parallel": plan.parallel}
-    reports, streams = extra_writers(options, run_id, facts, lambda: info.gate)
-    view.start(info.agents or info.agent or "", info.input or "", len(plan.cases), {"Run": run_id, "Rescoring": rescoring}, plan.total)
-    gate = deciding(options, None)  # the run's own --min-pass-rate: a rescore is judged as the run was
-    outputs = RunOutputs(run_dir=out_dir, jsonl=jsonl, reports=reports, streams=streams, gate=gate)
-    ended = execute_viewed(plan, outputs, make_engine("local"), info, view, view.result, None)
-    if isinstance(ended, RunResult):
-        return ended
-    view.summary(ended, [f"Rescored from: {source}", f"Results: {jsonl}", f"Parquet: {out_dir}/ (cases, turns, assertions)"], reports)
-    return RunResult(show_gate(ended, info, view), out_dir, jsonl, ended, "local", run_id)
 
 def _recorded(run: RunRecord, agent: str) -> dict[tuple[str, int, str], CaseResult]:
     """The source run's results by ``(case id, run index, agent)``, the first record of each; from
