@@ -27,6 +27,7 @@ from ray.exceptions import ActorUnavailableError, RayActorError, RaySystemError,
 
 from farm.engines import EngineLost, Job, RunPlan, Scheduler, StopReason
 from farm.engines.feed import ThreadFeed
+from farm.engines.finished import Finished
 from farm.engines.health import Answer, WorkerHealth
 from farm.results import CaseResult
 
@@ -70,10 +71,9 @@ class _Pump:
     """The run's loop: send jobs to free slots, take what is ready, settle it, and again until done."""
 
     def __init__(self, plan: RunPlan, actors: RunActors, scheduler: Scheduler, health: WorkerHealth, on_result: Callable[[CaseResult], None]):
-        self.actors, self.scheduler, self.health, self.on_result = actors, scheduler, health, on_result
+        self.actors, self.scheduler, self.health = actors, scheduler, health
         self.in_flight: dict[Any, tuple[str, Job]] = {}
-        for result in scheduler.add(actors.roles.for_cases(plan.cases)):
-            on_result(result)
+        self.finished = Finished(on_result, scheduler.add(actors.roles.for_cases(plan.cases)))
         self.feed = ThreadFeed(plan.stream, lambda: actors.roles.generate, plan.on_generation) if plan.stream else None
         if self.feed is None:
             scheduler.close()
@@ -86,7 +86,10 @@ class _Pump:
         try:
             while True:
                 self.take_arrivals(0.0)
+                # refill the freed slots before the slower work of writing and printing
+                # the results, so that the actors never wait for the driver's console
                 self.submit()
+                self.finished.record_all()
                 if self.scheduler.done:
                     return
                 waiting = [*self.in_flight, *self.health.probes]
@@ -96,15 +99,13 @@ class _Pump:
                     else:
                         time.sleep(0.05)
                     continue
-                ready = self.ready(waiting)
-                if not ready:
-                    continue
-                arrived = [result for ref in ready for result in self.settle(ref)]
-                # refill the freed slots before the slower work of writing and printing
-                # the results, so that the actors never wait for the driver's console
-                self.submit()
-                for result in arrived:
-                    self.on_result(result)
+                self.finished.take(self.settle, *self.ready(waiting))
+        except KeyboardInterrupt:  # interrupted: the cases that ended are kept, not run again
+            # a case whose result is back (or came back meanwhile) ran: it is written before the actors go
+            if self.in_flight:
+                self.finished.take(self.settle, *ray.wait(list(self.in_flight), num_returns=len(self.in_flight), timeout=0)[0])
+            self.finished.record_all()
+            raise
         finally:
             if self.feed is not None:
                 self.feed.close()
@@ -119,8 +120,7 @@ class _Pump:
         if self.feed is None or not self.feed.open:
             return
         for batch in self.feed.take(wait):
-            for result in self.scheduler.add(self.actors.roles.for_cases(batch)):
-                self.on_result(result)
+            self.finished.add(self.scheduler.add(self.actors.roles.for_cases(batch)))
         if not self.feed.open:
             self.scheduler.close()
 

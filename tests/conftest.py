@@ -3,8 +3,10 @@ and projects whose agents are Python functions."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -144,6 +146,42 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         shared.session_ended()
         if not any((shared.folder / "sessions").iterdir()):  # the last worker out tidies up
             shutil.rmtree(shared.folder, ignore_errors=True)
+
+
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time of each write.
+
+    Ray's console handler (``PlainRayHandler`` on the ``ray`` logger) means to, but keeps the
+    ``sys.stderr`` of when it was made, at ``import ray``: under pytest, a capture's file. Ray
+    logs after pytest has closed it (at exit), and each line was a "--- Logging error ---
+    ValueError: I/O operation on closed file" traceback; following ``sys.stderr`` they go to
+    the capture while it is open and to the terminal after."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def _ray_logs_follow_stderr() -> None:
+    if "ray" not in sys.modules:  # not imported: no handler yet
+        return
+    for handler in logging.getLogger("ray").handlers:
+        # Ray's own console handlers (pytest adds its capture's handlers to this logger during a test)
+        console = isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)
+        if console and type(handler).__module__.startswith("ray.") and not isinstance(handler.stream, _CurrentStderr):
+            handler.setStream(_CurrentStderr())  # type: ignore[arg-type]  # it writes and flushes, all a handler needs
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """A test may import Ray while its own capture (``capsys``) is ``sys.stderr``: not past its end."""
+    _ray_logs_follow_stderr()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Before pytest closes its capture of the whole run (see :class:`_CurrentStderr`)."""
+    _ray_logs_follow_stderr()
 
 
 @pytest.fixture(params=["local", pytest.param("ray", marks=pytest.mark.ray)])

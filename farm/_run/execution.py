@@ -16,19 +16,19 @@ from __future__ import annotations
 import gc
 import platform
 import shutil
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from farm import __version__
 from farm._run import YOUNG_THRESHOLD
 from farm.engines import Engine, RunPlan, case_cost
 from farm.errors import EngineLost, RunError
+from farm.interrupts import Interrupts, uninterrupted
 from farm.results import CaseResult
 from farm.secrets import Scrubber
 from farm.summary import Summary
@@ -36,7 +36,7 @@ from farm.writers import JSONLWriter, MultiWriter, ParquetWriter, ResultWriter, 
 from farm.writers.parquet import PARTS_DIR
 from farm.writers.runinfo import RunGate, RunPart
 
-__all__ = ["RunInterrupted", "RunOutputs", "RunStopped", "execute", "interrupts_ignored"]
+__all__ = ["RunInterrupted", "RunOutputs", "RunStopped", "execute"]
 
 
 class RunInterrupted(RunError):
@@ -114,48 +114,6 @@ def _collector_for_the_run() -> Iterator[None]:
                 _collector_restore = None
 
 
-class _Interrupts:
-    """SIGINT and SIGTERM raise ``KeyboardInterrupt`` once; later ones, while the run is
-    cleaning up, are ignored, so a second Ctrl-C never cuts the clean-up short.
-
-    SIGINT is set too because a process started in the background by a shell script
-    inherits SIGINT ignored, and ``kill -INT`` must still stop it. Only the main thread
-    may set handlers; elsewhere (a notebook's helper thread) nothing changes.
-    """
-
-    def __init__(self) -> None:
-        self.fired = False
-        self.previous: dict[int, Any] = {}
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        if not self.fired:
-            self.fired = True
-            raise KeyboardInterrupt()
-
-    def __enter__(self) -> _Interrupts:
-        if threading.current_thread() is threading.main_thread():
-            self.previous = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-        return self
-
-    def rearm(self) -> None:
-        """Set the handlers again: ``ray.init`` replaces the SIGTERM handler with its own."""
-        for sig in self.previous:
-            signal.signal(sig, self._handler)
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-
-
-@contextmanager
-def interrupts_ignored() -> Iterator[None]:
-    """SIGINT and SIGTERM ignored while the block runs (saying how an interrupted run ended: a second
-    Ctrl-C must not cut that short either); the handlers come back after it."""
-    with _Interrupts() as interrupts:
-        interrupts.fired = True  # as after the first: every one is ignored
-        yield
-
-
 def _earlier_results(outputs: RunOutputs) -> list[CaseResult]:
     """The results of the run's earlier parts, once each, from the JSONL (the source of truth)."""
     if not (outputs.resume and outputs.jsonl.exists()):
@@ -207,10 +165,9 @@ def execute(
 ) -> Summary:
     """Run ``plan`` on ``engine`` and write its results; returns the whole run's :class:`Summary`.
 
-    ``info`` is the run's record as far as the caller knows it (``command``: this part's; ``parts``:
-    a resumed run's earlier ones); this adds this part, fills in the rest (status, engine, versions,
-    counts, timings) and writes it to ``run.json``. ``on_phase`` hears what the run is waiting for
-    (``"starting Ray…"``).
+    ``info`` is the run's record as far as the caller knows it (``command``: this part's; ``parts``: a resumed
+    run's earlier ones); this adds this part, fills in the rest (status, engine, versions, counts, timings) and
+    writes it to ``run.json``. ``on_phase`` hears what the run is waiting for (``"starting Ray…"``).
     """
     started = time.time()
     part = _begin_part(info, started, engine.name, outputs.jsonl)
@@ -228,8 +185,9 @@ def execute(
         return round(time.time() - started, 3)
 
     def record(result: CaseResult) -> None:
-        writers.write(result)
-        summary.add(result)
+        with uninterrupted():  # in the results file and in the summary (and so the gate), or in neither
+            writers.write(result)
+            summary.add(result)
         on_result(result)
         timings["last_result_s"] = elapsed()
         timings.setdefault("first_result_s", timings["last_result_s"])
@@ -237,7 +195,7 @@ def execute(
     interrupted = False
     lost: str | None = None
     ended = False  # the engine ran the plan to its end (or to a stop it chose)
-    with _Interrupts() as interrupts:
+    with Interrupts() as interrupts:
         try:
             if engine.starting:
                 on_phase(engine.starting)

@@ -124,8 +124,9 @@ def execute_viewed(
     """Run ``plan`` (:func:`farm._run.execution.execute`) under ``view``; the run's :class:`Summary`, or,
     when an interrupt or a lost engine ended it early, the :class:`RunResult` to return, the
     console having said so with ``resume`` (the command that finishes it)."""
-    from farm._run.execution import RunInterrupted, RunStopped, execute, interrupts_ignored
+    from farm._run.execution import RunInterrupted, RunStopped, execute
     from farm._run.result import RunResult
+    from farm.interrupts import interrupts_ignored
 
     try:
         return execute(plan, outputs, engine, info=info, on_result=on_result, on_phase=view.phase)

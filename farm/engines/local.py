@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from farm.agents.transport import HTTPClient
 from farm.aio import run_sync
 from farm.engines import Job, RunPlan, StopReason, Terminal, Worker
 from farm.engines.feed import Arrival, pump
+from farm.engines.finished import Finished
 from farm.engines.worker import CaseWorker
 from farm.ratelimit import local_limiters
 from farm.results import CaseResult
@@ -84,8 +84,7 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
     roles = LocalRoles(plan.config, limiter_for=limiter_for, cache=RoleCache.for_config(plan.config) if plan.settings.cache else None)
     worker = _case_worker(plan, roles, http, limiter_for)
     scheduler = plan.scheduler([Worker("local", plan.parallel)])
-    for result in scheduler.add(plan.cases):
-        on_result(result)
+    finished = Finished(on_result, scheduler.add(plan.cases))  # recorded once the cases that took the free slots are sent
     arrived: list[Arrival] = []
     wake = asyncio.Event()
 
@@ -97,7 +96,6 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
     if feed is None:
         scheduler.close()
     running: dict[asyncio.Future[CaseResult], Job] = {}
-    finished: deque[CaseResult] = deque()  # recorded once the cases that took the free slots are sent
     failed: list[BaseException] = []
     closing = False  # the run is ending (done, failed or interrupted): no case starts any more
 
@@ -107,16 +105,17 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
             running[task] = job
             task.add_done_callback(ended)
 
+    def settle(task: asyncio.Future[CaseResult]) -> list[CaseResult]:  # its case ended on its own: it leaves `running`
+        job = running.pop(task)
+        return scheduler.crashed(job, repr(exc)) if (exc := task.exception()) is not None else scheduler.finished(job, task.result())
+
     def ended(task: asyncio.Future[CaseResult]) -> None:
         """A case ended: its slot takes the next case at once, before any result is written,
         so that a slot waits for no other case's bookkeeping (nor a burst of replies for theirs)."""
-        job = running.pop(task, None)
-        # not the case's own end: the run is ending (and cancelled it), or an interrupt came in its step
-        if job is None or closing or task.cancelled() or not isinstance(task.exception(), Exception | None):
+        if closing or task not in running or not _ended_itself(task):
             return
         try:
-            exc = task.exception()
-            finished.extend(scheduler.crashed(job, repr(exc)) if exc is not None else scheduler.finished(job, task.result()))
+            finished.take(settle, task)
             start_next()
         except Exception as error:  # noqa: BLE001 - raised again where the run is pumped
             failed.append(error)
@@ -137,16 +136,15 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
                 elif isinstance(item, Exception):
                     raise item
                 else:
-                    for result in scheduler.add(item):
-                        on_result(result)
+                    finished.add(scheduler.add(item))
             arrived.clear()
             while finished:  # a reply that came meanwhile is read first: it holds up its slot, a result nothing
-                on_result(finished.popleft())
+                finished.record_one()
                 await asyncio.sleep(0)
             start_next()
-    except (KeyboardInterrupt, asyncio.CancelledError):  # interrupted: the cases that ended are kept, not run again
-        while finished:
-            on_result(finished.popleft())
+    except (KeyboardInterrupt, asyncio.CancelledError):  # interrupted: the cases that ended are kept, not run again,
+        finished.take(settle, *[t for t in running if t.done() and _ended_itself(t)])  # those whose `ended` had not run too
+        finished.record_all()
         raise
     finally:
         closing = True
@@ -158,3 +156,9 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
         await roles.aclose()
         await http.aclose()
     return scheduler.stop_reason if scheduler.stop_reason != StopReason.REQUESTED else None
+
+
+def _ended_itself(task: asyncio.Future[CaseResult]) -> bool:
+    """Whether the case of ``task`` came to its own end: not cancelled by the ending run, nor
+    stopped by an interrupt that came in its step (a ``KeyboardInterrupt`` is no case's error)."""
+    return not task.cancelled() and isinstance(task.exception(), Exception | None)

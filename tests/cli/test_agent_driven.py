@@ -11,12 +11,13 @@ import socket
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from farm.cli.app import app
 from typer.testing import CliRunner
 
-from farm.demo.server import JSONServer
+from farm.demo.server import JSONServer, Response
 from tests.scripted import RoleModels, ScriptedAgent, farm_toml, roles_toml
 
 SIM = {"use": "sim", "options": {"metadata": {"goal": "file a $3500 travel expense"}}}
@@ -123,14 +124,42 @@ def test_validator_pass_and_fail(project: Path):
     assert got["judged-fail"]["status"] == "failed" and failed["suggestions"] == ["say refunded"]
 
 
-def test_a_slow_validator_does_not_slow_other_conversations(project: Path):
+class HeldValidator:
+    """The role models, but ``val-slow`` answers only once ``results`` holds ``quick`` results (or
+    after ``patience`` seconds, for a run that held them up): it is still pending while they end."""
+
+    def __init__(self, results: Path, quick: int, patience: float = 60.0):
+        self.models = RoleModels()
+        self.results, self.quick, self.patience = results, quick, patience
+        self.written_when_answered: list[int] = []
+
+    def written(self) -> int:
+        return len(self.results.read_text().splitlines()) if self.results.exists() else 0
+
+    def __call__(self, path: str, body: Any, headers: dict[str, str]) -> Response:
+        if body.get("model") != "val-slow":
+            return self.models(path, body, headers)
+        deadline = time.monotonic() + self.patience
+        while self.written() < self.quick and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.written_when_answered.append(self.written())
+        return self.models(path, {**body, "model": "val"}, headers)  # the same verdict, now
+
+
+def test_a_slow_validator_does_not_slow_other_conversations(tmp_path: Path, servers, engine: str):
+    """Conversations go on while a validator call is pending: the 20 quick ones are written
+    before the judge's validator answers, which waits for them."""
+    agent = servers[0]
+    held = HeldValidator(tmp_path / "out.jsonl", quick=20)
     judged = {"id": "slow-judge", "input": "Hello", "assertions": [{"type": "agent", "use": "agents:val-slow", "options": {"metadata": {"criteria": "expense"}}}]}
     quick = [{"id": f"quick-{i}", "turns": [{"input": "I want to submit an expense"}, {"input": "Travel, $10"}, {"input": "yes"}]} for i in range(20)]
-    result, got = run(project, [judged] + quick, "--parallel", "8")
+    with JSONServer(held) as roles:
+        (tmp_path / "farm.toml").write_text(farm_toml(agent.url, engine=engine) + roles_toml(roles.url))
+        result, got = run(tmp_path, [judged] + quick, "--parallel", "8")
     assert result.exit_code == 0, result.output
-    assert got["slow-judge"]["duration_ms"] >= 3000
-    slowest_quick = max(got[f"quick-{i}"]["duration_ms"] for i in range(20))
-    assert slowest_quick < 1500, f"target-agent conversations waited for the judge ({slowest_quick} ms)"
+    assert held.written_when_answered == [20], "the validator's answer came before the other conversations had ended"
+    assert got["slow-judge"]["status"] == "passed" and all(got[f"quick-{i}"]["status"] == "passed" for i in range(20))
+    assert list(got)[-1] == "slow-judge"  # it ended last, as it waited
 
 
 def test_generated_cases_from_an_agent(project: Path, servers):

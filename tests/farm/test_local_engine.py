@@ -70,6 +70,8 @@ async def reply(messages, options):
         raise asyncio.CancelledError()
     if text == "slow":  # answers once the first result is written
         await FIRST_WRITTEN.wait()
+    elif text == "quick":  # ends in its first step
+        pass
     else:
         await asyncio.sleep(0.05)
     return "ok"
@@ -127,16 +129,21 @@ def test_a_writer_that_fails_stops_the_run_and_no_case_starts_after_it(tmp_path:
 
 
 def test_an_interrupt_keeps_the_cases_that_had_ended(tmp_path: Path, python_project):
+    """c0 and c1 end together; c2 ends while c0 is written, and the interrupt comes as c1 is:
+    c2's end is then still queued in the loop (its done-callback not yet called), but it ran,
+    and is written (a resume does not run it again)."""
     from farm.engines.local import LocalEngine
 
-    plan, _ = engine_plan(tmp_path, python_project, ["a", "b", "c"], parallel=3)  # the three end together
+    plan, agent = engine_plan(tmp_path, python_project, ["quick", "quick", "slow"], parallel=3)
     written: list[str] = []
 
     def on_result(result) -> None:
         written.append(result.id)
+        if len(written) == 1:
+            agent.FIRST_WRITTEN.set()
         if len(written) == 2:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         LocalEngine().run(plan, on_result)
-    assert sorted(written) == ["c0", "c1", "c2"]  # the third was written too: a resume does not run it again
+    assert sorted(written) == ["c0", "c1", "c2"]

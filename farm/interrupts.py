@@ -1,0 +1,91 @@
+"""Ctrl-C and SIGTERM during a run: one ``KeyboardInterrupt``, raised where the run can take it.
+
+Python runs a signal handler in the main thread between any two bytecodes, so a plain
+``KeyboardInterrupt`` can fall in the middle of a step that must happen whole: a result
+written to the results file but not yet counted in the summary (the gate then counts one
+case fewer than the file holds), or a case that ended taken off its queue but not yet
+written (lost, though it ran). :func:`uninterrupted` marks such a step; an interrupt that
+comes during one is raised as the step ends.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["Interrupts", "interrupts_ignored", "uninterrupted"]
+
+_held = 0
+"""How deep the main thread is in :func:`uninterrupted` steps."""
+_waiting = False
+"""An interrupt came during such a step and is raised as the outermost one ends."""
+
+
+class Interrupts:
+    """SIGINT and SIGTERM raise ``KeyboardInterrupt`` once; later ones, while the run is
+    cleaning up, are ignored, so a second Ctrl-C never cuts the clean-up short.
+
+    SIGINT is set too because a process started in the background by a shell script
+    inherits SIGINT ignored, and ``kill -INT`` must still stop it. Only the main thread
+    may set handlers; elsewhere (a notebook's helper thread) nothing changes.
+    """
+
+    def __init__(self) -> None:
+        self.fired = False
+        self.previous: dict[int, Any] = {}
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        global _waiting
+        if self.fired:
+            return
+        self.fired = True
+        if _held:
+            _waiting = True
+            return
+        raise KeyboardInterrupt()
+
+    def __enter__(self) -> Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+        return self
+
+    def rearm(self) -> None:
+        """Set the handlers again: ``ray.init`` replaces the SIGTERM handler with its own."""
+        for sig in self.previous:
+            signal.signal(sig, self._handler)
+
+    def __exit__(self, *exc: object) -> None:
+        global _waiting
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        _waiting = False
+
+
+@contextmanager
+def uninterrupted() -> Iterator[None]:
+    """The block happens whole: an interrupt that comes during it is raised as it ends (in place
+    of an error of the block's own, which it then carries as its context)."""
+    global _held, _waiting
+    if threading.current_thread() is not threading.main_thread():  # handlers run in the main thread only
+        yield
+        return
+    _held += 1
+    try:
+        yield
+    finally:
+        _held -= 1
+        if not _held and _waiting:
+            _waiting = False
+            raise KeyboardInterrupt()
+
+
+@contextmanager
+def interrupts_ignored() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored while the block runs (saying how an interrupted run ended: a second
+    Ctrl-C must not cut that short either); the handlers come back after it."""
+    with Interrupts() as interrupts:
+        interrupts.fired = True  # as after the first: every one is ignored
+        yield
