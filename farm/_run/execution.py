@@ -169,71 +169,99 @@ def execute(
     run's earlier ones); this adds this part, fills in the rest (status, engine, versions, counts, timings) and
     writes it to ``run.json``. ``on_phase`` hears what the run is waiting for (``"starting Ray…"``).
     """
-    started = time.time()
-    part = _begin_part(info, started, engine.name, outputs.jsonl)
-    info.versions = {"farm": __version__, "python": platform.python_version()}
-    info.results, info.parallel, info.runs, info.cases = str(outputs.jsonl), plan.parallel, plan.runs, len(plan.cases)
-    info.timings = {}
-    write_run_json(outputs.run_dir, info)
-    summary = Summary()
-    writers, parquet = _writers(plan, outputs, summary)
-    plan.when_idle = parquet.prepare
-    done_before = summary.total
-    timings = info.timings
-
-    def elapsed() -> float:
-        return round(time.time() - started, 3)
-
-    def record(result: CaseResult) -> None:
-        with uninterrupted():  # in the results file and in the summary (and so the gate), or in neither
-            writers.write(result)
-            summary.add(result)
-        on_result(result)
-        timings["last_result_s"] = elapsed()
-        timings.setdefault("first_result_s", timings["last_result_s"])
-
-    interrupted = False
-    lost: str | None = None
-    ended = False  # the engine ran the plan to its end (or to a stop it chose)
+    part = _Part(plan, outputs, engine, info, on_result)
     with Interrupts() as interrupts:
         try:
-            if engine.starting:
-                on_phase(engine.starting)
-            ready = engine.start(outputs.run_dir)
-            interrupts.rearm()
-            timings["engine_ready_s"] = elapsed()
-            info.ray = ready.get("ray")
-            info.versions.update(ready.get("versions", {}))
-            write_run_json(outputs.run_dir, info)
-            on_phase("running")
-            timings["cases_started_s"] = elapsed()
-            with _collector_for_the_run():
-                stop_reason = engine.run(plan, record)
-                info.stop_reason = stop_reason.value if stop_reason is not None else None
-            ended = True
-            if outputs.gate is not None:
-                info.gate = outputs.gate(summary, info.stop_reason, max(0, done_before + plan.total - summary.total))
+            part.start(on_phase, interrupts)
+            part.run()
         except KeyboardInterrupt:
-            interrupted = True
+            part.interrupted = True
         except EngineLost as exc:
-            lost = str(exc)
+            part.lost = str(exc)
         finally:
-            try:
-                if (interrupted or lost) and outputs.gate is not None:  # never a green gate for part of a run
-                    info.gate = outputs.gate(summary, "interrupted" if interrupted else "stopped", max(0, done_before + plan.total - summary.total))
-                writers.close()
-                timings["closed_s"] = elapsed()
-                info.status = _status(info, interrupted=interrupted, lost=lost is not None, ended=ended)
-                info.ended_at = part.ended_at = time.time()
-                _record_counts(info, summary, plan)
-                write_run_json(outputs.run_dir, info)
-            finally:
-                engine.close()
-    if lost is not None:
-        raise RunStopped(outputs.run_dir, summary.total, done_before + plan.total, summary, lost)
-    if interrupted:
-        raise RunInterrupted(outputs.run_dir, summary.total - done_before, plan.total, summary)
-    return summary
+            part.close()
+    return part.outcome()
+
+
+class _Part:
+    """One part of a run (the first, or a ``--resume``) as :func:`execute` runs it: the writers and
+    the summary every result goes to, the timings, and how the part ended."""
+
+    def __init__(self, plan: RunPlan, outputs: RunOutputs, engine: Engine, info: RunInfo, on_result: Callable[[CaseResult], None]):
+        self.plan, self.outputs, self.engine, self.info, self.on_result = plan, outputs, engine, info, on_result
+        self.started = time.time()
+        self.part = _begin_part(info, self.started, engine.name, outputs.jsonl)
+        info.versions = {"farm": __version__, "python": platform.python_version()}
+        info.results, info.parallel, info.runs, info.cases = str(outputs.jsonl), plan.parallel, plan.runs, len(plan.cases)
+        self.timings: dict[str, float] = {}
+        info.timings = self.timings
+        write_run_json(outputs.run_dir, info)
+        self.summary = Summary()
+        self.writers, parquet = _writers(plan, outputs, self.summary)
+        plan.when_idle = parquet.prepare
+        self.done_before = self.summary.total
+        self.interrupted = False
+        self.lost: str | None = None
+        self.ended = False
+        """The engine ran the plan to its end (or to a stop it chose)."""
+
+    def elapsed(self) -> float:
+        return round(time.time() - self.started, 3)
+
+    def record(self, result: CaseResult) -> None:
+        with uninterrupted():  # in the results file and in the summary (and so the gate), or in neither
+            self.writers.write(result)
+            self.summary.add(result)
+        self.on_result(result)
+        self.timings["last_result_s"] = self.elapsed()
+        self.timings.setdefault("first_result_s", self.timings["last_result_s"])
+
+    def start(self, on_phase: Callable[[str], None], interrupts: Interrupts) -> None:
+        """Start the engine (Ray, when it is the ray engine), saying so."""
+        if self.engine.starting:
+            on_phase(self.engine.starting)
+        ready = self.engine.start(self.outputs.run_dir)
+        interrupts.rearm()
+        self.timings["engine_ready_s"] = self.elapsed()
+        self.info.ray = ready.get("ray")
+        self.info.versions.update(ready.get("versions", {}))
+        write_run_json(self.outputs.run_dir, self.info)
+        on_phase("running")
+        self.timings["cases_started_s"] = self.elapsed()
+
+    def run(self) -> None:
+        """Pump the plan through the engine, then decide the gate."""
+        with _collector_for_the_run():
+            stop_reason = self.engine.run(self.plan, self.record)
+            self.info.stop_reason = stop_reason.value if stop_reason is not None else None
+        self.ended = True
+        if self.outputs.gate is not None:
+            self.info.gate = self.outputs.gate(self.summary, self.info.stop_reason, self.not_run())
+
+    def not_run(self) -> int:
+        return max(0, self.done_before + self.plan.total - self.summary.total)
+
+    def close(self) -> None:
+        """Close the writers and the engine, and write ``run.json`` as the part ended."""
+        try:
+            if (self.interrupted or self.lost) and self.outputs.gate is not None:  # never a green gate for part of a run
+                self.info.gate = self.outputs.gate(self.summary, "interrupted" if self.interrupted else "stopped", self.not_run())
+            self.writers.close()
+            self.timings["closed_s"] = self.elapsed()
+            self.info.status = _status(self.info, interrupted=self.interrupted, lost=self.lost is not None, ended=self.ended)
+            self.info.ended_at = self.part.ended_at = time.time()
+            _record_counts(self.info, self.summary, self.plan)
+            write_run_json(self.outputs.run_dir, self.info)
+        finally:
+            self.engine.close()
+
+    def outcome(self) -> Summary:
+        """The run's summary; a lost engine or an interrupt raised, with what was done."""
+        if self.lost is not None:
+            raise RunStopped(self.outputs.run_dir, self.summary.total, self.done_before + self.plan.total, self.summary, self.lost)
+        if self.interrupted:
+            raise RunInterrupted(self.outputs.run_dir, self.summary.total - self.done_before, self.plan.total, self.summary)
+        return self.summary
 
 
 def _writers(plan: RunPlan, outputs: RunOutputs, summary: Summary) -> tuple[MultiWriter, ParquetWriter]:
