@@ -287,6 +287,11 @@ class FarmSettings(BaseModel):
     min_pass_rate: float | None = None
     """The share of its tries a repeated case must pass when ``--min-pass-rate`` is not given (default 1.0;
     checked, with the flag's words, where the run's options are resolved)."""
+    traces: bool = False
+    """Capture the spans the agent makes in every case run, not only in those that assert on
+    traces: they are kept in the results and ``spans.parquet`` (docs/traces.md)."""
+    max_spans: int = Field(default=1000, ge=0)
+    """The most of the agent's spans a case run keeps; the rest are counted (``spans_dropped``)."""
 
     _finite_budget = field_validator("max_cost", mode="before")(_finite)
 

@@ -24,7 +24,7 @@ from farm.errors import (
     AgentResponseError,
     AgentTimeoutError,
 )
-from farm.results import Usage
+from farm.results import SpanRecord, Usage
 
 __all__ = [
     "VOLATILE_OPTIONS",
@@ -70,6 +70,8 @@ class Reply(BaseModel):
     """Requests repeated to get this reply (after a 429, a 5xx or a broken connection)."""
     raw: Any = None
     """The decoded response body, for debugging; never written to results."""
+    spans: list[SpanRecord] | None = None
+    """Spans that came with the reply: a replayed turn's recorded ones (``farm rescore``)."""
 
 
 @runtime_checkable

@@ -24,6 +24,7 @@ history by accident.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import importlib
 import inspect
@@ -128,7 +129,8 @@ class PythonAgent:
             if _is_async(self.fn):
                 result = await self.fn(messages, options)
             else:
-                call = functools.partial(self.fn, messages, options)
+                # the thread runs in the caller's context: a span the agent makes is a child of its turn's
+                call = functools.partial(contextvars.copy_context().run, self.fn, messages, options)
                 result = await asyncio.get_running_loop().run_in_executor(self._pool(), call)
                 if inspect.isawaitable(result):
                     result = await result

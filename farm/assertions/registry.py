@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from farm.cases import AssertionSpec
 from farm.excerpts import LENGTH, NOTHING, clip
 from farm.jsontext import as_text, extract_json, json_text
-from farm.results import ACTUAL_LIMIT, AssertionResult, ToolCallRecord
+from farm.results import ACTUAL_LIMIT, AssertionResult, SpanRecord, ToolCallRecord
 
 __all__ = [
     "AssertionEnv",
@@ -63,6 +63,11 @@ class Subject:
     """Case context (id, tags, ...), passed on to validators and scripts."""
     time_limit: float | None = None
     """Seconds a check may spend on this subject (the turn timeout); None: each type's default."""
+    spans: list[SpanRecord] | None = None
+    """The agent's spans: the turn's, or (final assertions, checkpoints) the case run's so far;
+    None when the run does not capture traces."""
+    trace_scope: str = "this turn"
+    """How a trace assertion's message names what it looked at (``this turn``, ``the case run``)."""
 
     def json(self) -> Any:
         """The JSON document assertions over structure look at, or NO_JSON."""
@@ -149,7 +154,7 @@ def known_types() -> set[str]:
 
 
 def _register_builtin() -> None:
-    from farm.assertions import builtin  # noqa: F401  (registers the built-in types)
+    from farm.assertions import builtin, traces  # noqa: F401  (registers the built-in types)
 
 
 def truncate(value: Any, limit: int = ACTUAL_LIMIT) -> Any:

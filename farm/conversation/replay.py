@@ -8,7 +8,8 @@ of a live run. Only three things are swapped:
 
 - the agent under test is a :class:`ReplayClient`, which answers each call
   with the recorded reply of that turn and step (content, tool calls, declared
-  ``awaiting_input``, input hint, usage, retries, a cut at the token limit) and moves a :class:`ReplayClock`
+  ``awaiting_input``, input hint, usage, retries, a cut at the token limit, the
+  spans the agent made, so trace assertions judge them) and moves a :class:`ReplayClock`
   by the turn's recorded ``duration_ms``, so ``latency`` assertions judge the
   recorded times;
 - the simulator answers the recorded simulated inputs in order, and the
@@ -80,6 +81,9 @@ class ReplayClient:
     ended in an error, :meth:`send` raises :class:`RecordingEnds`.
     """
 
+    replays = True
+    """Its turns' spans come with its replies (:mod:`farm.traces.capture` captures none)."""
+
     def __init__(self, recorded: CaseResult, clock: ReplayClock, mocks: dict[str, Any]):
         self.turns = recorded.turns
         self.clock = clock
@@ -123,6 +127,7 @@ class ReplayClient:
             usage=recorded.usage,
             retries=recorded.retries,
             finish_reason="length" if turn.truncated and step == len(turn.replies) else None,
+            spans=list(turn.spans) if step == 1 else None,  # the turn's spans, once
         )
 
     async def aclose(self) -> None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from farm.agents.base import AgentClient, AgentError, AgentTimeoutError
 from farm.agents.permits import waiting_for_permits
@@ -32,9 +34,14 @@ from farm.results import AssertionResult, CaseResult, EndedBy, ErrorRole, InputS
 from farm.roles.cache import tally
 from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn
 
-__all__ = ["RunSettings", "Services", "error_result", "run_case"]
+if TYPE_CHECKING:
+    from farm.results import SpanRecord
+    from farm.traces.capture import CaseTrace
+
+__all__ = ["NO_SPANS", "RunSettings", "Services", "error_result", "run_case"]
 
 AWAITING_HINT = "Add more turns, use --interactive, or configure a simulator"
+NO_SPANS = "the agent emitted no OpenTelemetry spans: is it instrumented? (docs/traces.md)"
 
 
 class Services(Protocol):
@@ -104,6 +111,43 @@ class _Conversation:
         self.mocks = {**settings.agent_tool_mocks, **self.case.tool_mocks}
         self.timeouts: list[asyncio.Timeout] = []
         """The case's timeout, paused with the turn's while a request waits for a permit."""
+        self.asserts_on_traces = _asserts_on_traces(self.case)
+        self.traced = self.asserts_on_traces or settings.traces
+        """Whether the case run's spans are captured (or, replayed, kept from the recording)."""
+        self.trace: CaseTrace | None = None
+
+    # -- the case run's trace ------------------------------------------------
+
+    @contextmanager
+    def traced_turn(self, turn: TurnResult) -> Iterator[None]:
+        """The agent called inside the turn's span (a live run that captures traces); the spans it
+        made are the turn's when it ends."""
+        if not self.traced or getattr(self.target, "replays", False):  # a replay's spans come with its replies
+            yield
+            return
+        if self.trace is None:
+            from farm.traces.capture import CaseTrace
+
+            self.trace = CaseTrace(self.case.id, self.settings.agent_id, self.session.id, self.settings.max_spans)
+        spans: list[SpanRecord] = []
+        try:
+            with self.trace.turn() as spans:
+                yield
+        finally:
+            turn.spans.extend(spans)
+
+    def all_spans(self) -> list[SpanRecord] | None:
+        """The case run's spans so far (what final assertions and checkpoints see); None untraced."""
+        return [span for turn in self.result.turns for span in turn.spans] if self.traced else None
+
+    def close_trace(self) -> None:
+        """End the case run's trace; a case that asserts on traces and saw no span at all is an error."""
+        if self.trace is not None:
+            self.trace.close()
+            self.result.spans_dropped = self.trace.dropped
+        result = self.result
+        if self.asserts_on_traces and result.status in (Status.PASSED, Status.FAILED) and result.turns and not any(t.spans for t in result.turns):
+            result.status, result.error = Status.ERROR, NO_SPANS
 
     # -- one exchange --------------------------------------------------------
 
@@ -125,7 +169,7 @@ class _Conversation:
             # the turn's timeout measures the agent: it (and the case's) pauses while a request
             # waits for a rate-limit permit; asyncio.timeout makes no task of its own, unlike wait_for
             async with asyncio.timeout(timeout or self.settings.turn_timeout) as turn_timeout:
-                with waiting_for_permits([turn_timeout, *self.timeouts]) as wait:
+                with waiting_for_permits([turn_timeout, *self.timeouts]) as wait, self.traced_turn(turn):
                     await self._steps(turn, options)
         except TimeoutError:
             limit = format_duration(timeout or self.settings.turn_timeout)
@@ -163,6 +207,8 @@ class _Conversation:
                 raise
             turn.steps = step
             turn.retries += reply.retries
+            if reply.spans:
+                turn.spans.extend(reply.spans)
             turn.truncated = turn.truncated or reply.finish_reason == "length"
             turn.usage = turn.usage + reply.usage
             turn.cost_usd = add_cost(turn.cost_usd, reply.cost_usd)
@@ -212,6 +258,7 @@ class _Conversation:
             conversation=list(self.session.messages),
             metadata=self._metadata(),
             time_limit=self.settings.turn_timeout,
+            spans=turn.spans if self.traced else None,
         )
 
     def _metadata(self) -> dict[str, Any]:
@@ -337,7 +384,9 @@ class _Conversation:
             first = False
             turn = await self.exchange(user_input, source, self.base_options(), case.attachments if len(self.result.turns) == 0 else [], None)
             turn.simulator_reasoning = reasoning
-            outcomes = await checkpoints.check(turn.turn, functools.partial(self.check_point, self.subject(turn, include_tool_texts=True)))
+            subject = self.subject(turn, include_tool_texts=True)
+            subject.spans, subject.trace_scope = self.all_spans(), "the case run"  # a checkpoint may be reached by earlier turns' calls
+            outcomes = await checkpoints.check(turn.turn, functools.partial(self.check_point, subject))
             for cp_id, outcome in outcomes.items():
                 if outcome.error:
                     raise _Stop.of_error(f"checkpoint '{cp_id}'", outcome)
@@ -407,6 +456,8 @@ class _Conversation:
             document=self.session.state_document(),
             conversation=list(self.session.messages),
             metadata=self._metadata(),
+            spans=self.all_spans(),
+            trace_scope="the case run",
         )
         self.result.final_assertions = await self.check(self.case.final_assertions, subject)
         self.verdict(self.result.final_assertions, "final assertions")
@@ -430,6 +481,14 @@ class _Conversation:
         env = self.services.assertion_env if self.services else None
         for where, outcome in await compare(self.loaded.golden, self.result, env):
             self.verdict([outcome], where)
+
+
+def _asserts_on_traces(case: TestCase) -> bool:
+    """Whether any assertion of ``case`` (a turn's, a checkpoint's, a final one) is on traces."""
+    from farm.assertions.traces import TRACE_TYPES
+    from farm.suite.validation import every_assertion
+
+    return any(spec.type in TRACE_TYPES for _, spec in every_assertion(case))
 
 
 def error_result(loaded: LoadedCase, settings: RunSettings, message: str, status: Status = Status.ERROR) -> CaseResult:
@@ -483,6 +542,7 @@ async def run_case(loaded: LoadedCase, target: AgentClient, services: Services |
         finally:
             result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
             result.total_turns = len(result.turns)
+            conversation.close_trace()
         await _after_hook(conversation)
     result.role_calls, result.cache_hits = calls.role_calls, calls.cache_hits
     result.role_cost_usd = calls.cost_usd

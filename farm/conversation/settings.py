@@ -38,5 +38,10 @@ class RunSettings:
     worker: str | None = None
     cache: bool = True
     """Whether role calls go through the role cache (``--no-cache``: False)."""
+    traces: bool = False
+    """Capture every case run's spans, as ``[farm].traces = true`` asks; a case that asserts on
+    traces is captured anyway (:mod:`farm.traces.capture`)."""
+    max_spans: int = 1000
+    """The most of the agent's spans a case run keeps (``[farm].max_spans``); the rest are counted."""
     clock: Callable[[], float] = time.perf_counter
     """What a turn's ``duration_ms`` is measured with; a rescore gives a clock that replays the recorded times."""

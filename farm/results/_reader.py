@@ -34,12 +34,21 @@ from pydantic import ValidationError
 from farm.errors import UsageError
 from farm.results._records import CASE_RUN_KEY, CaseResult
 from farm.results._suites import LINE, Suites
-from farm.writers import ASSERTIONS_SCHEMA, CASES_SCHEMA, RUN_JSON, TURNS_SCHEMA, RunInfo, read_jsonl_results, rows_from_result
+from farm.writers import (
+    ASSERTIONS_SCHEMA,
+    CASES_SCHEMA,
+    RUN_JSON,
+    SPANS_SCHEMA,
+    TURNS_SCHEMA,
+    RunInfo,
+    read_jsonl_results,
+    rows_from_result,
+)
 from farm.writers.parquet import LAST_PART_KEY, PARTS_DIR
 
 __all__ = ["SUITE", "TABLES", "RunRecord", "list_runs", "read_run"]
 
-TABLES: dict[str, pa.Schema] = {"cases": CASES_SCHEMA, "turns": TURNS_SCHEMA, "assertions": ASSERTIONS_SCHEMA}
+TABLES: dict[str, pa.Schema] = {"cases": CASES_SCHEMA, "turns": TURNS_SCHEMA, "assertions": ASSERTIONS_SCHEMA, "spans": SPANS_SCHEMA}
 """The tables of a run, with the columns (and types) they are read with."""
 
 SUITE = "suite"
@@ -51,7 +60,7 @@ RUN_NAME = re.compile(r"^[^./\\][^/\\]*$")
 _MARKS = (RUN_JSON, "cases.parquet", RESULTS_JSONL, PARTS_DIR)
 """A folder holding one of these is a run (``.parts/`` alone: a run still going, or killed)."""
 _KEY_COLUMNS = {name for name in CASE_RUN_KEY if name != "agent"}
-_REQUIRED = {"cases": _KEY_COLUMNS | {"status"}, "turns": _KEY_COLUMNS, "assertions": _KEY_COLUMNS}
+_REQUIRED = {"cases": _KEY_COLUMNS | {"status"}, "turns": _KEY_COLUMNS, "assertions": _KEY_COLUMNS, "spans": _KEY_COLUMNS}
 """Columns a table must have to be read at all (a farm that wrote no ``agent`` tested one agent)."""
 
 _EXPECTED = {
@@ -255,6 +264,11 @@ class RunRecord:
         """The assertions table: one row per assertion result or checkpoint."""
         return self._table("assertions", columns, filters)
 
+    def spans(self, columns: Sequence[str] | None = None, filters: Any = None) -> pa.Table:
+        """The spans table: one row per span an agent made (empty for a run that captured none;
+        docs/traces.md)."""
+        return self._table("spans", columns, filters)
+
     def case_rows(self, table: str, case_id: str, agent: str | None = None) -> pa.Table:
         """Every column of ``table``'s rows of the case ``case_id`` (of ``agent`` only, when given).
 
@@ -327,10 +341,11 @@ class RunRecord:
         rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
         problems: list[str] = []
         for result in self._results(problems):
-            case_row, turn_rows, assertion_rows = rows_from_result(result)
+            case_row, turn_rows, assertion_rows, span_rows = rows_from_result(result)
             rows["cases"].append(case_row)
             rows["turns"].extend(turn_rows)
             rows["assertions"].extend(assertion_rows)
+            rows["spans"].extend(span_rows)
         self._add(problems)
         tables = {name: pa.Table.from_pylist(rows[name], schema=schema) for name, schema in TABLES.items()}
         with self._lock:

@@ -19,6 +19,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AssertionResult",
     "CaseResult",
+    "SpanRecord",
     "StepReply",
     "CheckpointResult",
     "EndedBy",
@@ -209,6 +210,32 @@ class StepReply(BaseModel):
         return len(self.content) if self.content is not None and len(self.content) > OUTPUT_LIMIT else chars
 
 
+class SpanRecord(BaseModel):
+    """One OpenTelemetry span an agent made in a turn, as trace assertions read it (docs/traces.md)."""
+
+    trace_id: str
+    """32 hex digits: the case run's trace."""
+    span_id: str
+    """16 hex digits."""
+    parent_span_id: str | None = None
+    """The span's parent: another of the agent's spans, or the farm's ``invoke_agent`` span of the turn."""
+    name: str
+    """The span's name (``execute_tool search``, ``chat gpt-4o``)."""
+    operation: str | None = None
+    """``gen_ai.operation.name`` (``execute_tool``, ``chat``, ``invoke_agent``...), if the span has one."""
+    tool_name: str | None = None
+    """For an ``execute_tool`` span: ``gen_ai.tool.name``, else its name after ``execute_tool ``."""
+    start: float
+    """Unix time the span started, in seconds."""
+    duration_ms: float
+    """How long the span took."""
+    status: Literal["unset", "ok", "error"] = "unset"
+    status_message: str | None = None
+    """The description of an error status."""
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    """The span's attributes, secrets masked and long values cut."""
+
+
 class TurnResult(BaseModel):
     """One exchange: the user input and the agent's reply."""
 
@@ -258,6 +285,10 @@ class TurnResult(BaseModel):
     """What went wrong in this turn, if anything."""
     replies: list[StepReply] = Field(default_factory=list)
     """One entry per agent call of the turn (``steps``), in order: what ``farm rescore`` replays."""
+    spans: list[SpanRecord] = Field(default_factory=list)
+    """The OpenTelemetry spans the agent made in the turn, in the order they ended (the farm's own
+    ``invoke_agent`` span not among them); recorded when the case asserts on traces or
+    ``[farm].traces`` is on (docs/traces.md)."""
 
     # Cut when written, not when set: the turn's assertions judge the whole reply.
     @field_serializer("output")
@@ -374,6 +405,8 @@ class CaseResult(BaseModel):
     since the run, or the recording ends before a turn the edited case needs); null in a live run."""
     rescored_from: str | None = None
     """Set by ``farm rescore``: the run id whose recorded conversation this result re-evaluated."""
+    spans_dropped: int = 0
+    """Spans the agent made beyond ``[farm].max_spans`` in the case run: counted, not kept."""
 
     @property
     def agent_failed(self) -> bool:

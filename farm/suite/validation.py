@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from farm.assertions.traces import PARAMS as TRACE_PARAMS
+from farm.assertions.traces import params_problem
 from farm.cases import CaseRuleError, Mode, TestCase, Turn
 from farm.wording import nearest, shown
 
@@ -81,6 +83,7 @@ ASSERTION_FIELDS: dict[str, frozenset[str]] = {
     "latency": frozenset({"value"}),
     "agent": frozenset({"use", "value", "criteria"}),
     "script": frozenset({"use", "script", "value"}),
+    **{kind: frozenset(model.model_fields) for kind, model in TRACE_PARAMS.items()},
 }
 _ASSERTION_KNOWN = {kind: ASSERTION_COMMON | fields for kind, fields in ASSERTION_FIELDS.items()}
 
@@ -355,6 +358,8 @@ def assertion_problem(spec: AssertionSpec) -> str | None:
     engine the run searches with (:mod:`farm.assertions.patterns`), so none is accepted here
     and refused there, or the other way round."""
     kind, set_ = spec.type, spec.model_fields_set
+    if kind in TRACE_PARAMS:
+        return params_problem(spec)
     if kind in ("contains", "not_contains") and spec.value is None:
         return f"a '{kind}' assertion needs a 'value' (the text to look for)"
     if kind == "equals" and "value" not in set_:

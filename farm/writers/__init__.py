@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from farm.writers.parquet import (
         ASSERTIONS_SCHEMA,
         CASES_SCHEMA,
+        SPANS_SCHEMA,
         TURNS_SCHEMA,
         ParquetWriter,
         consolidate,
@@ -34,6 +35,7 @@ _MODULE_OF = {
     "read_jsonl_results": "jsonl",
     "ASSERTIONS_SCHEMA": "parquet",
     "CASES_SCHEMA": "parquet",
+    "SPANS_SCHEMA": "parquet",
     "TURNS_SCHEMA": "parquet",
     "ParquetWriter": "parquet",
     "consolidate": "parquet",
@@ -47,6 +49,7 @@ _MODULE_OF = {
 __all__ = [
     "ASSERTIONS_SCHEMA",
     "CASES_SCHEMA",
+    "SPANS_SCHEMA",
     "RUN_JSON",
     "TURNS_SCHEMA",
     "JSONLWriter",

@@ -38,7 +38,7 @@ from farm.errors import UsageError
 from farm.files import atomic_file
 from farm.results._records import CaseResult
 from farm.writers.base import ClosingWriter
-from farm.writers.rows import AssertionRow, CaseRow, KeyRow, Row, TurnRow
+from farm.writers.rows import AssertionRow, CaseRow, KeyRow, Row, SpanRow, TurnRow
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ASSERTIONS_SCHEMA",
+    "OPTIONAL",
+    "SPANS_SCHEMA",
     "CASES_SCHEMA",
     "TURNS_SCHEMA",
     "ParquetWriter",
@@ -61,7 +63,10 @@ LAST_PART_KEY = b"farm.last_part"
 ROW_GROUP_ROWS = 100_000
 ROW_GROUP_BYTES = 64 << 20
 
-TABLES = ("cases", "turns", "assertions")
+TABLES = ("cases", "turns", "assertions", "spans")
+
+OPTIONAL = frozenset({"spans"})
+"""Tables written only by a run that has rows for them: a run that captured no span has no ``spans.parquet``."""
 
 
 @functools.cache
@@ -73,10 +78,10 @@ def _schemas() -> dict[str, pa.Schema]:
     (:meth:`ParquetWriter.prepare`) instead of before its first request."""
     from farm.writers.arrowschema import arrow_schema
 
-    return {"cases": arrow_schema(CaseRow), "turns": arrow_schema(TurnRow), "assertions": arrow_schema(AssertionRow)}
+    return {"cases": arrow_schema(CaseRow), "turns": arrow_schema(TurnRow), "assertions": arrow_schema(AssertionRow), "spans": arrow_schema(SpanRow)}
 
 
-_SCHEMA_NAMES = {"CASES_SCHEMA": "cases", "TURNS_SCHEMA": "turns", "ASSERTIONS_SCHEMA": "assertions"}
+_SCHEMA_NAMES = {"CASES_SCHEMA": "cases", "TURNS_SCHEMA": "turns", "ASSERTIONS_SCHEMA": "assertions", "SPANS_SCHEMA": "spans"}
 """``CASES_SCHEMA``: the columns of ``cases.parquet``, the fields of :class:`~farm.writers.rows.CaseRow`;
 ``TURNS_SCHEMA`` and ``ASSERTIONS_SCHEMA`` likewise (built on first use, see :func:`_schemas`)."""
 
@@ -85,6 +90,7 @@ if TYPE_CHECKING:
     CASES_SCHEMA: pa.Schema
     TURNS_SCHEMA: pa.Schema
     ASSERTIONS_SCHEMA: pa.Schema
+    SPANS_SCHEMA: pa.Schema
 
 
 def __getattr__(name: str) -> Any:
@@ -99,20 +105,22 @@ _PART_NAME = re.compile(r"^(?P<table>[a-z]+)-(?P<number>\d+)\.parquet$")
 # --- rows ------------------------------------------------------------------
 
 
-def rows_from_result(result: CaseResult) -> tuple[Row, list[Row], list[Row]]:
-    """One result as ``(case row, turn rows, assertion rows)``, keyed to the three schemas."""
+def rows_from_result(result: CaseResult) -> tuple[Row, list[Row], list[Row], list[Row]]:
+    """One result as ``(case row, turn rows, assertion rows, span rows)``, keyed to the schemas."""
     key = KeyRow.of(result)
     turn_rows: list[Row] = []
     assertion_rows: list[Row] = []
+    span_rows: list[Row] = []
     for turn in result.turns:
         turn_rows.append(TurnRow.from_turn(key, turn))
+        span_rows.extend(SpanRow.from_span(key, turn.turn, span) for span in turn.spans)
         for position, assertion in enumerate(turn.assertions):
             assertion_rows.append(AssertionRow.from_assertion(key, "turn", turn.turn, position, assertion))
     for position, assertion in enumerate(result.final_assertions):
         assertion_rows.append(AssertionRow.from_assertion(key, "final", None, position, assertion))
     for position, checkpoint in enumerate(result.checkpoints):
         assertion_rows.append(AssertionRow.from_checkpoint(key, position, checkpoint))
-    return CaseRow.from_result(result), turn_rows, assertion_rows
+    return CaseRow.from_result(result), turn_rows, assertion_rows, span_rows
 
 
 # --- writing -----------------------------------------------------------------
@@ -156,10 +164,11 @@ class ParquetWriter(ClosingWriter):
     def write(self, result: CaseResult) -> None:
         if self._closed:
             raise ValueError(f"Cannot write a result, as the Parquet writer for {self.run_dir} has been closed.")
-        case_row, turn_rows, assertion_rows = rows_from_result(result)
+        case_row, turn_rows, assertion_rows, span_rows = rows_from_result(result)
         self._buffers["cases"].append(case_row)
         self._buffers["turns"].extend(turn_rows)
         self._buffers["assertions"].extend(assertion_rows)
+        self._buffers["spans"].extend(span_rows)
         if self._oldest is None:
             self._oldest = self._clock()
         full = max(len(rows) for rows in self._buffers.values()) >= self._rows_per_part
@@ -203,6 +212,8 @@ class ParquetWriter(ClosingWriter):
 
         for table, schema in _schemas().items():
             rows = self._buffers[table]
+            if table in OPTIONAL and not rows:
+                continue
             whole = pa.Table.from_pylist(rows, schema=schema.with_metadata({LAST_PART_KEY: b"1"}))
             with atomic_file(self.run_dir / f"{table}.parquet", "wb") as sink:
                 pq.write_table(whole, sink, compression=COMPRESSION, row_group_size=max(1, whole.num_rows))
@@ -238,7 +249,8 @@ def consolidate(run_dir: str | os.PathLike[str]) -> dict[str, int]:
     Rows already in a table (an earlier consolidation, a resumed run) are kept
     and come first; parts follow in the order they were written. Rows are
     streamed a row group at a time, never all held at once. Every table file
-    exists afterwards, empty if it has no rows, and ``.parts/`` is gone.
+    exists afterwards, empty if it has no rows (but an :data:`OPTIONAL` one with
+    none), and ``.parts/`` is gone.
     Safe to run again after it was interrupted.
     """
     run_dir = Path(run_dir)
@@ -247,6 +259,7 @@ def consolidate(run_dir: str | os.PathLike[str]) -> dict[str, int]:
     counts = {
         table: _consolidate_table(run_dir, table, schema, parts.get(table, []))
         for table, schema in _schemas().items()
+        if table not in OPTIONAL or parts.get(table) or (run_dir / f"{table}.parquet").exists()
     }
     _fsync_dir(run_dir)
     if parts_dir.is_dir():

@@ -45,6 +45,7 @@ from farm.results._records import (
     AssertionResult,
     CaseResult,
     CheckpointResult,
+    SpanRecord,
     Status,
     ToolCallRecord,
     TurnResult,
@@ -60,6 +61,7 @@ __all__ = [
     "KeyRow",
     "Row",
     "RowModel",
+    "SpanRow",
     "TextOrJson",
     "Timestamp",
     "ToolCallRow",
@@ -440,3 +442,32 @@ class AssertionRow(KeyRow):
                 "description": checkpoint.description,
             },
         )
+
+
+class SpanRow(KeyRow):
+    """One row of ``spans.parquet``: one span the agent made (docs/traces.md). The table is written
+    only by a run that captured a span."""
+
+    built_from = SpanRecord
+
+    turn: Int32
+    """The turn the span was made in."""
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    operation: str | None
+    tool_name: str | None
+    start: Timestamp
+    """When the span started."""
+    duration_ms: float
+    status: str
+    """``unset``, ``ok`` or ``error``."""
+    status_message: str | None
+    attributes: JsonText
+    """The span's attributes as JSON text, secrets masked and long values cut."""
+
+    @classmethod
+    def from_span(cls, key: Row, turn: int, span: SpanRecord) -> Row:
+        """``span``'s row under the case's ``key``, made in ``turn``."""
+        return cls._row(span, {**key, "turn": turn, "start": datetime.fromtimestamp(span.start, UTC)})

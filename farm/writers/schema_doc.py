@@ -28,7 +28,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from farm.writers.arrowschema import arrow_schema, arrow_type, type_name
-from farm.writers.rows import AssertionRow, CaseRow, RowModel, TurnRow
+from farm.writers.rows import AssertionRow, CaseRow, RowModel, SpanRow, TurnRow
 
 __all__ = ["COMMAND", "DOC", "TABLES", "column_docs", "column_table", "main", "update"]
 
@@ -37,7 +37,7 @@ DOC = Path("docs") / "results.md"
 #: What regenerates the page's tables.
 COMMAND = "python -m farm.writers.schema_doc"
 #: The tables, by the name their markers give.
-TABLES: dict[str, type[RowModel]] = {"cases": CaseRow, "turns": TurnRow, "assertions": AssertionRow}
+TABLES: dict[str, type[RowModel]] = {"cases": CaseRow, "turns": TurnRow, "assertions": AssertionRow, "spans": SpanRow}
 
 _BLOCK = re.compile(r"(<!-- columns: (?P<table>\w+) -->\n).*?(<!-- end columns -->)", re.DOTALL)
 

@@ -177,7 +177,7 @@ def part_names(run_dir: Path) -> list[str]:
 def test_exports_are_what_is_meant():
     assert sorted(writers.__all__) == sorted(
         [
-            "ASSERTIONS_SCHEMA", "CASES_SCHEMA", "RUN_JSON", "TURNS_SCHEMA", "JSONLWriter", "MultiWriter",
+            "ASSERTIONS_SCHEMA", "CASES_SCHEMA", "RUN_JSON", "SPANS_SCHEMA", "TURNS_SCHEMA", "JSONLWriter", "MultiWriter",
             "ParquetWriter", "ResultWriter", "RunInfo", "consolidate", "finished_keys", "read_jsonl_results",
             "read_run_json", "rows_from_result", "write_run_json",
         ]
@@ -272,7 +272,7 @@ def test_schema_doc_check_reports_a_stale_page(tmp_path, capsys):
 
 def test_rows_from_result_flattens_a_static_case():
     result = static_result(0, status=Status.FAILED)
-    case, turns, assertions = rows_from_result(result)
+    case, turns, assertions, _ = rows_from_result(result)
 
     assert case["case_id"] == "case-0000" and case["status"] == "failed"
     assert case["tags"] == ["smoke", "group-0"]
@@ -306,7 +306,7 @@ def test_rows_from_result_flattens_a_static_case():
 
 
 def test_rows_from_result_gives_one_row_per_checkpoint():
-    _, _, assertions = rows_from_result(dynamic_result(1))
+    _, _, assertions, _ = rows_from_result(dynamic_result(1))
 
     assert [a["scope"] for a in assertions] == ["checkpoint"] * 3
     greeted, refunded, upsell = assertions
@@ -319,7 +319,7 @@ def test_rows_from_result_gives_one_row_per_checkpoint():
 
 
 def test_rows_from_result_counts_checkpoints_on_the_case_row():
-    case, turns, _ = rows_from_result(dynamic_result(1))
+    case, turns, _, _ = rows_from_result(dynamic_result(1))
     assert (case["checkpoints_reached"], case["checkpoints_total"]) == (1, 3)
     assert (case["assertions_passed"], case["assertions_failed"]) == (0, 0)
     assert [t["input_source"] for t in turns] == ["simulated"] * 3
@@ -327,7 +327,7 @@ def test_rows_from_result_counts_checkpoints_on_the_case_row():
 
 def test_rows_have_exactly_the_schema_columns():
     for result in mixed_results(5):
-        case, turns, assertions = rows_from_result(result)
+        case, turns, assertions, _ = rows_from_result(result)
         for rows, schema, model in (
             ([case], CASES_SCHEMA, CaseRow), (turns, TURNS_SCHEMA, TurnRow), (assertions, ASSERTIONS_SCHEMA, AssertionRow)
         ):
@@ -338,7 +338,7 @@ def test_rows_have_exactly_the_schema_columns():
 
 
 def test_a_case_that_never_loaded_has_nulls_not_zeros():
-    case, turns, assertions = rows_from_result(skipped_result(0))
+    case, turns, assertions, _ = rows_from_result(skipped_result(0))
     assert case["mode"] is None and case["started_at"] is None and case["status"] == "error"
     assert turns == [] and assertions == []
 
@@ -746,9 +746,27 @@ def test_a_very_long_output_is_cut_in_jsonl_and_parquet_with_its_length_kept(tmp
     [data] = read_jsonl_results(tmp_path / "results.jsonl")
     back = CaseResult.model_validate(data)
     assert back.turns[0].output_chars == 100_000 and len(back.turns[0].output) == OUTPUT_LIMIT
-    _, turn_rows, _ = rows_from_result(back)  # rebuilt from the JSONL (a resume): the length survives
+    _, turn_rows, _, _ = rows_from_result(back)  # rebuilt from the JSONL (a resume): the length survives
     assert turn_rows[0]["output_chars"] == 100_000
 
     turns = pq.read_table(tmp_path / "turns.parquet").sort_by("turn").to_pylist()
     assert [len(t["output"]) for t in turns] == [OUTPUT_LIMIT, 5]
     assert [t["output_chars"] for t in turns] == [100_000, None]
+
+
+def test_spans_are_a_table_of_their_own_only_in_a_run_that_captured_some(tmp_path):
+    from farm.results import SpanRecord
+
+    ids = {"trace_id": "a" * 32, "span_id": "b" * 16, "parent_span_id": "c" * 16}
+    span = SpanRecord(**ids, name="execute_tool search", operation="execute_tool", tool_name="search", start=1.5, duration_ms=2.0, attributes={"k": "v"})
+    traced = case_result("traced", Status.PASSED, turns=[TurnResult(turn=1, input="hi", output="ok", spans=[span, span.model_copy(update={"span_id": "d" * 16})])])
+    for rows_per_part in (1, 5000):  # through parts and their consolidation, and written whole at the close
+        run_dir = tmp_path / f"run-{rows_per_part}"
+        with ParquetWriter(run_dir, rows_per_part=rows_per_part) as writer:
+            writer.write(case_result("plain", Status.PASSED))
+            writer.write(traced)
+        spans = pq.read_table(run_dir / "spans.parquet")
+        assert spans["case_id"].to_pylist() == ["traced", "traced"] and spans["tool_name"].to_pylist() == ["search", "search"]
+        assert spans["attributes"].to_pylist() == ['{"k": "v"}'] * 2
+    ParquetWriter(tmp_path / "none").close()
+    assert not (tmp_path / "none" / "spans.parquet").exists()
