@@ -292,6 +292,13 @@ class FarmSettings(BaseModel):
     traces: they are kept in the results and ``spans.parquet`` (docs/traces.md)."""
     max_spans: int = Field(default=1000, ge=0)
     """The most of the agent's spans a case run keeps; the rest are counted (``spans_dropped``)."""
+    trace_receiver: str | None = None
+    """``host:port`` of the OTLP/HTTP receiver a remote agent exports its spans to (default: 127.0.0.1
+    and a free port, printed when the run starts)."""
+    trace_wait: float = Field(default=2.0, ge=0)
+    """Seconds the farm waits after a remote agent's turn for its spans to arrive."""
+    max_trace_body: int = Field(default=8 << 20, gt=0)
+    """The largest OTLP request body the receiver reads, in bytes; a larger one gets 413."""
 
     _finite_budget = field_validator("max_cost", mode="before")(_finite)
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from farm.gate import Baseline
     from farm.roles.cache import CallTally
     from farm.suite.loader import Suite
+    from farm.traces.receiver import Receiver
     from farm.writers import RunInfo
 
 __all__ = ["Planned", "Prepared", "Rescoring"]
@@ -75,3 +76,5 @@ class Planned:
     """The baseline run the gate compares with (``--baseline``)."""
     hook_info: dict[str, Any]
     """What the hooks, the reporter and the writers' heads are told of the run."""
+    receiver: Receiver | None = None
+    """The OTLP receiver a remote agent exports its spans to, when the run captures them."""

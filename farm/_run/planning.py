@@ -14,11 +14,13 @@ from farm._run.closing import Say
 from farm._run.generating import generation_record
 from farm._run.phases import Planned
 from farm.errors import UsageError
+from farm.loaded import LoadedCase
 
 if TYPE_CHECKING:
     from farm._run.phases import Prepared
     from farm.conversation.golden import GoldenRecorder
     from farm.engines import Engine, RunPlan
+    from farm.traces.receiver import Receiver
     from farm.writers import RunInfo
 
 __all__ = ["Planned", "plan_run"]
@@ -40,12 +42,40 @@ def plan_run(prepared: Prepared) -> Planned:
     jsonl, skip_keys = _results(prepared, agent_id)
     against = load_baseline(options.baseline, cfg.results_dir, options.inputs, prepared.run_dir)  # a bad one: said before anything runs
     plan, engine = _engine_plan(prepared, agents, connectors, skip_keys)
+    receiver = _receiver(prepared, agents, engine.name)
+    if receiver is not None:
+        for settings in plan.agent_settings.values():
+            settings.trace_receiver = receiver.url
     info = _run_info(prepared, agent_id, agents, connectors)
     cases = max(len(suite.cases), stream.asked if stream else 0)
     hook_info: dict[str, Any] = {"input": options.input, "agent": agent_id, "agents": agents, "connector": connectors.get(agent_id), "run_id": prepared.run_id, "cases": cases}
     if prepared.rescoring is not None:
         hook_info["rescored_from"] = info.rescored_from
-    return Planned(prepared, agent_id, agents, connectors, plan, info, engine, jsonl, skip_keys, recorder, against, hook_info)
+    return Planned(prepared, agent_id, agents, connectors, plan, info, engine, jsonl, skip_keys, recorder, against, hook_info, receiver)
+
+
+def _receiver(prepared: Prepared, agents: list[str], engine: str) -> Receiver | None:
+    """The OTLP receiver of a run whose remote agents' spans it captures (docs/traces.md), bound
+    to ``[farm].trace_receiver`` (default: a free port on 127.0.0.1); None when none is needed."""
+    from farm.suite.validation import asserts_on_traces
+
+    cfg = prepared.cfg
+    remote = [each for each in agents if each in cfg.agents and cfg.agents[each].kind in ("http", "openai")]
+    if not remote or prepared.rescoring is not None:
+        return None
+    if not (cfg.farm.traces or any(asserts_on_traces(c.case) for c in map(LoadedCase.materialized, prepared.suite.cases) if c.case is not None)):
+        return None
+    if engine != "local":
+        raise UsageError(f"agent '{remote[0]}' is asserted on its traces, which reach a remote agent's run on the local engine: give --engine local")
+    from farm.traces.capture import collector
+    from farm.traces.receiver import Receiver
+
+    address = cfg.farm.trace_receiver or "127.0.0.1:0"
+    host, _, port = address.rpartition(":")
+    try:
+        return Receiver(collector()[0], host or "127.0.0.1", int(port), cfg.farm.max_trace_body)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"[farm].trace_receiver {address}: the farm cannot listen there ({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def _golden(prepared: Prepared) -> GoldenRecorder | None:

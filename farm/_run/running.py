@@ -8,6 +8,7 @@ A rescore is a run whose :class:`Rescoring` replays recorded turns where agents 
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -127,7 +128,8 @@ def execute_run(planned: Planned) -> RunResult:
     if options.retry_errors:
         drop_broken(planned.jsonl)  # their new results replace them: every case once
     again = resume_command(prepared.run_dir, options.config, planned.engine.name) if rescoring is None else None
-    ended = execute_viewed(planned.plan, outputs, planned.engine, info, view, watch, again)
+    with planned.receiver or nullcontext():
+        ended = execute_viewed(planned.plan, outputs, planned.engine, info, view, watch, again)
     if isinstance(ended, RunResult):
         return ended
     return _finish(planned, ended, watch, reports, again)
@@ -139,7 +141,8 @@ def _header(planned: Planned) -> dict[str, str]:
     if prepared.rescoring is not None:
         return {"Run": prepared.run_id, "Rescoring": prepared.rescoring.source_id}
     resuming = {"Resuming": f"{len(planned.skip_keys)} finished"} if planned.skip_keys else {}
-    return {"Run": prepared.run_id, "Engine": planned.engine.name, **resuming}
+    traces = {"Traces": f"{planned.receiver.url} (the agent's OTEL_EXPORTER_OTLP_ENDPOINT)"} if planned.receiver else {}
+    return {"Run": prepared.run_id, "Engine": planned.engine.name, **resuming, **traces}
 
 
 def _outputs(planned: Planned) -> tuple[RunOutputs, list[ReportFile]]:

@@ -107,6 +107,9 @@ def _is_async(fn: Any) -> bool:
 class PythonAgent:
     """``send(messages, options) -> Reply`` by calling a Python function."""
 
+    in_process = True
+    """Its spans are made in this process, by the time it answers (:mod:`farm.traces.capture`)."""
+
     def __init__(self, agent_config: AgentConfig, fn: Callable[..., Any] | None = None):
         self.config = agent_config
         self.fn = fn if fn is not None else load_entry(agent_config.entry, agent_config.id)

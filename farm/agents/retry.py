@@ -60,6 +60,7 @@ from farm.config import Connector
 from farm.errors import EndpointUnreachable
 from farm.excerpts import clip
 from farm.secrets import Scrubber, header_secrets, url_secrets
+from farm.traces.parent import TRACEPARENT
 
 __all__ = [
     "BACKOFF_BASE",
@@ -379,6 +380,9 @@ async def request_json(
     payload = _ENCODER.encode(body).encode()
     if not any(name.lower() == "content-type" for name in headers):
         headers = {**headers, "Content-Type": "application/json"}
+    parent = TRACEPARENT.get()
+    if parent is not None:  # a traced turn: the agent's spans join its case run's trace
+        headers = {**headers, "traceparent": parent}
     connect_timeout = min(connector.timeout, CONNECT_TIMEOUT_CAP)
 
     status: int | None = None

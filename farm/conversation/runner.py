@@ -33,10 +33,11 @@ from farm.messages import user_messages
 from farm.results import AssertionResult, CaseResult, EndedBy, ErrorRole, InputSource, Status, StepReply, TurnResult, add_cost
 from farm.roles.cache import tally
 from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn
+from farm.suite.validation import asserts_on_traces
 
 if TYPE_CHECKING:
     from farm.results import SpanRecord
-    from farm.traces.capture import CaseTrace
+    from farm.traces.capture import CaseTrace, TurnSpans
 
 __all__ = ["NO_SPANS", "RunSettings", "Services", "error_result", "run_case"]
 
@@ -111,17 +112,18 @@ class _Conversation:
         self.mocks = {**settings.agent_tool_mocks, **self.case.tool_mocks}
         self.timeouts: list[asyncio.Timeout] = []
         """The case's timeout, paused with the turn's while a request waits for a permit."""
-        self.asserts_on_traces = _asserts_on_traces(self.case)
+        self.asserts_on_traces = asserts_on_traces(self.case)
         self.traced = self.asserts_on_traces or settings.traces
         """Whether the case run's spans are captured (or, replayed, kept from the recording)."""
         self.trace: CaseTrace | None = None
+        self.turn_spans: TurnSpans | None = None
 
     # -- the case run's trace ------------------------------------------------
 
     @contextmanager
     def traced_turn(self, turn: TurnResult) -> Iterator[None]:
-        """The agent called inside the turn's span (a live run that captures traces); the spans it
-        made are the turn's when it ends."""
+        """The agent called inside the turn's span (a live run that captures traces): the spans it
+        made are the turn's (:meth:`settle_spans` waits for a remote agent's late ones)."""
         if not self.traced or getattr(self.target, "replays", False):  # a replay's spans come with its replies
             yield
             return
@@ -129,12 +131,16 @@ class _Conversation:
             from farm.traces.capture import CaseTrace
 
             self.trace = CaseTrace(self.case.id, self.settings.agent_id, self.session.id, self.settings.max_spans)
-        spans: list[SpanRecord] = []
-        try:
-            with self.trace.turn() as spans:
-                yield
-        finally:
-            turn.spans.extend(spans)
+        with self.trace.turn() as spans:
+            self.turn_spans = spans
+            turn.spans = spans.spans  # one list: what arrives later is the turn's too
+            yield
+
+    async def settle_spans(self) -> None:
+        """After a remote agent's turn: wait (up to ``trace_wait``) for its spans, which its
+        exporter sends to the farm's receiver in batches."""
+        if self.trace is not None and self.turn_spans is not None and not getattr(self.target, "in_process", False):
+            await self.trace.settle(self.turn_spans, self.settings.trace_wait)
 
     def all_spans(self) -> list[SpanRecord] | None:
         """The case run's spans so far (what final assertions and checkpoints see); None untraced."""
@@ -147,7 +153,9 @@ class _Conversation:
             self.result.spans_dropped = self.trace.dropped
         result = self.result
         if self.asserts_on_traces and result.status in (Status.PASSED, Status.FAILED) and result.turns and not any(t.spans for t in result.turns):
-            result.status, result.error = Status.ERROR, NO_SPANS
+            receiver = self.settings.trace_receiver
+            where = f" (none reached the farm's receiver at {receiver})" if receiver and not getattr(self.target, "in_process", False) else ""
+            result.status, result.error = Status.ERROR, NO_SPANS.replace("?", f"?{where}", 1)
 
     # -- one exchange --------------------------------------------------------
 
@@ -193,6 +201,7 @@ class _Conversation:
                     step.content = None
             self.result.usage = self.result.usage + turn.usage
             self.result.cost_usd = add_cost(self.result.cost_usd, turn.cost_usd)
+        await self.settle_spans()  # not the turn's time: the agent has answered
         return turn
 
     async def _steps(self, turn: TurnResult, options: Options) -> None:
@@ -481,14 +490,6 @@ class _Conversation:
         env = self.services.assertion_env if self.services else None
         for where, outcome in await compare(self.loaded.golden, self.result, env):
             self.verdict([outcome], where)
-
-
-def _asserts_on_traces(case: TestCase) -> bool:
-    """Whether any assertion of ``case`` (a turn's, a checkpoint's, a final one) is on traces."""
-    from farm.assertions.traces import TRACE_TYPES
-    from farm.suite.validation import every_assertion
-
-    return any(spec.type in TRACE_TYPES for _, spec in every_assertion(case))
 
 
 def error_result(loaded: LoadedCase, settings: RunSettings, message: str, status: Status = Status.ERROR) -> CaseResult:

@@ -43,5 +43,9 @@ class RunSettings:
     traces is captured anyway (:mod:`farm.traces.capture`)."""
     max_spans: int = 1000
     """The most of the agent's spans a case run keeps (``[farm].max_spans``); the rest are counted."""
+    trace_wait: float = 2.0
+    """Seconds a remote agent's spans of a turn may take to reach the receiver (``[farm].trace_wait``)."""
+    trace_receiver: str | None = None
+    """The URL of the run's OTLP receiver, when a remote agent's spans come back through one."""
     clock: Callable[[], float] = time.perf_counter
     """What a turn's ``duration_ms`` is measured with; a rescore gives a clock that replays the recorded times."""

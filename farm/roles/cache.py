@@ -186,6 +186,11 @@ class CachedAgent:
         self.cache = cache
         self.agent_id = agent_id
 
+    @property
+    def in_process(self) -> bool:
+        """As the agent it caches (:mod:`farm.traces.capture`)."""
+        return bool(getattr(self.client, "in_process", False))
+
     async def send(self, messages: list[Message], options: dict[str, Any]) -> Reply:
         """The cached reply to this request, else the agent's, which the cache keeps when it is
         usable (see :class:`~farm.agents.base.AgentClient`)."""

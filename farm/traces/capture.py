@@ -15,8 +15,10 @@ left as they are. Nothing is installed until a case needs traces.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -25,12 +27,13 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
 from farm.errors import FarmError
 from farm.results import SpanRecord
+from farm.traces.parent import TRACEPARENT
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Span
     from opentelemetry.trace import Tracer
 
-__all__ = ["SCOPE", "CaseTrace", "Collector", "arguments_of", "collector", "span_record"]
+__all__ = ["SCOPE", "CaseTrace", "Collector", "TurnSpans", "arguments_of", "collector", "kept_value", "span_record"]
 
 SCOPE = "agent-test-farm"
 """The instrumentation scope of the farm's own spans (the case run's root, a turn's ``invoke_agent``)."""
@@ -40,24 +43,43 @@ VALUE_LIMIT = 2000
 
 
 class Collector(SpanProcessor):
-    """A span processor that keeps the spans of the traces it watches, by trace id."""
+    """Keeps the spans of the traces it watches, by trace id: those the process's tracer provider
+    ends (it is a span processor there) and those the OTLP receiver is sent
+    (:mod:`farm.traces.receiver`). The farm's own spans are not kept."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._traces: dict[int, list[ReadableSpan]] = {}
+        self._traces: dict[int, _Trace] = {}
 
     def watch(self, trace_id: int) -> None:
         with self._lock:
-            self._traces.setdefault(trace_id, [])
+            self._traces.setdefault(trace_id, _Trace())
 
-    def take(self, trace_id: int) -> list[ReadableSpan]:
-        """The spans of ``trace_id`` that ended since the last take, in the order they ended."""
+    def watching(self, trace_id: int) -> bool:
         with self._lock:
-            spans = self._traces.get(trace_id)
-            if not spans:
-                return []
-            self._traces[trace_id] = []
-            return spans
+            return trace_id in self._traces
+
+    def add(self, trace_id: int, span: SpanRecord) -> bool:
+        """Keep ``span`` if its trace is watched; whether it was."""
+        with self._lock:
+            found = self._traces.get(trace_id)
+            if found is None:
+                return False
+            found.pending.append(span)
+            found.last = time.monotonic()
+            return True
+
+    def take(self, trace_id: int, turn_span_id: str) -> list[SpanRecord]:
+        """The spans that descend from the turn's span ``turn_span_id`` (hex) and were not taken
+        yet, in the order they arrived; the others wait for their own turn (or their parent)."""
+        with self._lock:
+            found = self._traces.get(trace_id)
+            return found.take(turn_span_id) if found is not None else []
+
+    def last_arrival(self, trace_id: int) -> float | None:
+        with self._lock:
+            found = self._traces.get(trace_id)
+            return found.last if found is not None else None
 
     def forget(self, trace_id: int) -> None:
         with self._lock:
@@ -70,18 +92,44 @@ class Collector(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         context = span.context
-        if context is None:
+        if context is None or (span.instrumentation_scope is not None and span.instrumentation_scope.name == SCOPE):
             return
-        with self._lock:
-            bucket = self._traces.get(context.trace_id)
-            if bucket is not None:
-                bucket.append(span)
+        if self.watching(context.trace_id):
+            self.add(context.trace_id, span_record(span))
 
     def shutdown(self) -> None:
         pass
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
+
+
+class _Trace:
+    """The spans of one watched trace: those not taken yet, and every span's parent, by span id."""
+
+    def __init__(self) -> None:
+        self.pending: list[SpanRecord] = []
+        self.parents: dict[str, str | None] = {}
+        self.last: float | None = None
+        """When a span of the trace last arrived (monotonic)."""
+
+    def take(self, turn_span_id: str) -> list[SpanRecord]:
+        for span in self.pending:
+            self.parents[span.span_id] = span.parent_span_id
+        taken: list[SpanRecord] = []
+        kept: list[SpanRecord] = []
+        for span in self.pending:
+            (taken if self._descends(span, turn_span_id) else kept).append(span)
+        self.pending = kept
+        return taken
+
+    def _descends(self, span: SpanRecord, ancestor: str) -> bool:
+        parent, seen = span.parent_span_id, 0
+        while parent is not None and seen < 256:  # a cycle in what an agent sent ends here
+            if parent == ancestor:
+                return True
+            parent, seen = self.parents.get(parent), seen + 1
+        return False
 
 
 _LOCK = threading.Lock()
@@ -118,6 +166,14 @@ def _sdk_provider() -> TracerProvider:
     )
 
 
+class TurnSpans:
+    """One turn's span id (hex) and the agent's spans of the turn, as they arrive."""
+
+    def __init__(self, span_id: str):
+        self.span_id = span_id
+        self.spans: list[SpanRecord] = []
+
+
 class CaseTrace:
     """One case run's trace: its root span, a span per turn, and the agent's spans by turn.
 
@@ -136,26 +192,43 @@ class CaseTrace:
         self.dropped = 0
 
     @contextmanager
-    def turn(self) -> Iterator[list[SpanRecord]]:
-        """A span for one turn, current while the agent is called; the list it gives is filled
-        with the agent's spans of the turn when it ends."""
+    def turn(self) -> Iterator[TurnSpans]:
+        """A span for one turn, current while the agent is called (and named in the ``traceparent``
+        of its requests); its :class:`TurnSpans` are filled with the agent's spans of the turn."""
         from opentelemetry import trace
         from opentelemetry.trace import SpanKind
 
-        spans: list[SpanRecord] = []
         attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.agent, "gen_ai.conversation.id": self.conversation_id}
         parent = trace.set_span_in_context(self.root)
-        try:
-            with self.tracer.start_as_current_span(f"invoke_agent {self.agent}", context=parent, kind=SpanKind.CLIENT, attributes=attributes):
-                yield spans
-        finally:
-            spans.extend(self._kept(self.collector.take(self.trace_id)))
+        with self.tracer.start_as_current_span(f"invoke_agent {self.agent}", context=parent, kind=SpanKind.CLIENT, attributes=attributes) as span:
+            turn = TurnSpans(format(span.get_span_context().span_id, "016x"))
+            token = TRACEPARENT.set(f"00-{self.trace_id:032x}-{turn.span_id}-01")
+            try:
+                yield turn
+            finally:
+                TRACEPARENT.reset(token)
+        self.collect(turn)
 
-    def _kept(self, ended: list[ReadableSpan]) -> list[SpanRecord]:
-        own = [span for span in ended if not (span.instrumentation_scope and span.instrumentation_scope.name == SCOPE)]
+    def collect(self, turn: TurnSpans) -> None:
+        """Add the turn's spans that have arrived since it last looked."""
+        turn.spans.extend(self._kept(self.collector.take(self.trace_id, turn.span_id)))
+
+    async def settle(self, turn: TurnSpans, wait: float, quiet: float = 0.2) -> None:
+        """Wait, up to ``wait`` seconds, for a remote agent's spans of ``turn`` to arrive and settle:
+        until some have and none came for ``quiet`` seconds (its exporter sends in batches)."""
+        deadline = time.monotonic() + wait
+        while True:
+            self.collect(turn)
+            last = self.collector.last_arrival(self.trace_id)
+            now = time.monotonic()
+            if now >= deadline or (turn.spans and last is not None and now - last >= quiet):
+                return
+            await asyncio.sleep(min(0.05, max(0.0, deadline - now)))
+
+    def _kept(self, arrived: list[SpanRecord]) -> list[SpanRecord]:
         room = max(0, self.max_spans - self.kept)
-        self.dropped += max(0, len(own) - room)
-        kept = [span_record(span) for span in own[:room]]
+        self.dropped += max(0, len(arrived) - room)
+        kept = arrived[:room]
         self.kept += len(kept)
         return kept
 
@@ -173,7 +246,7 @@ def span_record(span: ReadableSpan) -> SpanRecord:
     context, parent = span.context, span.parent
     assert context is not None
     scrub = process_scrubber().scrub
-    attributes = {key: _kept_value(value, scrub) for key, value in (span.attributes or {}).items()}
+    attributes = {key: kept_value(value, scrub) for key, value in (span.attributes or {}).items()}
     operation = attributes.get("gen_ai.operation.name")
     tool = attributes.get("gen_ai.tool.name")
     if operation == "execute_tool" and not tool and span.name.startswith("execute_tool "):
@@ -195,13 +268,13 @@ def span_record(span: ReadableSpan) -> SpanRecord:
     )
 
 
-def _kept_value(value: Any, scrub: Any) -> Any:
+def kept_value(value: Any, scrub: Any) -> Any:
     """An attribute value as kept: strings masked, then cut; sequences item by item."""
     if isinstance(value, str):
         text = scrub(value)
         return text if len(text) <= VALUE_LIMIT else text[:VALUE_LIMIT] + "…"
     if isinstance(value, (tuple, list)):
-        return [_kept_value(item, scrub) for item in value]
+        return [kept_value(item, scrub) for item in value]
     return value
 
 
