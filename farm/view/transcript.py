@@ -1,5 +1,6 @@
 """One case of a run as ``farm view`` shows it: every repetition (``--runs``) with its turns,
-tool calls, simulator reasoning, assertions and checkpoints, and the case's stability class.
+tool calls, the spans the agent made (a waterfall), simulator reasoning, assertions and
+checkpoints, and the case's stability class.
 
 Only the rows of the case are read from the turns and assertions tables (a filter on
 ``case_id``), so a case page costs the same in a run of ten cases or of a hundred thousand.
@@ -33,6 +34,7 @@ def case_detail(run: RunRecord, case_id: str, agent: str | None = None) -> dict[
         agent = agents[0]
         cases = cases.filter(pc.equal(cases["agent"], agent))
     turn_rows = _by_run(run.case_rows("turns", case_id, agent).to_pylist())
+    span_rows = _by_run(run.case_rows("spans", case_id, agent).to_pylist())
     assertion_rows = _by_run(run.case_rows("assertions", case_id, agent).to_pylist())
     repetitions = []
     for case in sorted(cases.to_pylist(), key=lambda row: (row["agent"] or "", row["run_index"], row["attempt"])):
@@ -43,7 +45,9 @@ def case_detail(run: RunRecord, case_id: str, agent: str | None = None) -> dict[
             for name in _JSON_COLUMNS:
                 check[name] = _parsed(check[name])
         steps = sorted(turn_rows.get(key, []), key=lambda row: row["turn"])
+        spans = _spans_by_turn(span_rows.get(key, []))
         for step in steps:
+            step["spans"] = spans.get(step["turn"], [])
             for call in step["tool_calls"] or []:
                 call["args"], call["result"] = _parsed(call["args"]), _parsed(call["result"])
             step["input"] = _parsed_input(step["input"])
@@ -52,6 +56,28 @@ def case_detail(run: RunRecord, case_id: str, agent: str | None = None) -> dict[
         "run": run.name, "case_id": case_id, "agent": agent, "agents": agents, "repetitions": repetitions,
         "stability": _stability(cases),
     }  # fmt: skip
+
+
+def _spans_by_turn(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Each turn's spans as a waterfall: by start time, each with its ``depth`` (how many of the
+    turn's spans it is under) and ``offset_ms`` (from the turn's first span)."""
+    turns: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        row["attributes"] = _parsed(row["attributes"])
+        row["start"] = row["start"].timestamp() if row["start"] else 0.0
+        turns.setdefault(row["turn"], []).append(row)
+    for spans in turns.values():
+        parents = {span["span_id"]: span["parent_span_id"] for span in spans}
+        for span in spans:
+            depth, parent = 0, span["parent_span_id"]
+            while parent in parents and depth < len(spans):
+                depth, parent = depth + 1, parents[parent]
+            span["depth"] = depth
+        spans.sort(key=lambda span: (span["start"], span["depth"]))  # a parent before a child that starts in its millisecond
+        first = spans[0]["start"]
+        for span in spans:
+            span["offset_ms"] = round((span["start"] - first) * 1000, 3)
+    return turns
 
 
 def _agents(run: RunRecord, cases: pa.Table) -> list[str]:

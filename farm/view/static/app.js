@@ -14,6 +14,7 @@ function h(tag, attrs = {}, ...children) {
     if (value === null || value === undefined || value === false) continue;
     if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
     else if (key === "class") node.className = value;
+    else if (key === "style") Object.assign(node.style, value); // through the CSSOM: the page's policy allows no style attribute
     else node.setAttribute(key, value === true ? "" : value);
   }
   for (const child of children.flat(Infinity)) {
@@ -259,6 +260,7 @@ function transcript(repetition) {
       (turn.tool_calls || []).map((call) => h("div", { class: "tool" },
         h("b", {}, "tool call "), h("code", {}, call.name), call.mocked ? h("span", { class: "muted" }, " (mocked)") : null,
         h("pre", {}, "args: " + pretty(call.args)), call.result !== null ? h("pre", {}, "result: " + pretty(call.result)) : null)),
+      (turn.spans || []).length ? waterfall(turn.spans) : null,
       turn.awaiting_input ? h("div", { class: "awaiting" }, `awaiting input (${turn.awaiting_reason || "?"})` + (turn.input_hint ? `: ${turn.input_hint}` : "")) : null,
       turn.note ? h("div", { class: "note" }, turn.note) : null,
       turn.error ? h("div", { class: "err" }, turn.error) : null));
@@ -269,6 +271,20 @@ function transcript(repetition) {
     for (const check of later) items.push(checkView(check));
   }
   return h("div", { class: "transcript" }, items);
+}
+
+// The spans the agent made in a turn: one row each, nested under its parent, its bar placed on
+// the turn's time line (from its first span's start to its last span's end); an error span marked.
+function waterfall(spans) {
+  const end = Math.max(...spans.map((s) => s.offset_ms + s.duration_ms), 0.001);
+  return h("details", { class: "waterfall", open: "" },
+    h("summary", {}, `${spans.length} span${spans.length === 1 ? "" : "s"} (${duration(end)})`),
+    spans.map((span) => h("div", { class: "span" + (span.status === "error" ? " error" : ""), "data-span": span.span_id },
+      h("div", { class: "label", style: { paddingLeft: `${span.depth * 14}px` }, title: span.status_message || "" },
+        span.name, span.tool_name && !span.name.endsWith(span.tool_name) ? h("span", { class: "muted" }, ` (${span.tool_name})`) : null,
+        span.status === "error" ? h("span", { class: "tag" }, "error") : null),
+      h("div", { class: "track" }, h("div", { class: "bar", style: { left: `${(100 * span.offset_ms / end).toFixed(2)}%`, width: `${Math.max(0.5, 100 * span.duration_ms / end).toFixed(2)}%` } })),
+      h("div", { class: "ms" }, duration(span.duration_ms)))));
 }
 
 function checkView(check) {

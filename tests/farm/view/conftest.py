@@ -12,6 +12,7 @@ from farm.results import (
     AssertionResult,
     CaseResult,
     CheckpointResult,
+    SpanRecord,
     Status,
     ToolCallRecord,
     TurnResult,
@@ -31,6 +32,21 @@ def contains(expected: str, reply: str) -> AssertionResult:
     )
 
 
+def refund_spans(start: float) -> list[SpanRecord]:
+    """What the support bot's first turn did, as its spans: a run with a model call and two tools under it, one failing."""
+    ids = {"trace_id": "ab" * 16}
+
+    def span(span_id: str, parent: str | None, name: str, at: float, ms: float, **fields) -> SpanRecord:
+        return SpanRecord(**ids, span_id=span_id * 16, parent_span_id=parent * 16 if parent else "f" * 16, name=name, start=start + at, duration_ms=ms, **fields)
+
+    return [
+        span("1", None, "agent run", 0.0, 380.0, operation="invoke_agent"),
+        span("2", "1", "chat gpt-4o", 0.01, 150.0, operation="chat"),
+        span("3", "1", "execute_tool lookup_order", 0.17, 60.0, operation="execute_tool", tool_name="lookup_order"),
+        span("4", "1", "execute_tool charge_card", 0.24, 30.0, operation="execute_tool", tool_name="charge_card", status="error", status_message="card declined"),
+    ]
+
+
 def refund_case(run_id: str, status: Status, *, run_index: int = 0, agent: str = "support-bot") -> CaseResult:
     """A two-turn static case with a tool call and a judge; fails when ``status`` is failed."""
     ok = status is Status.PASSED
@@ -45,6 +61,7 @@ def refund_case(run_id: str, status: Status, *, run_index: int = 0, agent: str =
                 tool_calls=[ToolCallRecord(id="c1", name="lookup_order", args={"order": "1234"}, result={"item": "kettle", "price": 40})],
                 assertions=[AssertionResult(type="tool_called", expected="lookup_order", passed=True, matched_by="exact")],
                 awaiting_input=True, awaiting_reason="content_is_question", input_hint="confirm the refund",
+                spans=refund_spans(T0),
             ),
             TurnResult(
                 turn=2, input="Yes, refund it please", output=second, duration_ms=450.0,

@@ -128,6 +128,11 @@ def test_a_case_transcript(server: ViewServer, tmp_path: Path):
     assert transcript.count("cut at token limit") == len(badges) == 1 and "token limit" in (badges[0] or "")  # turn 2 only
     refund = shown(server, f"#/case/{FIRST}/refund-flow", tmp_path)
     assert "lookup_order" in refund.ids["transcript"] and '"order": "1234"' in refund.ids["transcript"]
+    assert "4 spans (380 ms)" in refund.ids["transcript"] and "execute_tool charge_card" in refund.ids["transcript"]
+    spans = [attrs for tag, attrs in refund.elements if attrs.get("data-span")]
+    assert [attrs.get("class") for attrs in spans] == ["span", "span", "span", "span error"]  # the failed tool marked
+    bars = [attrs.get("style") or "" for tag, attrs in refund.elements if attrs.get("class") == "bar" and "left" in (attrs.get("style") or "")]
+    assert bars[0].replace(" ", "") == "left:0%;width:100%;" and len(bars) == 4  # on the turn's time line, under the page's policy
     assert "The agent confirmed the refund." in refund.ids["transcript"] and "score 0.9" in refund.ids["transcript"]
 
 

@@ -141,6 +141,11 @@ def test_a_case_with_its_repetitions_and_checks(server: ViewServer):
     assert trip["turns"][0]["simulator_reasoning"].startswith("Start with the destination")
     refund = get_json(server, f"/api/runs/{FIRST}/cases/refund-flow")["repetitions"][0]
     assert refund["turns"][0]["tool_calls"][0]["args"] == {"order": "1234"}
+    spans = refund["turns"][0]["spans"]  # a waterfall: by start, each under its parent
+    assert [(span["name"], span["depth"], span["offset_ms"]) for span in spans] == [
+        ("agent run", 0, 0.0), ("chat gpt-4o", 1, 10.0), ("execute_tool lookup_order", 1, 170.0), ("execute_tool charge_card", 1, 240.0),
+    ]  # fmt: skip
+    assert spans[3]["status"] == "error" and refund["turns"][1]["spans"] == []
     assert get(server, f"/api/runs/{FIRST}/cases/no-such-case")[0] == 404
 
 
