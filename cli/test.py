@@ -43,7 +43,14 @@ def test(
     parallel: Annotated[int | None, typer.Option("--parallel", min=1, metavar="N", help="Max conversations in flight (default: from the connector's limits).")] = None,
     fail_fast: Annotated[bool | None, typer.Option("-x", "--fail-fast", help="Stop dispatching after the first failed case.")] = None,
     dry_run: Annotated[bool | None, typer.Option("--dry-run", help="Load and validate the cases, print them (and write them with -o); run nothing.")] = None,
-    runs: Annotated[int | None, typer.Option("--runs", min=1, metavar="N", help="Run every case N times (stability; default 1).")] = None,
+    runs: Annotated[
+        str | None,
+        typer.Option(
+            "--runs",
+            metavar="N|auto|MIN..MAX",
+            help="Run every case N times (stability; default 1); auto (2..10) or MIN..MAX: stop each case once its pass rate is decided against --min-pass-rate.",
+        ),
+    ] = None,
     run: Match = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", metavar="TAG", help="Only cases carrying this tag (repeatable).")] = None,
     config: ConfigPath = None,
@@ -79,6 +86,8 @@ def test(
         float | None,
         typer.Option("--max-cost", metavar="USD", help="Dispatch nothing more once the run has spent this much (default: [farm].max_cost)."),
     ] = None,
+    alpha: Annotated[float | None, typer.Option("--alpha", metavar="A", help="With adaptive --runs: the error level of each decision (default 0.05).")] = None,
+    delta: Annotated[float | None, typer.Option("--delta", metavar="D", help="With adaptive --runs: the indifference zone around the gate, +-D (default 0.1).")] = None,
 ) -> None:
     """Run test cases against an agent: in this process, or in parallel on Ray."""
     from farm.cli.app import fail
@@ -124,6 +133,8 @@ def test(
             min_pass_rate=min_pass_rate,
             baseline=baseline,
             retry_errors=retry_errors,
+            alpha=alpha,
+            delta=delta,
         )
     except FarmError as exc:
         fail(exc)

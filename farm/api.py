@@ -46,7 +46,7 @@ def run(
     output: str | Path | None = None,
     connector: str | None = None,
     parallel: int | None = None,
-    runs: int | None = None,
+    runs: int | str | None = None,
     timeout: str | float | None = None,
     turn_timeout: str | float | None = None,
     on_missing_input: Literal["skip", "fail"] | None = None,
@@ -77,6 +77,8 @@ def run(
     min_pass_rate: float | None = None,
     baseline: str | Path | None = None,
     retry_errors: bool | None = None,
+    alpha: float | None = None,
+    delta: float | None = None,
     run: str | None = None,
     name: str | Sequence[str] | None = None,
     json: bool | None = None,
@@ -116,6 +118,9 @@ RUN_KEYWORDS = """\
 - ``min_pass_rate``: the share of its tries a case must pass; ``baseline``: a run folder, or
   ``last``, to compare with; the run fails its gate when significantly worse (:mod:`farm.gate`).
 - ``retry_errors``: with ``resume``, run again the cases that ended in ``error`` or ``timeout``.
+- ``runs``: a number of tries, or ``"auto"`` / ``"MIN..MAX"``: adaptive repeats, each case stopping
+  once its pass rate is decided against ``min_pass_rate`` (required then) at error level ``alpha``
+  with an indifference zone of ``delta`` (docs/adaptive.md).
 - ``run``, ``name``, ``json``: the CLI's names (``--run``, ``-n/--name``, ``--json``) of
   ``match``, ``agent`` and ``json_events``.
 """

@@ -12,6 +12,7 @@ per-case tallies alone; :func:`judge_run` reads them from the run folders.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MIN_PASS_RATE",
+    "adaptive_said",
     "STOPPED",
     "Baseline",
     "CaseTally",
@@ -64,9 +66,16 @@ class CaseTally:
     source: str | None = None
     """Where the case came from (its record's ``source``): its run's reader makes it the case's suite,
     which with its id pairs it with the same case of another run."""
+    stopped: str | None = None
+    """Under adaptive repeats: why the case stopped (:data:`farm.sequential.Stop`), from its last try."""
+    verdict: str | None = None
+    """Under adaptive repeats: ``above`` or ``below`` the gate, as the sequential rule decided it."""
 
     def passes_gate(self, min_pass_rate: float) -> bool:
-        """At least ``min_pass_rate`` of the tries passed, and none errored or timed out."""
+        """At least ``min_pass_rate`` of the tries passed, and none errored or timed out; under
+        adaptive repeats, the verdict the sequential rule gave (:mod:`farm.sequential`)."""
+        if self.verdict is not None:
+            return self.broken == 0 and self.verdict == "above"
         return self.broken == 0 and self.passes >= min_pass_rate * self.tries - _SLACK
 
     @property
@@ -79,8 +88,8 @@ Tallies = dict[str, dict[str, CaseTally]]
 """Per agent (``""`` for results that name none), per case id: its :class:`CaseTally`. One run's case
 ids are its cases: a run loads one input, whose ids are unique."""
 
-Row = tuple[str | None, str, str, str | None] | tuple[str | None, str, str, str | None, str | None]
-"""One case run: ``(agent, case_id, status, error_role[, source])``."""
+Row = tuple[str | None, ...]
+"""One case run: ``(agent, case_id, status, error_role[, source[, stopped, verdict]])``."""
 
 
 def tally(rows: Iterable[Row]) -> Tallies:
@@ -88,10 +97,13 @@ def tally(rows: Iterable[Row]) -> Tallies:
     that only ever skipped are left out. A role's error fails the case's gate but is not one of the
     agent's tries: it says nothing of the agent."""
     out: Tallies = {}
-    for agent, case_id, status, role, *source in rows:
-        if status == Status.SKIPPED.value:
+    for agent, case_id, status, role, *more in rows:
+        if status == Status.SKIPPED.value or case_id is None:
             continue
-        case = out.setdefault(agent or "", {}).setdefault(case_id, CaseTally(source=source[0] if source else None))
+        source, stopped, verdict = (*more, None, None, None)[:3]
+        case = out.setdefault(agent or "", {}).setdefault(case_id, CaseTally(source=source))
+        if verdict is not None:
+            case.stopped, case.verdict = stopped, verdict
         case.tries += not (status == Status.ERROR.value and role)
         case.passes += status == Status.PASSED.value
         case.broken += status in (Status.ERROR.value, Status.TIMEOUT.value)
@@ -102,7 +114,9 @@ def summary_tallies(summary: Summary) -> Tallies:
     """The tallies a run's :class:`~farm.summary.Summary` kept while its results came (earlier parts included)."""
     out: Tallies = {}
     for (agent, case_id), counted in summary.tallies.items():
-        out.setdefault(agent, {})[case_id] = CaseTally(passes=counted.passes, tries=counted.runs, broken=counted.broken, source=counted.source)
+        out.setdefault(agent, {})[case_id] = CaseTally(
+            passes=counted.passes, tries=counted.runs, broken=counted.broken, source=counted.source, stopped=counted.stopped, verdict=counted.verdict
+        )
     return out
 
 
@@ -116,7 +130,7 @@ def read_cases(run_dir: Path) -> pa.Table:
 
 def cases_of(run: RunRecord) -> pa.Table:
     """:func:`read_cases` of a run already read."""
-    table = run.cases(columns=["agent", "case_id", "status", "error_role", "source"])
+    table = run.cases(columns=["agent", "case_id", "status", "error_role", "source", "stopped", "verdict"])
     if run.problems:
         raise UsageError(f"Cannot judge the run {run.path}, as {run.problems[0]}")
     return table
@@ -130,7 +144,9 @@ def read_tallies(run_dir: Path) -> Tallies:
 def tallies_of(cases: pa.Table) -> Tallies:
     """The tallies of a cases table of :func:`read_cases`'s columns."""
     columns = cases.to_pydict()
-    return tally(zip(columns["agent"], columns["case_id"], columns["status"], columns["error_role"], columns["source"], strict=True))
+    nothing = [None] * cases.num_rows  # a run written before adaptive repeats
+    adaptive = (columns.get("stopped", nothing), columns.get("verdict", nothing))
+    return tally(zip(columns["agent"], columns["case_id"], columns["status"], columns["error_role"], columns["source"], *adaptive, strict=True))
 
 
 def ended_early(status: str, info: RunInfo, done: int) -> tuple[str | None, int]:
@@ -141,6 +157,16 @@ def ended_early(status: str, info: RunInfo, done: int) -> tuple[str | None, int]
     not_run = max(0, planned - done)
     why = info.stop_reason if info.stop_reason and not_run else None
     return (status if status != "finished" else why), not_run
+
+
+def adaptive_said(tallies: Tallies) -> str | None:
+    """Under adaptive repeats, one sentence: the tries made, and how the cases stopped; else None."""
+    stops = Counter(case.stopped for cases in tallies.values() for case in cases.values() if case.stopped)
+    if not stops:
+        return None
+    tries = sum(case.tries for cases in tallies.values() for case in cases.values())
+    said = f"{stops['decided_above']} decided above the gate, {stops['decided_below']} below, {stops['max_tries']} undecided at the most tries"
+    return f"Adaptive repeats: {tries} {'try' if tries == 1 else 'tries'} in all; {said}."
 
 
 def check_min_pass_rate(value: float, where: str = "--min-pass-rate") -> float:

@@ -28,6 +28,10 @@ class _Tally:
     """Runs that ended in an error or a timeout (a role's error too: it fails the case's gate)."""
     source: str | None = None
     """Where the case came from (its first run's ``source``): with its id, it pairs the case with a baseline's."""
+    stopped: str | None = None
+    """Under adaptive repeats: why the case stopped (its last try's ``stopped``)."""
+    verdict: str | None = None
+    """Under adaptive repeats: ``above`` or ``below`` the gate (its last try's ``verdict``)."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,8 @@ class Summary:
             tally.runs += not role_error  # a try a role could not judge says nothing of the agent
             tally.passes += status is Status.PASSED
             tally.broken += status in (Status.ERROR, Status.TIMEOUT)
+            if result.verdict is not None:
+                tally.stopped, tally.verdict = result.stopped, result.verdict
 
     def add_calls(self, calls: CallTally) -> None:
         """Count role calls made outside any case: the generator's before the run, the reporter's after it."""

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from farm.errors import UsageError
-from farm.gate import Baseline, CaseTally, Tallies, find_baseline, judge, read_baseline, summary_tallies
+from farm.gate import Baseline, CaseTally, Tallies, adaptive_said, find_baseline, judge, read_baseline, summary_tallies
+from farm.sequential import stop_said
 
 if TYPE_CHECKING:
     from farm._run.request import ResolvedOptions
@@ -82,12 +83,19 @@ def gate_lines(gate: RunGate, tallies: Tallies) -> list[Text]:
     for agent, cases in tallies.items():
         for case_id, case in cases.items():
             name = neutralise(f"{agent}: {case_id}" if several else case_id)
+            stop = f" ({stop_said(case.stopped, case.tries, case.verdict)})" if case.stopped else ""
             if case.flaky and case.passes_gate(gate.min_pass_rate):
-                lines.append(Text(f"  {name}: flaky, passed the {rate} gate: {case.passes} of {case.tries}", style="yellow"))
+                lines.append(Text(f"  {name}: flaky, passed the {rate} gate: {case.passes} of {case.tries}{stop}", style="yellow"))
             elif repeated and not case.passes_gate(gate.min_pass_rate):
-                lines.append(Text(f"  {name}: {_failed_gate(case, gate.min_pass_rate)}", style="red"))
+                lines.append(Text(f"  {name}: {_failed_gate(case, gate.min_pass_rate)}{stop}", style="red"))
     style = "bold green" if gate.verdict == "passed" else "bold red"
-    return [*lines, Text("Gate: ", style=style).append(neutralise(gate.sentence))]
+    return [*lines, *adaptive_lines(tallies), Text("Gate: ", style=style).append(neutralise(gate.sentence))]
+
+
+def adaptive_lines(tallies: Tallies) -> list[Text]:
+    """Under adaptive repeats, one line: the tries made, and how the cases stopped."""
+    said = adaptive_said(tallies)
+    return [Text(said)] if said else []
 
 
 def _failed_gate(case: CaseTally, min_pass_rate: float) -> str:

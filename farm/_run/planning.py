@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from farm._run.phases import Prepared
     from farm.conversation.golden import GoldenRecorder
     from farm.engines import Engine, RunPlan
+    from farm.sequential import Sequential
     from farm.traces.receiver import Receiver
     from farm.writers import RunInfo
 
@@ -42,6 +43,7 @@ def plan_run(prepared: Prepared) -> Planned:
     jsonl, skip_keys = _results(prepared, agent_id)
     against = load_baseline(options.baseline, cfg.results_dir, options.inputs, prepared.run_dir)  # a bad one: said before anything runs
     plan, engine = _engine_plan(prepared, agents, connectors, skip_keys)
+    plan.sequential, plan.tried_before = _adaptive(prepared, jsonl, agent_id, bool(skip_keys))
     receiver = _receiver(prepared, agents, engine.name)
     if receiver is not None:
         for settings in plan.agent_settings.values():
@@ -115,6 +117,20 @@ def _results(prepared: Prepared, agent_id: str) -> tuple[Path, set[tuple[str, in
     if options.retry_errors and not resumed:
         raise UsageError("--retry-errors: give it with --resume RUN_DIR, the run whose errors and timeouts to run again")
     return jsonl, (finished_keys(jsonl, agent_id, unless=BROKEN if options.retry_errors else ()) if resumed else set())
+
+
+def _adaptive(prepared: Prepared, jsonl: Path, agent_id: str, resumed: bool) -> tuple[Sequential | None, dict[tuple[str, int, str], tuple[str, bool]]]:
+    """Under adaptive repeats, the rule that stops each case, and (a resume) how the tries already
+    run ended, which it counts on from."""
+    from farm.sequential import Runs, Sequential
+    from farm.writers.jsonl import BROKEN, finished_tries
+
+    options = prepared.options
+    runs = options.runs
+    if not (isinstance(runs, Runs) and runs.adaptive):
+        return None, {}
+    rule = Sequential(options.min_pass_rate, runs.least, int(runs), options.alpha, options.delta)
+    return rule, (finished_tries(jsonl, agent_id, unless=BROKEN if options.retry_errors else ()) if resumed else {})
 
 
 def _parallel(prepared: Prepared, connectors: dict[str, str | None]) -> int:

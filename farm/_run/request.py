@@ -19,6 +19,7 @@ from farm.conversation.settings import DEFAULT_CASE_TIMEOUT, DEFAULT_TURN_TIMEOU
 from farm.durations import parse_duration
 from farm.errors import UsageError
 from farm.gate import DEFAULT_MIN_PASS_RATE, check_min_pass_rate
+from farm.sequential import DEFAULT_ALPHA, DEFAULT_DELTA, Runs, parse_runs
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -41,7 +42,7 @@ class RunRequest:
     output: str | Path | None = None
     connector: str | None = None
     parallel: int | None = None
-    runs: int | None = None
+    runs: int | str | None = None
     timeout: str | float | None = None
     turn_timeout: str | float | None = None
     on_missing_input: str | None = None
@@ -72,6 +73,8 @@ class RunRequest:
     min_pass_rate: float | None = None
     baseline: str | Path | None = None
     retry_errors: bool | None = None
+    alpha: float | None = None
+    delta: float | None = None
 
     @classmethod
     def of(cls, keywords: dict[str, Any]) -> RunRequest:
@@ -151,7 +154,7 @@ OPTIONS: dict[str, Option] = {
     "output": Option("--output", resumed=lambda info: info.results, note="results.jsonl in the run folder"),
     "connector": Option("--connector", resumed=_recorded("connector"), note="each agent's own"),
     "parallel": Option("--parallel", resumed=lambda info: info.parallel, note="from the connectors' limits (farm.ratelimit)"),
-    "runs": Option("--runs", 1, resumed=lambda info: info.runs),
+    "runs": Option("--runs", 1, resumed=lambda info: info.options.adaptive_runs or info.runs, note="N, auto (2..10) or MIN..MAX: adaptive repeats"),
     "timeout": Option("--timeout", DEFAULT_CASE_TIMEOUT, resumed=_recorded("timeout")),
     "turn_timeout": Option("--turn-timeout", DEFAULT_TURN_TIMEOUT, resumed=_recorded("turn_timeout")),
     "on_missing_input": Option("--on-missing-input", "skip", resumed=_recorded("on_missing_input")),
@@ -182,6 +185,8 @@ OPTIONS: dict[str, Option] = {
     "min_pass_rate": Option("--min-pass-rate", DEFAULT_MIN_PASS_RATE, resumed=_recorded("min_pass_rate"), farm="min_pass_rate"),
     "baseline": Option("--baseline", resumed=_recorded("baseline")),
     "retry_errors": Option("--retry-errors", False),
+    "alpha": Option("--alpha", DEFAULT_ALPHA, resumed=_recorded("alpha")),
+    "delta": Option("--delta", DEFAULT_DELTA, resumed=_recorded("delta")),
 }
 """Every option of :func:`farm.run`, by keyword: the one table of their defaults and precedence."""
 
@@ -209,6 +214,8 @@ class ResolvedOptions:
     parallel: int | None
     """None: sized from the connectors' limits when the run is planned."""
     runs: int
+    """The most tries of each case: a :class:`~farm.sequential.Runs`, adaptive with ``--runs auto``
+    or ``MIN..MAX``."""
     timeout: float
     turn_timeout: float
     on_missing_input: Literal["skip", "fail"]
@@ -240,6 +247,10 @@ class ResolvedOptions:
     baseline: str | None
     """A run folder, or ``last``; None: no comparison."""
     retry_errors: bool
+    alpha: float
+    """The error level of each decision of adaptive repeats."""
+    delta: float
+    """The indifference zone's half-width around the gate under adaptive repeats."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     """Where each option's value came from (``--max-cost``, ``run.json's options.max_cost``,
     ``farm.toml: [farm].max_cost``); an option at its default is not in it."""
@@ -250,6 +261,12 @@ class ResolvedOptions:
         from farm.inputs import input_text
 
         return input_text(self.inputs)
+
+    @property
+    def adaptive_runs(self) -> str | None:
+        """``MIN..MAX`` under adaptive repeats (``--runs auto`` is ``2..10``), as ``run.json`` records
+        it for a resume; None under ``--runs N``."""
+        return self.runs.spec if isinstance(self.runs, Runs) else None
 
     @property
     def recorded(self) -> RunOptions:
@@ -273,6 +290,9 @@ class ResolvedOptions:
             max_cost=self.max_cost,
             min_pass_rate=self.min_pass_rate,
             baseline=self.baseline,
+            adaptive_runs=self.adaptive_runs,
+            alpha=self.alpha,
+            delta=self.delta,
         )
 
 
@@ -289,6 +309,7 @@ def resolve(request: RunRequest, previous: RunInfo | None, config: FarmConfig) -
     agents = [agent] if isinstance(agent, str) else list(agent or [])
     if len(set(agents)) != len(agents):
         raise UsageError(f"-n/--name: {', '.join(agents)} names an agent twice")
+    done["runs"] = parse_runs(done["runs"], where.get("runs", "--runs"))
     _check(done, where)
     done.update(
         timeout=seconds("--timeout", done["timeout"]),
@@ -303,8 +324,11 @@ def resolve(request: RunRequest, previous: RunInfo | None, config: FarmConfig) -
 
 def _check(done: dict[str, Any], where: dict[str, str]) -> None:
     """A value that cannot be is a :class:`UsageError` naming its flag."""
-    if done["runs"] < 1:
-        raise UsageError(f"--runs: {done['runs']} is not a positive number")
+    if done["runs"].adaptive and "min_pass_rate" not in where:
+        raise UsageError(f"--runs {done['runs'].spec}: adaptive repeats decide against the gate; give --min-pass-rate R (e.g. 0.8)")
+    for name in ("alpha", "delta"):
+        if not 0.0 < done[name] < 0.5:
+            raise UsageError(f"--{name}: {done[name]:g} is not between 0 and 0.5 (excluded), e.g. {OPTIONS[name].default}")
     if done["on_missing_input"] not in ("skip", "fail"):
         raise UsageError(f"--on-missing-input: '{done['on_missing_input']}' is not one of: skip, fail")
     if done["retries"] < 0:

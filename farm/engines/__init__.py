@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the runner and the case model: importing the scheduler load
     from farm.conversation.runner import RunSettings
     from farm.loaded import LoadedCase
     from farm.roles.generation import CaseStream, GenerationStats
+    from farm.sequential import Sequential
 
 __all__ = [
     "AUTO_RAY_FROM",
@@ -106,6 +107,10 @@ class RunPlan:
     are the run's own)."""
     agent_settings: dict[str, RunSettings] = field(default_factory=dict)
     """The runner's settings per agent under test, in the order of ``-n``; empty: ``settings``' agent alone."""
+    sequential: Sequential | None = None
+    """Set under adaptive repeats (``--runs auto``, ``MIN..MAX``): the rule that stops each case."""
+    tried_before: dict[tuple[str, int, str], tuple[str, bool]] = field(default_factory=dict)
+    """Under adaptive repeats, on a resume: how each case run in ``skip_keys`` ended (status, a role's error)."""
     stream: CaseStream | None = None
     """Cases that arrive while the run goes (a generator's), after ``cases``."""
     on_generation: Callable[[GenerationStats], None] | None = None
@@ -145,6 +150,8 @@ class RunPlan:
             cost_of=case_cost,
             finished_before=self.skip_keys,
             spent=self.spent_before,
+            sequential=self.sequential,
+            tried_before=self.tried_before,
         )
 
     @property

@@ -16,22 +16,28 @@ scheduler assigns and hands it back what happened.
     dropped(job)          -> the job was queued on a worker when the run stopped and never began
     stop(reason)          -> dispatch nothing more; returns the jobs that will never start
     done                  -> nothing pending or running, and no more cases will arrive
+
+Adaptive repeats (``sequential``): a case's first ``least`` tries are queued at once; each time
+none of its tries is in flight the rule (:class:`farm.sequential.Sequential`) decides whether it
+stops, and the case's last result says why (``stopped``, ``tries``); else its next try is queued.
+A resume counts the tries it finished before (``tried_before``) and goes on from there.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
 
-from farm.results import CaseResult, RetriedAttempt
+from farm.results import CaseResult, RetriedAttempt, Status
 
 if TYPE_CHECKING:
     from farm.loaded import LoadedCase
+    from farm.sequential import Sequential, Stop
 
-__all__ = ["Job", "JobKey", "Scheduler", "StopReason", "Worker"]
+__all__ = ["CaseTries", "Job", "JobKey", "Scheduler", "StopReason", "Worker"]
 
 
 class JobKey(NamedTuple):
@@ -108,6 +114,35 @@ class StopReason(StrEnum):
 MakeError = Callable[["Job", str], CaseResult]
 
 
+@dataclass
+class CaseTries:
+    """One case on one agent under adaptive repeats: its tries so far, and whether it stopped."""
+
+    done: set[int] = field(default_factory=set)
+    """Run indices reported (this part's and, on a resume, the earlier parts')."""
+    in_flight: set[int] = field(default_factory=set)
+    """Run indices queued or running."""
+    passes: int = 0
+    tries: int = 0
+    """Tries the agent made (a role's error says nothing of the agent, a skipped try is no try)."""
+    broken: bool = False
+    """A try ended in an error or a timeout: the case fails its gate whatever follows."""
+    skipped: bool = False
+    stopped: Stop | None = None
+
+    def count(self, run_index: int, status: str, role_error: bool) -> None:
+        self.done.add(run_index)
+        self.in_flight.discard(run_index)
+        self.skipped = self.skipped or status == Status.SKIPPED.value
+        self.tries += status != Status.SKIPPED.value and not role_error
+        self.passes += status == Status.PASSED.value
+        self.broken = self.broken or status in (Status.ERROR.value, Status.TIMEOUT.value)
+
+    @property
+    def over(self) -> bool:
+        return self.stopped is not None or self.skipped
+
+
 def _no_cost(result: CaseResult) -> float:
     return 0.0
 
@@ -134,6 +169,8 @@ class Scheduler:
         cost_of: Callable[[CaseResult], float] = _no_cost,
         finished_before: Iterable[tuple[str, int, str]] = (),
         spent: float = 0.0,
+        sequential: Sequential | None = None,
+        tried_before: Mapping[tuple[str, int, str], tuple[str, bool]] | None = None,
     ):
         if not workers or any(w.slots < 1 for w in workers):
             raise ValueError("a scheduler needs workers with at least one slot each")
@@ -165,6 +202,12 @@ class Scheduler:
         self.cases = 0
         """Cases added so far."""
         self._order = 0
+        self.sequential = sequential
+        """Set under adaptive repeats: the rule that decides when a case stops."""
+        self.case_tries: dict[tuple[str, str], CaseTries] = {}
+        """Under adaptive repeats, per (case id, agent): its tries."""
+        for (case_id, run_index, agent), (status, role_error) in (tried_before or {}).items():
+            self.case_tries.setdefault((case_id, agent), CaseTries()).count(run_index, status, role_error)
 
     # -- what comes in --------------------------------------------------------
 
@@ -174,6 +217,8 @@ class Scheduler:
         out: list[CaseResult] = []
         batch = list(cases)
         self.cases += len(batch)
+        if self.sequential is not None:
+            return self._add_adaptive(batch)
         for run_index in range(self.runs):
             for loaded in batch:
                 for agent in self.agents:
@@ -187,6 +232,58 @@ class Scheduler:
                     elif not self.stopped:
                         self.pending[agent].append(job)
         return out
+
+    def _add_adaptive(self, batch: list[LoadedCase]) -> list[CaseResult]:
+        """:meth:`add` under adaptive repeats: each case's tries as far as they are due (one error
+        result for a case that did not load: it fails its gate, and more tries would say the same)."""
+        out: list[CaseResult] = []
+        for loaded in batch:
+            for agent in self.agents:
+                state = self.case_tries.setdefault((loaded.id, agent), CaseTries())
+                if not loaded.ok:
+                    if not state.done:
+                        job = self._job(JobKey(loaded.id, 0, agent), loaded)
+                        out.extend(self._report(job, self.make_error(job, loaded.error or "the case did not load")))
+                    continue
+                if not state.over and not state.in_flight and set(range(self.sequential.least)) <= state.done:  # type: ignore[union-attr]
+                    self._decide(state)  # a resume: a case the earlier part decided stays so
+                self._top_up(state, loaded, agent)
+        return out
+
+    def _job(self, key: JobKey, loaded: LoadedCase) -> Job:
+        self._order += 1
+        return Job(key, loaded, order=self._order)
+
+    def _top_up(self, state: CaseTries, loaded: LoadedCase, agent: str) -> None:
+        """Queue the case's tries that are due: those below ``least`` not yet run, else (none in
+        flight, the case not stopped) the next one."""
+        if self.stopped or state.over or self.sequential is None:
+            return
+        missing = [i for i in range(self.runs) if i not in state.done and i not in state.in_flight]
+        due = [i for i in missing if i < self.sequential.least] or (missing[:1] if not state.in_flight else [])
+        for run_index in due:
+            state.in_flight.add(run_index)
+            self.pending[agent].append(self._job(JobKey(loaded.id, run_index, agent), loaded))
+
+    def _decide(self, state: CaseTries) -> Stop | None:
+        assert self.sequential is not None
+        state.stopped = self.sequential.decide(state.passes, state.tries, state.broken) if not state.skipped else None
+        return state.stopped
+
+    def _tried(self, job: Job, result: CaseResult) -> None:
+        """Under adaptive repeats, count ``result`` and, none of the case's tries in flight, decide:
+        the result says why the case stopped, else its next try is queued."""
+        state = self.case_tries.setdefault((job.key.case_id, job.agent), CaseTries())
+        state.count(job.run_index, str(result.status), result.status is Status.ERROR and result.error_role is not None)
+        if state.in_flight or state.over:
+            return
+        stopped = self._decide(state)
+        if stopped is not None:
+            assert self.sequential is not None
+            result.stopped, result.tries = stopped, state.tries
+            result.verdict = self.sequential.verdict(stopped, state.passes, state.tries)
+        else:
+            self._top_up(state, job.payload, job.agent)
 
     def close(self) -> None:
         """No more cases will arrive."""
@@ -312,6 +409,8 @@ class Scheduler:
         if job.key in self.reported:
             return []
         self.reported.add(job.key)
+        if self.sequential is not None:
+            self._tried(job, result)
         if result.ended_by == "unreachable":
             self.stop(StopReason.UNREACHABLE)
         if self.fail_fast and not result.status.ok:

@@ -393,6 +393,15 @@ class CaseResult(BaseModel):
     usable after one retry), ``validator`` (a judge of an ``agent`` assertion, a checkpoint or a
     golden comparison failed), ``generator`` or ``reporter``. Null when the agent, the case or
     nothing went wrong; figures about the agent leave these rows out."""
+    stopped: Literal["decided_above", "decided_below", "max_tries"] | None = None
+    """Under adaptive repeats (``--runs auto``, ``--runs MIN..MAX``), set on a case's last try: why
+    the case stopped there: its pass rate decided above or below the gate (``--min-pass-rate``), or
+    no decision within the most tries (``max_tries``: judged then by the fixed-N rule). Null on the
+    other tries, under ``--runs N`` and for a skipped case (docs/adaptive.md)."""
+    tries: int | None = None
+    """With ``stopped``: the tries of the case the decision counted (those the agent made)."""
+    verdict: Literal["above", "below"] | None = None
+    """With ``stopped``: the case's gate verdict, above (it passes its gate) or below."""
     goal_achieved_at: int | None = None
     """The turn for which the simulator said the goal is achieved instead of giving an input
     that was sent (the conversation ended there); null otherwise."""

@@ -113,6 +113,18 @@ def finished_keys(path: str | os.PathLike[str], agent: str | None = None, unless
     return keys
 
 
+def finished_tries(path: str | os.PathLike[str], agent: str | None = None, unless: Collection[str] = ()) -> dict[tuple[str, int, str], tuple[str, bool]]:
+    """:func:`finished_keys` with how each ended: its status, and whether a role's error made it
+    an ``error`` (a resume under adaptive repeats counts a case's tries from them)."""
+    tries: dict[tuple[str, int, str], tuple[str, bool]] = {}
+    for _, record in _records(Path(path)):
+        status = str(record.get("status"))
+        if isinstance(record.get("id"), str) and status not in unless:
+            key = (record["id"], int(record.get("run_index", 0)), str(record.get("agent") or agent or ""))
+            tries[key] = (status, status == "error" and record.get("error_role") is not None)
+    return tries
+
+
 BROKEN = ("error", "timeout")
 """Statuses ``--retry-errors`` runs again."""
 

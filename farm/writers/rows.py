@@ -265,6 +265,12 @@ class CaseRow(KeyRow):
     """Calls made for the case that the role cache could answer (role calls, and the agent's with ``cache = true``)."""
     cache_hits: Int32
     """Of ``role_calls``, those the role cache answered."""
+    stopped: str | None
+    """Under adaptive repeats, on a case's last try: ``decided_above``, ``decided_below`` or ``max_tries``."""
+    tries: Int32 | None
+    """With ``stopped``: the case's tries."""
+    verdict: str | None
+    """With ``stopped``: ``above`` or ``below`` the gate."""
     schema_version: Int16
     """Version of the result record's shape."""
 

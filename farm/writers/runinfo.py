@@ -63,6 +63,13 @@ class RunOptions(BaseModel):
     """``--min-pass-rate``: the share of its tries a repeated case must pass (its gate)."""
     baseline: str | None = None
     """``--baseline``: the run folder this run is compared with, or ``last`` (the latest finished run of its input)."""
+    adaptive_runs: str | None = None
+    """``--runs MIN..MAX`` (``auto`` is ``2..10``): adaptive repeats, each case stopping once its pass
+    rate is decided against the gate (docs/adaptive.md); null under ``--runs N``."""
+    alpha: float | None = None
+    """``--alpha``: the error level of each decision of adaptive repeats."""
+    delta: float | None = None
+    """``--delta``: the indifference zone's half-width around the gate under adaptive repeats."""
 
 
 class GateComparison(BaseModel):

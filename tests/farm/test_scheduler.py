@@ -270,3 +270,109 @@ def test_importing_the_scheduler_loads_no_runner_and_no_case_model():
     code = "import sys, farm.engines.scheduler; print(sorted(m for m in sys.modules if m.startswith(('farm.conversation', 'farm.suite'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# -- adaptive repeats ---------------------------------------------------------
+
+
+def adaptive(least=2, most=10, rate=0.8, **rules) -> Scheduler:
+    from farm.sequential import Sequential
+
+    return scheduler(slots=100, runs=most, sequential=Sequential(min_pass_rate=rate, least=least, most=most), **rules)
+
+
+def run_through(s: Scheduler, outcome) -> list[CaseResult]:
+    """Pump ``s`` to its end, each job ending as ``outcome(job)`` says; every result reported."""
+    reported = []
+    s.close()
+    while not s.done:
+        started = s.assign()
+        assert started, "the scheduler holds jobs it never assigns"
+        for _, job in started:
+            reported += s.finished(job, result(job, outcome(job)))
+    return reported
+
+
+def test_adaptive_repeats_queue_the_least_tries_first_and_one_more_at_a_time():
+    s = adaptive(least=3, most=10)
+    s.add(cases(1))
+    first = s.assign()
+    assert [job.run_index for _, job in first] == [0, 1, 2]
+    for _, job in first[:2]:
+        s.finished(job, result(job))
+    assert s.assign() == []  # no decision while a try of the case is in flight
+    s.finished(first[2][1], result(first[2][1], Status.FAILED))
+    assert [job.run_index for _, job in s.assign()] == [3]
+
+
+def test_a_case_decided_below_stops_and_its_last_result_says_why():
+    s = adaptive(least=2, most=10, rate=0.8)
+    s.add(cases(2))
+    reported = run_through(s, lambda job: Status.PASSED if job.key.case_id == "case-0" else Status.FAILED)
+    failing = [r for r in reported if r.id == "case-1"]
+    assert len(failing) == 3  # three failures: at most 7 of 10 can pass, below 0.8
+    assert (failing[-1].stopped, failing[-1].tries, failing[-1].verdict) == ("decided_below", 3, "below")
+    assert all(r.stopped is None for r in failing[:-1])
+    passing = [r for r in reported if r.id == "case-0"]
+    assert len(passing) == 8 and (passing[-1].stopped, passing[-1].verdict) == ("decided_above", "above")  # 8 of 10 are met
+
+
+def test_an_undecided_case_runs_to_the_most_tries_and_is_judged_there():
+    s = adaptive(least=2, most=6, rate=0.5)
+    s.add(cases(1))
+    reported = run_through(s, lambda job: Status.PASSED if job.run_index % 2 else Status.FAILED)
+    assert len(reported) == 6 and [r.run_index for r in reported] == list(range(6))
+    assert (reported[-1].stopped, reported[-1].tries, reported[-1].verdict) == ("max_tries", 6, "above")
+
+
+def test_an_error_stops_the_case_below_its_gate():
+    s = adaptive(least=2, most=10, rate=0.5)
+    s.add(cases(1))
+    reported = run_through(s, lambda job: Status.ERROR if job.run_index == 1 else Status.PASSED)
+    assert len(reported) == 2 and reported[-1].stopped == "decided_below"
+
+
+def test_a_skipped_case_is_tried_no_more_and_not_judged():
+    s = adaptive(least=2, most=10)
+    s.add(cases(1))
+    reported = run_through(s, lambda job: Status.SKIPPED)
+    assert len(reported) == 2 and all(r.stopped is None for r in reported)
+
+
+def test_a_resume_goes_on_with_each_undecided_case_and_leaves_decided_ones():
+    before = {
+        ("case-0", 0, ""): ("passed", False), ("case-0", 1, ""): ("failed", False),  # undecided: goes on at index 2
+        ("case-1", 0, ""): ("failed", False), ("case-1", 1, ""): ("failed", False), ("case-1", 2, ""): ("failed", False),  # decided below
+        ("case-2", 0, ""): ("passed", False),  # the least tries not all run: index 1 first
+    }  # fmt: skip
+    s = adaptive(least=2, most=10, finished_before=before, tried_before=before)
+    s.add(cases(3))
+    assert sorted(job.key[:2] for _, job in s.assign()) == [("case-0", 2), ("case-2", 1)]
+
+
+def test_a_resume_under_adaptive_repeats_continues_until_the_same_decision():
+    def outcome(job):
+        return Status.FAILED if job.run_index in (1, 4) else Status.PASSED
+
+    once = adaptive(least=2, most=10, rate=0.5)
+    once.add(cases(1))
+    whole = run_through(once, outcome)
+    s = adaptive(least=2, most=10, rate=0.5)
+    s.add(cases(1))
+    s.close()
+    first = []
+    for _, job in s.assign():
+        first += s.finished(job, result(job, outcome(job)))
+    before = {(r.id, r.run_index, ""): (r.status.value, False) for r in first}
+    resumed = adaptive(least=2, most=10, rate=0.5, finished_before=before, tried_before=before)
+    resumed.add(cases(1))
+    rest = run_through(resumed, outcome)
+    assert [r.run_index for r in first + rest] == [r.run_index for r in whole]
+    assert (rest[-1].stopped, rest[-1].tries) == (whole[-1].stopped, whole[-1].tries)
+
+
+def test_the_budget_still_stops_adaptive_repeats():
+    s = adaptive(least=2, most=10, max_cost=1.0, cost_of=lambda r: 0.4)
+    s.add(cases(1))
+    reported = run_through(s, lambda job: Status.PASSED)
+    assert len(reported) == 3 and s.stop_reason is StopReason.MAX_COST

@@ -1,0 +1,123 @@
+"""Adaptive repeats (``--runs auto``, ``--runs MIN..MAX``) on both engines, against agents behind a
+real HTTP server on 127.0.0.1: each case stops once its pass rate is decided against the gate, its
+last result says why, the gate follows the decision, and ``--resume`` goes on with undecided cases."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from farm.cli.app import app
+from typer.testing import CliRunner
+
+import farm
+from farm.demo.server import JSONServer, Response, chat_completion
+from farm.writers import read_run_json
+
+
+class Patterned:
+    """Answers "right" or "wrong" by the message and how often it came: ``always`` right,
+    ``never`` right, ``alternate``: right on every other request (the first one right)."""
+
+    def __init__(self) -> None:
+        self.seen: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, path: str, body: dict, headers: dict[str, str]) -> Response:
+        text = body["messages"][-1]["content"]
+        with self._lock:
+            self.seen[text] += 1
+            count = self.seen[text]
+        right = text.startswith("always") or (text.startswith("alternate") and count % 2 == 1)
+        return Response(chat_completion("right" if right else "wrong"))
+
+    def calls(self, project: Path) -> int:
+        return sum(n for text, n in self.seen.items() if text.endswith(project.name))
+
+
+@pytest.fixture(scope="module")
+def agent():
+    handler = Patterned()
+    with JSONServer(handler) as server:
+        handler.url = server.url  # type: ignore[attr-defined]
+        yield handler
+
+
+@pytest.fixture
+def project(tmp_path: Path, agent: Patterned, engine: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    toml = f'[farm]\ndefault_agent = "bot"\nresults_dir = "results"\nengine = "{engine}"\n\n'
+    toml += f'[connectors.bot]\nbase_url = "{agent.url}/v1"\nmodel = "m"\n\n[agents.bot]\nkind = "openai"\nconnector = "bot"\n'  # type: ignore[attr-defined]
+    (tmp_path / "farm.toml").write_text(toml)
+    cases = [{"id": kind, "input": f"{kind} {tmp_path.name}", "assertions": [{"type": "contains", "value": "right"}]} for kind in ("always", "never", "alternate")]
+    (tmp_path / "suite.jsonl").write_text("".join(json.dumps(case) + "\n" for case in cases))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    return tmp_path
+
+
+def last_tries(run_dir: Path) -> dict[str, dict]:
+    """Each case's last result (the one that says why it stopped), and that no case says it twice."""
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    stopped = [row for row in rows if row["stopped"] is not None]
+    assert len(stopped) == len({row["id"] for row in stopped})
+    assert sorted(row["run_index"] for row in rows if row["id"] == "never") == list(range(3))  # each try once
+    return {row["id"]: {**row, "all": sum(r["id"] == row["id"] for r in rows)} for row in stopped}
+
+
+def test_each_case_stops_once_decided_and_the_gate_follows_the_decision(project: Path, agent: Patterned):
+    result = CliRunner().invoke(app, ["test", "-i", "suite.jsonl", "--runs", "2..10", "--min-pass-rate", "0.8", "-q"])
+    assert result.exit_code == 1, result.output
+    [run_dir] = (project / "results").iterdir()
+    last = last_tries(run_dir)
+    # always: 8 of 8 meet 0.8 over 10 tries; never: 0 of 3 cannot; alternate: its third failure in 6
+    assert {case: (row["stopped"], row["tries"], row["verdict"], row["all"]) for case, row in last.items()} == {
+        "always": ("decided_above", 8, "above", 8),
+        "never": ("decided_below", 3, "below", 3),
+        "alternate": ("decided_below", 6, "below", 6),
+    }
+    assert agent.calls(project) == 17  # of the 30 that --runs 10 sends
+    said = " ".join(result.output.split())
+    assert "never: below the 0.8 gate: 0 of 3 (stopped after 3 tries: below the gate)" in said
+    assert "Adaptive repeats: 17 tries in all; 1 decided above the gate, 2 below, 0 undecided at the most tries." in said
+    info = read_run_json(run_dir)
+    assert info.options.adaptive_runs == "2..10" and info.options.alpha == 0.05 and info.options.delta == 0.1
+    assert info.gate is not None and (info.gate.verdict, info.gate.cases, info.gate.below) == ("failed", 3, 2)
+    assert info.gate.stopped is None  # no case run is missing: the undone tries were never due
+
+
+def test_a_resume_goes_on_with_the_undecided_cases_only(project: Path, agent: Patterned):
+    first = farm.run("suite.jsonl", runs="2..10", min_pass_rate=0.8, quiet=True)
+    jsonl = first.run_dir / "results.jsonl"
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    kept = [row for row in rows if row["id"] == "never" or row["run_index"] < 2]  # as if stopped after the least tries
+    for row in kept:
+        if row["id"] != "never":
+            row.update(stopped=None, tries=None, verdict=None)
+    jsonl.write_text("".join(json.dumps(row) + "\n" for row in kept))
+    calls = agent.calls(project)
+    again = farm.run(resume=first.run_dir, quiet=True)
+    assert again.exit_code == 1
+    last = last_tries(first.run_dir)
+    assert {case: (row["stopped"], row["all"]) for case, row in last.items()} == {
+        "always": ("decided_above", 8), "never": ("decided_below", 3), "alternate": ("decided_below", 6),
+    }  # fmt: skip
+    assert agent.calls(project) - calls == 6 + 4  # never: nothing more
+    assert read_run_json(first.run_dir).options.adaptive_runs == "2..10"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--runs", "auto"], "--runs 2..10: adaptive repeats decide against the gate; give --min-pass-rate R (e.g. 0.8)"),
+        (["--runs", "3..2", "--min-pass-rate", "0.8"], "--runs 3..2: the least tries (3) must be below the most (2)"),
+        (["--runs", "auto", "--min-pass-rate", "0.8", "--alpha", "0.7"], "--alpha: 0.7 is not between 0 and 0.5"),
+    ],
+)
+def test_bad_adaptive_options_are_one_sentence_and_call_no_agent(project: Path, agent: Patterned, args: list[str], said: str):
+    result = CliRunner().invoke(app, ["test", "-i", "suite.jsonl", *args])
+    assert result.exit_code == 2
+    assert said in " ".join(result.output.split())
+    assert agent.calls(project) == 0 and not (project / "results").exists()
