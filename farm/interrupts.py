@@ -10,13 +10,14 @@ comes during one is raised as the step ends.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Interrupts", "interrupts_ignored", "uninterrupted"]
+__all__ = ["Interrupts", "interrupts_ignored", "quiet_interrupts", "uninterrupted"]
 
 _held = 0
 """How deep the main thread is in :func:`uninterrupted` steps."""
@@ -89,3 +90,15 @@ def interrupts_ignored() -> Iterator[None]:
     with Interrupts() as interrupts:
         interrupts.fired = True  # as after the first: every one is ignored
         yield
+
+
+def quiet_interrupts(loop: asyncio.AbstractEventLoop) -> None:
+    """Let ``loop`` say nothing of an interrupt that ended one of its tasks (a library's, which
+    nobody awaits once the run stops): the run says it was interrupted, in its own words, and a
+    "Task exception was never retrieved" traceback would follow the user's Ctrl-C."""
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if not isinstance(context.get("exception"), KeyboardInterrupt):
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handle)
