@@ -77,6 +77,8 @@ def run(
     min_pass_rate: float | None = None,
     baseline: str | Path | None = None,
     retry_errors: bool | None = None,
+    attribute: bool | None = None,
+    simulator_failures: str | None = None,
     run: str | None = None,
     name: str | Sequence[str] | None = None,
     json: bool | None = None,
@@ -116,6 +118,9 @@ RUN_KEYWORDS = """\
 - ``min_pass_rate``: the share of its tries a case must pass; ``baseline``: a run folder, or
   ``last``, to compare with; the run fails its gate when significantly worse (:mod:`farm.gate`).
 - ``retry_errors``: with ``resume``, run again the cases that ended in ``error`` or ``timeout``.
+- ``attribute``: a failed dynamic case that no simulator flag settles asks the attributor
+  (``[farm].attributor``) whose failure it is; ``simulator_failures``: ``"error"`` makes a case
+  blamed on the simulator an ``error`` of the simulator, not the agent's failure (docs/simulator.md).
 - ``run``, ``name``, ``json``: the CLI's names (``--run``, ``-n/--name``, ``--json``) of
   ``match``, ``agent`` and ``json_events``.
 """

@@ -89,6 +89,8 @@ def run_settings(cfg: FarmConfig, agent_id: str, run_id: str, options: ResolvedO
         agent_tool_mocks=dict(target.tool_mocks),
         max_tool_steps=target.max_tool_steps,
         cache=options.cache,
+        simulator_failures=options.simulator_failures,
+        attribute=options.attribute,
     )
 
 

@@ -38,5 +38,11 @@ class RunSettings:
     worker: str | None = None
     cache: bool = True
     """Whether role calls go through the role cache (``--no-cache``: False)."""
+    simulator_failures: Literal["failure", "error"] = "failure"
+    """What a failed dynamic case blamed on the simulator becomes (``[farm].simulator_failures``):
+    a ``failure``, or an ``error`` of the simulator (the farm's own part failed)."""
+    attribute: bool = False
+    """Whether a failed dynamic case that no simulator flag settles asks the attributor whose
+    failure it is (``--attribute``)."""
     clock: Callable[[], float] = time.perf_counter
     """What a turn's ``duration_ms`` is measured with; a rescore gives a clock that replays the recorded times."""
