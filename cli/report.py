@@ -17,6 +17,7 @@ from rich.text import Text
 
 from farm.durations import format_duration
 from farm.errors import FarmError, UsageError
+from farm.results import blame_text
 from farm.results import format_usd as _usd
 from farm.wording import plural
 
@@ -205,6 +206,7 @@ def _summary_lines(console: Console, summary: RunSummary, indent: str) -> None:
         ("Skipped", str(counts.skipped)),
         ("Errors", str(counts.error) + (f" ({counts.role_errors} of a role, not the agent)" if counts.role_errors else "")),
         ("Timeouts", str(counts.timeout)),
+        *([("Blame", blamed)] if (blamed := blame_text(counts.blame)) else []),
         ("Pass rate", _rate(counts.pass_rate) + (" (skipped and role errors excluded)" if counts.role_errors else " (skipped excluded)")),
         ("Turns", f"{summary.turns} (avg {summary.avg_turns:.1f} per case)"),
         ("Case time", format_duration(summary.duration_ms / 1000)),

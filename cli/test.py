@@ -58,6 +58,14 @@ def test(
     engine: Annotated[str | None, typer.Option("--engine", metavar="local|ray|auto", help="local (this process), ray (Ray actors) or auto (default; [farm].engine).")] = None,
     resume: Annotated[Path | None, typer.Option("--resume", metavar="RUN_DIR", help="Continue an interrupted run in this folder.")] = None,
     retry_errors: Annotated[bool | None, typer.Option("--retry-errors", help="With --resume: also run again the cases that ended in error or timeout.")] = None,
+    attribute: Annotated[
+        bool | None,
+        typer.Option("--attribute", help="Ask the attributor ([farm].attributor) whose failure a failed dynamic case is, when no simulator flag settles it (default: [farm].attribute)."),
+    ] = None,
+    simulator_failures: Annotated[
+        str | None,
+        typer.Option("--simulator-failures", metavar="failure|error", help="A failed case blamed on the simulator is a failure (default) or an error of the farm ([farm].simulator_failures)."),
+    ] = None,
     min_pass_rate: Annotated[
         float | None,
         typer.Option("--min-pass-rate", metavar="R", help="A repeated case passes its gate when at least R (0 < R <= 1) of its tries passed (default: [farm].min_pass_rate, else 1.0)."),
@@ -135,6 +143,8 @@ def test(
             retry_errors=retry_errors,
             alpha=alpha,
             delta=delta,
+            attribute=attribute,
+            simulator_failures=simulator_failures,
         )
     except FarmError as exc:
         fail(exc)

@@ -79,6 +79,8 @@ def run(
     retry_errors: bool | None = None,
     alpha: float | None = None,
     delta: float | None = None,
+    attribute: bool | None = None,
+    simulator_failures: str | None = None,
     run: str | None = None,
     name: str | Sequence[str] | None = None,
     json: bool | None = None,
@@ -87,15 +89,10 @@ def run(
     None takes the resumed run's value, else ``[farm]``'s, else its default, as
     :data:`farm._run.request.OPTIONS` says for each (the keywords: :data:`RUN_KEYWORDS`)."""
     given = dict(locals())  # first: every keyword, and nothing else
-    from farm._run import running  # the run path loads when a run starts
-    from farm._run.request import RunRequest, locate, resolve
-    from farm.writers import read_run_json
+    from farm._run.request import RunRequest
+    from farm._run.running import run_request  # the run path loads when a run starts
 
-    request = RunRequest.of(given)
-    previous = read_run_json(request.resume) if request.resume is not None else None
-    cfg = locate(request, previous)
-    prepared = running.prepare_run(resolve(request, previous, cfg), cfg, previous)
-    return running.dry_run(prepared) if request.dry_run else running.execute_run(running.plan_run(prepared))
+    return run_request(RunRequest.of(given))
 
 
 RUN_KEYWORDS = """\
@@ -121,6 +118,9 @@ RUN_KEYWORDS = """\
 - ``runs``: a number of tries, or ``"auto"`` / ``"MIN..MAX"``: adaptive repeats, each case stopping
   once its pass rate is decided against ``min_pass_rate`` (required then) at error level ``alpha``
   with an indifference zone of ``delta`` (docs/adaptive.md).
+- ``attribute``: a failed dynamic case that no simulator flag settles asks the attributor
+  (``[farm].attributor``) whose failure it is; ``simulator_failures``: ``"error"`` makes a case
+  blamed on the simulator an ``error`` of the simulator, not the agent's failure (docs/simulator.md).
 - ``run``, ``name``, ``json``: the CLI's names (``--run``, ``-n/--name``, ``--json``) of
   ``match``, ``agent`` and ``json_events``.
 """

@@ -300,6 +300,16 @@ class FarmSettings(BaseModel):
     max_trace_body: int = Field(default=8 << 20, gt=0)
     """The largest OTLP request body the receiver reads, in bytes; a larger one gets 413."""
 
+    attribute: bool | None = None
+    """Whether a failed dynamic case that no simulator flag settles asks the ``attributor`` whose failure
+    it is, when ``--attribute`` is not given (default: false, no extra calls)."""
+    attributor: str | None = None
+    """The agent that says whose failure a failed dynamic case is (``--attribute``): a validator-kind
+    agent, given the built-in attributor prompt. Default: ``validator``."""
+    simulator_failures: Literal["failure", "error"] | None = None
+    """What a failed dynamic case blamed on the simulator is (default ``failure``): ``error`` makes it an
+    error of the simulator, the farm's part having failed, which ``--retry-errors`` runs again."""
+
     _finite_budget = field_validator("max_cost", mode="before")(_finite)
 
 

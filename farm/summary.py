@@ -61,6 +61,8 @@ class AgentCounts:
         """Case runs counted, whatever their status."""
         return sum(self.counts.values())
 
+    blames: dict[str, int] = field(default_factory=dict)
+    """The agent's failed dynamic case runs by their ``blame``."""
     role_errors: int = 0
     """Of the errors, those a role made (simulator, judge, generator, reporter): not the agent's."""
 
@@ -109,6 +111,9 @@ class Summary:
     apart from ``cost_usd``; None when no role connector has a price."""
     agents: dict[str, AgentCounts] = field(default_factory=dict)
     """Per agent under test (``""`` for results that name none), in the order they first came."""
+    blames: dict[str, int] = field(default_factory=dict)
+    """Failed dynamic case runs by their ``blame`` (``agent``, ``simulator``, ...), those that
+    ``[farm].simulator_failures = "error"`` made errors included."""
     role_errors: int = 0
     """Of the errors, those a role made (``error_role``: simulator, judge, generator, reporter). They fail
     the run like any error, but figures about the agent (pass rates, stability) leave them out."""
@@ -131,6 +136,9 @@ class Summary:
         if agent is None:
             agent = self.agents[result.agent or ""] = AgentCounts()
         agent.counts[status] += 1
+        if result.blame:
+            self.blames[result.blame] = self.blames.get(result.blame, 0) + 1
+            agent.blames[result.blame] = agent.blames.get(result.blame, 0) + 1
         role_error = status is Status.ERROR and result.error_role is not None
         self.role_errors += role_error
         agent.role_errors += role_error

@@ -30,6 +30,8 @@ class ScriptedAgent:
         text = last_user if isinstance(last_user, str) else ""
         if text.startswith("slow "):
             return Response(chat_completion("done"), delay=float(text.split()[1]))
+        if (body or {}).get("model") == "broken":  # an agent that never gets past its first question
+            return Response(chat_completion("Sure. What type of expense would you like to submit?"))
         if text == "which model":
             return Response(chat_completion(f"model is {(body or {}).get('model')}"))
         if text == "always 500":
@@ -89,6 +91,9 @@ class RoleModels:
     - ``sim``: a user filing a travel expense, reading the transcript it is sent
     - ``sim-fenced``: the same, answering in a fenced block with ``message`` for ``input``
     - ``sim-broken``: never answers JSON
+    - ``sim-repeat``: says its opening line again whatever the agent asks
+    - ``sim-assistant``: speaks as the assistant ("How can I help you ...?")
+    - ``sim-early``: says the goal is achieved when the agent asks it to confirm
     - ``val``: passes when the agent's last reply contains the first word of the criteria
     - ``val-slow``: the same, after 3 seconds
     - ``gen``: writes as many cases as the prompt asks for
@@ -113,7 +118,11 @@ class RoleModels:
         if model.startswith("sim"):
             if model == "sim-broken":
                 return Response(chat_completion("I would rather chat about the weather."))
-            replies = [("submitted", None), ("type", "Business travel, $3500"), ("confirm", "Yes, confirm")]
+            if model == "sim-repeat":
+                return Response(chat_completion(json.dumps({"input": "I want to submit an expense", "goal_achieved": False})))
+            if model == "sim-assistant" and said:
+                return Response(chat_completion(json.dumps({"input": "How can I help you with your expense today?", "goal_achieved": False})))
+            replies = [("submitted", None), ("type", "Business travel, $3500"), ("confirm", None if model == "sim-early" else "Yes, confirm")]
             answer = scripted_user(said, replies, "I want to submit an expense")
             answer["reasoning"] = "scripted"
             if model == "sim-fenced":
@@ -140,7 +149,7 @@ class RoleModels:
 def roles_toml(url: str) -> str:
     """Role agents on the RoleModels server, one connector per scripted model."""
     out = []
-    for model in ("sim", "sim-fenced", "sim-broken", "val", "val-slow", "gen", "rep"):
+    for model in ("sim", "sim-fenced", "sim-broken", "sim-repeat", "sim-assistant", "sim-early", "val", "val-slow", "gen", "rep"):
         kind = {"sim": "simulator", "val": "validator", "gen": "generator", "rep": "reporter"}[model.split("-")[0]]
         out.append(f'[connectors.{model}]\nbase_url = "{url}/v1"\nmodel = "{model}"\nmax_retries = 0\n')
         out.append(f'[agents."{model}"]\nkind = "{kind}"\nconnector = "{model}"\n')

@@ -59,7 +59,7 @@ def show_gate(summary: Summary, info: RunInfo, view: RunView) -> int:
         from farm.reports.markdown import append_step_summary, gate_markdown
 
         try:
-            written = append_step_summary(gate_markdown(info, gate, tallies))
+            written = append_step_summary(gate_markdown(info, gate, tallies, summary.blames))
         except OSError as exc:  # the farm could not do its part: said, and never a green run
             view.console.print(Text(f"error: cannot append the summary to $GITHUB_STEP_SUMMARY: {exc}", style="red"), soft_wrap=True)
             return 1

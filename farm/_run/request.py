@@ -75,6 +75,8 @@ class RunRequest:
     retry_errors: bool | None = None
     alpha: float | None = None
     delta: float | None = None
+    attribute: bool | None = None
+    simulator_failures: str | None = None
 
     @classmethod
     def of(cls, keywords: dict[str, Any]) -> RunRequest:
@@ -187,6 +189,8 @@ OPTIONS: dict[str, Option] = {
     "retry_errors": Option("--retry-errors", False),
     "alpha": Option("--alpha", DEFAULT_ALPHA, resumed=_recorded("alpha")),
     "delta": Option("--delta", DEFAULT_DELTA, resumed=_recorded("delta")),
+    "attribute": Option("--attribute", False, farm="attribute"),
+    "simulator_failures": Option("--simulator-failures", "failure", farm="simulator_failures"),
 }
 """Every option of :func:`farm.run`, by keyword: the one table of their defaults and precedence."""
 
@@ -251,6 +255,10 @@ class ResolvedOptions:
     """The error level of each decision of adaptive repeats."""
     delta: float
     """The indifference zone's half-width around the gate under adaptive repeats."""
+    attribute: bool
+    """Whether a failed dynamic case that no simulator flag settles asks the attributor whose failure it is."""
+    simulator_failures: Literal["failure", "error"]
+    """What a failed dynamic case blamed on the simulator becomes: a ``failure`` or an ``error``."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     """Where each option's value came from (``--max-cost``, ``run.json's options.max_cost``,
     ``farm.toml: [farm].max_cost``); an option at its default is not in it."""
@@ -333,6 +341,8 @@ def _check(done: dict[str, Any], where: dict[str, str]) -> None:
         raise UsageError(f"--on-missing-input: '{done['on_missing_input']}' is not one of: skip, fail")
     if done["retries"] < 0:
         raise UsageError(f"--retries: {done['retries']} is not 0 or more")
+    if done["simulator_failures"] not in ("failure", "error"):
+        raise UsageError(f"{where.get('simulator_failures', '--simulator-failures')}: '{done['simulator_failures']}' is not one of: failure, error")
     max_cost = done["max_cost"]
     if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
         raise UsageError(f"--max-cost: {max_cost} is not a positive amount of USD")

@@ -27,7 +27,7 @@ from farm._run.closing import (
 from farm._run.generating import GenerationShown, generate, generated, generator_calls
 from farm._run.phases import Planned, Prepared, Rescoring
 from farm._run.planning import plan_run
-from farm._run.request import ResolvedOptions
+from farm._run.request import ResolvedOptions, RunRequest
 from farm._run.result import RunResult, new_run_id
 from farm.errors import InputError
 from farm.suite.loader import MESSAGE
@@ -39,7 +39,19 @@ if TYPE_CHECKING:
     from farm.writers import RunInfo
     from farm.writers.extra import ReportFile
 
-__all__ = ["Planned", "Prepared", "Rescoring", "dry_run", "execute_run", "plan_run", "prepare_run"]
+__all__ = ["Planned", "Prepared", "Rescoring", "dry_run", "execute_run", "plan_run", "prepare_run", "run_request"]
+
+
+def run_request(request: RunRequest) -> RunResult:
+    """:func:`farm.run` from its frozen request: the config, the options resolved, the cases
+    prepared; then a dry run, or the plan executed and finished."""
+    from farm._run.request import locate, resolve
+    from farm.writers import read_run_json
+
+    previous = read_run_json(request.resume) if request.resume is not None else None
+    cfg = locate(request, previous)
+    prepared = prepare_run(resolve(request, previous, cfg), cfg, previous)
+    return dry_run(prepared) if request.dry_run else execute_run(plan_run(prepared))
 
 
 def _budget_source(options: ResolvedOptions) -> str:

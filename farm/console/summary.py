@@ -9,7 +9,7 @@ from rich.text import Text
 
 from farm.console.safe import SafeConsole, one_line
 from farm.durations import format_duration
-from farm.results import StabilityClass, Status
+from farm.results import StabilityClass, Status, blame_text
 from farm.results import format_usd as usd
 from farm.summary import Summary
 
@@ -38,6 +38,9 @@ def print_summary(console: SafeConsole, summary: Summary, stability_rows: int) -
     width = max(len(label) for label, _ in rows) + 2
     for label, value in rows:
         console.print(Text(f"  {label + ':':<{width}}").append_text(value))
+    blamed = blame_text(summary.blames)
+    if blamed:
+        console.print(f"  {blamed}", highlight=False)
     if summary.several_agents:
         _agents(console, summary)
     console.print()

@@ -19,7 +19,7 @@ from farm.durations import format_duration
 from farm.excerpts import clip, clip_middle
 from farm.jsontext import arguments_text, json_text
 from farm.messages import content_text
-from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
+from farm.results import SIM_FLAGS, AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
 
 __all__ = ["failure_line", "passed_line", "print_tree"]
 
@@ -82,6 +82,8 @@ def failure_line(result: CaseResult, verbose: bool = False, show_agent: bool = F
     why = result.error or next((f"{a.type}: {a.message}" for a in _failed_assertions(result)), None)
     if why:
         line.append(f": {_message(why, verbose)}")
+    if result.blame:
+        line.append(f" — blame: {result.blame}", style="magenta")
     return line
 
 
@@ -147,11 +149,18 @@ def _turn_item(result: CaseResult, turn: TurnResult, is_last: bool, verbose: boo
     if verbose and turn.simulator_reasoning:
         details.append(Text(f"Simulator: {_clip(turn.simulator_reasoning, REPLY_LIMIT)}", style="dim"))
     details += [Text(f"Note: {note}", style="yellow") for note in _notes(turn)]
+    if turn.sim_flags:
+        details.append(Text(f"Simulator flags: {sim_flags_text(turn.sim_flags)}", style="magenta"))
     if turn.error:
         details.append(Text(f"Error: {_message(turn.error, verbose)}", style="red"))
     for assertion in turn.assertions:
         details += [_assertion_line(assertion, verbose), *_diff_lines(assertion)]
     return head, details
+
+
+def sim_flags_text(flags: list[str]) -> str:
+    """A turn's simulator flags as people read them: ``repeat (repeated an earlier user turn word for word)``."""
+    return "; ".join(f"{flag} ({SIM_FLAGS[flag]})" if flag in SIM_FLAGS else flag for flag in flags)
 
 
 def _notes(turn: TurnResult) -> list[str]:
@@ -225,6 +234,8 @@ def _result_line(result: CaseResult, verbose: bool, show_agent: bool = False) ->
         line.append(f" ({format_duration(result.duration_ms / 1000)})", style="dim")
     elif result.error and result.awaiting_question is None:  # the awaiting block gave the reason
         line.append(f": {_message(result.error, verbose)}")
+    if result.blame:
+        line.append(f" — blame: {result.blame} ({_message(result.blame_reason or '', verbose)})", style="magenta")
     return line
 
 

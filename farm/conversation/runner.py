@@ -21,10 +21,12 @@ from farm.agents.permits import waiting_for_permits
 from farm.assertions import AssertionEnv, Subject, evaluate
 from farm.cases import AssertionSpec, Checkpoint, Mode, Options, TestCase, role_agent_id
 from farm.conversation.awaiting import detect_awaiting, last_sentence
+from farm.conversation.blame import UNKNOWN_REASON, deterministic_blame
 from farm.conversation.checkpoints import CheckpointTracker
 from farm.conversation.digest import inputs_digest
 from farm.conversation.session import Session
 from farm.conversation.settings import MAX_TOOL_STEPS, RunSettings
+from farm.conversation.simflags import ending_flags, input_flags
 from farm.durations import format_duration
 from farm.errors import EndpointUnreachable, FarmError
 from farm.jsontext import as_text
@@ -350,8 +352,9 @@ class _Conversation:
                 if sim.goal_achieved and sim.input in (None, ""):
                     self.result.goal_achieved_at = len(self.result.turns) + 1
                     break
+                flags = input_flags(sim.input, self.result.turns, [])
                 last = await self.exchange(sim.input, "simulated", self.base_options(), [], None)
-                last.simulator_reasoning = sim.reasoning
+                last.simulator_reasoning, last.sim_flags = sim.reasoning, flags
                 continue
             if self.settings.interactive:
                 answer = await self.ask_human(last, proposed=None)
@@ -384,6 +387,8 @@ class _Conversation:
                 sim = await self.simulate(simulator)
                 if sim.goal_achieved:
                     self.result.goal_achieved_at = len(self.result.turns) + 1
+                    if self.result.turns:  # the simulator's ending judged on the turn it ended after
+                        self.result.turns[-1].sim_flags += ending_flags(checkpoints.missing)
                     raise _Stop(Status.FAILED, f"the simulator says the goal is achieved, but checkpoints are missing: {', '.join(checkpoints.missing)}")
                 user_input, source, reasoning = sim.input, "simulated", sim.reasoning
             if source == "simulated" and self.settings.interactive and self.result.turns and self.result.turns[-1].awaiting_input:
@@ -391,8 +396,9 @@ class _Conversation:
                 if answer is not None and answer != user_input:
                     user_input, source = answer, "human"
             first = False
+            flags = input_flags(user_input, self.result.turns, case.checkpoints or []) if source == "simulated" else []
             turn = await self.exchange(user_input, source, self.base_options(), case.attachments if len(self.result.turns) == 0 else [], None)
-            turn.simulator_reasoning = reasoning
+            turn.simulator_reasoning, turn.sim_flags = reasoning, flags
             subject = self.subject(turn, include_tool_texts=True)
             subject.spans, subject.trace_scope = self.all_spans(), "the case run"  # a checkpoint may be reached by earlier turns' calls
             outcomes = await checkpoints.check(turn.turn, functools.partial(self.check_point, subject))
@@ -471,6 +477,18 @@ class _Conversation:
         self.result.final_assertions = await self.check(self.case.final_assertions, subject)
         self.verdict(self.result.final_assertions, "final assertions")
 
+    async def blame(self) -> None:
+        """Whose failure a failed dynamic case is (:mod:`farm.conversation.blame`); a simulator-blamed
+        one becomes an error of the simulator when the run says so (``[farm].simulator_failures``)."""
+        result = self.result
+        if result.status != Status.FAILED or result.mode != Mode.DYNAMIC.value:
+            return
+        settled = deterministic_blame(result)
+        result.blame, result.blame_reason = settled or ("unknown", UNKNOWN_REASON)
+        if result.blame == "simulator" and self.settings.simulator_failures == "error":
+            result.status, result.error_role = Status.ERROR, "simulator"
+            result.error = f"simulator error: {result.blame_reason} (the case failed: {result.error})"
+
     async def run(self) -> None:
         mode = self.case.resolved_mode
         if mode == Mode.SINGLE:
@@ -544,6 +562,7 @@ async def run_case(loaded: LoadedCase, target: AgentClient, services: Services |
             result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
             result.total_turns = len(result.turns)
             conversation.close_trace()
+        await conversation.blame()
         await _after_hook(conversation)
     result.role_calls, result.cache_hits = calls.role_calls, calls.cache_hits
     result.role_cost_usd = calls.cost_usd

@@ -47,5 +47,11 @@ class RunSettings:
     """Seconds a remote agent's spans of a turn may take to reach the receiver (``[farm].trace_wait``)."""
     trace_receiver: str | None = None
     """The URL of the run's OTLP receiver, when a remote agent's spans come back through one."""
+    simulator_failures: Literal["failure", "error"] = "failure"
+    """What a failed dynamic case blamed on the simulator becomes (``[farm].simulator_failures``):
+    a ``failure``, or an ``error`` of the simulator (the farm's own part failed)."""
+    attribute: bool = False
+    """Whether a failed dynamic case that no simulator flag settles asks the attributor whose
+    failure it is (``--attribute``)."""
     clock: Callable[[], float] = time.perf_counter
     """What a turn's ``duration_ms`` is measured with; a rescore gives a clock that replays the recorded times."""

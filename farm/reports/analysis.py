@@ -141,6 +141,8 @@ def _status_counts(cases: pa.Table) -> StatusCounts:
     for entry in pc.value_counts(cases["status"]).to_pylist():
         if entry["values"] in Status.__members__.values():
             setattr(counts, entry["values"], entry["counts"])
+    if "blame" in cases.column_names:
+        counts.blame = {entry["values"]: entry["counts"] for entry in pc.value_counts(cases["blame"].drop_null()).to_pylist()}
     judged = counts.total - counts.skipped - counts.role_errors
     counts.pass_rate = counts.passed / judged if judged else None
     return counts

@@ -16,6 +16,7 @@ from pathlib import Path
 from farm.errors import UsageError
 from farm.gate import DEFAULT_MIN_PASS_RATE, Tallies, cases_of, ended_early, judge, tallies_of, verdict_sentence
 from farm.reports.stats import clustered_interval, format_p
+from farm.results import blame_text
 from farm.writers.runinfo import RunGate, RunInfo
 
 __all__ = ["FAILING_ROWS", "append_step_summary", "gate_markdown", "markdown_of", "run_markdown"]
@@ -55,11 +56,15 @@ def run_markdown(run_dir: Path) -> str:
     gate = info.gate
     if gate is None or (stopped and not gate.stopped):  # an unfinished run is never a green gate
         gate = judge(tallies, info.options.min_pass_rate or DEFAULT_MIN_PASS_RATE, stopped=stopped, not_run=not_run)
-    return gate_markdown(info, gate, tallies)
+    import pyarrow.compute as pc
+
+    blamed = run.cases(columns=["blame"])["blame"].drop_null()
+    return gate_markdown(info, gate, tallies, {row["values"]: row["counts"] for row in pc.value_counts(blamed).to_pylist()})
 
 
-def gate_markdown(info: RunInfo, gate: RunGate, tallies: Tallies) -> str:
-    """The summary of a run (``info``) with ``gate``, whose cases are ``tallies``."""
+def gate_markdown(info: RunInfo, gate: RunGate, tallies: Tallies, blames: dict[str, int] | None = None) -> str:
+    """The summary of a run (``info``) with ``gate``, whose cases are ``tallies``; ``blames``: its failed
+    dynamic cases by whose failure they are."""
     mark = "✅" if gate.verdict == "passed" else "❌"
     said = verdict_sentence(gate) if gate.comparisons else gate.sentence  # the comparisons' sentences are below
     lines = [f"## {mark} Agent Test Farm: gate {gate.verdict}", "", _text(said), ""]
@@ -69,6 +74,9 @@ def gate_markdown(info: RunInfo, gate: RunGate, tallies: Tallies) -> str:
     if gate.stopped:
         facts.append(f"{_text(gate.stopped.replace('_', ' '))}: {gate.not_run} case runs not run")
     lines += [" · ".join(facts), ""]
+    blamed = blame_text(blames or {})
+    if blamed:
+        lines += [f"Whose failures: {_text(blamed)}", ""]
     order = [agent for agent in info.agents if agent in tallies] + sorted(agent for agent in tallies if agent not in info.agents)
     tallies = {agent: tallies[agent] for agent in order}  # the run's own order of -n, however its results came
     lines += _agents(tallies, gate.min_pass_rate)

@@ -47,6 +47,9 @@ class StatusCounts(BaseModel):
     timeout: int = 0
     role_errors: int = 0
     """Of ``error``, the case runs a role failed (simulator, validator, generator, reporter), not the agent."""
+    blame: dict[str, int] = Field(default_factory=dict)
+    """Failed dynamic case runs by whose failure they are (``agent``, ``simulator``, ``checkpoint``,
+    ``unknown``); those ``[farm].simulator_failures = "error"`` made errors included."""
     pass_rate: float | None = None
     """passed / (total - skipped - role_errors); null when nothing ran, and in a summary of several
     agents' case runs (each agent's own is in its ``per_agent`` entry)."""

@@ -17,7 +17,10 @@ __all__ = [
     "CASE_KEY",
     "CASE_RUN_KEY",
     "SCHEMA_VERSION",
+    "BLAME",
+    "SIM_FLAGS",
     "AssertionResult",
+    "Blame",
     "CaseResult",
     "SpanRecord",
     "StepReply",
@@ -34,6 +37,7 @@ __all__ = [
     "TurnResult",
     "Usage",
     "add_cost",
+    "blame_text",
     "clip_output",
     "format_usd",
     "stability_class",
@@ -52,7 +56,8 @@ pair two different cases."""
 #: 3: the Parquet columns are defined once, by the row models of ``farm.writers.rows``.
 #: 4: ``error_role`` names the role whose failure made a case an ``error`` (a simulator error was ``skipped``).
 #: 5: turns have ``truncated`` (a reply cut at the model's token limit).
-SCHEMA_VERSION = 5
+#: 6: turns have ``sim_flags``; a failed dynamic case has ``blame`` and ``blame_reason``.
+SCHEMA_VERSION = 6
 
 #: Longest ``actual`` value kept in an assertion result.
 ACTUAL_LIMIT = 500
@@ -87,6 +92,33 @@ EndedBy = Literal["agent", "simulator", "tool_mock", "case_timeout", "unreachabl
 
 ErrorRole = Literal["simulator", "validator", "generator", "reporter"]
 """The role whose failure made a case an ``error`` (:attr:`CaseResult.error_role`): never the agent's fault."""
+
+Blame = Literal["agent", "simulator", "checkpoint", "unknown"]
+"""Whose failure a failed dynamic case is (:attr:`CaseResult.blame`)."""
+
+BLAME: tuple[str, ...] = ("agent", "simulator", "checkpoint", "unknown")
+"""The blames, in the order summaries list them."""
+
+SIM_FLAGS: dict[str, str] = {
+    "empty": "sent an input with no words",
+    "repeat": "repeated an earlier user turn word for word",
+    "as_assistant": "spoke as the assistant",
+    "recites_checkpoint": "copied a checkpoint's expected text",
+    "early_end": "said the goal was achieved while a required checkpoint was unmet",
+}
+"""The flags a simulated turn may carry (:attr:`TurnResult.sim_flags`), each with what the
+simulator did, as the console, the report and a blame's reason say it."""
+
+
+def blame_text(blames: dict[str, int]) -> str | None:
+    """Failed cases by whose failure they are, as every summary says it: ``7 failed: 5 agent, 2
+    simulator``; None when no case was blamed."""
+    total = sum(blames.values())
+    if not total:
+        return None
+    order = [*BLAME, *sorted(set(blames) - set(BLAME))]
+    return f"{total} failed: " + ", ".join(f"{blames[name]} {name}" for name in order if blames.get(name))
+
 
 InputSource = Literal["static", "simulated", "human"]
 """Where a turn's input came from: the case, the simulator or a person at the terminal."""
@@ -281,6 +313,11 @@ class TurnResult(BaseModel):
     """What is worth knowing about a turn that is no error, e.g. "stopped after 8 tool steps"."""
     simulator_reasoning: str | None = None
     """The simulator's reasoning for a simulated input."""
+    sim_flags: list[str] = Field(default_factory=list)
+    """What the simulator did wrong in this turn, by the farm's deterministic checks
+    (:data:`SIM_FLAGS`): ``empty``, ``repeat``, ``as_assistant``, ``recites_checkpoint`` judge the
+    turn's simulated input; ``early_end`` that the simulator ended the conversation after this
+    turn while a required checkpoint was unmet. Empty for a turn played well, or not simulated."""
     error: str | None = None
     """What went wrong in this turn, if anything."""
     replies: list[StepReply] = Field(default_factory=list)
@@ -405,6 +442,13 @@ class CaseResult(BaseModel):
     goal_achieved_at: int | None = None
     """The turn for which the simulator said the goal is achieved instead of giving an input
     that was sent (the conversation ended there); null otherwise."""
+    blame: Blame | None = None
+    """Whose failure a failed dynamic case is: ``agent``, ``simulator`` (it played the user badly:
+    see its turns' ``sim_flags``), ``checkpoint`` (the case's own checkpoint cannot be met as
+    written) or ``unknown``. Null for every other case. A simulator-blamed case is an ``error`` of
+    the simulator instead when ``[farm].simulator_failures = "error"``."""
+    blame_reason: str | None = None
+    """Why ``blame`` is what it is, in one sentence."""
     inputs_digest: dict[str, str] | None = None
     """Digests of what shaped the conversation (the agent, the inputs, the simulator, the tool
     mocks, the options sent to the agent), by part; ``farm rescore`` compares them with the

@@ -26,7 +26,7 @@ from farm.secrets import process_scrubber
 if TYPE_CHECKING:
     from farm.config import AgentConfig, FarmConfig
 
-__all__ = ["PLACEHOLDERS", "PROMPTS", "RolePlayer", "fill", "placeholders", "player_of", "render_transcript", "writes_prompt"]
+__all__ = ["PLACEHOLDERS", "PROMPTS", "SIMULATOR_ANSWER", "RolePlayer", "fill", "placeholders", "player_of", "render_transcript", "writes_prompt"]
 
 T = TypeVar("T")
 
@@ -77,6 +77,14 @@ Run summary (JSON):
 
 Respond in Markdown.""",
 }
+
+
+SIMULATOR_ANSWER = '{"input": "the user\'s next message", "goal_achieved": true or false, "reasoning": "why"}'
+"""What a simulator answers (docs/simulator.md): this object as JSON text, or, from a python
+simulator, as a dict. ``message`` is accepted for ``input``."""
+
+_WANTS = {"simulator": f"it must answer {SIMULATOR_ANSWER} as JSON text"}
+"""What the error of an unusable answer tells a role's author to answer instead."""
 
 
 PLACEHOLDERS: dict[str, frozenset[str]] = {
@@ -152,6 +160,41 @@ def render_transcript(messages: list[Message]) -> str:
             fn = call.get("function", {})
             lines.append(f"{role.upper()} CALLS TOOL {fn.get('name')}({fn.get('arguments')})")
     return "\n".join(lines)
+
+
+def _answer(reply: Reply) -> tuple[Any, Reply]:
+    """The JSON value of a role's reply, and the reply as the cache keeps it.
+
+    A python role may return its answer as a dict (no ``content``): that dict is the answer,
+    kept in the cache as its JSON text."""
+    value = extract_json(reply.content)
+    raw = reply.raw
+    if value is NO_JSON and not reply.content.strip() and not reply.tool_calls and isinstance(raw, dict) and not {"choices", "content"} & raw.keys():
+        return raw, reply.model_copy(update={"content": as_text(raw)})
+    return value, reply
+
+
+_TRUE_FALSE: dict[Any, bool] = {True: True, False: False, "true": True, "false": False}
+"""How `goal_achieved` may be written (1 and 0 are True and False as keys)."""
+
+
+def simulator_turn(data: Any) -> SimulatorTurn:
+    """A simulator's answer as a :class:`SimulatorTurn`; a :class:`RoleError` naming the keys it
+    wants when the answer is not of that shape."""
+    if not isinstance(data, dict):
+        raise RoleError(f"the simulator's answer is not a JSON object but {type(data).__name__} {clip(as_text(data), 60)}: it must be {SIMULATOR_ANSWER}")
+    goal = data.get("goal_achieved", False)
+    achieved = _TRUE_FALSE.get(goal.strip().lower() if isinstance(goal, str) else goal) if isinstance(goal, (bool, int, str)) else None
+    if achieved is None:
+        raise RoleError(f"the simulator's 'goal_achieved' is {clip(as_text(goal), 40)!r}, not true or false: it must answer {SIMULATOR_ANSWER}")
+    text = data.get("input", data.get("message"))
+    if text is None and not achieved:
+        given = ", ".join(repr(k) for k in data) or "none"
+        raise RoleError(f"the simulator's answer has no 'input' (its keys: {given}) and does not say 'goal_achieved': it must be {SIMULATOR_ANSWER}")
+    if text is not None:
+        text = as_text(text, ensure_ascii=True)
+    reasoning = data.get("reasoning")
+    return SimulatorTurn(input=text, goal_achieved=achieved, reasoning=None if reasoning is None else as_text(reasoning))
 
 
 class RolePlayer:
@@ -269,23 +312,18 @@ class RolePlayer:
                 record(0, 0, None, 1 + exc.retries)  # sent, and failed: no reply, no known cost
                 problem = f"the {self.role} agent failed: {exc}"
                 continue
-            value = extract_json(reply.content)
+            value, reply = _answer(reply)
             if value is not NO_JSON:
                 if self.cache and key and cached is None:
                     self.cache.store(key, reply)  # only an answer that parsed is kept
                 return value
             cached = None  # an entry that no longer reads (a changed parser): ask the agent
-            problem = f"the {self.role} answered no JSON: {clip(reply.content, 120, NOTHING)!r}"
+            said = f"no JSON: {clip(reply.content, 120, NOTHING)!r}" if reply.content.strip() else "nothing"
+            problem = f"the {self.role} answered {said}" + (f"; {_WANTS[self.role]}" if self.role in _WANTS else "")
         raise RoleError(problem)
 
     async def simulate(self, conversation: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
-        data = await self._call_json(conversation, metadata)
-        if not isinstance(data, dict):
-            raise RoleError("the simulator's answer is not a JSON object")
-        text = data.get("input", data.get("message"))
-        if text is not None:
-            text = as_text(text, ensure_ascii=True)
-        return SimulatorTurn(input=text, goal_achieved=bool(data.get("goal_achieved")), reasoning=data.get("reasoning"))
+        return simulator_turn(await self._call_json(conversation, metadata))
 
     async def validate(self, conversation: list[Message], metadata: dict[str, Any]) -> Verdict:
         verdict = Verdict.from_json(await self._call_json(conversation, metadata))

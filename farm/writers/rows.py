@@ -228,6 +228,10 @@ class CaseRow(KeyRow):
     error_role: str | None
     """The role whose failure made the case an ``error``: ``simulator``, ``validator``, ``generator`` or
     ``reporter``; null when the agent, the case or nothing went wrong."""
+    blame: str | None
+    """Whose failure a failed dynamic case is: ``agent``, ``simulator``, ``checkpoint`` or ``unknown``; null otherwise."""
+    blame_reason: str | None
+    """Why, in one sentence."""
     awaiting_question: str | None
     """The agent's question, when the case stopped because the agent awaited input."""
     hint: str | None
@@ -363,6 +367,9 @@ class TurnRow(KeyRow):
     """What is worth knowing about the turn that is no error, e.g. "stopped after 8 tool steps" when the
     tool loop hit ``max_tool_steps``."""
     simulator_reasoning: str | None
+    sim_flags: list[str]
+    """What the simulator did wrong in the turn (``empty``, ``repeat``, ``as_assistant``,
+    ``recites_checkpoint``, ``early_end``); empty when nothing."""
     error: str | None
 
     @classmethod

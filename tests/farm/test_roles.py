@@ -198,3 +198,49 @@ def test_prompt_from_reads_a_file_relative_to_the_config(tmp_path):
 def test_every_role_has_a_builtin_prompt_that_names_its_mode():
     for role, prompt in PROMPTS.items():
         assert f"test_mode: {role}" in prompt
+
+
+def test_a_python_simulator_may_answer_a_dict():
+    from farm.agents.python import PythonAgent
+    from farm.config import AgentConfig
+
+    def simulator(messages: list[Message], options: dict[str, Any]) -> dict[str, Any]:
+        return {"input": f"hello after {len(messages)} messages", "goal_achieved": False, "reasoning": options["metadata"]["goal"]}
+
+    agent = PythonAgent(AgentConfig(id="sim", kind="python", entry="x:y"), fn=simulator)
+    turn = asyncio.run(RolePlayer("simulator", agent, builtin_prompt=False).simulate(CONVERSATION, {"goal": "file it"}))
+    assert (turn.input, turn.goal_achieved, turn.reasoning) == ("hello after 4 messages", False, "file it")
+
+
+def test_a_plain_text_answer_names_the_keys_a_simulator_must_answer():
+    client = ScriptedClient("Hi, I need help.", "Hi, I need help.")
+    with pytest.raises(RoleError) as caught:
+        asyncio.run(RolePlayer("simulator", client).simulate([], {}))
+    message = str(caught.value)
+    assert message.startswith("the simulator answered no JSON: 'Hi, I need help.'; it must answer {\"input\"")
+    assert '"goal_achieved"' in message and '"reasoning"' in message
+
+
+def test_an_empty_answer_says_nothing_was_answered():
+    with pytest.raises(RoleError, match=r"^the simulator answered nothing; it must answer \{\"input\""):
+        asyncio.run(RolePlayer("simulator", ScriptedClient("", " ")).simulate([], {}))
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        ('{"text": "hi"}', "the simulator's answer has no 'input' (its keys: 'text') and does not say 'goal_achieved'"),
+        ('{"input": "hi", "goal_achieved": "maybe"}', "the simulator's 'goal_achieved' is 'maybe', not true or false"),
+        ('["hi"]', "the simulator's answer is not a JSON object but list"),
+    ],
+)
+def test_an_answer_of_the_wrong_shape_names_the_keys_it_wants(answer: str, says: str):
+    with pytest.raises(RoleError) as caught:
+        asyncio.run(RolePlayer("simulator", ScriptedClient(answer)).simulate([], {}))
+    assert str(caught.value).startswith(says)
+    assert '{"input": "the user\'s next message", "goal_achieved": true or false, "reasoning": "why"}' in str(caught.value)
+
+
+def test_goal_achieved_written_as_text_is_read():
+    turn = asyncio.run(RolePlayer("simulator", ScriptedClient('{"goal_achieved": "True"}')).simulate([], {}))
+    assert (turn.input, turn.goal_achieved) == (None, True)

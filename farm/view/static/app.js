@@ -250,7 +250,8 @@ function transcript(repetition) {
     items.push(h("div", { class: "msg user" + (simulated ? " simulated" : ""), "data-turn": turn.turn },
       h("div", { class: "who" }, h("span", {}, simulated ? "simulator (as the user)" : turn.input_source === "human" ? "human" : "user"), h("span", {}, `turn ${turn.turn}`)),
       h("div", { class: "text" }, pretty(turn.input)),
-      turn.simulator_reasoning ? h("details", { class: "note" }, h("summary", {}, "simulator's reasoning"), h("div", { class: "text" }, turn.simulator_reasoning)) : null));
+      turn.simulator_reasoning ? h("details", { class: "note" }, h("summary", {}, "simulator's reasoning"), h("div", { class: "text" }, turn.simulator_reasoning)) : null,
+      (turn.sim_flags || []).length ? h("div", { class: "err sim-flags" }, "simulator flags: " + turn.sim_flags.join(", ")) : null));
     items.push(h("div", { class: "msg agent" },
       h("div", { class: "who" }, h("span", {}, "agent"), h("span", {}, duration(turn.duration_ms)),
         turn.total_tokens ? h("span", {}, `${turn.total_tokens} tokens`) : null, turn.steps > 1 ? h("span", {}, `${turn.steps} steps`) : null,
@@ -310,7 +311,8 @@ function caseHeader(c) {
     figure("Status", badge(c.status)), figure("Agent", c.agent || "—"), figure("Mode", c.mode || "—"), figure("Turns", c.total_turns),
     figure("Duration", duration(c.duration_ms)), figure("Cost", usd(c.cost_usd)),
     c.role_cost_usd !== null && c.role_cost_usd !== undefined ? figure("Role calls' cost", usd(c.role_cost_usd)) : null, figure("Tokens", c.total_tokens ?? "—"),
-    figure("Source", c.source || "—"), c.ended_by ? figure("Ended by", c.ended_by) : null);
+    figure("Source", c.source || "—"), c.ended_by ? figure("Ended by", c.ended_by) : null,
+    c.blame ? figure("Blame", c.blame + (c.blame_reason ? `: ${c.blame_reason}` : ""), "blame") : null);
 }
 
 async function casePage(mine, run, caseId, params) {

@@ -105,7 +105,7 @@ def dynamic_case(run_id: str) -> CaseResult:
                        simulator_reasoning="Start with the destination; dates come when asked.", duration_ms=900.0,
                        awaiting_input=True, awaiting_reason="content_is_question"),
             TurnResult(turn=2, input="May 3 to May 7", input_source="simulated", output="Booked flight LX 1.",
-                       simulator_reasoning="Give the dates the goal names.", duration_ms=1100.0, truncated=True,
+                       simulator_reasoning="Give the dates the goal names.", duration_ms=1100.0, truncated=True, sim_flags=["as_assistant"],
                        assertions=[AssertionResult(type="golden", passed=False, message="differs from the golden conversation",
                                                    diff="--- golden\n+++ run\n-Booked flight TP 1.\n+Booked flight LX 1.")]),
         ],
@@ -115,6 +115,7 @@ def dynamic_case(run_id: str) -> CaseResult:
             CheckpointResult(id="offers-hotel", description="offers a hotel", reached=False),
         ],
         error="checkpoint offers-hotel was not reached",
+        blame="simulator", blame_reason="the simulator spoke as the assistant at turn 2",
     )  # fmt: skip
 
 

@@ -124,6 +124,8 @@ def test_a_case_transcript(server: ViewServer, tmp_path: Path):
                  "awaiting input (content_is_question)", "+Booked flight LX 1.", "checkpoint offers-hotel", "not reached",
                  "reached at turn 1"):  # fmt: skip
         assert text in transcript, text
+    assert "simulator flags: as_assistant" in transcript
+    assert page.ids["blame"] == "simulator: the simulator spoke as the assistant at turn 2"
     badges = [attrs.get("title") for tag, attrs in page.elements if "truncated" in (attrs.get("class") or "")]
     assert transcript.count("cut at token limit") == len(badges) == 1 and "token limit" in (badges[0] or "")  # turn 2 only
     refund = shown(server, f"#/case/{FIRST}/refund-flow", tmp_path)
