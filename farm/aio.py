@@ -35,9 +35,9 @@ def run_sync(coro: Coroutine[Any, Any, T], idle: Callable[[], None] | None = Non
 
     def run() -> T:
         if idle is None or not _default_loops():
-            return asyncio.run(coro)
+            return asyncio.run(_quietly(coro))
         with asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(_IdleSelector(idle))) as runner:
-            return runner.run(coro)
+            return runner.run(_quietly(coro))
 
     try:
         asyncio.get_running_loop()
@@ -58,6 +58,14 @@ def run_sync(coro: Coroutine[Any, Any, T], idle: Callable[[], None] | None = Non
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+async def _quietly(coro: Coroutine[Any, Any, T]) -> T:
+    """``coro`` on a loop that leaves an interrupt to the run to tell (:func:`farm.interrupts.quiet_interrupts`)."""
+    from farm.interrupts import quiet_interrupts
+
+    quiet_interrupts(asyncio.get_running_loop())
+    return await coro
 
 
 def _default_loops() -> bool:

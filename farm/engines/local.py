@@ -28,7 +28,6 @@ from farm.engines import Job, RunPlan, StopReason, Terminal, Worker
 from farm.engines.feed import Arrival, pump
 from farm.engines.finished import Finished
 from farm.engines.worker import CaseWorker
-from farm.interrupts import quiet_interrupts
 from farm.ratelimit import local_limiters
 from farm.results import CaseResult
 from farm.roles.cache import RoleCache
@@ -80,7 +79,6 @@ def _case_worker(plan: RunPlan, roles: LocalRoles, http: HTTPClient, limiter_for
 
 
 async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopReason | None:
-    quiet_interrupts(asyncio.get_running_loop())
     limiter_for = local_limiters(plan.config)
     http = HTTPClient(plan.parallel)
     roles = LocalRoles(plan.config, limiter_for=limiter_for, cache=RoleCache.for_config(plan.config) if plan.settings.cache else None)
