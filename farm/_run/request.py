@@ -281,27 +281,8 @@ class ResolvedOptions:
         """What ``run.json`` records of the options that shape the results, for a resume and a rescore."""
         from farm.writers.runinfo import RunOptions
 
-        return RunOptions(
-            timeout=self.timeout,
-            turn_timeout=self.turn_timeout,
-            on_missing_input=self.on_missing_input,
-            simulator=self.simulator,
-            fail_fast=self.fail_fast,
-            match=self.match,
-            tags=list(self.tags),
-            interactive=self.interactive,
-            connector=self.connector,
-            golden=str(self.golden) if self.golden is not None else None,
-            update_golden=str(self.update_golden) if self.update_golden is not None else None,
-            retries=self.retries,
-            cache=self.cache,
-            max_cost=self.max_cost,
-            min_pass_rate=self.min_pass_rate,
-            baseline=self.baseline,
-            adaptive_runs=self.adaptive_runs,
-            alpha=self.alpha,
-            delta=self.delta,
-        )
+        recorded = {name: getattr(self, name) for name in RunOptions.model_fields}  # every field it has, by name
+        return RunOptions.model_validate({name: list(v) if isinstance(v, tuple) else str(v) if isinstance(v, Path) else v for name, v in recorded.items()})
 
 
 def resolve(request: RunRequest, previous: RunInfo | None, config: FarmConfig) -> ResolvedOptions:
