@@ -121,3 +121,13 @@ def test_bad_adaptive_options_are_one_sentence_and_call_no_agent(project: Path, 
     assert result.exit_code == 2
     assert said in " ".join(result.output.split())
     assert agent.calls(project) == 0 and not (project / "results").exists()
+
+
+def test_a_baseline_comparison_pairs_adaptive_tries_by_their_unbiased_estimates(project: Path, agent: Patterned):
+    fixed = farm.run("suite.jsonl", runs=10, min_pass_rate=0.8, quiet=True)
+    adaptive = farm.run("suite.jsonl", runs="auto", min_pass_rate=0.8, baseline=str(fixed.run_dir), quiet=True)
+    gate = read_run_json(adaptive.run_dir).gate
+    assert gate is not None and gate.baseline_run_id == fixed.run_dir.name
+    [comparison] = gate.comparisons
+    assert comparison.test == "paired t of unbiased estimates (adaptive repeats)" and comparison.cases == 3
+    assert not comparison.worse and abs(comparison.difference) < 0.1
