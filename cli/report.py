@@ -139,6 +139,7 @@ def render(report: Report, console: Console) -> None:
         console.print(table)
         _more(console, report.missed_checkpoints_total - len(report.missed_checkpoints), "checkpoints")
     _stability(report, console)
+    _adaptive(report, console)
     _paired(report, console)
     _comparison(report, console)
     for note in report.notes:
@@ -420,6 +421,19 @@ def _stability(report: Report, console: Console) -> None:
         _more(console, stability.flaky_total - len(stability.flaky), "flaky cases")
     if stability.least_stable:
         console.print(_rates_table("Pass rate per case (lowest first)", stability.least_stable, several_agents))
+
+
+def _adaptive(report: Report, console: Console) -> None:
+    """Where each case stopped under adaptive repeats: "stopped after 2 tries: above the gate"."""
+    if not report.adaptive:
+        return
+    console.print()
+    console.print(Text(f"Adaptive repeats: {plural(report.adaptive_total, 'case')} (below their gate first)", style="bold"))
+    several = len({row.agent for row in report.adaptive}) > 1
+    for row in report.adaptive:
+        name = f"{row.agent}: {row.case_id}" if several else row.case_id
+        console.print(Text(f"  {name}: {row.said}", style="green" if row.verdict == "above" else "red"), soft_wrap=True)
+    _more(console, report.adaptive_total - len(report.adaptive), "cases")
 
 
 def _classes(classes: dict[StabilityClass, int]) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 __all__ = ["AUTO", "DEFAULT_ALPHA", "DEFAULT_DELTA", "Runs", "Sequential", "Stop", "parse_runs", "stop_said"]
@@ -52,6 +53,29 @@ def stop_said(stopped: str, tries: int, verdict: str | None) -> str:
     if stopped == "max_tries":
         return f"stopped after {counted}, the most, undecided: {side} by the fixed-N rule"
     return f"stopped after {counted}: {side}"
+
+
+@lru_cache(maxsize=16)
+def _stopping_paths(rule: Sequential) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:
+    """Per point ``(passes, tries)`` where ``rule`` stops a case: how many sequences of tries reach it
+    without stopping before, and how many of those begin with a pass."""
+    live = {(0, False): 1}  # (passes, first try passed) -> sequences still going
+    stops: dict[tuple[int, int], int] = {}
+    first_passed: dict[tuple[int, int], int] = {}
+    for tries in range(1, rule.most + 1):
+        grown: dict[tuple[int, bool], int] = {}
+        for (passes, first), count in live.items():
+            for passed in (False, True):
+                key = (passes + passed, first or (tries == 1 and passed))
+                grown[key] = grown.get(key, 0) + count
+        live = {}
+        for (passes, first), count in grown.items():
+            if tries >= rule.least and rule.decide(passes, tries) is not None:
+                stops[passes, tries] = stops.get((passes, tries), 0) + count
+                first_passed[passes, tries] = first_passed.get((passes, tries), 0) + count * first
+            else:
+                live[passes, first] = count
+    return stops, first_passed
 
 
 class Runs(int):
@@ -138,6 +162,16 @@ class Sequential:
         if stopped != "max_tries":
             return "above" if stopped == "decided_above" else "below"
         return "above" if tries and passes >= self.min_pass_rate * tries - _SLACK else "below"
+
+    def estimate(self, passes: int, tries: int) -> float:
+        """An unbiased estimate of the pass rate of a case this rule stopped at ``passes`` of ``tries``
+        (Girshick, Mosteller and Savage 1946): of the sequences of tries the rule lets reach that
+        point, the share whose first try passed. ``passes / tries`` is biased under early stopping
+        (a case stops below after a run of failures); this is not, for a rule of the counts alone.
+        A point the rule does not stop at (a run cut short) gets ``passes / tries``."""
+        stops, first_passed = _stopping_paths(self)
+        total = stops.get((passes, tries), 0)
+        return first_passed.get((passes, tries), 0) / total if total else passes / max(1, tries)
 
     @property
     def zone(self) -> tuple[float, float]:

@@ -110,7 +110,25 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
         comparisons=comparisons,
         comparison=_compare(tables.cases, runs[-2].run_id or "", runs[-1].run_id or "", cut) if len(runs) >= 2 else None,
         notes=notes,
+        **_adaptive(tables.cases, cut),
     )
+
+
+def _adaptive(cases: pa.Table, cut: int | None) -> dict[str, Any]:
+    """Under adaptive repeats, where each case stopped: its last try says (below the gate first)."""
+    from farm.reports.models import AdaptiveStop
+    from farm.sequential import stop_said
+
+    stopped = cases.filter(pc.is_valid(cases["stopped"])).to_pylist()
+    stopped.sort(key=lambda row: (row["verdict"] == "above", row["run_id"] or "", row["agent"] or "", row["case_id"]))
+    shown = [
+        AdaptiveStop(
+            run_id=row["run_id"], case_id=row["case_id"], suite=row["suite"] or "", agent=row["agent"], tries=row["tries"] or 0,
+            stopped=row["stopped"], verdict=row["verdict"], said=stop_said(row["stopped"], row["tries"] or 0, row["verdict"]),
+        )  # fmt: skip
+        for row in (stopped[:cut] if cut else stopped)
+    ]
+    return {"adaptive": shown, "adaptive_total": len(stopped)}
 
 
 def _named_agents(cases: pa.Table) -> pa.Table:

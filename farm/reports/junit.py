@@ -174,10 +174,14 @@ class _Tries:
         self.broken: str | None = None
         """``error`` or ``timeout`` when a try ended so."""
         self.failed: list[str] = []
+        self.stopped: tuple[str, int, str | None] | None = None
+        """Under adaptive repeats: why the case stopped, its tries and its verdict (its last try says)."""
 
     def add(self, result: CaseResult) -> None:
         status = Status(result.status)
         self.seen += 1
+        if result.stopped is not None:
+            self.stopped = (result.stopped, result.tries or 0, result.verdict)
         self.seconds += result.duration_ms / 1000
         if status is Status.SKIPPED:
             return
@@ -200,13 +204,19 @@ class _Tries:
         for key, value in (("pass_rate", "" if rate is None else f"{rate:g}"), ("tries", self.tries), ("passed", self.passes), ("min_pass_rate", f"{min_pass_rate:g}")):
             ET.SubElement(properties, "property", name=key, value=str(value))
         said = f"passed {self.passes} of {self.tries} tries"
+        below = self.passes < min_pass_rate * self.tries - _SLACK
+        if self.stopped is not None:  # adaptive repeats: the sequential rule's verdict is the gate's
+            from farm.sequential import stop_said
+
+            ET.SubElement(properties, "property", name="stopped", value=self.stopped[0])
+            said, below = f"{stop_said(*self.stopped)}; {said}", self.stopped[2] != "above"
         if self.tries == 0:
             ET.SubElement(element, "skipped", message="every try was skipped")
             outcome = "skipped"
         elif self.broken:
             _fill(ET.SubElement(element, "error", type=self.broken), [f"{said}; a try ended in {self.broken}", *self.failed])
             outcome = "errors"
-        elif self.passes < min_pass_rate * self.tries - _SLACK:
+        elif below:
             _fill(ET.SubElement(element, "failure", type="gate"), [f"{said}, below the {min_pass_rate:g} gate", *self.failed])
             outcome = "failures"
         else:

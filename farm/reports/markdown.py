@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from farm.errors import UsageError
-from farm.gate import DEFAULT_MIN_PASS_RATE, Tallies, cases_of, ended_early, judge, tallies_of, verdict_sentence
+from farm.gate import DEFAULT_MIN_PASS_RATE, Tallies, adaptive_said, cases_of, ended_early, judge, tallies_of, verdict_sentence
 from farm.reports.stats import clustered_interval, format_p
 from farm.results import blame_text
 from farm.writers.runinfo import RunGate, RunInfo
@@ -83,7 +83,27 @@ def gate_markdown(info: RunInfo, gate: RunGate, tallies: Tallies, blames: dict[s
     if gate.comparisons:
         lines += _comparisons(gate)
     lines += _failing(tallies, gate.min_pass_rate)
+    lines += _adaptive(tallies)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _adaptive(tallies: Tallies) -> list[str]:
+    """Under adaptive repeats: how many tries were made and where each case stopped (those below
+    their gate first)."""
+    from farm.sequential import stop_said
+
+    said = adaptive_said(tallies)
+    if said is None:
+        return []
+    stopped = [(agent, case_id, case) for agent, cases in tallies.items() for case_id, case in cases.items() if case.stopped]
+    stopped.sort(key=lambda row: (row[2].verdict == "above", row[0], row[1]))
+    lines = ["### Adaptive repeats", "", _text(said), "", "| Agent | Case | Passed tries | Stopped |", "|---|---|--:|---|"]
+    for agent, case_id, case in stopped[:FAILING_ROWS]:
+        assert case.stopped is not None
+        lines.append(f"| {_text(agent or '(unnamed)')} | {_text(case_id)} | {case.passes} of {case.tries} | {_text(stop_said(case.stopped, case.tries, case.verdict))} |")
+    if len(stopped) > FAILING_ROWS:
+        lines += ["", f"… and {len(stopped) - FAILING_ROWS} more."]
+    return [*lines, ""]
 
 
 def _agents(tallies: Tallies, min_pass_rate: float) -> list[str]:

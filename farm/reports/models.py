@@ -344,6 +344,23 @@ class PairedComparison(BaseModel):
     worse: list[CaseDelta] = Field(default_factory=list)
 
 
+class AdaptiveStop(BaseModel):
+    """One case of a run under adaptive repeats (``--runs auto``, ``MIN..MAX``): where it stopped."""
+
+    run_id: str | None = None
+    case_id: str
+    suite: str = ""
+    agent: str | None = None
+    tries: int
+    """The tries the decision counted."""
+    stopped: str
+    """``decided_above``, ``decided_below`` or ``max_tries`` (no decision within the most tries)."""
+    verdict: str | None = None
+    """``above`` or ``below`` the gate."""
+    said: str
+    """The same in words: "stopped after 2 tries: above the gate"."""
+
+
 class Report(BaseModel):
     """Everything ``farm report`` prints; ``--json`` prints this."""
 
@@ -367,3 +384,7 @@ class Report(BaseModel):
     """Null with fewer than two runs."""
     notes: list[str] = Field(default_factory=list)
     """Things the reader should know, e.g. a folder skipped because it has no tables yet."""
+    adaptive: list[AdaptiveStop] = Field(default_factory=list)
+    """Under adaptive repeats, where each case stopped (those below their gate first; ``--top`` of them)."""
+    adaptive_total: int = 0
+    """Cases that stopped under adaptive repeats (``adaptive`` may show fewer)."""

@@ -352,6 +352,30 @@ def paired_difference(pairs: Sequence[tuple[tuple[int, int], tuple[int, int]]]) 
     return PairedDifference(n, mean, interval, p, test, detectable)
 
 
+ESTIMATES_TEST = "paired t of unbiased estimates (adaptive repeats)"
+"""The test of :func:`paired_estimates`."""
+
+
+def paired_estimates(pairs: Sequence[tuple[float, float]]) -> PairedDifference:
+    """The paired difference of per-case pass-rate estimates ``(A, B)``, where a side ran adaptive
+    repeats: its pass fractions are biased by the early stop, so each such case comes as the unbiased
+    estimate of :meth:`farm.sequential.Sequential.estimate`. The mean difference, its Student t
+    interval and the paired t test's p-value (the tries-shuffling test of :func:`paired_difference`
+    does not hold when one side stopped on what it saw)."""
+    differences = [b - a for a, b in pairs]
+    n = len(differences)
+    mean = sum(differences) / n if n else 0.0
+    if n < 2:
+        return PairedDifference(n, mean, (-1.0, 1.0), 1.0, ESTIMATES_TEST, None)
+    error = _standard_error(differences, mean)
+    df = n - 1
+    critical = student_t_quantile(1.0 - SIGNIFICANCE / 2.0, df)
+    interval = (max(-1.0, mean - critical * error), min(1.0, mean + critical * error))
+    detectable = min(1.0, (critical + student_t_quantile(_POWER, df)) * error)
+    p = min(1.0, 2.0 * student_t_sf(abs(mean) / error, df)) if error > 0 else (1.0 if mean == 0 else 0.0)
+    return PairedDifference(n, mean, interval, p, ESTIMATES_TEST, detectable)
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment (Holm 1979) of p-values from one report's several comparisons.
 

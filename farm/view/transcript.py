@@ -54,7 +54,7 @@ def case_detail(run: RunRecord, case_id: str, agent: str | None = None) -> dict[
         repetitions.append({"case": case, "turns": steps, "checks": checks})
     return {
         "run": run.name, "case_id": case_id, "agent": agent, "agents": agents, "repetitions": repetitions,
-        "stability": _stability(cases),
+        "stability": _stability(cases), "stopped": _stopped(cases),
     }  # fmt: skip
 
 
@@ -78,6 +78,17 @@ def _spans_by_turn(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]
         for span in spans:
             span["offset_ms"] = round((span["start"] - first) * 1000, 3)
     return turns
+
+
+def _stopped(cases: pa.Table) -> str | None:
+    """Under adaptive repeats, where the case stopped ("stopped after 2 tries: above the gate"), as
+    its last try says; None otherwise (a run written before adaptive repeats has no such column)."""
+    from farm.sequential import stop_said
+
+    if "stopped" not in cases.column_names:
+        return None
+    last = [row for row in cases.select(["stopped", "tries", "verdict"]).to_pylist() if row["stopped"]]
+    return stop_said(last[-1]["stopped"], last[-1]["tries"] or 0, last[-1]["verdict"]) if last else None
 
 
 def _agents(run: RunRecord, cases: pa.Table) -> list[str]:

@@ -121,3 +121,56 @@ def test_bad_adaptive_options_are_one_sentence_and_call_no_agent(project: Path, 
     assert result.exit_code == 2
     assert said in " ".join(result.output.split())
     assert agent.calls(project) == 0 and not (project / "results").exists()
+
+
+def test_a_baseline_comparison_pairs_adaptive_tries_by_their_unbiased_estimates(project: Path, agent: Patterned):
+    fixed = farm.run("suite.jsonl", runs=10, min_pass_rate=0.8, quiet=True)
+    adaptive = farm.run("suite.jsonl", runs="auto", min_pass_rate=0.8, baseline=str(fixed.run_dir), quiet=True)
+    gate = read_run_json(adaptive.run_dir).gate
+    assert gate is not None and gate.baseline_run_id == fixed.run_dir.name
+    [comparison] = gate.comparisons
+    assert comparison.test == "paired t of unbiased estimates (adaptive repeats)" and comparison.cases == 3
+    assert not comparison.worse and abs(comparison.difference) < 0.1
+
+
+def test_every_report_says_where_each_case_stopped(project: Path, agent: Patterned, monkeypatch: pytest.MonkeyPatch):
+    import xml.etree.ElementTree as ET
+
+    from farm.view import ViewApp, ViewServer
+    from tests.farm.view.test_server import get_json
+
+    step_summary = project / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    runner = CliRunner()
+    result = runner.invoke(app, ["test", "-i", "suite.jsonl", "--runs", "auto", "--min-pass-rate", "0.8", "-q", "--junit", "junit.xml"])
+    assert result.exit_code == 1, result.output
+    [run_dir] = (project / "results").iterdir()
+
+    markdown = step_summary.read_text()
+    assert "### Adaptive repeats" in markdown
+    assert "Adaptive repeats: 17 tries in all; 1 decided above the gate, 2 below, 0 undecided at the most tries." in markdown
+    assert "| bot | always | 8 of 8 | stopped after 8 tries: above the gate |" in markdown
+    assert "| bot | never | 0 of 3 | stopped after 3 tries: below the gate |" in markdown
+    assert runner.invoke(app, ["report", "--format", "md", str(run_dir)]).output.strip() == markdown.strip()
+
+    cases = {case.get("name"): case for case in ET.parse(project / "junit.xml").getroot().findall(".//testcase")}
+    always = cases["always"]
+    assert {p.get("name"): p.get("value") for p in always.iter("property")}["stopped"] == "decided_above"
+    assert always.find("failure") is None and always.findtext("system-out").startswith("stopped after 8 tries: above the gate; passed 8 of 8 tries")
+    never = cases["never"].find("failure")
+    assert never is not None and never.get("message", "").startswith("stopped after 3 tries: below the gate")
+
+    report = runner.invoke(app, ["report", str(run_dir)])
+    said = " ".join(report.output.split())
+    assert "Adaptive repeats: 3 cases (below their gate first)" in said
+    assert "never: stopped after 3 tries: below the gate" in said and "always: stopped after 8 tries: above the gate" in said
+    as_json = json.loads(runner.invoke(app, ["report", "--json", str(run_dir)]).output)
+    assert {row["case_id"]: row["said"] for row in as_json["adaptive"]}["alternate"] == "stopped after 6 tries: below the gate"
+
+    server = ViewServer(ViewApp(str(project / "results")))
+    server.start()
+    try:
+        assert get_json(server, f"/api/runs/{run_dir.name}/cases/always")["stopped"] == "stopped after 8 tries: above the gate"
+    finally:
+        server.shutdown()
+        server.server_close()

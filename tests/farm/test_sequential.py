@@ -80,3 +80,27 @@ def test_the_test_alone_errs_no_more_often_than_alpha_outside_the_zone(rate, wro
             passes += rng.random() < rate
         errors += stop == wrong
     assert errors / trials <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / trials)
+
+
+@pytest.mark.parametrize(("least", "most", "rate"), [(2, 10, 0.8), (3, 20, 0.5), (2, 10, 1.0)])
+def test_the_estimate_of_a_stopped_case_is_unbiased_where_its_pass_fraction_is_not(least, most, rate):
+    """The expectation over every way a case can stop, computed exactly: the estimate's is the
+    true pass rate; the pass fraction's is not (a case stops below after a run of failures)."""
+    from farm.sequential import _stopping_paths
+
+    rule = Sequential(min_pass_rate=rate, least=least, most=most)
+    stops, _ = _stopping_paths(rule)
+    assert all(n >= least for _, n in stops)
+    biased = False
+    for p in (0.3, 0.6, 0.75, 0.9):
+        weights = {(s, n): count * p**s * (1 - p) ** (n - s) for (s, n), count in stops.items()}
+        assert sum(weights.values()) == pytest.approx(1.0)  # every sequence stops by the most tries
+        assert sum(w * rule.estimate(s, n) for (s, n), w in weights.items()) == pytest.approx(p)
+        biased = biased or abs(sum(w * s / n for (s, n), w in weights.items()) - p) > 0.01
+    assert biased
+
+
+def test_a_point_the_rule_does_not_stop_at_is_estimated_by_its_pass_fraction():
+    rule = Sequential(min_pass_rate=0.8, least=2, most=10)
+    assert rule.estimate(1, 2) == 0.5  # a run cut short there
+    assert rule.estimate(8, 8) == 1.0 and rule.estimate(0, 3) == 0.0

@@ -334,6 +334,7 @@ async function casePage(mine, run, caseId, params) {
       h("div", { class: "repetitions" }, reps.map((r, i) => h("button", { class: "chip" + (i === chosen ? " on" : ""), onclick: () => {
         const next = new URLSearchParams(params); next.set("rep", i); go(["case", run, caseId], next);
       } }, `${r.case.agent && reps.some((o) => o.case.agent !== r.case.agent) ? r.case.agent + " " : ""}run ${r.case.run_index + 1}${r.case.attempt > 1 ? " attempt " + r.case.attempt : ""}: ${r.case.status}`)))) : null,
+    detail.stopped ? h("div", { class: "card", id: "adaptive-stop" }, h("b", {}, "Adaptive repeats: "), detail.stopped) : null,
     caseHeader(c),
     c.error ? h("div", { class: "card err", id: "case-error" }, c.error, c.hint ? h("div", { class: "muted" }, c.hint) : null) : null,
     c.awaiting_question ? h("div", { class: "card" }, h("b", {}, "The agent awaited input: "), c.awaiting_question) : null,
