@@ -184,8 +184,8 @@ OPTIONS: dict[str, Option] = {
     "min_pass_rate": Option("--min-pass-rate", DEFAULT_MIN_PASS_RATE, resumed=_recorded("min_pass_rate"), farm="min_pass_rate"),
     "baseline": Option("--baseline", resumed=_recorded("baseline")),
     "retry_errors": Option("--retry-errors", False),
-    "attribute": Option("--attribute", False, farm="attribute"),
-    "simulator_failures": Option("--simulator-failures", "failure", farm="simulator_failures"),
+    "attribute": Option("--attribute", False, resumed=_recorded("attribute"), farm="attribute"),
+    "simulator_failures": Option("--simulator-failures", "failure", resumed=_recorded("simulator_failures"), farm="simulator_failures"),
 }
 """Every option of :func:`farm.run`, by keyword: the one table of their defaults and precedence."""
 
@@ -281,6 +281,8 @@ class ResolvedOptions:
             max_cost=self.max_cost,
             min_pass_rate=self.min_pass_rate,
             baseline=self.baseline,
+            attribute=self.attribute,
+            simulator_failures=self.simulator_failures,
         )
 
 

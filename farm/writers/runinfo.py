@@ -63,6 +63,10 @@ class RunOptions(BaseModel):
     """``--min-pass-rate``: the share of its tries a repeated case must pass (its gate)."""
     baseline: str | None = None
     """``--baseline``: the run folder this run is compared with, or ``last`` (the latest finished run of its input)."""
+    attribute: bool | None = None
+    """``--attribute``: a failed dynamic case that no simulator flag settled asked the attributor whose failure it is."""
+    simulator_failures: Literal["failure", "error"] | None = None
+    """``--simulator-failures``: what a failed dynamic case blamed on the simulator became."""
 
 
 class GateComparison(BaseModel):

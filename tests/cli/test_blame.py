@@ -139,9 +139,7 @@ def test_attribute_without_an_attributor_is_a_usage_error_before_any_call(projec
 
 
 def test_simulator_failures_error_makes_the_simulators_fault_an_error_that_retry_errors_runs_again(project: Path):
-    toml = project / "farm.toml"
-    toml.write_text(toml.read_text().replace("[farm]\n", '[farm]\nsimulator_failures = "error"\n', 1))
-    result, got = run(project, [case("repeat", "sim-repeat"), case("good", "sim")])
+    result, got = run(project, [case("repeat", "sim-repeat"), case("good", "sim")], "--simulator-failures", "error")
     assert result.exit_code == 1, result.output
     repeat = got["repeat"]
     assert (repeat["status"], repeat["error_role"], repeat["blame"]) == ("error", "simulator", "simulator")
@@ -151,7 +149,8 @@ def test_simulator_failures_error_makes_the_simulators_fault_an_error_that_retry
     run_dir = next((project / "results").glob("*/run.json")).parent
     again, got = run(project, None, "--resume", str(run_dir), "--retry-errors")
     assert again.exit_code == 1, again.output
-    assert got["repeat"]["started_at"] > first and got["repeat"]["status"] == "error"  # run again, not kept as it was
+    # run again, not kept as it was, and still an error: the resumed run's --simulator-failures holds
+    assert got["repeat"]["started_at"] > first and got["repeat"]["status"] == "error"
     lines = [json.loads(line) for line in (project / "out.jsonl").read_text().splitlines()]
     assert sorted(r["id"] for r in lines) == ["good", "repeat"]  # every case once
 
