@@ -98,7 +98,8 @@ def start_actors(plan: RunPlan, queue_share: float, human: str | None) -> RunAct
     scope = plan.settings.run_id or uuid.uuid4().hex[:8]
     limiters, limits = start_limiters(plan.config, list(plan.config.connectors), scope)
     token = uuid.uuid4().hex
-    roles = RunRoles(RoleSetup(token, plan.config, limits, plan.settings.cache), scope, _pool_size(nodes, specs), plan.stream is not None)
+    attributing = any(settings.attribute for settings in plan.agent_settings.values())
+    roles = RunRoles(RoleSetup(token, plan.config, limits, plan.settings.cache), scope, _pool_size(nodes, specs), plan.stream is not None, attributing)
     setups = {
         spec.name: SessionSetup(token, spec.name, plan.config, plan.agent_settings, plan.connector_override, spec.concurrency, roles.names, limits, human)
         for spec in specs

@@ -24,6 +24,7 @@ import ray
 from farm.actors.session import UNPREPARED
 
 from farm.config import FarmConfig
+from farm.results import Blame
 from farm.roles.cache import RoleCache, record, tally
 from farm.roles.services import LocalRoles
 from farm.roles.types import RoleError, RoleOutcome, RoleRequest, SimulatorTurn, Verdict
@@ -96,6 +97,11 @@ class RoleActor:
         roles = self._for(run_id)
         return UNPREPARED if roles is None else await _counted(roles.validate(request))
 
+    async def attribute(self, run_id: str, request: RoleRequest) -> RoleOutcome[tuple[Blame, str]] | str:
+        """Whose failure a failed dynamic case is: the attributor, served by the validator pool."""
+        roles = self._for(run_id)
+        return UNPREPARED if roles is None else await _counted(roles.attribute(request))
+
     async def generate(self, run_id: str, request: RoleRequest) -> RoleOutcome[list[Any]] | str:
         """One batch of a generation: the raw cases the generator wrote."""
         roles = self._for(run_id)
@@ -162,7 +168,7 @@ class PoolRoles:
     """
 
     def __init__(self, pools: RolePools):
-        self._names = {"simulate": pools.simulators, "validate": pools.validators, "generate": pools.generators}
+        self._names = {"simulate": pools.simulators, "validate": pools.validators, "attribute": pools.validators, "generate": pools.generators}
         self._setup = pools.setup
         self._pools: dict[str, Iterator[Any]] = {}
 
@@ -204,6 +210,10 @@ class PoolRoles:
         outcome: RoleOutcome[Verdict] = await self._call("validate", request)
         return outcome.unwrap()
 
+    async def attribute(self, request: RoleRequest) -> tuple[Blame, str]:
+        outcome: RoleOutcome[tuple[Blame, str]] = await self._call("attribute", request)
+        return outcome.unwrap()
+
     async def generate(self, request: RoleRequest) -> list[Any]:
         """One batch of a generation on the generator pool (:data:`farm.roles.generation.GenerateCall`)."""
         outcome: RoleOutcome[list[Any]] = await self._call("generate", request)
@@ -226,8 +236,10 @@ class RunRoles:
     (a generator's: at its first call), so that a run whose cases need none, or a cached
     generation, starts none. The pool actors this process kept from its last run serve again."""
 
-    def __init__(self, setup: RoleSetup, scope: str, size: int, generating: bool):
+    def __init__(self, setup: RoleSetup, scope: str, size: int, generating: bool, attributing: bool = False):
         self.setup = setup
+        self.attributing = attributing
+        """Whether a failed dynamic case asks the attributor, which the validator pool serves."""
         self.roles = ("sim", "val", "gen") if generating else ("sim", "val")
         self._kept = {role: take_kept(role, size, setup) for role in self.roles}
         self._members = {role: [*self._kept[role], *pool_names(f"farm-{role}-{scope}", size)[len(self._kept[role]) :]] for role in self.roles}
@@ -245,7 +257,7 @@ class RunRoles:
     def for_cases(self, cases: list[LoadedCase]) -> list[LoadedCase]:
         """``cases``, once the pools they need have started."""
         for role, index in (("sim", 0), ("val", 1)):
-            if role not in self._pools and any(c.needs[index] for c in cases):
+            if role not in self._pools and any(c.needs[index] or role == "val" and self.attributing and c.needs[0] for c in cases):
                 self.start(role)
         return cases
 

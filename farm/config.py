@@ -305,7 +305,7 @@ class FarmSettings(BaseModel):
     it is, when ``--attribute`` is not given (default: false, no extra calls)."""
     attributor: str | None = None
     """The agent that says whose failure a failed dynamic case is (``--attribute``): a validator-kind
-    agent, given the built-in attributor prompt. Default: ``validator``."""
+    agent (given the built-in attributor prompt), or the user's own http/python service."""
     simulator_failures: Literal["failure", "error"] | None = None
     """What a failed dynamic case blamed on the simulator is (default ``failure``): ``error`` makes it an
     error of the simulator, the farm's part having failed, which ``--retry-errors`` runs again."""

@@ -224,12 +224,12 @@ _ROLES = ("simulator", "validator", "generator", "reporter")
 
 def _farm_references(data: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """``[farm]``'s agents that name nothing: ``default_agent`` (which must be an agent to test, not
-    a role), ``simulator`` and ``validator``."""
+    a role), ``simulator``, ``validator`` and ``attributor``."""
     farm = data.get("farm")
     if not isinstance(farm, dict):
         return
     agents = dict(_tables_of(data, "agents"))
-    for key in ("default_agent", "simulator", "validator"):
+    for key in ("default_agent", "simulator", "validator", "attributor"):
         ref = farm.get(key)
         if not isinstance(ref, str) or not ref:
             continue

@@ -96,6 +96,8 @@ class RoleModels:
     - ``sim-early``: says the goal is achieved when the agent asks it to confirm
     - ``val``: passes when the agent's last reply contains the first word of the criteria
     - ``val-slow``: the same, after 3 seconds
+    - ``attr``: an attributor: the simulator's fault when the user talked of lunch, else the agent's
+    - ``attr-broken``: an attributor that answers prose
     - ``gen``: writes as many cases as the prompt asks for
     - ``rep``: a Markdown report naming the failed cases
     """
@@ -129,6 +131,13 @@ class RoleModels:
                 answer["message"] = answer.pop("input")
                 return Response(chat_completion("Sure!\n```json\n" + json.dumps(answer) + "\n```"))
             return Response(chat_completion(json.dumps(answer)))
+        if model == "attr-broken":
+            return Response(chat_completion("It is hard to say."))
+        if model == "attr":
+            assert "Goal of the simulated user: file a $3500 travel expense" in system, system
+            off_goal = "lunch" in transcript.lower()
+            answer = {"blame": "simulator" if off_goal else "agent", "reason": "the user talked of lunch" if off_goal else "the agent never drafted the expense"}
+            return Response(chat_completion(json.dumps(answer)))
         if model.startswith("val"):
             criteria = re.search(r"Criteria: (\S+)", system)
             word = criteria.group(1).lower() if criteria else ""
@@ -149,8 +158,8 @@ class RoleModels:
 def roles_toml(url: str) -> str:
     """Role agents on the RoleModels server, one connector per scripted model."""
     out = []
-    for model in ("sim", "sim-fenced", "sim-broken", "sim-repeat", "sim-assistant", "sim-early", "val", "val-slow", "gen", "rep"):
-        kind = {"sim": "simulator", "val": "validator", "gen": "generator", "rep": "reporter"}[model.split("-")[0]]
+    for model in ("sim", "sim-fenced", "sim-broken", "sim-repeat", "sim-assistant", "sim-early", "attr", "attr-broken", "val", "val-slow", "gen", "rep"):
+        kind = {"sim": "simulator", "val": "validator", "attr": "validator", "gen": "generator", "rep": "reporter"}[model.split("-")[0]]
         out.append(f'[connectors.{model}]\nbase_url = "{url}/v1"\nmodel = "{model}"\nmax_retries = 0\n')
         out.append(f'[agents."{model}"]\nkind = "{kind}"\nconnector = "{model}"\n')
     return "\n".join(out)

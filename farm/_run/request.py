@@ -189,8 +189,8 @@ OPTIONS: dict[str, Option] = {
     "retry_errors": Option("--retry-errors", False),
     "alpha": Option("--alpha", DEFAULT_ALPHA, resumed=_recorded("alpha")),
     "delta": Option("--delta", DEFAULT_DELTA, resumed=_recorded("delta")),
-    "attribute": Option("--attribute", False, farm="attribute"),
-    "simulator_failures": Option("--simulator-failures", "failure", farm="simulator_failures"),
+    "attribute": Option("--attribute", False, resumed=_recorded("attribute"), farm="attribute"),
+    "simulator_failures": Option("--simulator-failures", "failure", resumed=_recorded("simulator_failures"), farm="simulator_failures"),
 }
 """Every option of :func:`farm.run`, by keyword: the one table of their defaults and precedence."""
 

@@ -93,7 +93,21 @@ def run_settings(cfg: FarmConfig, agent_id: str, run_id: str, options: ResolvedO
         max_spans=cfg.farm.max_spans,
         simulator_failures=options.simulator_failures,
         attribute=options.attribute,
+        attributor=_attributor(cfg, options.attribute),
     )
+
+
+def _attributor(cfg: FarmConfig, attribute: bool) -> str | None:
+    """``[farm].attributor``, checked before any agent is called when ``--attribute`` asks for it."""
+    from farm.errors import UsageError
+
+    name = cfg.farm.attributor
+    if not attribute:
+        return name
+    if not name:
+        raise UsageError("--attribute: no attributor to ask; set [farm].attributor to a validator-kind agent")
+    cfg.agent(name)  # a UsageError naming the configured agents
+    return name
 
 
 def build_plan(cfg: FarmConfig, agents: list[str], suite: Suite, options: ResolvedOptions, run_id: str, **fields: Any) -> RunPlan:

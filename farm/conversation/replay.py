@@ -44,7 +44,7 @@ from farm.conversation.digest import changed_inputs, inputs_digest
 from farm.conversation.runner import RunSettings, Services, error_result, run_case
 from farm.errors import RecordingEnds, RoleError
 from farm.loaded import LoadedCase
-from farm.results import CaseResult, Status, TurnResult
+from farm.results import Blame, CaseResult, Status, TurnResult
 from farm.roles.types import HumanRequest, RoleRequest, SimulatorTurn
 
 __all__ = ["NOT_RESCORABLE", "RecordingEnds", "Replay", "ReplayClient", "ReplayClock", "ReplayServices", "not_rescorable"]
@@ -162,6 +162,10 @@ class ReplayServices:
             return SimulatorTurn(input=None, goal_achieved=True)
         self.ended = True
         raise RoleError(f"the run recorded no simulated input for turn {number}")
+
+    async def attribute(self, request: RoleRequest) -> tuple[Blame, str]:
+        """The attributor, asked for real (through the role cache): it judges, as a validator does."""
+        return await self.base.attribute(request)
 
     async def ask_human(self, request: HumanRequest) -> str | None:
         """The person's recorded answer for that turn, else None (see :class:`~farm.conversation.runner.Services`)."""

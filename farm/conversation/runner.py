@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from farm.agents.base import AgentClient, AgentError, AgentTimeoutError
 from farm.agents.permits import waiting_for_permits
-from farm.assertions import AssertionEnv, Subject, evaluate
+from farm.assertions import AssertionEnv, Subject, describe, evaluate
 from farm.cases import AssertionSpec, Checkpoint, Mode, Options, TestCase, role_agent_id
 from farm.conversation.awaiting import detect_awaiting, last_sentence
 from farm.conversation.blame import UNKNOWN_REASON, deterministic_blame
@@ -32,7 +32,18 @@ from farm.errors import EndpointUnreachable, FarmError
 from farm.jsontext import as_text
 from farm.loaded import LoadedCase
 from farm.messages import user_messages
-from farm.results import AssertionResult, CaseResult, EndedBy, ErrorRole, InputSource, Status, StepReply, TurnResult, add_cost
+from farm.results import (
+    AssertionResult,
+    Blame,
+    CaseResult,
+    EndedBy,
+    ErrorRole,
+    InputSource,
+    Status,
+    StepReply,
+    TurnResult,
+    add_cost,
+)
 from farm.roles.cache import tally
 from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn
 from farm.suite.validation import asserts_on_traces
@@ -62,6 +73,8 @@ class Services(Protocol):
     async def run_hook(self, reference: str, payload: dict[str, Any]) -> Any: ...
 
     async def run_script_test(self, loaded: LoadedCase, result: CaseResult) -> None: ...
+
+    async def attribute(self, request: RoleRequest) -> tuple[Blame, str]: ...
 
 
 class _Stop(Exception):
@@ -484,10 +497,36 @@ class _Conversation:
         if result.status != Status.FAILED or result.mode != Mode.DYNAMIC.value:
             return
         settled = deterministic_blame(result)
+        if settled is None and self.settings.attribute and self.settings.attributor and self.services is not None:
+            settled = await self.attribute(self.settings.attributor)
         result.blame, result.blame_reason = settled or ("unknown", UNKNOWN_REASON)
         if result.blame == "simulator" and self.settings.simulator_failures == "error":
             result.status, result.error_role = Status.ERROR, "simulator"
             result.error = f"simulator error: {result.blame_reason} (the case failed: {result.error})"
+
+    async def attribute(self, agent_id: str) -> tuple[Blame, str]:
+        """The attributor's blame of this failed case; its failure is said as the reason, and blames no one."""
+        assert self.services is not None
+        spec, result = self.case.simulator, self.result
+        reached = {c.id: c.reached_at_turn for c in result.checkpoints}
+        checkpoints = [
+            f"{cp.id} ({'required' if cp.required else 'optional'}; "
+            + (f"reached at turn {reached[cp.id]}" if reached.get(cp.id) else "NOT reached")
+            + f"): {describe(cp.assertion.type, cp.assertion.expected)}" + (f" — {cp.description}" if cp.description else "")
+            for cp in self.case.checkpoints or []
+        ]
+        metadata = {
+            **(spec.options.metadata if spec else {}),
+            "test_id": self.case.id,
+            "checkpoints": "\n".join(checkpoints),
+            "outcome": result.error or "failed",
+            "sim_flags": "; ".join(f"turn {t.turn}: {', '.join(t.sim_flags)}" for t in result.turns if t.sim_flags) or "none",
+        }
+        try:
+            blame, reason = await self.services.attribute(RoleRequest(agent_id, list(self.session.messages), metadata))
+        except RoleError as exc:
+            return "unknown", f"the attributor failed: {exc}"
+        return blame, f"{reason} (the attributor)"
 
     async def run(self) -> None:
         mode = self.case.resolved_mode

@@ -53,5 +53,7 @@ class RunSettings:
     attribute: bool = False
     """Whether a failed dynamic case that no simulator flag settles asks the attributor whose
     failure it is (``--attribute``)."""
+    attributor: str | None = None
+    """The attributor's agent id (``[farm].attributor``)."""
     clock: Callable[[], float] = time.perf_counter
     """What a turn's ``duration_ms`` is measured with; a rescore gives a clock that replays the recorded times."""

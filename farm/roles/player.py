@@ -12,13 +12,14 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from farm.agents.base import AgentClient, AgentError, Message, Reply
 from farm.aio import run_sync
 from farm.excerpts import NOTHING, clip
 from farm.jsontext import NO_JSON, as_text, extract_json
 from farm.messages import content_text
+from farm.results import BLAME, Blame
 from farm.roles.cache import RoleCache, caches_role, hit_cost, record
 from farm.roles.types import RoleError, SimulatorTurn, Verdict
 from farm.secrets import process_scrubber
@@ -26,7 +27,7 @@ from farm.secrets import process_scrubber
 if TYPE_CHECKING:
     from farm.config import AgentConfig, FarmConfig
 
-__all__ = ["PLACEHOLDERS", "PROMPTS", "SIMULATOR_ANSWER", "RolePlayer", "fill", "placeholders", "player_of", "render_transcript", "writes_prompt"]
+__all__ = ["ATTRIBUTOR_ANSWER", "PLACEHOLDERS", "PROMPTS", "SIMULATOR_ANSWER", "RolePlayer", "attribution", "fill", "placeholders", "player_of", "render_transcript", "writes_prompt"]
 
 T = TypeVar("T")
 
@@ -68,6 +69,24 @@ turns (an array of {"input", "assertions"}), and assertions (e.g. {"type": "cont
 {"type": "tool_called", "name": "..."}).
 
 Respond in JSON only: {"cases": [ ... ]}""",
+    "attributor": """You decide whose fault a failed test of an AI agent is.
+test_mode: attributor
+
+A simulator played the user of the agent, with a goal; checkpoints say what the agent had to do.
+Goal of the simulated user: {goal}
+Persona: {persona}
+Checkpoints: {checkpoints}
+How the test ended: {outcome}
+Flags the farm's rules raised on the simulator's turns: {sim_flags}
+
+Read the conversation and answer with one blame:
+- "agent": the agent failed a user who played the goal well;
+- "simulator": the simulated user left its goal, answered for the agent, stopped too early,
+  repeated itself, or otherwise did not play the user the goal describes;
+- "checkpoint": a checkpoint cannot be met as written, whatever the agent and the user do;
+- "unknown": the conversation does not tell.
+Respond in JSON only:
+{"blame": "agent" or "simulator" or "checkpoint" or "unknown", "reason": "one sentence"}""",
     "reporter": """You are a test reporter. Summarise this test run of an AI agent for its developers:
 what passed, what failed and why, patterns across failures, and what to fix first.
 test_mode: reporter
@@ -83,7 +102,12 @@ SIMULATOR_ANSWER = '{"input": "the user\'s next message", "goal_achieved": true 
 """What a simulator answers (docs/simulator.md): this object as JSON text, or, from a python
 simulator, as a dict. ``message`` is accepted for ``input``."""
 
-_WANTS = {"simulator": f"it must answer {SIMULATOR_ANSWER} as JSON text"}
+ATTRIBUTOR_ANSWER = '{"blame": "agent", "simulator", "checkpoint" or "unknown", "reason": "one sentence"}'
+"""What the attributor answers: whose failure a failed dynamic case is, and why."""
+
+_BLAMES = BLAME
+
+_WANTS = {"simulator": f"it must answer {SIMULATOR_ANSWER} as JSON text", "attributor": f"it must answer {ATTRIBUTOR_ANSWER} as JSON text"}
 """What the error of an unusable answer tells a role's author to answer instead."""
 
 
@@ -94,6 +118,7 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
         {"target_agent", "target_description", "target_tools", "count", "focus", "complexity", "batch_number", "seed", "total", "slice", "coverage", "avoid"}
     ),
     "reporter": frozenset({"summary"}),
+    "attributor": frozenset({"goal", "persona", "checkpoints", "outcome", "sim_flags"}),
 }
 """Each role's own placeholders (docs/generation.md): one with no value reads ``(not given)``."""
 
@@ -197,6 +222,20 @@ def simulator_turn(data: Any) -> SimulatorTurn:
     return SimulatorTurn(input=text, goal_achieved=achieved, reasoning=None if reasoning is None else as_text(reasoning))
 
 
+def attribution(data: Any) -> tuple[Blame, str]:
+    """The attributor's answer as ``(blame, reason)``; a :class:`RoleError` naming the keys it wants
+    when the answer is not of that shape."""
+    if not isinstance(data, dict):
+        raise RoleError(f"the attributor's answer is not a JSON object but {type(data).__name__} {clip(as_text(data), 60)}: it must be {ATTRIBUTOR_ANSWER}")
+    blame = data.get("blame")
+    said = blame.strip().lower() if isinstance(blame, str) else blame
+    if said not in _BLAMES:
+        given = ", ".join(repr(k) for k in data) or "none"
+        raise RoleError(f"the attributor's 'blame' is {clip(as_text(blame), 40)!r} (its keys: {given}), not one of {', '.join(_BLAMES)}: it must answer {ATTRIBUTOR_ANSWER}")
+    reason = data.get("reason")
+    return cast(Blame, said), " ".join(as_text(reason).split()) if reason else "the attributor gave no reason"
+
+
 class RolePlayer:
     """Plays one role with one agent client.
 
@@ -249,7 +288,8 @@ class RolePlayer:
         connector_name = connector or player_agent.connector or agent.connector
         if cache is not None and not caches_role(agent, player_agent, config.connectors.get(connector_name) if connector_name else None):
             cache = None
-        return cls(role, client, cls.prompt_from(agent.prompt, config.base_dir), builtin_prompt=builtin, cache=cache, agent_id=agent_id)
+        prompt = None if role == "attributor" else cls.prompt_from(agent.prompt, config.base_dir)  # an agent's prompt is its own role's
+        return cls(role, client, prompt, builtin_prompt=builtin, cache=cache, agent_id=agent_id)
 
     def run_once(self, call: Callable[[RolePlayer], Awaitable[T]]) -> T:
         """Run one role call from synchronous code (a generator before the
@@ -324,6 +364,10 @@ class RolePlayer:
 
     async def simulate(self, conversation: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
         return simulator_turn(await self._call_json(conversation, metadata))
+
+    async def attribute(self, conversation: list[Message], metadata: dict[str, Any]) -> tuple[Blame, str]:
+        """Whose failure the failed conversation is, and why (:func:`attribution`)."""
+        return attribution(await self._call_json(conversation, metadata))
 
     async def validate(self, conversation: list[Message], metadata: dict[str, Any]) -> Verdict:
         verdict = Verdict.from_json(await self._call_json(conversation, metadata))

@@ -15,6 +15,7 @@ from farm.assertions import Outcome, Subject
 from farm.cases import AssertionSpec, role_agent_id
 from farm.config import FarmConfig
 from farm.errors import FarmError
+from farm.results import Blame
 from farm.roles.cache import RoleCache
 from farm.roles.player import RolePlayer
 from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn, Verdict
@@ -29,6 +30,8 @@ class RoleCaller(Protocol):
     async def simulate(self, request: RoleRequest) -> SimulatorTurn: ...
 
     async def validate(self, request: RoleRequest) -> Verdict: ...
+
+    async def attribute(self, request: RoleRequest) -> tuple[Blame, str]: ...
 
 
 #: Role calls of one kind (simulator, validator) in flight at once in one process.
@@ -75,6 +78,11 @@ class LocalRoles:
         async with self._budget["validator"]:
             return await self.player("validator", request.agent_id, request.connector).validate(request.messages, request.metadata)
 
+    async def attribute(self, request: RoleRequest) -> tuple[Blame, str]:
+        """Whose failure a failed dynamic case is (the attributor, on the judges' budget)."""
+        async with self._budget["validator"]:
+            return await self.player("attributor", request.agent_id, request.connector).attribute(request.messages, request.metadata)
+
     async def generate(self, request: RoleRequest) -> list[Any]:
         """One batch of a generation (:data:`farm.roles.generation.GenerateCall`): the raw cases the
         generator wrote for ``request.metadata``, through the role cache and the connector's limiter."""
@@ -112,6 +120,9 @@ class FarmServices:
 
     async def simulate(self, request: RoleRequest) -> SimulatorTurn:
         return await self.roles.simulate(request)
+
+    async def attribute(self, request: RoleRequest) -> tuple[Blame, str]:
+        return await self.roles.attribute(request)
 
     async def ask_human(self, request: HumanRequest) -> str | None:
         if self.human is None:

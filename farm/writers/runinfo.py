@@ -70,6 +70,10 @@ class RunOptions(BaseModel):
     """``--alpha``: the error level of each decision of adaptive repeats."""
     delta: float | None = None
     """``--delta``: the indifference zone's half-width around the gate under adaptive repeats."""
+    attribute: bool | None = None
+    """``--attribute``: a failed dynamic case that no simulator flag settled asked the attributor whose failure it is."""
+    simulator_failures: Literal["failure", "error"] | None = None
+    """``--simulator-failures``: what a failed dynamic case blamed on the simulator became."""
 
 
 class GateComparison(BaseModel):

@@ -103,10 +103,43 @@ def test_a_broken_agent_with_a_good_simulator_is_never_the_simulators_fault(proj
     assert "1 failed: 1 unknown" in result.output
 
 
-def test_simulator_failures_error_makes_the_simulators_fault_an_error_that_retry_errors_runs_again(project: Path):
+def test_attribute_asks_the_attributor_only_when_no_flag_settles_it(project: Path, servers):
     toml = project / "farm.toml"
-    toml.write_text(toml.read_text().replace("[farm]\n", '[farm]\nsimulator_failures = "error"\n', 1))
-    result, got = run(project, [case("repeat", "sim-repeat"), case("good", "sim")])
+    toml.write_text(toml.read_text().replace("[farm]\n", '[farm]\nattributor = "attr"\n', 1))
+    _, _, models = servers
+    before = models.calls["attr"]
+    result, got = run(project, [case("broken", "sim"), case("repeat", "sim-repeat")], "-n", "broken", "--attribute")
+    assert result.exit_code == 1, result.output
+    assert (got["broken"]["blame"], got["broken"]["blame_reason"]) == ("agent", "the agent never drafted the expense (the attributor)")
+    assert got["repeat"]["blame"] == "simulator" and "turn 2" in got["repeat"]["blame_reason"]  # settled by its flag
+    assert models.calls["attr"] - before == 1  # asked once: for the case no flag settled
+    assert "2 failed: 1 agent, 1 simulator" in result.output
+    # asked again, the same question is answered from the role cache
+    again, got = run(project, [case("broken", "sim")], "-n", "broken", "--attribute")
+    assert got["broken"]["blame"] == "agent" and models.calls["attr"] - before == 1
+
+
+def test_an_attributor_that_fails_is_said_and_blames_no_one(project: Path):
+    toml = project / "farm.toml"
+    toml.write_text(toml.read_text().replace("[farm]\n", '[farm]\nattributor = "attr-broken"\nattribute = true\n', 1))
+    result, got = run(project, [case("broken", "sim")], "-n", "broken")
+    assert result.exit_code == 1, result.output
+    broken = got["broken"]
+    assert broken["blame"] == "unknown"
+    assert broken["blame_reason"].startswith("the attributor failed: the attributor answered no JSON: 'It is hard to say.'; it must answer {\"blame\"")
+
+
+def test_attribute_without_an_attributor_is_a_usage_error_before_any_call(project: Path, servers):
+    _, _, models = servers
+    calls = sum(models.calls.values())
+    result, got = run(project, [case("good", "sim")], "--attribute")
+    assert result.exit_code == 2, result.output
+    assert "--attribute: no attributor to ask; set [farm].attributor to a validator-kind agent" in result.output
+    assert got == {} and sum(models.calls.values()) == calls
+
+
+def test_simulator_failures_error_makes_the_simulators_fault_an_error_that_retry_errors_runs_again(project: Path):
+    result, got = run(project, [case("repeat", "sim-repeat"), case("good", "sim")], "--simulator-failures", "error")
     assert result.exit_code == 1, result.output
     repeat = got["repeat"]
     assert (repeat["status"], repeat["error_role"], repeat["blame"]) == ("error", "simulator", "simulator")
@@ -116,7 +149,8 @@ def test_simulator_failures_error_makes_the_simulators_fault_an_error_that_retry
     run_dir = next((project / "results").glob("*/run.json")).parent
     again, got = run(project, None, "--resume", str(run_dir), "--retry-errors")
     assert again.exit_code == 1, again.output
-    assert got["repeat"]["started_at"] > first and got["repeat"]["status"] == "error"  # run again, not kept as it was
+    # run again, not kept as it was, and still an error: the resumed run's --simulator-failures holds
+    assert got["repeat"]["started_at"] > first and got["repeat"]["status"] == "error"
     lines = [json.loads(line) for line in (project / "out.jsonl").read_text().splitlines()]
     assert sorted(r["id"] for r in lines) == ["good", "repeat"]  # every case once
 

@@ -65,6 +65,8 @@ def test_no_file_means_the_defaults():
         ('[agents.a]\nconnector = "nowhere"\n', ":2: key 'connector': connector 'nowhere' is not configured"),
         ('[agents.a]\nuses = "nobody"\n', ":2: key 'uses': agent 'nobody' is not configured"),
         ('[farm]\nactors = "many"\n', ":2: key 'actors': must be a whole number, not 'many'"),
+        ('[farm]\nattributor = "judg"\n[agents.judge]\nkind = "validator"\n', ":2: key 'attributor': agent 'judg' is not configured (did you mean 'judge'?)"),
+        ('[farm]\nsimulator_failures = "errors"\n', ":2: key 'simulator_failures': 'errors' is not one of failure, error"),
         ("[connectors.c]\nmodel = 'm'\n", ":1: key 'base_url': required, and missing from [connectors.c]"),
     ],
 )

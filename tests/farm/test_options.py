@@ -42,12 +42,15 @@ def _everything_recorded() -> RunInfo:
     options = RunOptions(
         timeout=7, turn_timeout=3, on_missing_input="fail", simulator="sim-run", match="^a", tags=["t"], connector="c-run",
         golden="g-run", update_golden="u-run", retries=2, max_cost=5.0, min_pass_rate=0.5, baseline="last",
+        attribute=True, simulator_failures="error",
     )  # fmt: skip
     return RunInfo(run_id="r", input="suite.jsonl", agent="a1", agents=["a1", "a2"], engine="ray", results="out.jsonl", runs=3, parallel=9, options=options)
 
 
 def _everything_set() -> FarmConfig:
-    farm_settings = FarmSettings(default_agent="a-farm", engine="local", simulator="sim-farm", max_cost=9.0, min_pass_rate=0.25)
+    farm_settings = FarmSettings(
+        default_agent="a-farm", engine="local", simulator="sim-farm", max_cost=9.0, min_pass_rate=0.25, attribute=False, simulator_failures="failure"
+    )
     return FarmConfig(farm=farm_settings)
 
 

@@ -244,3 +244,27 @@ def test_an_answer_of_the_wrong_shape_names_the_keys_it_wants(answer: str, says:
 def test_goal_achieved_written_as_text_is_read():
     turn = asyncio.run(RolePlayer("simulator", ScriptedClient('{"goal_achieved": "True"}')).simulate([], {}))
     assert (turn.input, turn.goal_achieved) == (None, True)
+
+
+def test_the_attributor_is_told_the_goal_and_the_checkpoints_and_answers_a_blame():
+    client = ScriptedClient('{"blame": "Simulator", "reason": "it  left its goal"}')
+    metadata = {"goal": "file an expense", "checkpoints": "done (required; NOT reached): contains \"submitted\"", "outcome": "max turns"}
+    assert asyncio.run(RolePlayer("attributor", client).attribute(CONVERSATION, metadata)) == ("simulator", "it left its goal")
+    system = client.calls[0][0][0]["content"]
+    assert "Goal of the simulated user: file an expense" in system and 'done (required; NOT reached): contains "submitted"' in system
+    assert "Persona: (not given)" in system and "test_mode: attributor" in system
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        ('{"blame": "user", "reason": "x"}', "the attributor's 'blame' is 'user' (its keys: 'blame', 'reason'), not one of agent, simulator, checkpoint, unknown"),
+        ('{"who": "agent"}', "the attributor's 'blame' is 'null' (its keys: 'who')"),
+        ("[1]", "the attributor's answer is not a JSON object but list"),
+    ],
+)
+def test_an_attributor_answer_of_the_wrong_shape_names_the_keys_it_wants(answer: str, says: str):
+    with pytest.raises(RoleError) as caught:
+        asyncio.run(RolePlayer("attributor", ScriptedClient(answer)).attribute([], {}))
+    assert str(caught.value).startswith(says)
+    assert '{"blame": "agent", "simulator", "checkpoint" or "unknown", "reason": "one sentence"}' in str(caught.value)
