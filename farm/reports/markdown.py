@@ -144,7 +144,7 @@ def _failing(tallies: Tallies, min_pass_rate: float) -> list[str]:
     failing = [
         (agent, case_id, case)
         for agent, cases in tallies.items()
-        for case_id, case in sorted(cases.items(), key=lambda item: (item[1].passes / item[1].tries, item[0]))
+        for case_id, case in sorted(cases.items(), key=lambda item: (item[1].passes / item[1].tries if item[1].tries else 0.0, item[0]))
         if not case.passes_gate(min_pass_rate)
     ]
     if not failing:

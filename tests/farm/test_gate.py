@@ -159,6 +159,14 @@ def test_the_markdown_summary_has_the_verdict_a_row_per_agent_and_the_failing_ca
             assert line.endswith("|") and line.replace("\\|", "").count("|") in (5, 8)  # every row has its cells
 
 
+def test_the_markdown_summary_lists_a_case_whose_only_tries_were_a_roles_errors():
+    tallies = tally([*rows("a", "sim-broke", "error", "error", role="simulator"), *rows("a", "bad", "failed")])
+    assert tallies["a"]["sim-broke"].tries == 0  # a role's error is no try of the agent's
+    lines = gate_markdown(RunInfo(run_id="r9"), judge(tallies, 1.0), tallies).splitlines()
+    assert "### Cases that failed their gate (2)" in lines
+    assert [line.split(" | ")[1] for line in lines if line.startswith("| a | ")][-2:] == ["bad", "sim-broke"]
+
+
 def test_retry_errors_drops_the_errors_and_timeouts_from_the_jsonl(tmp_path: Path):
     path = tmp_path / "results.jsonl"
     records = [{"id": "a", "status": "passed"}, {"id": "b", "status": "error"}, {"id": "c", "status": "timeout"}, {"id": "d", "status": "failed"}]
