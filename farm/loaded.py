@@ -48,6 +48,8 @@ class LoadedCase:
     partial: TestCase | None = None
     """A case with problems that still made a model (its unknown or refused fields left out), kept
     until :func:`farm.suite.checks.check_suite` has checked it against the config too."""
+    traced: bool = False
+    """Whether the case asserts on traces (a run with a remote agent then starts its OTLP receiver)."""
 
     @property
     def ok(self) -> bool:
@@ -65,7 +67,7 @@ class LoadedCase:
         suites of 100k cases in the driver; :meth:`materialized` validates it again."""
         if self.case is None:
             return self
-        return LoadedCase(self.id, self.source, None, self.error, self.raw, self.base_dir, self.script, _json(self.case), self.needs, self.warnings, self.golden)
+        return LoadedCase(self.id, self.source, None, self.error, self.raw, self.base_dir, self.script, _json(self.case), self.needs, self.warnings, self.golden, traced=self.traced)
 
     def __getstate__(self) -> dict[str, Any]:
         """A case pickles (to a Ray actor) as :meth:`compact` holds it: its JSON is a third of the
@@ -85,7 +87,7 @@ class LoadedCase:
         if self.case is not None or self.data is None:
             return self
         case = TestCase.model_validate_json(self.data)
-        return LoadedCase(self.id, self.source, case, self.error, self.raw, self.base_dir, self.script, None, self.needs, self.warnings, self.golden)
+        return LoadedCase(self.id, self.source, case, self.error, self.raw, self.base_dir, self.script, None, self.needs, self.warnings, self.golden, traced=self.traced)
 
 
 def _json(case: TestCase) -> bytes:

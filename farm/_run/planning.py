@@ -14,7 +14,6 @@ from farm._run.closing import Say
 from farm._run.generating import generation_record
 from farm._run.phases import Planned
 from farm.errors import UsageError
-from farm.loaded import LoadedCase
 
 if TYPE_CHECKING:
     from farm._run.phases import Prepared
@@ -59,13 +58,11 @@ def plan_run(prepared: Prepared) -> Planned:
 def _receiver(prepared: Prepared, agents: list[str], engine: str) -> Receiver | None:
     """The OTLP receiver of a run whose remote agents' spans it captures (docs/traces.md), bound
     to ``[farm].trace_receiver`` (default: a free port on 127.0.0.1); None when none is needed."""
-    from farm.suite.validation import asserts_on_traces
-
     cfg = prepared.cfg
     remote = [each for each in agents if each in cfg.agents and cfg.agents[each].kind in ("http", "openai")]
     if not remote or prepared.rescoring is not None:
         return None
-    if not (cfg.farm.traces or any(asserts_on_traces(c.case) for c in map(LoadedCase.materialized, prepared.suite.cases) if c.case is not None)):
+    if not (cfg.farm.traces or any(case.traced for case in prepared.suite.cases)):  # as the loader found them: no case is read again
         return None
     if engine != "local":
         raise UsageError(f"agent '{remote[0]}' is asserted on its traces, which reach a remote agent's run on the local engine: give --engine local")

@@ -126,9 +126,9 @@ def recorded_input(info: RunInfo) -> list[str] | None:
 
 
 def _found(info: RunInfo, value: str) -> str:
-    from farm.inputs import looks_like_path
+    from farm.inputs import input_kind
 
-    if value.startswith(("agents:", "scripts:", "scripts.")) or value == "-" or not looks_like_path(value):
+    if input_kind(value) != "file":
         return value
     path = Path(value)
     if path.is_absolute() or path.exists():

@@ -64,9 +64,10 @@ def _budget_source(options: ResolvedOptions) -> str:
 
 def prepare_run(options: ResolvedOptions, cfg: FarmConfig, previous: RunInfo | None, rescoring: Rescoring | None = None) -> Prepared:
     """Load the selected cases (a generator's calls counted for the run) and check everything that
-    needs no agent call (SPEC 2); the run's id, folder and console. ``previous``: the run resumed;
-    ``rescoring``: the run rescored, whose agents are not called (so not checked) and whose cases
-    with problems are judged as errors."""
+    needs no agent call, as ``farm validate`` does (:func:`~farm.suite.checks.check_before_run`);
+    the run's id, folder and console. ``previous``: the run resumed; ``rescoring``: the run
+    rescored, whose agents are not called (so not checked) and whose cases with problems are
+    judged as errors."""
     from farm._run.setup import prepare
     from farm._run.view import RunView
     from farm.roles.cache import tally

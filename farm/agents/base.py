@@ -12,6 +12,7 @@ Errors::
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
@@ -39,6 +40,7 @@ __all__ = [
     "Message",
     "Reply",
     "ToolCall",
+    "parse_arguments",
     "stable_options",
 ]
 
@@ -102,3 +104,15 @@ def stable_options(options: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("metadata"), dict):
         out["metadata"] = {k: v for k, v in out["metadata"].items() if k not in VOLATILE_OPTIONS}
     return out
+
+
+def parse_arguments(arguments: Any) -> Any:
+    """Tool-call arguments parsed from JSON; the raw string when they are not JSON; ``{}`` when absent."""
+    if arguments is None or arguments == "":
+        return {}
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments

@@ -18,11 +18,10 @@ before the client is built).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from farm.agents.base import AgentResponseError, Message, Reply, ToolCall
+from farm.agents.base import AgentResponseError, Message, Reply, ToolCall, parse_arguments
 from farm.agents.permits import Limiter, NoLimit, estimate_tokens
 from farm.agents.retry import request_json, with_retries
 from farm.agents.transport import HTTPClient
@@ -210,18 +209,6 @@ def _kind(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return f"a {type(value).__name__}"
-
-
-def parse_arguments(arguments: Any) -> Any:
-    """Tool-call arguments parsed from JSON; the raw string when they are not JSON; ``{}`` when absent."""
-    if arguments is None or arguments == "":
-        return {}
-    if isinstance(arguments, str):
-        try:
-            return json.loads(arguments)
-        except ValueError:
-            return arguments
-    return arguments
 
 
 def parse_tool_calls(value: Any, where: str = "tool_calls") -> list[ToolCall]:

@@ -46,16 +46,14 @@ from farm.results import (
 )
 from farm.roles.cache import tally
 from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn
-from farm.suite.validation import asserts_on_traces
 
 if TYPE_CHECKING:
     from farm.results import SpanRecord
     from farm.traces.capture import CaseTrace, TurnSpans
 
-__all__ = ["NO_SPANS", "RunSettings", "Services", "error_result", "run_case"]
+__all__ = ["RunSettings", "Services", "error_result", "no_spans", "run_case"]
 
 AWAITING_HINT = "Add more turns, use --interactive, or configure a simulator"
-NO_SPANS = "the agent emitted no OpenTelemetry spans: is it instrumented? (docs/traces.md)"
 
 
 class Services(Protocol):
@@ -127,9 +125,12 @@ class _Conversation:
         self.mocks = {**settings.agent_tool_mocks, **self.case.tool_mocks}
         self.timeouts: list[asyncio.Timeout] = []
         """The case's timeout, paused with the turn's while a request waits for a permit."""
-        self.asserts_on_traces = asserts_on_traces(self.case)
-        self.traced = self.asserts_on_traces or settings.traces
+        self.traced = loaded.traced or settings.traces
         """Whether the case run's spans are captured (or, replayed, kept from the recording)."""
+        self.replayed = getattr(target, "replays", False)
+        """A replay's spans come with its replies: none is captured."""
+        self.in_process = getattr(target, "in_process", False)
+        """An in-process agent's spans have all ended when it answers: none comes late."""
         self.trace: CaseTrace | None = None
         self.turn_spans: TurnSpans | None = None
 
@@ -139,7 +140,7 @@ class _Conversation:
     def traced_turn(self, turn: TurnResult) -> Iterator[None]:
         """The agent called inside the turn's span (a live run that captures traces): the spans it
         made are the turn's (:meth:`settle_spans` waits for a remote agent's late ones)."""
-        if not self.traced or getattr(self.target, "replays", False):  # a replay's spans come with its replies
+        if not self.traced or self.replayed:
             yield
             return
         if self.trace is None:
@@ -154,7 +155,7 @@ class _Conversation:
     async def settle_spans(self) -> None:
         """After a remote agent's turn: wait (up to ``trace_wait``) for its spans, which its
         exporter sends to the farm's receiver in batches."""
-        if self.trace is not None and self.turn_spans is not None and not getattr(self.target, "in_process", False):
+        if self.trace is not None and self.turn_spans is not None and not self.in_process:
             await self.trace.settle(self.turn_spans, self.settings.trace_wait)
 
     def all_spans(self) -> list[SpanRecord] | None:
@@ -167,10 +168,8 @@ class _Conversation:
             self.trace.close()
             self.result.spans_dropped = self.trace.dropped
         result = self.result
-        if self.asserts_on_traces and result.status in (Status.PASSED, Status.FAILED) and result.turns and not any(t.spans for t in result.turns):
-            receiver = self.settings.trace_receiver
-            where = f" (none reached the farm's receiver at {receiver})" if receiver and not getattr(self.target, "in_process", False) else ""
-            result.status, result.error = Status.ERROR, NO_SPANS.replace("?", f"?{where}", 1)
+        if self.loaded.traced and result.status in (Status.PASSED, Status.FAILED) and result.turns and not any(t.spans for t in result.turns):
+            result.status, result.error = Status.ERROR, no_spans(None if self.in_process else self.settings.trace_receiver)
 
     # -- one exchange --------------------------------------------------------
 
@@ -547,6 +546,13 @@ class _Conversation:
         env = self.services.assertion_env if self.services else None
         for where, outcome in await compare(self.loaded.golden, self.result, env):
             self.verdict([outcome], where)
+
+
+def no_spans(receiver: str | None) -> str:
+    """Why a case run that asserts on traces but saw no span is an error; ``receiver``: the OTLP
+    receiver a remote agent was to export to."""
+    where = f" (none reached the farm's receiver at {receiver})" if receiver else ""
+    return f"the agent emitted no OpenTelemetry spans: is it instrumented?{where} (docs/traces.md)"
 
 
 def error_result(loaded: LoadedCase, settings: RunSettings, message: str, status: Status = Status.ERROR) -> CaseResult:

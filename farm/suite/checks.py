@@ -126,8 +126,6 @@ def check_run(config: FarmConfig, agent_id: str, connector_override: str | None,
     The target agent (and any role agents the suite names): a ``python`` entry
     that imports, a connector that exists and whose ``api_key_env`` is set.
     """
-    from farm.agents.python import load_entry
-
     seen: set[str] = set()
     todo = [(agent_id, connector_override)] + [(a, None) for a in role_agents]
     while todo:
@@ -136,8 +134,10 @@ def check_run(config: FarmConfig, agent_id: str, connector_override: str | None,
             continue
         seen.add(current)
         agent = config.agent(current)
-        if agent.kind == "python":
+        if agent.kind == "python":  # its entry must import (the agents' clients load only then: farm validate stays quick)
             import sys
+
+            from farm.agents.python import load_entry
 
             folder = str(config.base_dir)
             if folder not in sys.path:

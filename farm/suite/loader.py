@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from pydantic import ValidationError
 
 from farm.assertions import known_types
+from farm.assertions.traces import PARAMS as TRACE_PARAMS
 from farm.cases import TestCase
 from farm.errors import InputError, UsageError
 from farm.loaded import LoadedCase
@@ -149,6 +150,7 @@ def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], bas
     loaded.case = case
     judged = any(spec.type == "agent" for _, spec in assertions) or (case.golden is not None and case.golden.text == "judge")
     loaded.needs = (case.simulator is not None or case.checkpoints is not None, judged)
+    loaded.traced = any(spec.type in TRACE_PARAMS for _, spec in assertions)
     loaded.raw = None  # the model is enough once valid: a 100k-case suite stays small
     return loaded
 

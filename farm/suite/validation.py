@@ -341,11 +341,6 @@ def every_assertion(case: TestCase) -> list[tuple[str, AssertionSpec]]:
     return out
 
 
-def asserts_on_traces(case: TestCase) -> bool:
-    """Whether any assertion of ``case`` (a turn's, a checkpoint's, a final one) is on traces."""
-    return any(spec.type in TRACE_PARAMS for _, spec in every_assertion(case))
-
-
 def case_problems(case: TestCase, assertions: list[tuple[str, AssertionSpec]] | None = None) -> list[str]:
     """Problems of a valid case that a schema cannot see (regex, JSONPath, values, checkpoints);
     ``assertions`` as for :func:`rule_problems`."""

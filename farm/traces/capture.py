@@ -16,10 +16,9 @@ left as they are. Nothing is installed until a case needs traces.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Span
     from opentelemetry.trace import Tracer
 
-__all__ = ["SCOPE", "CaseTrace", "Collector", "TurnSpans", "arguments_of", "collector", "kept_value", "span_record"]
+__all__ = ["SCOPE", "CaseTrace", "Collector", "TurnSpans", "arguments_of", "collector", "kept_value", "record", "span_record"]
 
 SCOPE = "agent-test-farm"
 """The instrumentation scope of the farm's own spans (the case run's root, a turn's ``invoke_agent``)."""
@@ -239,32 +238,60 @@ class CaseTrace:
 
 
 def span_record(span: ReadableSpan) -> SpanRecord:
-    """``span`` as the results keep it: ids in hex, times in seconds and milliseconds, its
-    attributes with every secret masked, then long values cut (never a piece of a secret)."""
+    """An in-process span as the results keep it (:func:`record`)."""
     from farm.secrets import process_scrubber
 
     context, parent = span.context, span.parent
     assert context is not None
-    scrub = process_scrubber().scrub
-    attributes = {key: kept_value(value, scrub) for key, value in (span.attributes or {}).items()}
-    operation = attributes.get("gen_ai.operation.name")
-    tool = attributes.get("gen_ai.tool.name")
-    if operation == "execute_tool" and not tool and span.name.startswith("execute_tool "):
-        tool = span.name.removeprefix("execute_tool ").strip()
-    start, end = span.start_time or 0, span.end_time or span.start_time or 0
-    code = span.status.status_code.name.lower() if span.status is not None else "unset"
-    return SpanRecord(
+    start = span.start_time or 0
+    status = span.status.status_code.name.lower() if span.status is not None else "unset"
+    return record(
         trace_id=format(context.trace_id, "032x"),
         span_id=format(context.span_id, "016x"),
         parent_span_id=format(parent.span_id, "016x") if parent is not None else None,
         name=span.name,
+        start_ns=start,
+        end_ns=span.end_time or start,
+        status=status,
+        status_message=span.status.description if span.status is not None else None,
+        attributes=dict(span.attributes or {}),
+        scrub=process_scrubber().scrub,
+    )
+
+
+def record(
+    *,
+    trace_id: str,
+    span_id: str,
+    parent_span_id: str | None,
+    name: str,
+    start_ns: int,
+    end_ns: int,
+    status: str,
+    status_message: str | None,
+    attributes: dict[str, Any],
+    scrub: Callable[[str], str],
+) -> SpanRecord:
+    """A span, in-process or received, as the results keep it: ids in hex, times in seconds and
+    milliseconds, the GenAI operation and tool name read from its attributes, which are masked of
+    every secret with ``scrub`` and then cut (never a piece of a secret)."""
+    kept = {key: kept_value(value, scrub) for key, value in attributes.items()}
+    operation = kept.get("gen_ai.operation.name")
+    tool = kept.get("gen_ai.tool.name")
+    if operation == "execute_tool" and not tool and name.startswith("execute_tool "):
+        tool = name.removeprefix("execute_tool ").strip()
+    return SpanRecord(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent_span_id,
+        name=name,
         operation=operation if isinstance(operation, str) else None,
         tool_name=tool if isinstance(tool, str) else None,
-        start=start / 1e9,
-        duration_ms=round((end - start) / 1e6, 3),
-        status=code if code in ("unset", "ok", "error") else "unset",  # type: ignore[arg-type]
-        status_message=span.status.description if span.status is not None else None,
-        attributes=attributes,
+        start=start_ns / 1e9,
+        duration_ms=round(max(0, end_ns - start_ns) / 1e6, 3),
+        status=status if status in ("unset", "ok", "error") else "unset",  # type: ignore[arg-type]
+        status_message=status_message or None,
+        attributes=kept,
     )
 
 
@@ -279,11 +306,7 @@ def kept_value(value: Any, scrub: Any) -> Any:
 
 
 def arguments_of(span: SpanRecord) -> Any:
-    """A tool span's arguments (``gen_ai.tool.call.arguments``, JSON text or a value), or None."""
-    raw = span.attributes.get("gen_ai.tool.call.arguments")
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw
-    return raw
+    """A tool span's arguments (``gen_ai.tool.call.arguments``), parsed as a tool call's are."""
+    from farm.agents.base import parse_arguments
+
+    return parse_arguments(span.attributes.get("gen_ai.tool.call.arguments"))

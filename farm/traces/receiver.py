@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from farm.results import SpanRecord
-from farm.traces.capture import Collector, kept_value
+from farm.traces.capture import Collector, record
 
 __all__ = ["Receiver", "decode", "records"]
 
@@ -77,6 +77,11 @@ class Receiver:
             self.dropped += dropped
         return kept
 
+    def refuse(self) -> None:
+        """Count a request answered 400 or 413 (from any of the server's threads)."""
+        with self._lock:
+            self.refused += 1
+
 
 def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
@@ -88,7 +93,7 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                 return
             size = int(self.headers.get("Content-Length") or 0)
             if size > receiver.max_body:
-                receiver.refused += 1
+                receiver.refuse()
                 self._answer(413, b"", "text/plain", close=True)  # its body is left unread
                 return
             body = self.rfile.read(size)
@@ -98,11 +103,11 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                     body = _gunzip(body, receiver.max_body)
                 receiver.take(body, content_type)
             except _TooLarge:
-                receiver.refused += 1
+                receiver.refuse()
                 self._answer(413, b"", "text/plain", close=True)
                 return
             except Exception:  # a body that is no export request, whatever the decoder says of it
-                receiver.refused += 1
+                receiver.refuse()
                 self._answer(400, b"", "text/plain")
                 return
             if content_type == "application/json":
@@ -123,7 +128,7 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (the standard library's name)
-            pass  # a request per export batch: nothing for the console
+            """Say nothing: the standard library would print a line to stderr for each export batch."""
 
     return Handler
 
@@ -168,26 +173,19 @@ def records(request: Any) -> list[tuple[int, SpanRecord]]:
     for resource in request.resource_spans:
         for scope in resource.scope_spans:
             for span in scope.spans:
-                attributes = {kv.key: kept_value(_value(kv.value), scrub) for kv in span.attributes}
-                operation = attributes.get("gen_ai.operation.name")
-                tool = attributes.get("gen_ai.tool.name")
-                if operation == "execute_tool" and not tool and span.name.startswith("execute_tool "):
-                    tool = span.name.removeprefix("execute_tool ").strip()
-                code = {1: "ok", 2: "error"}.get(span.status.code, "unset")
-                record = SpanRecord(
+                kept = record(
                     trace_id=span.trace_id.hex(),
                     span_id=span.span_id.hex(),
                     parent_span_id=span.parent_span_id.hex() or None,
                     name=span.name,
-                    operation=operation if isinstance(operation, str) else None,
-                    tool_name=tool if isinstance(tool, str) else None,
-                    start=span.start_time_unix_nano / 1e9,
-                    duration_ms=round(max(0, span.end_time_unix_nano - span.start_time_unix_nano) / 1e6, 3),
-                    status=code,  # type: ignore[arg-type]
-                    status_message=span.status.message or None,
-                    attributes=attributes,
+                    start_ns=span.start_time_unix_nano,
+                    end_ns=span.end_time_unix_nano,
+                    status={1: "ok", 2: "error"}.get(span.status.code, "unset"),
+                    status_message=span.status.message,
+                    attributes={kv.key: _value(kv.value) for kv in span.attributes},
+                    scrub=scrub,
                 )
-                out.append((int.from_bytes(span.trace_id, "big"), record))
+                out.append((int.from_bytes(span.trace_id, "big"), kept))
     return out
 
 

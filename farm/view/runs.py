@@ -91,7 +91,7 @@ class RunSummaries:
         if not summary["agents"]:
             summary["agents"] = list(info.agents or ([info.agent] if info.agent else []))
         if not summary["suites"] and info.input:
-            summary["suites"] = [_suite(info)]
+            summary["suites"] = [_suite(value, info.cwd) for value in info.inputs or [info.input]]
         summary["suite"] = ", ".join(Path(suite).name for suite in summary["suites"]) or None
         summary.setdefault("problems", run.problems)
         return summary
@@ -188,12 +188,11 @@ def _value_counts(column: pa.ChunkedArray) -> tuple[list[str], list[int]]:
     return counted.field("values").to_pylist(), counted.field("counts").to_pylist()
 
 
-def _suite(info: RunInfo) -> str:
-    """The run's ``-i`` input as the cases name their source: a relative file path made absolute
-    from the folder the run started in; anything else (a message, ``agents:<id>``) as it is."""
-    given = str(info.input)
-    if given.endswith((".jsonl", ".json")) and info.cwd and not Path(given).is_absolute():
-        return str(Path(info.cwd) / given)
+def _suite(given: str, cwd: str | None) -> str:
+    """One ``-i`` input of a run as the cases name their source: a relative file path made absolute
+    from the folder the run started in (``cwd``); anything else (a message, ``agents:<id>``) as it is."""
+    if given.endswith((".jsonl", ".json")) and cwd and not Path(given).is_absolute():
+        return str(Path(cwd) / given)
     return given
 
 
