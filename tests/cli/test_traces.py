@@ -216,3 +216,38 @@ def test_final_assertions_see_the_whole_case_run_and_a_turn_its_own(project: Pat
     assert by_id["trip"]["status"] == "passed", by_id["trip"]["error"]
     assert by_id["wrong"]["error"] == "final assertions: expected 1 call(s) of tool 'search', found 2; the case run called: search, search, book"
     assert result.exit_code == 1
+
+
+LEAKY = '''
+import os
+from opentelemetry import trace
+
+def leaky(messages, options):
+    with trace.get_tracer("leaky").start_as_current_span("execute_tool search") as span:
+        span.set_attribute("gen_ai.operation.name", "execute_tool")
+        span.set_attribute("http.request.header.authorization", "Bearer " + os.environ["FARM_TRACE_TEST_KEY"])
+        span.set_attribute("gen_ai.tool.call.result", "x" * 5000 + os.environ["FARM_TRACE_TEST_KEY"])  # past the cut
+    return "done"
+'''
+
+
+def test_a_span_s_attributes_are_masked_of_secrets_before_they_are_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    key = "sk-trace-" + "7" * 32
+    monkeypatch.setenv("FARM_TRACE_TEST_KEY", key)
+    module = f"leaky_{uuid.uuid4().hex}"
+    (tmp_path / f"{module}.py").write_text(LEAKY)
+    (tmp_path / "farm.toml").write_text(
+        f'[farm]\ndefault_agent = "leaky"\nresults_dir = "results"\nengine = "local"\n\n'
+        f'[connectors.paid]\nbase_url = "http://127.0.0.1:9/v1"\napi_key_env = "FARM_TRACE_TEST_KEY"\n\n'
+        f'[agents.leaky]\nkind = "python"\nentry = "{module}:leaky"\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    cases = [{"id": "leak", "input": "hi", "assertions": [{"type": "tool_executed", "name": "search"}]}]
+    assert farm("test", "-q", "-i", suite(tmp_path / "leak.jsonl", cases)).exit_code == 0
+    run_dir = only_run(tmp_path)
+    for name in ("results.jsonl", "spans.parquet", "turns.parquet"):
+        assert key[:12] not in (run_dir / name).read_bytes().decode("latin-1")  # not even a piece
+    (span,) = results(run_dir)["leak"]["turns"][0]["spans"]
+    assert span["attributes"]["http.request.header.authorization"] == "Bearer ***"
+    assert len(span["attributes"]["gen_ai.tool.call.result"]) == 2001  # cut at 2000, after the mask
