@@ -46,15 +46,15 @@ QUEUED_SHARE = 1.0
 QUEUE_FROM = 4
 
 
-def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], human: str | None = None) -> StopReason | None:
+def run_plan(plan: RunPlan, on_result: Callable[[CaseResult], None], human: str | None = None, traces: str | None = None) -> StopReason | None:
     """Run every case of ``plan`` (``runs`` times, on each agent) on the connected Ray cluster.
 
     ``on_result`` gets each result once, as it arrives. Once the scheduler stops (``--fail-fast``,
     ``--max-cost``) nothing more is dispatched and what is in flight finishes. An interrupt
     (``KeyboardInterrupt``) kills the actors, cancelling what is in flight. ``human``: the name of
-    the actor that answers interactive questions.
+    the actor that answers interactive questions; ``traces``: the run's trace desk (:mod:`farm.actors.traces`).
     """
-    actors = start_actors(plan, QUEUED_SHARE if plan.parallel >= QUEUE_FROM else 0.0, human)
+    actors = start_actors(plan, QUEUED_SHARE if plan.parallel >= QUEUE_FROM else 0.0, human, traces)
     scheduler = plan.scheduler(actors.workers)
     health = WorkerHealth(scheduler, actors.prepare)
     health.watch(actors.prepared)

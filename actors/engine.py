@@ -19,6 +19,7 @@ import ray
 from farm.actors.cluster import Cluster, check_address, connect
 from farm.actors.driver import run_plan
 from farm.actors.session import WARM, WARM_ROLES
+from farm.actors.traces import Forward, desk_name, start_desk
 
 from farm.engines import RunPlan, StopReason
 from farm.errors import UsageError
@@ -38,6 +39,8 @@ class RayEngine:
             check_address(joins)
         self.cluster: Cluster | None = None
         self._restore: Callable[[], None] | None = None
+        self._traces: str | None = None
+        """The run whose remote agent's spans come back through a trace desk (:meth:`span_sink`)."""
 
     def start(self, run_dir: Path | None = None) -> dict[str, Any]:
         self.cluster = connect(self.address)
@@ -51,18 +54,31 @@ class RayEngine:
     def run(self, plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopReason | None:
         if plan.replay is not None:  # session actors would call the real agent instead of the recording
             raise UsageError("rescoring runs on the local engine: the ray engine cannot replay a recorded run")
+        traces = start_desk(self._traces) if self._traces is not None else None
+        try:
+            return self._run(plan, on_result, desk_name(self._traces) if self._traces is not None else None)
+        finally:
+            if traces is not None:
+                ray.kill(traces, no_restart=True)
+
+    def _run(self, plan: RunPlan, on_result: Callable[[CaseResult], None], traces: str | None) -> StopReason | None:
         if plan.terminal is None:
-            return run_plan(plan, on_result)
+            return run_plan(plan, on_result, traces=traces)
         from farm.actors.human import HumanDesk, TerminalDesk
 
         name = f"farm-human-{plan.settings.run_id}"
         desk = HumanDesk.options(name=name).remote()
         terminal = TerminalDesk(desk, plan.terminal.stdin, plan.terminal.write).start()
         try:
-            return run_plan(plan, on_result, human=name)
+            return run_plan(plan, on_result, human=name, traces=traces)
         finally:
             terminal.stop()
             ray.kill(desk, no_restart=True)
+
+    def span_sink(self, run_id: str) -> Forward:
+        """A forwarder to the run's trace desk, which :meth:`run` starts (:mod:`farm.actors.traces`)."""
+        self._traces = run_id
+        return Forward(run_id)
 
     def close(self) -> None:
         if self.cluster is not None:

@@ -87,9 +87,10 @@ class RunActors:
             ray.kill(handle, no_restart=True)
 
 
-def start_actors(plan: RunPlan, queue_share: float, human: str | None) -> RunActors:
+def start_actors(plan: RunPlan, queue_share: float, human: str | None, traces: str | None = None) -> RunActors:
     """Place and start ``plan``'s actors (actors/placement.py); ``queue_share``: calls a session
-    actor holds queued beyond those it runs; ``human``: the actor that answers interactive questions."""
+    actor holds queued beyond those it runs; ``human``: the actor that answers interactive questions;
+    ``traces``: the run's trace desk."""
     agents = [plan.config.agents.get(agent) or AgentConfig(id=agent) for agent in plan.agents]
     if any(agent.resources is not None for agent in agents):
         WARM.clear()  # its actors are planned on whole CPUs: the kept ones' slivers would leave none
@@ -101,7 +102,7 @@ def start_actors(plan: RunPlan, queue_share: float, human: str | None) -> RunAct
     attributing = any(settings.attribute for settings in plan.agent_settings.values())
     roles = RunRoles(RoleSetup(token, plan.config, limits, plan.settings.cache), scope, _pool_size(nodes, specs), plan.stream is not None, attributing)
     setups = {
-        spec.name: SessionSetup(token, spec.name, plan.config, plan.agent_settings, plan.connector_override, spec.concurrency, roles.names, limits, human)
+        spec.name: SessionSetup(token, spec.name, plan.config, plan.agent_settings, plan.connector_override, spec.concurrency, roles.names, limits, human, traces)
         for spec in specs
     }
     handles, prepared = start_session_actors(specs, queue_share, lambda spec: setups[spec.name])

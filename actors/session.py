@@ -63,6 +63,8 @@ class SessionSetup:
     pools: RolePools
     limits: LimiterPlan | None = None
     human: str | None = None
+    traces: str | None = None
+    """The name of the run's trace desk (:mod:`farm.actors.traces`), when a remote agent's spans come back."""
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
@@ -86,6 +88,7 @@ class SessionActor:
         conversations go on)."""
         from farm.actors.limiter import limiter_factory
         from farm.actors.roles import PoolRoles
+        from farm.actors.traces import DeskSpans
 
         if setup.run == self.run_id and self.worker is not None:
             return ray.get_runtime_context().get_node_id()
@@ -106,6 +109,7 @@ class SessionActor:
             limiter_for=limiter_factory(setup.limits),
             connector_override=setup.connector_override,
             ask_human=self._ask_human if setup.human is not None else None,
+            received_spans=DeskSpans(setup.traces) if setup.traces else None,
         )
         self.run_id = setup.run
         async with self._prepared:

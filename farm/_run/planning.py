@@ -43,7 +43,7 @@ def plan_run(prepared: Prepared) -> Planned:
     against = load_baseline(options.baseline, cfg.results_dir, options.inputs, prepared.run_dir)  # a bad one: said before anything runs
     plan, engine = _engine_plan(prepared, agents, connectors, skip_keys)
     plan.sequential, plan.tried_before = _adaptive(prepared, jsonl, agent_id, bool(skip_keys))
-    receiver = _receiver(prepared, agents, engine.name)
+    receiver = _receiver(prepared, agents, engine)
     if receiver is not None:
         for settings in plan.agent_settings.values():
             settings.trace_receiver = receiver.url
@@ -55,7 +55,7 @@ def plan_run(prepared: Prepared) -> Planned:
     return Planned(prepared, agent_id, agents, connectors, plan, info, engine, jsonl, skip_keys, recorder, against, hook_info, receiver)
 
 
-def _receiver(prepared: Prepared, agents: list[str], engine: str) -> Receiver | None:
+def _receiver(prepared: Prepared, agents: list[str], engine: Engine) -> Receiver | None:
     """The OTLP receiver of a run whose remote agents' spans it captures (docs/traces.md), bound
     to ``[farm].trace_receiver`` (default: a free port on 127.0.0.1); None when none is needed."""
     cfg = prepared.cfg
@@ -64,15 +64,12 @@ def _receiver(prepared: Prepared, agents: list[str], engine: str) -> Receiver | 
         return None
     if not (cfg.farm.traces or any(case.traced for case in prepared.suite.cases)):  # as the loader found them: no case is read again
         return None
-    if engine != "local":
-        raise UsageError(f"agent '{remote[0]}' is asserted on its traces, which reach a remote agent's run on the local engine: give --engine local")
-    from farm.traces.capture import collector
     from farm.traces.receiver import Receiver
 
     address = cfg.farm.trace_receiver or "127.0.0.1:0"
     host, _, port = address.rpartition(":")
     try:
-        return Receiver(collector()[0], host or "127.0.0.1", int(port), cfg.farm.max_trace_body)
+        return Receiver(engine.span_sink(prepared.run_id), host or "127.0.0.1", int(port), cfg.farm.max_trace_body)
     except (OSError, ValueError) as exc:
         raise UsageError(f"[farm].trace_receiver {address}: the farm cannot listen there ({getattr(exc, 'strerror', None) or exc})") from None
 

@@ -163,6 +163,11 @@ class ReplayServices:
         self.ended = True
         raise RoleError(f"the run recorded no simulated input for turn {number}")
 
+    @property
+    def received_spans(self) -> None:
+        """None: a replay calls no agent, so no span is received (the recorded ones are replayed)."""
+        return None
+
     async def attribute(self, request: RoleRequest) -> tuple[Blame, str]:
         """The attributor, asked for real (through the role cache): it judges, as a validator does."""
         return await self.base.attribute(request)

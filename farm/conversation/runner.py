@@ -49,7 +49,7 @@ from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleReque
 
 if TYPE_CHECKING:
     from farm.results import SpanRecord
-    from farm.traces.capture import CaseTrace, TurnSpans
+    from farm.traces.capture import CaseTrace, ReceivedSpans, TurnSpans
 
 __all__ = ["RunSettings", "Services", "error_result", "no_spans", "run_case"]
 
@@ -73,6 +73,11 @@ class Services(Protocol):
     async def run_script_test(self, loaded: LoadedCase, result: CaseResult) -> None: ...
 
     async def attribute(self, request: RoleRequest) -> tuple[Blame, str]: ...
+
+    @property
+    def received_spans(self) -> ReceivedSpans | None:
+        """Where a remote agent's spans arrive when not in this process (the ray engine's desk)."""
+        ...
 
 
 class _Stop(Exception):
@@ -146,7 +151,8 @@ class _Conversation:
         if self.trace is None:
             from farm.traces.capture import CaseTrace
 
-            self.trace = CaseTrace(self.case.id, self.settings.agent_id, self.session.id, self.settings.max_spans)
+            received = self.services.received_spans if self.services is not None and not self.in_process else None
+            self.trace = CaseTrace(self.case.id, self.settings.agent_id, self.session.id, self.settings.max_spans, received)
         with self.trace.turn() as spans:
             self.turn_spans = spans
             turn.spans = spans.spans  # one list: what arrives later is the turn's too

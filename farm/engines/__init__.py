@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # the runner and the case model: importing the scheduler load
     from farm.loaded import LoadedCase
     from farm.roles.generation import CaseStream, GenerationStats
     from farm.sequential import Sequential
+    from farm.traces.receiver import SpanSink
 
 __all__ = [
     "AUTO_RAY_FROM",
@@ -190,6 +191,11 @@ class Engine(Protocol):
 
     def close(self) -> None:
         """Stop what :meth:`start` started."""
+        ...
+
+    def span_sink(self, run_id: str) -> SpanSink:
+        """Where the run's OTLP receiver hands a remote agent's spans, so that the session running
+        each case finds its own (docs/traces.md); asked before :meth:`start`, once per run at most."""
         ...
 
 

@@ -20,7 +20,7 @@ import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from farm.agents.transport import HTTPClient
 from farm.aio import run_sync
@@ -34,6 +34,9 @@ from farm.roles.cache import RoleCache
 from farm.roles.services import LocalRoles
 from farm.roles.types import HumanRequest
 from farm.terminal import ask_on_terminal
+
+if TYPE_CHECKING:
+    from farm.traces.receiver import SpanSink
 
 __all__ = ["LocalEngine"]
 
@@ -50,6 +53,12 @@ class LocalEngine:
 
     def close(self) -> None:
         pass
+
+    def span_sink(self, run_id: str) -> SpanSink:
+        """The process's collector: the sessions are tasks of this process."""
+        from farm.traces.capture import collector
+
+        return collector()[0]
 
 
 class _TerminalAsker:

@@ -27,6 +27,7 @@ from farm.scripts import ScriptResolver
 
 if TYPE_CHECKING:
     from farm.conversation.replay import Replay
+    from farm.traces.capture import ReceivedSpans
 
 __all__ = ["CaseWorker"]
 
@@ -52,6 +53,7 @@ class CaseWorker:
         connector_override: str | None = None,
         ask_human: Callable[[HumanRequest], Awaitable[str | None]] | None = None,
         replay: Replay | None = None,
+        received_spans: ReceivedSpans | None = None,
     ):
         self.settings = {agent: dataclasses.replace(s, worker=worker) for agent, s in agent_settings.items()}
         self.replay = replay
@@ -68,7 +70,7 @@ class CaseWorker:
                 )
                 for agent, s in self.settings.items()
             }
-        self.services = FarmServices(config, roles, ScriptResolver(config.scripts_dir), human=ask_human)
+        self.services = FarmServices(config, roles, ScriptResolver(config.scripts_dir), human=ask_human, received_spans=received_spans)
 
     async def run(self, loaded: LoadedCase, run_index: int, agent: str) -> CaseResult:
         """Run one case on ``agent`` to its end (or replay it). Raises only for the farm's own faults."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from farm.assertions import Outcome, Subject
 from farm.cases import AssertionSpec, role_agent_id
@@ -20,6 +20,9 @@ from farm.roles.cache import RoleCache
 from farm.roles.player import RolePlayer
 from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn, Verdict
 from farm.scripts import ScriptResolver, call_maybe_async
+
+if TYPE_CHECKING:
+    from farm.traces.capture import ReceivedSpans
 
 __all__ = ["ROLE_CONCURRENCY", "FarmServices", "LocalRoles", "RoleCaller"]
 
@@ -107,12 +110,15 @@ class FarmServices:
         scripts: ScriptResolver | None = None,
         default_validator: str | None = None,
         human: HumanAsker | None = None,
+        received_spans: ReceivedSpans | None = None,
     ):
         self.config = config
         self.roles = roles
         self.scripts = scripts or ScriptResolver(config.scripts_dir)
         self.default_validator = default_validator or config.farm.validator
         self.human = human
+        self.received_spans = received_spans
+        """Where a remote agent's spans arrive when not in this process (the ray engine's desk)."""
 
     @property
     def assertion_env(self) -> FarmServices:

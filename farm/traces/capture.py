@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Span
     from opentelemetry.trace import Tracer
 
-__all__ = ["SCOPE", "CaseTrace", "Collector", "TurnSpans", "arguments_of", "collector", "kept_value", "record", "span_record"]
+__all__ = ["SCOPE", "CaseTrace", "Collector", "ReceivedSpans", "TurnSpans", "arguments_of", "collector", "kept_value", "record", "span_record"]
 
 SCOPE = "agent-test-farm"
 """The instrumentation scope of the farm's own spans (the case run's root, a turn's ``invoke_agent``)."""
@@ -40,33 +40,79 @@ SCOPE = "agent-test-farm"
 VALUE_LIMIT = 2000
 """The longest attribute value kept, in characters (after secrets are masked)."""
 
+HELD_LIMIT = 100_000
+"""The most spans a collector holds for traces not watched yet (:attr:`Collector.hold`)."""
+
+
+class ReceivedSpans(Protocol):
+    """Where a remote agent's spans arrive, by trace id: the process's :class:`Collector` (the local
+    engine's receiver feeds it), or the ray engine's desk, which sessions ask across processes."""
+
+    def watch(self, trace_id: int) -> None: ...
+
+    async def settle(self, trace_id: int, turn_span_id: str, wait: float, quiet: float = 0.2, arrived: bool = False) -> list[SpanRecord]: ...
+
+    def forget(self, trace_id: int) -> None: ...
+
 
 class Collector(SpanProcessor):
     """Keeps the spans of the traces it watches, by trace id: those the process's tracer provider
     ends (it is a span processor there) and those the OTLP receiver is sent
     (:mod:`farm.traces.receiver`). The farm's own spans are not kept."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold: float = 0.0) -> None:
         self._lock = threading.Lock()
         self._traces: dict[int, _Trace] = {}
+        self.hold = hold
+        """Seconds a span of a trace not watched (yet) is held for a :meth:`watch` that may be on its
+        way (0: dropped at once). The ray engine's desk holds them: a session's word that it watches
+        a trace travels apart from the spans, and may come second."""
+        self._held: dict[int, tuple[float, list[SpanRecord]]] = {}
+        self._held_count = 0
+        self.expired = 0
+        """Spans held for a watch that never came, and dropped."""
 
     def watch(self, trace_id: int) -> None:
         with self._lock:
-            self._traces.setdefault(trace_id, _Trace())
+            found = self._traces.setdefault(trace_id, _Trace())
+            _, held = self._held.pop(trace_id, (0.0, []))
+            if held:
+                self._held_count -= len(held)
+                found.pending.extend(held)
+                found.last = time.monotonic()
 
     def watching(self, trace_id: int) -> bool:
         with self._lock:
             return trace_id in self._traces
 
     def add(self, trace_id: int, span: SpanRecord) -> bool:
-        """Keep ``span`` if its trace is watched; whether it was."""
+        """Keep ``span`` if its trace is watched (or hold it a while, see :attr:`hold`); whether it was."""
+        now = time.monotonic()
         with self._lock:
             found = self._traces.get(trace_id)
             if found is None:
-                return False
+                return self._held_for_watch(trace_id, span, now)
             found.pending.append(span)
-            found.last = time.monotonic()
+            found.last = now
             return True
+
+    def add_all(self, spans: list[tuple[int, SpanRecord]]) -> int:
+        """:meth:`add` each ``(trace id, span)``; how many were kept."""
+        return sum(self.add(trace_id, span) for trace_id, span in spans)
+
+    def _held_for_watch(self, trace_id: int, span: SpanRecord, now: float) -> bool:
+        if self.hold <= 0:
+            return False
+        for stale in [key for key, (since, _) in self._held.items() if now - since > self.hold]:
+            dropped = len(self._held.pop(stale)[1])
+            self._held_count -= dropped
+            self.expired += dropped
+        if self._held_count >= HELD_LIMIT:
+            self.expired += 1
+            return False
+        self._held.setdefault(trace_id, (now, []))[1].append(span)
+        self._held_count += 1
+        return True
 
     def take(self, trace_id: int, turn_span_id: str) -> list[SpanRecord]:
         """The spans that descend from the turn's span ``turn_span_id`` (hex) and were not taken
@@ -83,6 +129,20 @@ class Collector(SpanProcessor):
     def forget(self, trace_id: int) -> None:
         with self._lock:
             self._traces.pop(trace_id, None)
+
+    async def settle(self, trace_id: int, turn_span_id: str, wait: float, quiet: float = 0.2, arrived: bool = False) -> list[SpanRecord]:
+        """The spans of the turn ``turn_span_id`` that arrive within ``wait`` seconds, once they
+        settle: some have (or had before: ``arrived``) and none came for ``quiet`` seconds (a remote
+        agent's exporter sends in batches)."""
+        deadline = time.monotonic() + wait
+        taken: list[SpanRecord] = []
+        while True:
+            taken += self.take(trace_id, turn_span_id)
+            last = self.last_arrival(trace_id)
+            now = time.monotonic()
+            if now >= deadline or ((taken or arrived) and last is not None and now - last >= quiet):
+                return taken
+            await asyncio.sleep(min(0.05, max(0.0, deadline - now)))
 
     # the SpanProcessor interface
 
@@ -178,14 +238,18 @@ class CaseTrace:
 
     ``max_spans``: the most spans kept for the case run; the rest are counted in ``dropped``."""
 
-    def __init__(self, case_id: str, agent: str, conversation_id: str, max_spans: int):
+    def __init__(self, case_id: str, agent: str, conversation_id: str, max_spans: int, received: ReceivedSpans | None = None):
         from opentelemetry.context import Context
 
         self.collector, self.tracer = collector()
+        self.received = received
+        """Where a remote agent's spans arrive when not in this process's collector (the ray engine's desk)."""
         self.agent, self.conversation_id = agent, conversation_id
         self.root = self.tracer.start_span(f"case {case_id}", context=Context(), attributes={"test.case.name": case_id})
         self.trace_id = self.root.get_span_context().trace_id
         self.collector.watch(self.trace_id)
+        if received is not None:
+            received.watch(self.trace_id)
         self.max_spans = max_spans
         self.kept = 0
         self.dropped = 0
@@ -215,14 +279,10 @@ class CaseTrace:
     async def settle(self, turn: TurnSpans, wait: float, quiet: float = 0.2) -> None:
         """Wait, up to ``wait`` seconds, for a remote agent's spans of ``turn`` to arrive and settle:
         until some have and none came for ``quiet`` seconds (its exporter sends in batches)."""
-        deadline = time.monotonic() + wait
-        while True:
-            self.collect(turn)
-            last = self.collector.last_arrival(self.trace_id)
-            now = time.monotonic()
-            if now >= deadline or (turn.spans and last is not None and now - last >= quiet):
-                return
-            await asyncio.sleep(min(0.05, max(0.0, deadline - now)))
+        self.collect(turn)
+        source = self.received or self.collector
+        arrived = await source.settle(self.trace_id, turn.span_id, wait, quiet, arrived=bool(turn.spans))
+        turn.spans.extend(self._kept(arrived))
 
     def _kept(self, arrived: list[SpanRecord]) -> list[SpanRecord]:
         room = max(0, self.max_spans - self.kept)
@@ -235,6 +295,8 @@ class CaseTrace:
         """End the root span and stop collecting the trace."""
         self.root.end()
         self.collector.forget(self.trace_id)
+        if self.received is not None:
+            self.received.forget(self.trace_id)
 
 
 def span_record(span: ReadableSpan) -> SpanRecord:

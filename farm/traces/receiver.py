@@ -6,6 +6,10 @@ empty export response, 400 for a body it cannot decode, 413 for one over ``max_b
 keeps only the spans whose trace is a case run of this run (:class:`~farm.traces.capture.Collector`
 watches them) and counts the others. It serves on its own threads, so a slow or broken exporter
 never holds a conversation up.
+
+On the local engine the receiver feeds the process's collector; on the ray engine it passes each
+request's spans on to the run's trace desk (:mod:`farm.actors.traces`), which the session actors
+ask for their turns' spans: the agent exports to one address whichever actor runs its case.
 """
 
 from __future__ import annotations
@@ -15,21 +19,30 @@ import json
 import threading
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 from farm.results import SpanRecord
-from farm.traces.capture import Collector, record
+from farm.traces.capture import record
 
-__all__ = ["Receiver", "decode", "records"]
+__all__ = ["Receiver", "SpanSink", "decode", "records"]
 
 PATH = "/v1/traces"
 
 
-class Receiver:
-    """The run's OTLP/HTTP receiver on ``host:port`` (port 0: a free one), feeding ``collector``."""
+class SpanSink(Protocol):
+    """What the receiver hands the spans it decoded: :class:`~farm.traces.capture.Collector`, or the
+    ray engine's forwarder to its desk."""
 
-    def __init__(self, collector: Collector, host: str = "127.0.0.1", port: int = 0, max_body: int = 8 << 20):
-        self.collector = collector
+    def add_all(self, spans: list[tuple[int, SpanRecord]]) -> int:
+        """Take each ``(trace id, span)``; how many were kept (of a trace of this run)."""
+        ...
+
+
+class Receiver:
+    """The run's OTLP/HTTP receiver on ``host:port`` (port 0: a free one), feeding ``sink``."""
+
+    def __init__(self, sink: SpanSink, host: str = "127.0.0.1", port: int = 0, max_body: int = 8 << 20):
+        self.sink = sink
         self.max_body = max_body
         self.kept = 0
         self.dropped = 0
@@ -66,12 +79,9 @@ class Receiver:
 
     def take(self, body: bytes, content_type: str) -> int:
         """Keep the spans of one export request's ``body``; how many were kept."""
-        kept = dropped = 0
-        for trace_id, span in records(decode(body, content_type)):
-            if self.collector.add(trace_id, span):
-                kept += 1
-            else:
-                dropped += 1
+        spans = records(decode(body, content_type))
+        kept = self.sink.add_all(spans) if spans else 0
+        dropped = len(spans) - kept
         with self._lock:
             self.kept += kept
             self.dropped += dropped

@@ -1,7 +1,7 @@
 """Traces of a remote agent, end to end: an OpenAI-compatible agent on 127.0.0.1 reads each request's
 ``traceparent`` and exports its tool spans to the farm's OTLP/HTTP receiver with the official SDK
-exporter; the trace assertions judge them as an in-process agent's. The receiver itself answers
-as OTLP says to a body it cannot use."""
+exporter; the trace assertions judge them as an in-process agent's, on both engines. The receiver
+itself answers as OTLP says to a body it cannot use."""
 
 from __future__ import annotations
 
@@ -63,7 +63,9 @@ class TracedAgent:
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str):
+    """The agent exports to the one address the run's header printed, on both engines (on the ray
+    engine the receiver passes the spans on to the actor that the session actors ask)."""
     port = free_port()
     agent = TracedAgent(f"http://127.0.0.1:{port}")
     with JSONServer(agent) as server:
@@ -72,7 +74,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 [farm]
 default_agent = "travel"
 results_dir = "results"
-engine = "local"
+engine = "{engine}"
 trace_receiver = "127.0.0.1:{port}"
 trace_wait = 3.0
 
@@ -159,3 +161,50 @@ def test_the_receiver_answers_as_otlp_says_and_keeps_only_this_run_s_traces():
     taken = collector.take(watched, "00000000000000ff")  # the three JSON spans of the watched trace descend from that turn
     assert [(span.name, span.operation, span.tool_name, span.duration_ms) for span in taken] == [("execute_tool search", "execute_tool", "search", 2.999)] * 3
     assert collector.take(watched, "00000000000000ff") == []
+
+
+def span(trace_id: int, n: int, parent: str = "00000000000000ff") -> tuple[int, object]:
+    from farm.traces.capture import record
+
+    return trace_id, record(trace_id=f"{trace_id:032x}", span_id=f"{n:016x}", parent_span_id=parent, name=f"s{n}", start_ns=0, end_ns=1,
+                            status="ok", status_message=None, attributes={}, scrub=str)  # fmt: skip
+
+
+def test_a_desk_holds_spans_that_come_before_their_watch_and_drops_them_when_none_comes(monkeypatch):
+    """The ray engine's desk: a session's word that it watches a trace may come after the trace's
+    first spans; those are held for it a while, and dropped (and counted) when it never comes."""
+    import farm.traces.capture as capture
+
+    now = [100.0]
+    monkeypatch.setattr(capture.time, "monotonic", lambda: now[0])
+    collector = Collector(hold=30.0)
+    assert collector.add_all([span(1, 1), span(2, 2)]) == 2  # neither trace is watched yet: both held
+    collector.watch(1)
+    assert [each.name for each in collector.take(1, "00000000000000ff")] == ["s1"]
+    now[0] += 31  # trace 2's watch never came
+    assert collector.add_all([span(3, 3)]) == 1
+    assert collector.expired == 1
+    collector.watch(2)
+    assert collector.take(2, "00000000000000ff") == []
+    assert Collector().add_all([span(4, 4)]) == 0  # the local engine's: watched before any request, never held
+
+
+def test_settle_waits_for_a_turn_s_spans_to_stop_arriving():
+    import asyncio
+
+    collector = Collector()
+    collector.watch(7)
+
+    async def late_batches() -> list:
+        async def export() -> None:
+            for n in range(3):
+                await asyncio.sleep(0.05)
+                collector.add(*span(7, n + 1))  # type: ignore[arg-type]
+
+        sending = asyncio.ensure_future(export())
+        taken = await collector.settle(7, "00000000000000ff", wait=5.0, quiet=0.3)
+        await sending
+        return taken
+
+    assert [each.name for each in asyncio.run(late_batches())] == ["s1", "s2", "s3"]
+    assert asyncio.run(collector.settle(7, "00000000000000ff", wait=0.2, quiet=0.05)) == []  # none came: it gives up at the wait
