@@ -66,6 +66,14 @@ def test(
         str | None,
         typer.Option("--simulator-failures", metavar="failure|error", help="A failed case blamed on the simulator is a failure (default) or an error of the farm ([farm].simulator_failures)."),
     ] = None,
+    otlp: Annotated[
+        str | None,
+        typer.Option("--otlp", metavar="URL", help="Send each case run as a trace, with its verdicts, to this OTLP/HTTP endpoint (default: [farm].otlp_endpoint, else OTEL_EXPORTER_OTLP_ENDPOINT)."),
+    ] = None,
+    otlp_content: Annotated[
+        bool | None,
+        typer.Option("--otlp-content", help="With --otlp: the turn spans carry the messages' content (off: only sizes, models, usage)."),
+    ] = None,
     min_pass_rate: Annotated[
         float | None,
         typer.Option("--min-pass-rate", metavar="R", help="A repeated case passes its gate when at least R (0 < R <= 1) of its tries passed (default: [farm].min_pass_rate, else 1.0)."),
@@ -145,6 +153,8 @@ def test(
             delta=delta,
             attribute=attribute,
             simulator_failures=simulator_failures,
+            otlp=otlp,
+            otlp_content=otlp_content,
         )
     except FarmError as exc:
         fail(exc)

@@ -81,6 +81,8 @@ def run(
     delta: float | None = None,
     attribute: bool | None = None,
     simulator_failures: str | None = None,
+    otlp: str | None = None,
+    otlp_content: bool | None = None,
     run: str | None = None,
     name: str | Sequence[str] | None = None,
     json: bool | None = None,
@@ -121,6 +123,8 @@ RUN_KEYWORDS = """\
 - ``attribute``: a failed dynamic case that no simulator flag settles asks the attributor
   (``[farm].attributor``) whose failure it is; ``simulator_failures``: ``"error"`` makes a case
   blamed on the simulator an ``error`` of the simulator, not the agent's failure (docs/simulator.md).
+- ``otlp``: an OTLP/HTTP endpoint (``http://127.0.0.1:4318``) each case run is sent to as a trace,
+  with its verdicts; ``otlp_content``: the turns' messages too (docs/traces.md).
 - ``run``, ``name``, ``json``: the CLI's names (``--run``, ``-n/--name``, ``--json``) of
   ``match``, ``agent`` and ``json_events``.
 """

@@ -299,6 +299,9 @@ class FarmSettings(BaseModel):
     """Seconds the farm waits after a remote agent's turn for its spans to arrive."""
     max_trace_body: int = Field(default=8 << 20, gt=0)
     """The largest OTLP request body the receiver reads, in bytes; a larger one gets 413."""
+    otlp_endpoint: str | None = None
+    """Where each case run goes as a trace when ``--otlp`` is not given: an OTLP/HTTP endpoint's base
+    URL (``http://127.0.0.1:4318``; docs/traces.md)."""
 
     attribute: bool | None = None
     """Whether a failed dynamic case that no simulator flag settles asks the ``attributor`` whose failure

@@ -77,6 +77,8 @@ class RunRequest:
     delta: float | None = None
     attribute: bool | None = None
     simulator_failures: str | None = None
+    otlp: str | None = None
+    otlp_content: bool | None = None
 
     @classmethod
     def of(cls, keywords: dict[str, Any]) -> RunRequest:
@@ -191,6 +193,8 @@ OPTIONS: dict[str, Option] = {
     "delta": Option("--delta", DEFAULT_DELTA, resumed=_recorded("delta")),
     "attribute": Option("--attribute", False, resumed=_recorded("attribute"), farm="attribute"),
     "simulator_failures": Option("--simulator-failures", "failure", resumed=_recorded("simulator_failures"), farm="simulator_failures"),
+    "otlp": Option("--otlp", farm="otlp_endpoint", note="OTEL_EXPORTER_OTLP_ENDPOINT when set; else nothing is sent"),
+    "otlp_content": Option("--otlp-content", False),
 }
 """Every option of :func:`farm.run`, by keyword: the one table of their defaults and precedence."""
 
@@ -258,6 +262,10 @@ class ResolvedOptions:
     attribute: bool
     """Whether a failed dynamic case that no simulator flag settles asks the attributor whose failure it is."""
     simulator_failures: Literal["failure", "error"]
+    otlp: str | None
+    """The OTLP/HTTP endpoint each case run is sent to as a trace (docs/traces.md); None: none."""
+    otlp_content: bool
+    """Whether the exported turn spans carry the messages' content."""
     """What a failed dynamic case blamed on the simulator becomes: a ``failure`` or an ``error``."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     """Where each option's value came from (``--max-cost``, ``run.json's options.max_cost``,
@@ -299,6 +307,7 @@ def resolve(request: RunRequest, previous: RunInfo | None, config: FarmConfig) -
     if len(set(agents)) != len(agents):
         raise UsageError(f"-n/--name: {', '.join(agents)} names an agent twice")
     done["runs"] = parse_runs(done["runs"], where.get("runs", "--runs"))
+    done["otlp"] = _otlp(done["otlp"], where)
     _check(done, where)
     done.update(
         timeout=seconds("--timeout", done["timeout"]),
@@ -327,6 +336,21 @@ def _check(done: dict[str, Any], where: dict[str, str]) -> None:
     max_cost = done["max_cost"]
     if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
         raise UsageError(f"--max-cost: {max_cost} is not a positive amount of USD")
+
+
+def _otlp(given: str | None, where: dict[str, str]) -> str | None:
+    """The endpoint a run's traces go to: the one given, else ``OTEL_EXPORTER_OTLP_ENDPOINT`` (as
+    every OpenTelemetry SDK reads it); a base URL, to which ``/v1/traces`` and ``/v1/logs`` are added."""
+    import os
+
+    if given is None and os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        given, where["otlp"] = os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"], "OTEL_EXPORTER_OTLP_ENDPOINT"
+    if not given:
+        return None
+    url = str(given).strip().rstrip("/").removesuffix("/v1/traces")
+    if not url.startswith(("http://", "https://")) or "://" == url[-3:]:
+        raise UsageError(f"{where.get('otlp', '--otlp')}: '{given}' is not an http(s) URL of an OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318)")
+    return url
 
 
 def locate(request: RunRequest, previous: RunInfo | None) -> FarmConfig:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from farm.config import FarmConfig
     from farm.summary import Summary
     from farm.writers import RunInfo
+    from farm.writers.base import ResultWriter
     from farm.writers.extra import ReportFile
 
 __all__ = ["Planned", "Prepared", "Rescoring", "dry_run", "execute_run", "plan_run", "prepare_run", "run_request"]
@@ -155,7 +156,19 @@ def _header(planned: Planned) -> dict[str, str]:
         return {"Run": prepared.run_id, "Rescoring": prepared.rescoring.source_id}
     resuming = {"Resuming": f"{len(planned.skip_keys)} finished"} if planned.skip_keys else {}
     traces = {"Traces": f"{planned.receiver.url} (the agent's OTEL_EXPORTER_OTLP_ENDPOINT)"} if planned.receiver else {}
-    return {"Run": prepared.run_id, "Engine": planned.engine.name, **resuming, **traces}
+    otlp = getattr(prepared.options, "otlp", None)
+    export = {"Export": f"{otlp} (each case run as a trace)"} if otlp else {}
+    return {"Run": prepared.run_id, "Engine": planned.engine.name, **resuming, **traces, **export}
+
+
+def _export(planned: Planned) -> ResultWriter:
+    """``--otlp``'s writer: each case run sent as a trace, naming each agent's model where its connector does."""
+    from farm.traces.export import OTLPExport
+
+    cfg, options = planned.prepared.cfg, planned.prepared.options
+    models = {agent: cfg.connectors[name].model if name in cfg.connectors else None for agent, name in planned.connectors.items() if name}
+    assert options.otlp is not None
+    return OTLPExport(options.otlp, planned.prepared.run_id, models, content=options.otlp_content)
 
 
 def _outputs(planned: Planned) -> tuple[RunOutputs, list[ReportFile]]:
@@ -168,6 +181,8 @@ def _outputs(planned: Planned) -> tuple[RunOutputs, list[ReportFile]]:
     prepared, info, options = planned.prepared, planned.info, planned.prepared.options
     facts = {**planned.hook_info, "runs": options.runs, "parallel": planned.plan.parallel, "min_pass_rate": options.min_pass_rate}
     reports, streams = extra_writers(options, prepared.run_id, facts, lambda: info.gate)
+    if getattr(options, "otlp", None):
+        streams.append(_export(planned))
     gate = deciding(options, planned.against)
     outputs = RunOutputs(run_dir=prepared.run_dir, jsonl=planned.jsonl, reports=reports, streams=streams, resume=options.resume is not None, gate=gate)
     return outputs, reports

@@ -91,6 +91,7 @@ def run_settings(cfg: FarmConfig, agent_id: str, run_id: str, options: ResolvedO
         cache=options.cache,
         traces=cfg.farm.traces,
         max_spans=cfg.farm.max_spans,
+        exported=bool(getattr(options, "otlp", None)),
         simulator_failures=options.simulator_failures,
         attribute=options.attribute,
         attributor=_attributor(cfg, options.attribute),

@@ -130,12 +130,12 @@ class _Conversation:
         self.mocks = {**settings.agent_tool_mocks, **self.case.tool_mocks}
         self.timeouts: list[asyncio.Timeout] = []
         """The case's timeout, paused with the turn's while a request waits for a permit."""
-        self.traced = loaded.traced or settings.traces
-        """Whether the case run's spans are captured (or, replayed, kept from the recording)."""
         self.replayed = getattr(target, "replays", False)
         """A replay's spans come with its replies: none is captured."""
         self.in_process = getattr(target, "in_process", False)
         """An in-process agent's spans have all ended when it answers: none comes late."""
+        self.traced = loaded.traced or settings.traces or (settings.exported and self.in_process)
+        """Whether the case run's spans are captured (or, replayed, kept from the recording)."""
         self.trace: CaseTrace | None = None
         self.turn_spans: TurnSpans | None = None
 
@@ -145,18 +145,39 @@ class _Conversation:
     def traced_turn(self, turn: TurnResult) -> Iterator[None]:
         """The agent called inside the turn's span (a live run that captures traces): the spans it
         made are the turn's (:meth:`settle_spans` waits for a remote agent's late ones)."""
-        if not self.traced or self.replayed:
+        if self.replayed or not (self.traced or self.settings.exported):
             yield
+            return
+        if not self.traced:  # exported, not captured: the ids alone, for the agent and the export
+            with self.exported_turn(turn):
+                yield
             return
         if self.trace is None:
             from farm.traces.capture import CaseTrace
 
             received = self.services.received_spans if self.services is not None and not self.in_process else None
             self.trace = CaseTrace(self.case.id, self.settings.agent_id, self.session.id, self.settings.max_spans, received)
+        self.result.trace_id = f"{self.trace.trace_id:032x}"
         with self.trace.turn() as spans:
             self.turn_spans = spans
+            turn.span_id = spans.span_id
             turn.spans = spans.spans  # one list: what arrives later is the turn's too
             yield
+
+    @contextmanager
+    def exported_turn(self, turn: TurnResult) -> Iterator[None]:
+        """A turn of a case run sent out as a trace (``--otlp``) whose agent's spans are not captured:
+        the turn's span id, named in a remote agent's ``traceparent`` so that its own spans join
+        the trace in the backend they go to."""
+        from farm.traces.parent import TRACEPARENT, new_span_id, new_trace_id
+
+        self.result.trace_id = self.result.trace_id or new_trace_id()
+        turn.span_id = new_span_id()
+        token = TRACEPARENT.set(f"00-{self.result.trace_id}-{turn.span_id}-01")
+        try:
+            yield
+        finally:
+            TRACEPARENT.reset(token)
 
     async def settle_spans(self) -> None:
         """After a remote agent's turn: wait (up to ``trace_wait``) for its spans, which its
@@ -182,7 +203,7 @@ class _Conversation:
     async def exchange(self, user_input: Any, source: InputSource, options: Options, attachments: list[Any], timeout: float | None) -> TurnResult:
         """Send one user input and read the reply, answering mocked tool calls in between."""
         self.session.turn_count += 1
-        turn = TurnResult(turn=self.session.turn_count, input=user_input, input_source=source)
+        turn = TurnResult(turn=self.session.turn_count, input=user_input, input_source=source, started_at=time.time())
         self.result.turns.append(turn)
         self.result.total_turns = len(self.result.turns)
         try:

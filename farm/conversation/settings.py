@@ -47,6 +47,10 @@ class RunSettings:
     """Seconds a remote agent's spans of a turn may take to reach the receiver (``[farm].trace_wait``)."""
     trace_receiver: str | None = None
     """The URL of the run's OTLP receiver, when a remote agent's spans come back through one."""
+    exported: bool = False
+    """Whether the run sends each case run out as a trace (``--otlp``): every case run then has a
+    trace id and each turn a span id, named in a remote agent's ``traceparent``, and an in-process
+    agent's spans are captured to go out beneath their turns (docs/traces.md)."""
     simulator_failures: Literal["failure", "error"] = "failure"
     """What a failed dynamic case blamed on the simulator becomes (``[farm].simulator_failures``):
     a ``failure``, or an ``error`` of the simulator (the farm's own part failed)."""

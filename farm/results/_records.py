@@ -57,7 +57,8 @@ pair two different cases."""
 #: 4: ``error_role`` names the role whose failure made a case an ``error`` (a simulator error was ``skipped``).
 #: 5: turns have ``truncated`` (a reply cut at the model's token limit).
 #: 6: turns have ``sim_flags``; a failed dynamic case has ``blame`` and ``blame_reason``.
-SCHEMA_VERSION = 6
+#: 7: a case run has ``trace_id``, a turn ``span_id`` and ``started_at`` (traced or exported runs).
+SCHEMA_VERSION = 7
 
 #: Longest ``actual`` value kept in an assertion result.
 ACTUAL_LIMIT = 500
@@ -322,6 +323,11 @@ class TurnResult(BaseModel):
     """What went wrong in this turn, if anything."""
     replies: list[StepReply] = Field(default_factory=list)
     """One entry per agent call of the turn (``steps``), in order: what ``farm rescore`` replays."""
+    started_at: float | None = None
+    """When the turn's input was sent (Unix time, seconds); None in results written before it was kept."""
+    span_id: str | None = None
+    """The turn's span in the case run's trace (16 hex digits), named in the agent's ``traceparent``;
+    None when the run neither captured nor exported traces."""
     spans: list[SpanRecord] = Field(default_factory=list)
     """The OpenTelemetry spans the agent made in the turn, in the order they ended (the farm's own
     ``invoke_agent`` span not among them); recorded when the case asserts on traces or
@@ -458,6 +464,9 @@ class CaseResult(BaseModel):
     since the run, or the recording ends before a turn the edited case needs); null in a live run."""
     rescored_from: str | None = None
     """Set by ``farm rescore``: the run id whose recorded conversation this result re-evaluated."""
+    trace_id: str | None = None
+    """The case run's trace (32 hex digits), when the run captured or exported traces: what its
+    agent's spans and its ``--otlp`` export are found by in a tracing backend."""
     spans_dropped: int = 0
     """Spans the agent made beyond ``[farm].max_spans`` in the case run: counted, not kept."""
 

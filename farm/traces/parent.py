@@ -8,9 +8,20 @@ agents' clients import it whether or not a run captures traces.
 
 from __future__ import annotations
 
+import random
 from contextvars import ContextVar
 
-__all__ = ["TRACEPARENT"]
+__all__ = ["TRACEPARENT", "new_span_id", "new_trace_id"]
 
 TRACEPARENT: ContextVar[str | None] = ContextVar("farm_traceparent", default=None)
 """``00-<trace id>-<turn span id>-01`` while a traced turn calls its agent; None otherwise."""
+
+
+def new_trace_id() -> str:
+    """A random trace id, 32 hex digits (never all zeros, which W3C reserves)."""
+    return f"{random.getrandbits(128) or 1:032x}"
+
+
+def new_span_id() -> str:
+    """A random span id, 16 hex digits (never all zeros)."""
+    return f"{random.getrandbits(64) or 1:016x}"

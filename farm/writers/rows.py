@@ -259,6 +259,9 @@ class CaseRow(KeyRow):
     started_at: Timestamp | None
     """When the case started."""
     worker: str | None
+    trace_id: str | None
+    """The case run's trace (32 hex digits) when the run captured or exported traces (``--otlp``):
+    what finds it in a tracing backend; null otherwise."""
     rescorable: bool | None
     """``farm rescore``: false when the case could not be rescored (its inputs changed, or it needs turns the
     run did not record); null in a live run."""
