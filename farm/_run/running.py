@@ -162,11 +162,12 @@ def _header(planned: Planned) -> dict[str, str]:
 
 
 def _export(planned: Planned) -> ResultWriter:
-    """``--otlp``'s writer: each case run sent as a trace, naming each agent's model where its connector does."""
+    """``--otlp``'s writer: each case run sent as a trace, naming each agent's (and role's) model where its connector does."""
     from farm.traces.export import OTLPExport
 
     cfg, options = planned.prepared.cfg, planned.prepared.options
-    models = {agent: cfg.connectors[name].model if name in cfg.connectors else None for agent, name in planned.connectors.items() if name}
+    connectors = {agent: each.connector for agent, each in cfg.agents.items()} | dict(planned.connectors)  # roles', and the tested agents' (-c)
+    models = {agent: cfg.connectors[name].model for agent, name in connectors.items() if name in cfg.connectors}
     assert options.otlp is not None
     return OTLPExport(options.otlp, planned.prepared.run_id, models, content=options.otlp_content)
 

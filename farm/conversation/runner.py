@@ -636,7 +636,7 @@ async def run_case(loaded: LoadedCase, target: AgentClient, services: Services |
             conversation.close_trace()
         await conversation.blame()
         await _after_hook(conversation)
-    result.role_calls, result.cache_hits = calls.role_calls, calls.cache_hits
+    result.role_calls, result.cache_hits, result.role_log = calls.role_calls, calls.cache_hits, calls.log
     result.role_cost_usd = calls.cost_usd
     return result
 

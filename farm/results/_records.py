@@ -29,6 +29,7 @@ __all__ = [
     "ErrorRole",
     "InputSource",
     "RetriedAttempt",
+    "RoleCall",
     "StabilityClass",
     "Status",
     "ACTUAL_LIMIT",
@@ -241,6 +242,23 @@ class StepReply(BaseModel):
     @field_serializer("content_chars")
     def _content_chars(self, chars: int | None) -> int | None:
         return len(self.content) if self.content is not None and len(self.content) > OUTPUT_LIMIT else chars
+
+
+class RoleCall(BaseModel):
+    """One call of a role agent made for a case run (its simulator, a judge, the attributor): what
+    ``--otlp`` sends as a ``chat`` span of the case run's trace."""
+
+    role: str
+    """``simulator``, ``validator`` or ``attributor``."""
+    agent: str
+    """The role's agent id."""
+    turn: int | None = None
+    """The turn it was made for, where it was made for one."""
+    started_at: float
+    """Unix time, seconds."""
+    duration_ms: float
+    error: str | None = None
+    """Why the call failed; None when it answered."""
 
 
 class SpanRecord(BaseModel):
@@ -464,6 +482,8 @@ class CaseResult(BaseModel):
     since the run, or the recording ends before a turn the edited case needs); null in a live run."""
     rescored_from: str | None = None
     """Set by ``farm rescore``: the run id whose recorded conversation this result re-evaluated."""
+    role_log: list[RoleCall] = Field(default_factory=list)
+    """Each role call made for the case run, in the order they started (:class:`RoleCall`)."""
     trace_id: str | None = None
     """The case run's trace (32 hex digits), when the run captured or exported traces: what its
     agent's spans and its ``--otlp`` export are found by in a tracing backend."""

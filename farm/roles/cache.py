@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -54,7 +55,8 @@ from pydantic import ValidationError
 from farm.agents.base import AgentClient, CacheKeyed, Message, Reply, stable_options
 from farm.config import AgentConfig, Connector, FarmConfig
 from farm.files import atomic_file
-from farm.roles.types import CallTally
+from farm.results import RoleCall
+from farm.roles.types import CallTally, RoleRequest
 from farm.secrets import Scrubber
 
 __all__ = ["CACHE_DIR", "CachedAgent", "CallTally", "RoleCache", "caches_role", "hit_cost", "record", "tally", "target_cache"]
@@ -78,6 +80,25 @@ def tally() -> Iterator[CallTally]:
         yield counts
     finally:
         _TALLY.reset(token)
+
+
+@contextmanager
+def timed(role: str, request: RoleRequest) -> Iterator[None]:
+    """Log one role call, its time and whether it failed, in the current :func:`tally` (none open: nothing)."""
+    counts = _TALLY.get()
+    if counts is None:
+        yield
+        return
+    started, clock = time.time(), time.perf_counter()
+    error: str | None = None
+    try:
+        yield
+    except BaseException as exc:
+        error = str(exc) or type(exc).__name__
+        raise
+    finally:
+        elapsed = round((time.perf_counter() - clock) * 1000, 3)
+        counts.log.append(RoleCall(role=role, agent=request.agent_id, turn=request.turn, started_at=started, duration_ms=elapsed, error=error))
 
 
 def record(role_calls: int, cache_hits: int, cost_usd: float | None = None, requests: int = 0) -> None:

@@ -16,7 +16,7 @@ from farm.cases import AssertionSpec, role_agent_id
 from farm.config import FarmConfig
 from farm.errors import FarmError
 from farm.results import Blame
-from farm.roles.cache import RoleCache
+from farm.roles.cache import RoleCache, timed
 from farm.roles.player import RolePlayer
 from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn, Verdict
 from farm.scripts import ScriptResolver, call_maybe_async
@@ -125,10 +125,12 @@ class FarmServices:
         return self
 
     async def simulate(self, request: RoleRequest) -> SimulatorTurn:
-        return await self.roles.simulate(request)
+        with timed("simulator", request):
+            return await self.roles.simulate(request)
 
     async def attribute(self, request: RoleRequest) -> tuple[Blame, str]:
-        return await self.roles.attribute(request)
+        with timed("attributor", request):
+            return await self.roles.attribute(request)
 
     async def ask_human(self, request: HumanRequest) -> str | None:
         if self.human is None:
@@ -164,7 +166,8 @@ class FarmServices:
         ]
         try:
             request = RoleRequest(agent_id, conversation, metadata, connector=spec.options.connector if spec.options else None)
-            verdict = await self.roles.validate(request)
+            with timed("validator", request):
+                verdict = await self.roles.validate(request)
         except RoleError as exc:
             return Outcome(False, message=f"{VALIDATOR_ERROR}: {exc}", error=True)
         return Outcome(

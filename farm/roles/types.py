@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from farm.errors import RoleError
-from farm.results import add_cost
+from farm.results import RoleCall, add_cost
 
 __all__ = ["VALIDATOR_ERROR", "CallTally", "HumanRequest", "RoleError", "RoleOutcome", "RoleRequest", "SimulatorTurn", "Verdict"]
 
@@ -52,6 +52,8 @@ class CallTally:
     requests: int = 0
     """Requests that reached the role agents: a call the cache answered sends none, and one whose
     answer held no JSON, or that was repeated after a 5xx, sends more than one."""
+    log: list[RoleCall] = field(default_factory=list)
+    """Each call, timed (:func:`farm.roles.cache.timed`)."""
 
     def add(self, role_calls: int, cache_hits: int, cost_usd: float | None = None, requests: int = 0) -> None:
         self.role_calls += role_calls

@@ -8,7 +8,8 @@ with the official SDK and sent with the official OTLP/HTTP exporters:
 - an ``invoke_agent`` span per turn, with the span id the agent's ``traceparent`` named, and the
   GenAI attributes the farm knows (model, usage, finish reason; the messages with ``content``);
 - the agent's spans the run captured, beneath their turns, with their own ids;
-- the simulator's and the judges' calls as ``chat`` spans;
+- the simulator's, the judges' and the attributor's calls as ``chat`` spans (a generator's
+  calls belong to no case run: they are not sent);
 - one ``gen_ai.evaluation.result`` per assertion and checkpoint, parented to the turn it judged
   (the case run's root for a final assertion or a checkpoint): a log record with that span's
   context, sent to ``/v1/logs``, and the same as a span event, for backends that read traces only.
@@ -40,7 +41,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Tracer
 
-from farm.results import AssertionResult, CaseResult, Status, TurnResult
+from farm.results import AssertionResult, CaseResult, RoleCall, Status, TurnResult
 from farm.results._suites import LINE
 from farm.traces.parent import new_span_id, new_trace_id
 
@@ -78,9 +79,19 @@ class OTLPExport:
 
     ``models``: each agent's model, where its connector names one; ``content``: the turns carry
     their messages (``--otlp-content``); ``warn``: where the one line about what was not
-    delivered goes (standard error)."""
+    delivered goes (standard error); ``queue_cases`` and ``close_wait``: :data:`QUEUE_CASES` and
+    :data:`CLOSE_WAIT_S`."""
 
-    def __init__(self, endpoint: str, run_id: str, models: dict[str, str | None] | None = None, content: bool = False, warn: TextIO | None = None):
+    def __init__(
+        self,
+        endpoint: str,
+        run_id: str,
+        models: dict[str, str | None] | None = None,
+        content: bool = False,
+        warn: TextIO | None = None,
+        queue_cases: int = QUEUE_CASES,
+        close_wait: float = CLOSE_WAIT_S,
+    ):
         self.endpoint = endpoint
         self.run_id = run_id
         self.models = models or {}
@@ -89,11 +100,14 @@ class OTLPExport:
         self.written = 0
         self.dropped = 0
         """Case runs not sent: the queue was full, or the collector was gone."""
+        self.overflow = 0
+        """Of ``dropped``, those that found the queue full."""
         self.reason: str | None = None
         """Why the collector was taken as gone (its first failure)."""
-        self._queue: queue.Queue[CaseResult | None] = queue.Queue(QUEUE_CASES)
+        self._queue: queue.Queue[CaseResult | None] = queue.Queue(queue_cases)
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._close_wait = close_wait
 
     # the ResultWriter interface
 
@@ -106,6 +120,7 @@ class OTLPExport:
             self._queue.put_nowait(result)
         except queue.Full:
             self.dropped += 1
+            self.overflow += 1
 
     def flush(self) -> None:
         """Nothing: the thread sends on its own schedule, and :meth:`close` waits for it."""
@@ -116,7 +131,7 @@ class OTLPExport:
             return
         self._closed = True
         if self._thread is not None:
-            deadline = time.monotonic() + CLOSE_WAIT_S
+            deadline = time.monotonic() + self._close_wait
             while True:  # the sentinel goes in even when the queue is full: the thread empties it
                 try:
                     self._queue.put(None, timeout=0.1)
@@ -126,16 +141,22 @@ class OTLPExport:
                         break
             self._thread.join(max(0.0, deadline - time.monotonic()))
             if self._thread.is_alive():  # what it still holds is not delivered
-                self.dropped += self._queue.qsize() + self._sending
-                self.reason = self.reason or f"not sent within {CLOSE_WAIT_S:g} s of the run's end"
+                self._given_up = True
+                self.dropped += self._queue.qsize() + self._sending + self._in_flight
+                self.reason = self.reason or f"not sent within {self._close_wait:g} s of the run's end"
         if self.dropped:
-            reason = f" ({self.reason})" if self.reason else " (the queue was full)"
-            print(f"warning: --otlp {self.endpoint}: {self.dropped} of {self.written} case runs were not delivered{reason}", file=self.warn or sys.stderr)
+            reasons = [f"{self.overflow} found the queue full"] if self.overflow else []
+            reasons += [self.reason] if self.reason else []
+            print(f"warning: --otlp {self.endpoint}: {self.dropped} of {self.written} case runs were not delivered ({'; '.join(reasons)})", file=self.warn or sys.stderr)
 
     # the sending thread
 
     _sending = 0
     """Case runs built and not sent yet."""
+    _in_flight = 0
+    """Case runs being sent."""
+    _given_up = False
+    """The run's end stopped waiting: what the thread still does is counted already."""
 
     def _send_all(self) -> None:
         sender = _Sender(self.endpoint)
@@ -161,7 +182,10 @@ class OTLPExport:
         cases, self._sending = self._sending, 0
         if not cases:
             return
-        if not sender.send():
+        self._in_flight = cases
+        delivered = sender.send()
+        self._in_flight = 0
+        if not delivered and not self._given_up:
             self.dropped += cases
             self.reason = self.reason or sender.reason
 
@@ -264,6 +288,8 @@ class _Builder:
         root = self._start(f"case {result.id}", trace_id, None, start, self._case_attributes(result))
         for turn in result.turns:
             self._turn(result, turn, trace_id, root, start)
+        for call in result.role_log:
+            self._role_call(call, trace_id, root)
         for assertion in result.final_assertions:
             self._evaluation(root, assertion, assertion.type, end)
         for checkpoint in result.checkpoints:
@@ -318,6 +344,16 @@ class _Builder:
             attributes["gen_ai.input.messages"] = json.dumps([{"role": "user", "parts": [_part(turn.input)]}], ensure_ascii=False)
             attributes["gen_ai.output.messages"] = json.dumps([{"role": "assistant", "parts": [_part(turn.output)]}], ensure_ascii=False)
         return {key: value for key, value in attributes.items() if value is not None}
+
+    def _role_call(self, call: RoleCall, trace_id: int, root: Span) -> None:
+        """A call of the simulator, a judge or the attributor: a ``chat`` span of the case run."""
+        model = self.models.get(call.agent)
+        attributes = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model, "farm.role": call.role, "farm.role.agent": call.agent, "farm.turn.number": call.turn}
+        start = _ns(call.started_at) or time.time_ns()
+        span = self._start(f"chat {model}" if model else "chat", trace_id, root, start, {key: value for key, value in attributes.items() if value is not None})
+        if call.error:
+            _error(span, call.error)
+        span.end(start + int(call.duration_ms * 1e6))
 
     def _captured(self, captured: Any, trace_id: int) -> None:
         """One of the agent's spans as the run captured it: its own ids, parent, times and status."""

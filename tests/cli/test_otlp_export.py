@@ -32,6 +32,16 @@ def travel(messages, options):
         span.set_attribute("gen_ai.operation.name", "execute_tool")
         span.set_attribute("case.input", text)
     return f"done: {text}"
+
+
+def simulate(messages, options):
+    import json
+    return json.dumps({"input": "and then?", "goal_achieved": len(messages) > 2})
+
+
+def judge(messages, options):
+    import json
+    return json.dumps({"passed": False, "score": 0.25, "reason": "not polite"})
 '''
 
 TOML = """
@@ -43,6 +53,18 @@ engine = "{engine}"
 [agents.travel]
 kind = "python"
 entry = "{module}:travel"
+
+[agents.sim]
+kind = "python"
+entry = "{module}:simulate"
+
+[agents.judge]
+kind = "python"
+entry = "{module}:judge"
+
+[agents.grader]
+kind = "validator"
+uses = "judge"
 """
 
 
@@ -148,15 +170,18 @@ def test_each_case_run_is_one_trace_with_its_turns_the_agent_s_spans_and_its_ver
 
 def test_a_remote_agent_s_traceparent_names_the_exported_turn_and_content_goes_with_otlp_content(tmp_path: Path, monkeypatch, collector: Collector):
     seen: list[str | None] = []
+    secret = "sk-otlp-0123456789abcdef0123"
+    monkeypatch.setenv("REMOTE_KEY", secret)
 
     def agent(path: str, body: dict, headers: dict[str, str]) -> Response:
-        seen.append({key.lower(): value for key, value in headers.items()}.get("traceparent"))
-        return Response(chat_completion(f"done: {body['messages'][-1]['content']}"))
+        lowered = {key.lower(): value for key, value in headers.items()}
+        seen.append(lowered.get("traceparent"))
+        return Response(chat_completion(f"done: {body['messages'][-1]['content']} ({lowered['authorization']})"))  # a leaky agent
 
     with JSONServer(agent) as server:
         (tmp_path / "farm.toml").write_text(
             f'[farm]\ndefault_agent = "remote"\nresults_dir = "results"\nengine = "local"\n\n'
-            f'[connectors.remote]\nbase_url = "{server.url}/v1"\nmodel = "gpt-test"\n\n[agents.remote]\nconnector = "remote"\n'
+            f'[connectors.remote]\nbase_url = "{server.url}/v1"\nmodel = "gpt-test"\napi_key_env = "REMOTE_KEY"\n\n[agents.remote]\nconnector = "remote"\n'
         )
         monkeypatch.chdir(tmp_path)
         result = invoke("-i", "hello there", "--otlp", f"{collector.url}/v1/traces", "--otlp-content")
@@ -165,7 +190,9 @@ def test_a_remote_agent_s_traceparent_names_the_exported_turn_and_content_goes_w
     assert seen == [f"00-{turn.trace_id.hex()}-{turn.span_id.hex()}-01"]
     found = attributes(turn)
     assert found["gen_ai.request.model"] == "gpt-test"
-    assert json.loads(found["gen_ai.output.messages"])[0]["parts"][0]["content"] == "done: hello there"
+    assert json.loads(found["gen_ai.output.messages"])[0]["parts"][0]["content"].startswith("done: hello there (Bearer ")
+    sent = [str(span) for span in collector.spans] + [str(log) for log in collector.logs]
+    assert not any(secret[4:16] in each for each in sent)  # masked before it was cut: not even a piece
 
 
 def test_a_collector_that_is_not_there_costs_one_warning_and_no_status(python_project, tmp_path: Path, monkeypatch):
@@ -190,3 +217,64 @@ def test_a_value_that_is_no_url_is_refused_before_the_run(python_project, tmp_pa
     assert result.exit_code == 2
     assert "--otlp: 'localhost:4318' is not an http(s) URL of an OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318)" in result.output
     assert not (tmp_path / "results").exists()
+
+
+def test_the_simulator_s_and_the_judges_calls_are_chat_spans_and_a_judge_s_score_is_the_evaluation_s(python_project, tmp_path: Path, monkeypatch, collector: Collector):
+    python_project(AGENT, TOML.replace("{engine}", "local").replace('results_dir = "results"', 'results_dir = "results"\nsimulator = "sim"\nvalidator = "grader"'), {})
+    monkeypatch.chdir(tmp_path)
+    cases = [
+        {"id": "judged", "input": "hi", "assertions": [{"type": "agent", "value": "polite"}]},
+        {"id": "dyn", "max_turns": 3, "checkpoints": [{"id": "answered", "assertion": {"type": "contains", "value": "done"}}]},
+    ]
+    (tmp_path / "suite.jsonl").write_text("".join(json.dumps(case) + "\n" for case in cases))
+    result = invoke("-i", "suite.jsonl", "--otlp", collector.url)
+    assert result.exit_code == 1, result.output  # the judge fails "judged"
+    roots = {attributes(span)["test.case.name"]: span for span in collector.spans if not span.parent_span_id}
+    chats = {name: [attributes(span)["farm.role"] for span in collector.spans if span.trace_id == root.trace_id and span.name == "chat"] for name, root in roots.items()}
+    assert chats["judged"] == ["validator"]
+    assert chats["dyn"] and set(chats["dyn"]) == {"simulator"}
+    judged = [attributes(log) for log in collector.logs if log.trace_id == roots["judged"].trace_id]
+    assert judged == [{"gen_ai.evaluation.name": "agent", "gen_ai.evaluation.score.value": 0.25, "gen_ai.evaluation.score.label": "failed",
+                       "gen_ai.evaluation.explanation": "the validator judged it failed: not polite"}]  # fmt: skip
+    checkpoint = [attributes(log) for log in collector.logs if log.trace_id == roots["dyn"].trace_id]
+    assert [(each["gen_ai.evaluation.name"], each["gen_ai.evaluation.score.label"]) for each in checkpoint] == [("checkpoint answered", "passed")]
+
+
+def test_a_slow_collector_never_holds_the_run_up_what_does_not_fit_is_counted_and_said_once():
+    """The writer only queues: with a collector that does not answer, 50 results are written at
+    once, the queue of 5 keeps what fits, and the end of the run waits no longer than it said."""
+    import io
+    import time
+
+    from farm.results import CaseResult, Status
+    from farm.traces.export import OTLPExport
+
+    release = threading.Event()
+
+    class Stuck(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            release.wait(10)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Stuck)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    warned = io.StringIO()
+    export = OTLPExport(f"http://127.0.0.1:{server.server_address[1]}", "run-1", warn=warned, queue_cases=5, close_wait=0.5)
+    try:
+        started = time.monotonic()
+        for n in range(50):
+            export.write(CaseResult(id=f"c{n}", status=Status.PASSED, started_at=time.time()))
+        assert time.monotonic() - started < 1.0  # never blocked on the collector
+        export.close()
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+    (line,) = warned.getvalue().splitlines()
+    assert export.overflow >= 40 and export.dropped == 50
+    assert line == f"warning: --otlp {export.endpoint}: 50 of 50 case runs were not delivered ({export.overflow} found the queue full; not sent within 0.5 s of the run's end)"
