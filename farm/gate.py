@@ -116,7 +116,12 @@ def summary_tallies(summary: Summary) -> Tallies:
     out: Tallies = {}
     for (agent, case_id), counted in summary.tallies.items():
         out.setdefault(agent, {})[case_id] = CaseTally(
-            passes=counted.passes, tries=counted.runs, broken=counted.broken, source=counted.source, stopped=counted.stopped, verdict=counted.verdict
+            passes=counted.passes,
+            tries=counted.runs,
+            broken=counted.broken,
+            source=counted.source,
+            stopped=counted.stopped,
+            verdict=counted.verdict,
         )
     return out
 
@@ -147,7 +152,17 @@ def tallies_of(cases: pa.Table) -> Tallies:
     columns = cases.to_pydict()
     nothing = [None] * cases.num_rows  # a run written before adaptive repeats
     adaptive = (columns.get("stopped", nothing), columns.get("verdict", nothing))
-    return tally(zip(columns["agent"], columns["case_id"], columns["status"], columns["error_role"], columns["source"], *adaptive, strict=True))
+    return tally(
+        zip(
+            columns["agent"],
+            columns["case_id"],
+            columns["status"],
+            columns["error_role"],
+            columns["source"],
+            *adaptive,
+            strict=True,
+        )
+    )
 
 
 def ended_early(status: str, info: RunInfo, done: int) -> tuple[str | None, int]:
@@ -203,7 +218,9 @@ def find_baseline(value: str, results_dir: Path, input: str | Sequence[str], exc
         except UsageError:
             run = None
         if run is None or not run.has_info or not (run.finished_tables or run.jsonl is not None):
-            raise UsageError(f"--baseline: {value} is not a run folder (no run.json and results in it); give a run folder or 'last'")
+            raise UsageError(
+                f"--baseline: {value} is not a run folder (no run.json and results in it); give a run folder or 'last'"
+            )
         return path
     wanted = _input_key(input, str(Path.cwd()))
     latest: tuple[float, Path] | None = None
@@ -306,7 +323,11 @@ def verdict_sentence(gate: RunGate) -> str:
     worse = [c.agent or "this run" for c in gate.comparisons if c.worse]
     if worse:
         why.append(f"{', '.join(worse)} significantly worse than baseline run {gate.baseline_run_id}")
-    return f"{gate.verdict}: " + "".join(f"{each}; " for each in why) + _cases_said(gate.cases, gate.below, gate.flaky, gate.min_pass_rate)
+    return (
+        f"{gate.verdict}: "
+        + "".join(f"{each}; " for each in why)
+        + _cases_said(gate.cases, gate.below, gate.flaky, gate.min_pass_rate)
+    )
 
 
 def _not_compared(tallies: Tallies, baseline: Baseline, comparisons: list[GateComparison]) -> list[str]:
@@ -348,7 +369,9 @@ def _names(agent: str, other: str, baseline: Baseline, several: bool) -> tuple[s
 def _cases_said(cases: int, below: int, flaky: int, min_pass_rate: float) -> str:
     gate = "every try must pass" if min_pass_rate >= 1.0 else f"the {min_pass_rate:g} gate"
     if not below:
-        return f"all {cases} cases passed their gate ({gate})" + (f", {flaky} of them flaky: failing some tries." if flaky else ".")
+        return f"all {cases} cases passed their gate ({gate})" + (
+            f", {flaky} of them flaky: failing some tries." if flaky else "."
+        )
     said = f"{below} of {cases} cases below their gate ({gate}; an error or a timeout fails it)"
     return said + (f"; {flaky} flaky {'case' if flaky == 1 else 'cases'} passed it, failing some tries." if flaky else ".")
 
@@ -372,7 +395,14 @@ def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
         pairs = [((before[key].passes, before[key].tries), (now[key].passes, now[key].tries)) for key in judged]
         adaptive = any(before[key].stopped or now[key].stopped for key in judged)
         estimates = [(_estimate(before[key], rules[0]), _estimate(now[key], rules[1])) for key in judged]
-        found.append((agent, other, paired_estimates(estimates) if adaptive else paired_difference(pairs), len(now) + len(before) - 2 * len(both)))
+        found.append(
+            (
+                agent,
+                other,
+                paired_estimates(estimates) if adaptive else paired_difference(pairs),
+                len(now) + len(before) - 2 * len(both),
+            )
+        )
     adjusted = holm([d.p_value for _, _, d, _ in found])
     several = len(found) > 1
     return [
@@ -388,7 +418,13 @@ def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
             test=d.test,
             detectable_difference=d.detectable_difference,
             worse=p < SIGNIFICANCE and d.difference < 0,
-            sentence=difference_sentence(f"{other or 'the agent'} in baseline run {baseline.run_id}", agent or "this run", d, p if several else None, several),
+            sentence=difference_sentence(
+                f"{other or 'the agent'} in baseline run {baseline.run_id}",
+                agent or "this run",
+                d,
+                p if several else None,
+                several,
+            ),
         )
         for (agent, other, d, left_out), p in zip(found, adjusted, strict=True)
     ]

@@ -120,7 +120,9 @@ def parse_runs(value: int | str, where: str = "--runs") -> Runs:
     if low < 1:
         raise UsageError(f"{where} {text}: the least tries must be 1 or more")
     if high <= low:
-        raise UsageError(f"{where} {text}: the least tries ({low}) must be below the most ({high}); for a fixed number give --runs {high}")
+        raise UsageError(
+            f"{where} {text}: the least tries ({low}) must be below the most ({high}); for a fixed number give --runs {high}"
+        )
     return Runs(high, low)
 
 

@@ -68,9 +68,7 @@ def statistics(
 def _sides(flagged: pa.Table) -> dict[Side, pa.Table]:
     """Per run and agent: one row per case it judged (``suite``, ``case_id``, ``name``, ``passes``,
     ``tries``). Columns all the way: 100k cases tally in a fraction of a second."""
-    grouped = flagged.group_by(["run_id", "agent", *_KEY]).aggregate(
-        [("is_pass", "sum"), ("is_fail", "sum"), ("name", "max")]
-    )
+    grouped = flagged.group_by(["run_id", "agent", *_KEY]).aggregate([("is_pass", "sum"), ("is_fail", "sum"), ("name", "max")])
     passes = pc.fill_null(grouped["is_pass_sum"], 0)
     tries = pc.add(passes, pc.fill_null(grouped["is_fail_sum"], 0))
     table = pa.table(
@@ -129,7 +127,9 @@ def agent_stats(
                 tries=tries,
                 passes=passes,
                 pass_rate=passes / tries if tries else None,
-                interval=clustered_interval(list(zip(passes_list, tries_list, strict=True))) if repeated else wilson_interval(passes, tries),
+                interval=clustered_interval(list(zip(passes_list, tries_list, strict=True)))
+                if repeated
+                else wilson_interval(passes, tries),
                 interval_method="wilson-clustered" if repeated else "wilson",
                 k=k,
                 k_cases=len(at_k),
@@ -235,8 +235,13 @@ def _compare(
         table = table.sort_by([("case_id", "ascending"), ("suite", "ascending")])
         return [
             CaseDelta(
-                case_id=row["case_id"], suite=row["suite"], name=row["b_name"] or row["a_name"],
-                a_passes=row["a_passes"], a_tries=row["a_tries"], b_passes=row["b_passes"], b_tries=row["b_tries"],
+                case_id=row["case_id"],
+                suite=row["suite"],
+                name=row["b_name"] or row["a_name"],
+                a_passes=row["a_passes"],
+                a_tries=row["a_tries"],
+                b_passes=row["b_passes"],
+                b_tries=row["b_tries"],
             )  # fmt: skip
             for row in (table.slice(0, cut) if cut else table).to_pylist()
         ]

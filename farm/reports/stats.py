@@ -421,9 +421,7 @@ def _how_often(name_a: str, name_b: str, difference: float) -> str:
     return f"{name_b} passes {points} percentage points {more} often than {name_a}"
 
 
-def difference_sentence(
-    name_a: str, name_b: str, d: PairedDifference, p: float | None = None, adjusted: bool = False
-) -> str:
+def difference_sentence(name_a: str, name_b: str, d: PairedDifference, p: float | None = None, adjusted: bool = False) -> str:
     """One sentence: the difference in percentage points with its 95 % interval, the p-value (``p``
     overrides ``d.p_value``, e.g. Holm-adjusted, which ``adjusted`` says) and whether that is
     "significant at the 5 % level" or "not significant: this could be noise", then the smallest

@@ -113,7 +113,9 @@ def _matched(cases: RunCases, a: Side, b: Side) -> tuple[pa.Table, dict[str, Any
         "a": _figures(a, label_a, left),
         "b": _figures(b, label_b, right),
         "changes": tally,
-        "statistics": statistics(label_a, label_b, left, right, pairs, a_only, b_only) if in_both else _not_compared(left, right, said),
+        "statistics": statistics(label_a, label_b, left, right, pairs, a_only, b_only)
+        if in_both
+        else _not_compared(left, right, said),
     }
     head["statistics"]["pairing"] = said
     return both, head
@@ -177,7 +179,9 @@ def _changes(before: pa.ChunkedArray, after: pa.ChunkedArray) -> pa.ChunkedArray
 
 
 def _row(
-    row: dict[str, Any], details_a: dict[tuple[str, str, str], dict[str, Any]], details_b: dict[tuple[str, str, str], dict[str, Any]]
+    row: dict[str, Any],
+    details_a: dict[tuple[str, str, str], dict[str, Any]],
+    details_b: dict[tuple[str, str, str], dict[str, Any]],
 ) -> dict[str, Any]:
     def side(suffix: str, details: dict[tuple[str, str, str], dict[str, Any]]) -> dict[str, Any] | None:
         if row[f"outcome{suffix}"] is None:
@@ -238,8 +242,13 @@ def _figures(side: Side, label: str, outcomes: pa.Table) -> dict[str, Any]:
 
 
 def statistics(
-    name_a: str, name_b: str, left: pa.Table, right: pa.Table, pairs: list[tuple[tuple[int, int], tuple[int, int]]],
-    a_only: int, b_only: int,
+    name_a: str,
+    name_b: str,
+    left: pa.Table,
+    right: pa.Table,
+    pairs: list[tuple[tuple[int, int], tuple[int, int]]],
+    a_only: int,
+    b_only: int,
 ) -> dict[str, Any]:
     """Each side's pass rate interval (95 %, clustered by case when a case ran more than once) and
     :func:`~farm.reports.stats.paired_difference` over ``pairs``, the cases judged on both sides

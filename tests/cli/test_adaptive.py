@@ -51,7 +51,10 @@ def project(tmp_path: Path, agent: Patterned, engine: str, monkeypatch: pytest.M
     toml = f'[farm]\ndefault_agent = "bot"\nresults_dir = "results"\nengine = "{engine}"\n\n'
     toml += f'[connectors.bot]\nbase_url = "{agent.url}/v1"\nmodel = "m"\n\n[agents.bot]\nkind = "openai"\nconnector = "bot"\n'  # type: ignore[attr-defined]
     (tmp_path / "farm.toml").write_text(toml)
-    cases = [{"id": kind, "input": f"{kind} {tmp_path.name}", "assertions": [{"type": "contains", "value": "right"}]} for kind in ("always", "never", "alternate")]
+    cases = [
+        {"id": kind, "input": f"{kind} {tmp_path.name}", "assertions": [{"type": "contains", "value": "right"}]}
+        for kind in ("always", "never", "alternate")
+    ]
     (tmp_path / "suite.jsonl").write_text("".join(json.dumps(case) + "\n" for case in cases))
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
@@ -142,7 +145,9 @@ def test_every_report_says_where_each_case_stopped(project: Path, agent: Pattern
     step_summary = project / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
     runner = CliRunner()
-    result = runner.invoke(app, ["test", "-i", "suite.jsonl", "--runs", "auto", "--min-pass-rate", "0.8", "-q", "--junit", "junit.xml"])
+    result = runner.invoke(
+        app, ["test", "-i", "suite.jsonl", "--runs", "auto", "--min-pass-rate", "0.8", "-q", "--junit", "junit.xml"]
+    )
     assert result.exit_code == 1, result.output
     [run_dir] = (project / "results").iterdir()
 
@@ -156,7 +161,9 @@ def test_every_report_says_where_each_case_stopped(project: Path, agent: Pattern
     cases = {case.get("name"): case for case in ET.parse(project / "junit.xml").getroot().findall(".//testcase")}
     always = cases["always"]
     assert {p.get("name"): p.get("value") for p in always.iter("property")}["stopped"] == "decided_above"
-    assert always.find("failure") is None and always.findtext("system-out").startswith("stopped after 8 tries: above the gate; passed 8 of 8 tries")
+    assert always.find("failure") is None and always.findtext("system-out").startswith(
+        "stopped after 8 tries: above the gate; passed 8 of 8 tries"
+    )
     never = cases["never"].find("failure")
     assert never is not None and never.get("message", "").startswith("stopped after 3 tries: below the gate")
 

@@ -117,7 +117,12 @@ def test_significant_means_the_interval_leaves_out_zero():
             p = rng.random()
             tries_a, tries_b = rng.randint(1, 5), rng.randint(1, 5)
             q = min(1.0, p + 0.15)
-            pairs.append(((sum(rng.random() < p for _ in range(tries_a)), tries_a), (sum(rng.random() < q for _ in range(tries_b)), tries_b)))
+            pairs.append(
+                (
+                    (sum(rng.random() < p for _ in range(tries_a)), tries_a),
+                    (sum(rng.random() < q for _ in range(tries_b)), tries_b),
+                )
+            )
         d = paired_difference(pairs)
         if d.significant and d.test == REPEATED_TEST:
             assert d.interval[0] > 0 or d.interval[1] < 0
