@@ -364,8 +364,11 @@ def _paired(report: Report, console: Console) -> None:
         )
     console.print(table)
     legend = "  Detectable: the smallest difference these cases would find significant 80 % of the time."
-    if any(comparison.test in _SHORT_TESTS for comparison in report.comparisons):
+    tests = {comparison.test for comparison in report.comparisons}
+    if "paired t and Cochran-Mantel-Haenszel" in tests:
         legend += " t, CMH: the paired t and Cochran-Mantel-Haenszel tests, the larger p."
+    if "paired t of unbiased estimates (adaptive repeats)" in tests:
+        legend += " t, est.: the paired t test of each case's unbiased estimate under adaptive repeats (est.), not its biased pass fraction."
     console.print(Text(legend, style="dim"))
     for comparison in report.comparisons:
         console.print()
@@ -380,7 +383,7 @@ def _paired(report: Report, console: Console) -> None:
                 _more(console, total - len(rows), "cases")
 
 
-_SHORT_TESTS = {"paired t and Cochran-Mantel-Haenszel": "t, CMH"}
+_SHORT_TESTS = {"paired t and Cochran-Mantel-Haenszel": "t, CMH", "paired t of unbiased estimates (adaptive repeats)": "t, est."}
 """A test's name as the comparisons table's narrow column shows it (the legend under it spells it out)."""
 
 
@@ -408,10 +411,15 @@ def _deltas_table(title: str, comparison: PairedComparison, rows: list[CaseDelta
     for row in rows:
         table.add_row(
             Text(_case_label(row.case_id, row.name, row.suite if row.case_id in twins else None), style=style),
-            f"{row.a_passes}/{row.a_tries}",
-            f"{row.b_passes}/{row.b_tries}",
+            _tries(row.a_passes, row.a_tries, row.a_estimate),
+            _tries(row.b_passes, row.b_tries, row.b_estimate),
         )
     return table
+
+
+def _tries(passes: int, tries: int, estimate: float | None) -> str:
+    """A case's passes of its tries; where adaptive repeats stopped it, with the estimate the comparison counts."""
+    return f"{passes}/{tries}" if estimate is None else f"{passes}/{tries} (est. {estimate:.0%})"
 
 
 def _interval(bounds: tuple[float, float]) -> str:

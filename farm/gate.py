@@ -26,6 +26,7 @@ from farm.writers.runinfo import GateComparison, RunGate, RunInfo
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from farm.reports.stats import CaseResult
     from farm.results import RunRecord
     from farm.sequential import Sequential
     from farm.summary import Summary
@@ -78,6 +79,13 @@ class CaseTally:
         if self.verdict is not None:
             return self.broken == 0 and self.verdict == "above"
         return self.broken == 0 and self.passes >= min_pass_rate * self.tries - _SLACK
+
+    def result(self, rule: Sequential | None) -> CaseResult:
+        """The case as a paired comparison counts it (:func:`farm.reports.stats.paired_cases`), its run's
+        stopping rule ``rule`` (None: ``--runs N``) giving its unbiased estimate."""
+        from farm.reports.stats import CaseResult
+
+        return CaseResult.of(self.passes, self.tries, self.stopped, rule)
 
     @property
     def flaky(self) -> bool:
@@ -381,10 +389,10 @@ def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
     agent, the baseline's under another name), on the cases both judged, each paired only with the
     same case (its suite and id); Holm-adjusted across the agents compared. An agent with no case in
     common with its baseline is not compared (:func:`_not_compared` says so)."""
-    from farm.reports.stats import SIGNIFICANCE, difference_sentence, holm, paired_difference, paired_estimates
+    from farm.reports.stats import SIGNIFICANCE, difference_sentence, holm, paired_cases
 
     suites_now, suites_before = _suites(baseline.compared_with), _suites(baseline.path)
-    rules = (_rule(baseline.path), _rule(baseline.compared_with))
+    rule_before, rule_now = _rule(baseline.path), _rule(baseline.compared_with)
     found = []
     for agent, other in _agents_paired(tallies, baseline):
         now, before = _by_case(tallies[agent], suites_now), _by_case(baseline.tallies[other], suites_before)
@@ -392,17 +400,8 @@ def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
         if not both:
             continue
         judged = sorted(key for key in both if now[key].tries and before[key].tries)  # by the agent, not only a role
-        pairs = [((before[key].passes, before[key].tries), (now[key].passes, now[key].tries)) for key in judged]
-        adaptive = any(before[key].stopped or now[key].stopped for key in judged)
-        estimates = [(_estimate(before[key], rules[0]), _estimate(now[key], rules[1])) for key in judged]
-        found.append(
-            (
-                agent,
-                other,
-                paired_estimates(estimates) if adaptive else paired_difference(pairs),
-                len(now) + len(before) - 2 * len(both),
-            )
-        )
+        pairs = [(before[key].result(rule_before), now[key].result(rule_now)) for key in judged]
+        found.append((agent, other, paired_cases(pairs), len(now) + len(before) - 2 * len(both)))
     adjusted = holm([d.p_value for _, _, d, _ in found])
     several = len(found) > 1
     return [
@@ -432,25 +431,13 @@ def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
 
 def _rule(run_dir: Path) -> Sequential | None:
     """The stopping rule of the run in ``run_dir`` when it ran adaptive repeats (its ``run.json``)."""
-    from farm.sequential import DEFAULT_ALPHA, DEFAULT_DELTA, Sequential, parse_runs
+    from farm.sequential import Sequential
     from farm.writers import read_run_json
 
     try:
-        options = read_run_json(run_dir).options
+        return Sequential.of_run(read_run_json(run_dir).options)
     except (OSError, UsageError):
         return None
-    if not options.adaptive_runs:
-        return None
-    runs = parse_runs(options.adaptive_runs)
-    rate = options.min_pass_rate or DEFAULT_MIN_PASS_RATE
-    return Sequential(rate, runs.least, int(runs), options.alpha or DEFAULT_ALPHA, options.delta or DEFAULT_DELTA)
-
-
-def _estimate(case: CaseTally, rule: Sequential | None) -> float:
-    """A case's pass rate for the paired comparison: unbiased where adaptive repeats stopped it."""
-    if case.stopped and rule is not None:
-        return rule.estimate(case.passes, case.tries)
-    return case.passes / case.tries
 
 
 def _agents_paired(tallies: Tallies, baseline: Baseline) -> list[tuple[str, str]]:

@@ -40,7 +40,7 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -65,6 +65,9 @@ from farm.reports.models import (
 from farm.reports.runs import find_runs, load_runs
 from farm.reports.stats import paired_sentence
 from farm.results import CASE_KEY, RunRecord, StabilityClass, Status, stability_class
+
+if TYPE_CHECKING:
+    from farm.sequential import Sequential
 
 __all__ = ["analyse"]
 
@@ -94,7 +97,8 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
     misses, misses_total = _missed_checkpoints(tables.failed, cut, several)
     run_order = [run.run_id or "" for run in runs]
     runs_of = {run_id: _declared_runs(source, run_id) for run_id, source in origin.items()}
-    agents, comparisons = statistics(_flags(_named_agents(tables.cases)), runs_of, run_order, cut)
+    rules = {run_id: _rule(source, run_id) for run_id, source in origin.items()}
+    agents, comparisons = statistics(_flags(_named_agents(tables.cases)), runs_of, run_order, cut, rules)
     return Report(
         runs=runs,
         summary=_summary_per_agent(tables.cases),
@@ -158,6 +162,14 @@ def _declared_runs(source: RunRecord, run_id: str) -> int | None:
     """The run's ``--runs`` as its ``run.json`` says (None without one, or for another run's file)."""
     runs = source.info.runs if _own_info(source, run_id) and "runs" in source.info.model_fields_set else None
     return runs if runs is not None and runs >= 1 else None
+
+
+def _rule(source: RunRecord, run_id: str) -> Sequential | None:
+    """The run's stopping rule under adaptive repeats, as its ``run.json`` says (None: ``--runs N``,
+    no ``run.json``, or another run's file)."""
+    from farm.sequential import Sequential
+
+    return Sequential.of_run(source.info.options) if _own_info(source, run_id) else None
 
 
 def _status_counts(cases: pa.Table) -> StatusCounts:
