@@ -239,7 +239,10 @@ class Summary:
 
     def agent_counts(self) -> dict[str, dict[str, float | int | None]]:
         """Per agent: its status counts, ``pass_rate`` and ``cost_usd``, as ``run.json`` holds them."""
-        return {agent: {**entry.count_dict(), "pass_rate": entry.pass_rate, "cost_usd": entry.cost_usd} for agent, entry in self.agents.items()}
+        return {
+            agent: {**entry.count_dict(), "pass_rate": entry.pass_rate, "cost_usd": entry.cost_usd}
+            for agent, entry in self.agents.items()
+        }
 
     @property
     def exit_code(self) -> int:

@@ -96,9 +96,7 @@ class ProgressLine:
         if self._progress is None:
             return
         failed = sum(counts.get(status.value, 0) for status in _FAILING)
-        self._progress.update(
-            self._task, completed=done, total=total, passed=counts.get(Status.PASSED.value, 0), failed=failed
-        )
+        self._progress.update(self._task, completed=done, total=total, passed=counts.get(Status.PASSED.value, 0), failed=failed)
 
     def stop(self) -> None:
         """Remove the line."""

@@ -57,7 +57,13 @@ class ConsoleReporter:
     # -- banner
 
     def header(
-        self, agent: str, input_desc: str, count: int, extra: dict[str, str] | None = None, agents: Sequence[str] = (), generating: bool = False
+        self,
+        agent: str,
+        input_desc: str,
+        count: int,
+        extra: dict[str, str] | None = None,
+        agents: Sequence[str] = (),
+        generating: bool = False,
     ) -> None:
         """The banner: agent, input with its case count, any ``extra`` lines, then the "Running Tests" rule.
         ``agents``: every agent under test when the run tests several (each case then names its agent).

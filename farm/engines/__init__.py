@@ -201,7 +201,9 @@ def choose_engine(name: str, *, address: str | None, conversations: int, cpus: i
         raise UsageError(f"--engine: '{name}' is not one of: auto, {', '.join(ENGINES)}")
     if name != "auto":
         if name == "local" and address:
-            raise UsageError("--address joins a Ray cluster, which the local engine does not use; drop --address or use --engine ray")
+            raise UsageError(
+                "--address joins a Ray cluster, which the local engine does not use; drop --address or use --engine ray"
+            )
         return name
     if address or os.environ.get("RAY_ADDRESS") or resources:
         return "ray"
@@ -217,4 +219,3 @@ def make_engine(name: str, **options: Any) -> Engine:
     except ImportError as exc:  # pragma: no cover - both are part of the distribution
         raise UsageError(f"--engine {name}: cannot import {module} ({exc})") from None
     return engine_cls(**options)
-

@@ -315,7 +315,9 @@ class Scheduler:
 
     def _free_worker(self, agent: str, now: float) -> str | None:
         rested = (w for w in self.workers.values() if w.serves(agent) and self.benched.get(w.name, 0.0) <= now)
-        choice = min((w for w in rested if self.load[w.name] < w.slots), key=lambda w: (self.load[w.name] / w.slots, w.name), default=None)
+        choice = min(
+            (w for w in rested if self.load[w.name] < w.slots), key=lambda w: (self.load[w.name] / w.slots, w.name), default=None
+        )
         return choice.name if choice else None
 
     def bench(self, worker: str, until: float) -> None:
