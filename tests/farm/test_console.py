@@ -82,9 +82,7 @@ def failed_case() -> CaseResult:
                 duration_ms=900,
                 assertions=[
                     AssertionResult(type="contains", expected="hello", passed=True, actual="Hello there"),
-                    AssertionResult(
-                        type="contains", expected="refund", passed=False, message="reply does not contain 'refund'"
-                    ),
+                    AssertionResult(type="contains", expected="refund", passed=False, message="reply does not contain 'refund'"),
                 ],
             )
         ],
