@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from farm.errors import UsageError
 from farm.results import Status
+from farm.summary import TriedCase
 from farm.wording import plural
 from farm.writers.runinfo import GateComparison, RunGate, RunInfo
 
@@ -46,6 +47,8 @@ __all__ = [
     "read_tallies",
     "cases_of",
     "tallies_of",
+    "tried_cases",
+    "tries_due",
     "summary_tallies",
     "verdict_sentence",
 ]
@@ -173,14 +176,47 @@ def tallies_of(cases: pa.Table) -> Tallies:
     )
 
 
-def ended_early(status: str, info: RunInfo, done: int) -> tuple[str | None, int]:
-    """Why a run (its ``status`` and ``run.json``) ended before every case ran, and the case runs
-    (cases x runs x agents) it did not run of those planned, ``done`` having run; why is None for a
-    run that finished them all."""
-    planned = info.cases * max(1, info.runs) * max(1, len(info.agents))
-    not_run = max(0, planned - done)
+def ended_early(status: str, info: RunInfo, cases: pa.Table) -> tuple[str | None, int]:
+    """Why a run (its ``status`` and ``run.json``) ended before every case ran, and the case runs it
+    did not run of those that were due, its ``cases`` (:func:`read_cases`'s columns) having run; why
+    is None for a run that ran them all. Under ``--runs N`` every case's N tries were due; under
+    adaptive repeats only those :func:`tries_due` counts (a decided case owes none)."""
+    agents = max(1, len(info.agents))
+    if info.options.adaptive_runs:
+        from farm.sequential import parse_runs
+
+        least = parse_runs(info.options.adaptive_runs).least
+        not_run = tries_due(tried_cases(cases).values(), info.cases * agents, least)
+    else:
+        not_run = max(0, info.cases * max(1, info.runs) * agents - cases.num_rows)
     why = info.stop_reason if info.stop_reason and not_run else None
     return (status if status != "finished" else why), not_run
+
+
+def tried_cases(cases: pa.Table) -> dict[tuple[str, str], TriedCase]:
+    """Per agent and case id of a cases table (``agent``, ``case_id``, ``status``, ``stopped``): how far it got."""
+    columns = cases.select(["agent", "case_id", "status", "stopped"]).to_pydict()
+    out: dict[tuple[str, str], TriedCase] = {}
+    for agent, case_id, status, stopped in zip(
+        columns["agent"], columns["case_id"], columns["status"], columns["stopped"], strict=True
+    ):
+        out.setdefault((agent or "", case_id), TriedCase()).count(status, stopped)
+    return out
+
+
+def tries_due(tried: Iterable[TriedCase], planned: int, least: int) -> int:
+    """Under adaptive repeats (at least ``least`` tries a case), the tries that were due and never ran,
+    of ``planned`` cases (cases x agents), ``tried`` those that ran at all: a case never started owes
+    its first ``least``, one started owes those of them it did not run, and one past them that no
+    rule stopped (nor a skip) owes its next try. A decided case owes nothing: the tries it did not
+    make were never due."""
+    due = started = 0
+    for case in tried:
+        started += 1
+        if case.stopped:
+            continue
+        due += least - case.results if case.results < least else int(not case.skipped)
+    return due + max(0, planned - started) * least
 
 
 def adaptive_said(tallies: Tallies) -> str | None:

@@ -240,6 +240,13 @@ class _Part:
             self.info.gate = self.outputs.gate(self.summary, self.info.stop_reason, self.not_run())
 
     def not_run(self) -> int:
+        """The case runs that were due and did not run: under adaptive repeats, only those
+        :func:`~farm.gate.tries_due` counts (a decided case's remaining tries were never due)."""
+        if self.plan.sequential is not None:
+            from farm.gate import tries_due
+
+            planned = self.plan.case_count * len(self.plan.agents)
+            return tries_due(self.summary.tried.values(), planned, self.plan.sequential.least)
         return max(0, self.done_before + self.plan.total - self.summary.total)
 
     def close(self) -> None:

@@ -151,15 +151,19 @@ def execute_run(planned: Planned) -> RunResult:
     count = len(prepared.suite.cases) if stream is None else stream.asked
     progress = rescoring is not None or not options.interactive  # a live bar would draw over the questions
     message = prepared.suite.description == MESSAGE
+    plan = planned.plan
+    adaptive = plan.sequential is not None  # the tries are not known ahead: the line counts cases decided
+    total = plan.cases_to_decide if adaptive else plan.total
     view.start(
         planned.agents,
         options.input,
         count,
         _header(planned),
-        planned.plan.total,
+        total,
         progress=progress,
         generating=stream is not None,
         message=message,
+        adaptive=adaptive,
     )
     if stream is not None:
         planned.plan.on_generation = GenerationShown(info, view, prepared.previous)

@@ -58,11 +58,13 @@ class RunView:
         progress: bool = True,
         generating: bool = False,
         message: bool = False,
+        adaptive: bool = False,
     ) -> None:
         """The header (the agent or agents under test, input, ``extra`` lines), then a progress line
         over ``total`` case runs unless ``progress`` is False (interactive questions would be drawn over).
         ``generating``: ``cases`` is how many the generator is asked for (none is there yet);
-        ``message``: the input was read as a message, not a path (the header and ``-q``'s line say so)."""
+        ``message``: the input was read as a message, not a path (the header and ``-q``'s line say so);
+        ``adaptive``: ``total`` is the cases to decide under adaptive repeats, and the line counts them."""
         if not self.show:
             return
         several = [agents] if isinstance(agents, str) else agents
@@ -72,7 +74,7 @@ class RunView:
             ", ".join(several), shown, cases, extra, agents=several if len(several) > 1 else (), generating=generating
         )
         if progress:
-            self.reporter.start_progress(total)
+            self.reporter.start_progress(total, adaptive)
             from farm.agents.retry import add_retry_listener
 
             add_retry_listener(self._retrying)

@@ -132,11 +132,12 @@ class ConsoleReporter:
 
     # -- live progress
 
-    def start_progress(self, total: int) -> None:
-        """Show a transient progress line for ``total`` cases (terminals only; not with ``quiet``)."""
+    def start_progress(self, total: int, adaptive: bool = False) -> None:
+        """Show a transient progress line for ``total`` case runs (terminals only; not with ``quiet``);
+        ``adaptive``: ``total`` cases to decide under adaptive repeats (:class:`~farm.console.progress.ProgressLine`)."""
         if self.quiet:
             return
-        self._progress.start(total)
+        self._progress.start(total, adaptive)
 
     def phase(self, text: str) -> None:
         """Say on the progress line what the run is doing ("starting Ray…", "running")."""

@@ -155,10 +155,24 @@ class RunPlan:
         )
 
     @property
+    def case_count(self) -> int:
+        """Cases of the run (those known so far; a generator may add more)."""
+        return max(len(self.cases), self.stream.asked) if self.stream is not None else len(self.cases)
+
+    @property
+    def cases_to_decide(self) -> int:
+        """Under adaptive repeats, the cases (one per agent) this part has to decide: the run's, less
+        those a resumed run's earlier parts ended."""
+        from farm.engines.scheduler import ended_before
+
+        ended = ended_before(self.sequential, self.tried_before) if self.sequential is not None else 0
+        return max(0, self.case_count * len(self.agents) - ended)
+
+    @property
     def total(self) -> int:
-        """Case runs to do in this part (those known so far; a generator may add more)."""
-        cases = max(len(self.cases), self.stream.asked) if self.stream is not None else len(self.cases)
-        return max(0, cases * self.runs * len(self.agents) - len(self.skip_keys))
+        """Case runs to do in this part (those known so far; a generator may add more); under adaptive
+        repeats, the most there can be (each case's most tries)."""
+        return max(0, self.case_count * self.runs * len(self.agents) - len(self.skip_keys))
 
 
 def case_cost(result: CaseResult) -> float:

@@ -242,7 +242,7 @@ def _runs(cases: pa.Table, origin: dict[str, RunRecord]) -> list[RunSummary]:
             started = datetime.fromtimestamp(source.info.started_at, UTC)
         agents = (source.info.agents or ([source.info.agent] if source.info.agent else [])) if own else []
         own_cases = cases.filter(pc.equal(cases["run_id"], run_id))
-        not_run = ended_early(source.status, source.info, own_cases.num_rows)[1] if own else None
+        not_run = ended_early(source.status, source.info, own_cases)[1] if own else None
         runs.append(
             _summary_per_agent(
                 own_cases,

@@ -52,7 +52,7 @@ def run_markdown(run_dir: Path) -> str:
     info = run.info
     cases = cases_of(run)
     tallies = tallies_of(cases)
-    stopped, not_run = ended_early(run.status, info, cases.num_rows)
+    stopped, not_run = ended_early(run.status, info, cases)
     gate = info.gate
     if gate is None or (stopped and not gate.stopped):  # an unfinished run is never a green gate
         gate = judge(tallies, info.options.min_pass_rate or DEFAULT_MIN_PASS_RATE, stopped=stopped, not_run=not_run)

@@ -176,6 +176,32 @@ def test_the_report_the_viewer_and_the_gate_compare_adaptive_runs_alike(project:
     assert "alternate 2/3 2/5 (est. 50%)" in said
 
 
+def test_a_run_stopped_early_counts_as_not_run_only_the_tries_that_were_due(project: Path, agent: Patterned):
+    args = ["test", "-i", "suite.jsonl", "--runs", "auto", "--min-pass-rate", "0.8", "--fail-fast", "--parallel", "1", "-q"]
+    assert CliRunner().invoke(app, args).exit_code == 1
+    [run_dir] = (project / "results").iterdir()
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert [(row["id"], row["run_index"], row["status"]) for row in rows] == [
+        ("always", 0, "passed"), ("always", 1, "passed"), ("never", 0, "failed"),
+    ]  # fmt: skip
+    # due: always's next try, never's second first try, alternate's two first tries (not 30 - 3)
+    gate = read_run_json(run_dir).gate
+    assert gate is not None and (gate.stopped, gate.not_run) == ("fail_fast", 4)
+    assert "the run stopped early at its first failure (--fail-fast): 4 case runs not run" in gate.sentence
+    report = " ".join(CliRunner().invoke(app, ["report", str(run_dir)]).output.split())
+    assert "stopped early: 4 of 7 planned case runs did not run" in report
+    markdown = CliRunner().invoke(app, ["report", "--format", "md", str(run_dir)]).output
+    assert "4 case runs not run" in markdown
+
+
+def test_a_finished_adaptive_run_has_nothing_not_run(project: Path, agent: Patterned):
+    done = farm.run("suite.jsonl", runs="auto", min_pass_rate=0.8, quiet=True)
+    gate = read_run_json(done.run_dir).gate
+    assert gate is not None and (gate.stopped, gate.not_run) == (None, 0)
+    report = " ".join(CliRunner().invoke(app, ["report", str(done.run_dir)]).output.split())
+    assert "did not run" not in report and "stopped early" not in report
+
+
 def test_every_report_says_where_each_case_stopped(project: Path, agent: Patterned, monkeypatch: pytest.MonkeyPatch):
     import xml.etree.ElementTree as ET
 

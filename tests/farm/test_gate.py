@@ -227,3 +227,16 @@ def test_junit_writes_a_repeated_case_once_failing_below_its_gate_and_erring_on_
         "passed": "1",
         "min_pass_rate": "0.6",
     }
+
+
+def test_under_adaptive_repeats_only_the_tries_due_count_as_not_run():
+    from farm.gate import tries_due
+    from farm.summary import TriedCase
+
+    decided = TriedCase(results=2, stopped=True)  # its other 8 tries were never due
+    first_tries = TriedCase(results=1)  # its second first try was due
+    undecided = TriedCase(results=4)  # its next try was due
+    skipped = TriedCase(results=2, skipped=True)  # not judged: it stops at its first tries
+    assert tries_due([decided, first_tries, undecided, skipped], planned=4, least=2) == 2
+    assert tries_due([decided, undecided], planned=4, least=2) == 1 + 2 * 2  # two cases never started
+    assert tries_due([decided] * 4, planned=4, least=2) == 0

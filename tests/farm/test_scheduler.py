@@ -385,3 +385,17 @@ def test_the_budget_still_stops_adaptive_repeats():
     s.add(cases(1))
     reported = run_through(s, lambda job: Status.PASSED)
     assert len(reported) == 3 and s.stop_reason is StopReason.MAX_COST
+
+
+def test_a_resume_knows_the_cases_its_earlier_parts_ended_under_adaptive_repeats():
+    from farm.engines.scheduler import ended_before
+    from farm.sequential import Sequential
+
+    rule = Sequential(min_pass_rate=0.8, least=2, most=10)
+    tried = {
+        ("never", 0, "bot"): ("failed", False), ("never", 1, "bot"): ("failed", False), ("never", 2, "bot"): ("failed", False),
+        ("open", 0, "bot"): ("passed", False), ("open", 1, "bot"): ("passed", False),  # 2 of 2: undecided
+        ("half", 0, "bot"): ("failed", False),  # its first tries not all run
+        ("skip", 0, "bot"): ("skipped", False),
+    }  # fmt: skip
+    assert ended_before(rule, tried) == 2  # never: decided below; skip: not tried again
