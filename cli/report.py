@@ -46,9 +46,17 @@ def report(
     top: Annotated[
         int, typer.Option("--top", metavar="N", help="Rows per list: failed assertions, flaky cases, changed cases (0: all).")
     ] = 10,
-    config: Annotated[str | None, typer.Option("--config", metavar="PATH", help="Path to farm.toml, for its results_dir (default: ./farm.toml).")] = None,
+    config: Annotated[
+        str | None,
+        typer.Option("--config", metavar="PATH", help="Path to farm.toml, for its results_dir (default: ./farm.toml)."),
+    ] = None,
     format: Annotated[
-        str, typer.Option("--format", metavar="table|json|md", help="md: the gate's Markdown summary of one run (a results folder: its latest), as for a PR comment.")
+        str,
+        typer.Option(
+            "--format",
+            metavar="table|json|md",
+            help="md: the gate's Markdown summary of one run (a results folder: its latest), as for a PR comment.",
+        ),
     ] = "table",
 ) -> None:
     """Summarise runs: statuses, tokens, latency, failing assertions, flaky cases, cases that changed between runs."""
@@ -132,10 +140,19 @@ def render(report: Report, console: Console) -> None:
     if report.missed_checkpoints:
         per_agent = any(miss.agent for miss in report.missed_checkpoints)
         table = _table(
-            "Checkpoints missed most", *((("Agent", "left"),) if per_agent else ()), ("Checkpoint", "left"), ("Misses", "right"), ("Cases", "right")
+            "Checkpoints missed most",
+            *((("Agent", "left"),) if per_agent else ()),
+            ("Checkpoint", "left"),
+            ("Misses", "right"),
+            ("Cases", "right"),
         )
         for miss in report.missed_checkpoints:
-            table.add_row(*((Text(miss.agent or ""),) if per_agent else ()), Text(miss.checkpoint_id or ""), str(miss.count), str(miss.cases))
+            table.add_row(
+                *((Text(miss.agent or ""),) if per_agent else ()),
+                Text(miss.checkpoint_id or ""),
+                str(miss.count),
+                str(miss.cases),
+            )
         console.print(table)
         _more(console, report.missed_checkpoints_total - len(report.missed_checkpoints), "checkpoints")
     _stability(report, console)
@@ -208,16 +225,26 @@ def _summary_lines(console: Console, summary: RunSummary, indent: str) -> None:
         ("Errors", str(counts.error) + (f" ({counts.role_errors} of a role, not the agent)" if counts.role_errors else "")),
         ("Timeouts", str(counts.timeout)),
         *([("Blame", blamed)] if (blamed := blame_text(counts.blame)) else []),
-        ("Pass rate", _rate(counts.pass_rate) + (" (skipped and role errors excluded)" if counts.role_errors else " (skipped excluded)")),
+        (
+            "Pass rate",
+            _rate(counts.pass_rate) + (" (skipped and role errors excluded)" if counts.role_errors else " (skipped excluded)"),
+        ),
         ("Turns", f"{summary.turns} (avg {summary.avg_turns:.1f} per case)"),
         ("Case time", format_duration(summary.duration_ms / 1000)),
         ("Tokens", f"{summary.total_tokens} (prompt {summary.prompt_tokens}, completion {summary.completion_tokens})"),
     ]
     if summary.cost_usd is not None or summary.role_cost_usd is not None:
-        lines.append(("Cost", f"{_usd(summary.cost_usd)} agents under test, {_usd(summary.role_cost_usd)} simulator, judge and generator"))
+        lines.append(
+            ("Cost", f"{_usd(summary.cost_usd)} agents under test, {_usd(summary.role_cost_usd)} simulator, judge and generator")
+        )
     if summary.retries.cases:
         retries = summary.retries
-        lines.append(("Retries", f"{retries.cases} case runs retried ({retries.attempts} attempts again), {retries.passed} passed after a retry"))
+        lines.append(
+            (
+                "Retries",
+                f"{retries.cases} case runs retried ({retries.attempts} attempts again), {retries.passed} passed after a retry",
+            )
+        )
     width = max(len(label) for label, _ in lines) + 2
     for label, value in lines:
         console.print(Text(f"{indent}{label + ':':<{width}}{value}"))
@@ -260,13 +287,23 @@ def _agents(report: Report, console: Console) -> None:
         )
     console.print(table)
     if ks:
-        console.print(Text(f"  pass@{k_label}: the chance that at least one of {k_label} tries of a case passes; "
-                           f"pass^{k_label}: that all {k_label} pass (unbiased estimates, averaged over the cases).", style="dim"))
+        console.print(
+            Text(
+                f"  pass@{k_label}: the chance that at least one of {k_label} tries of a case passes; "
+                f"pass^{k_label}: that all {k_label} pass (unbiased estimates, averaged over the cases).",
+                style="dim",
+            )
+        )
     for stats in report.agents:
         if stats.role_errors:
             where = f" in {stats.run_id}" if several_runs else ""
-            console.print(Text(f"  {stats.agent}{where}: {plural(stats.role_errors, 'case run')} left out, "
-                               "as a role failed (simulator, judge, generator or reporter), not the agent.", style="yellow"))
+            console.print(
+                Text(
+                    f"  {stats.agent}{where}: {plural(stats.role_errors, 'case run')} left out, "
+                    "as a role failed (simulator, judge, generator or reporter), not the agent.",
+                    style="yellow",
+                )
+            )
     for stats in report.agents:
         if not stats.flaky:
             continue
@@ -327,8 +364,11 @@ def _paired(report: Report, console: Console) -> None:
         )
     console.print(table)
     legend = "  Detectable: the smallest difference these cases would find significant 80 % of the time."
-    if any(comparison.test in _SHORT_TESTS for comparison in report.comparisons):
+    tests = {comparison.test for comparison in report.comparisons}
+    if "paired t and Cochran-Mantel-Haenszel" in tests:
         legend += " t, CMH: the paired t and Cochran-Mantel-Haenszel tests, the larger p."
+    if "paired t of unbiased estimates (adaptive repeats)" in tests:
+        legend += " t, est.: the paired t test of each case's unbiased estimate under adaptive repeats (est.), not its biased pass fraction."
     console.print(Text(legend, style="dim"))
     for comparison in report.comparisons:
         console.print()
@@ -343,7 +383,7 @@ def _paired(report: Report, console: Console) -> None:
                 _more(console, total - len(rows), "cases")
 
 
-_SHORT_TESTS = {"paired t and Cochran-Mantel-Haenszel": "t, CMH"}
+_SHORT_TESTS = {"paired t and Cochran-Mantel-Haenszel": "t, CMH", "paired t of unbiased estimates (adaptive repeats)": "t, est."}
 """A test's name as the comparisons table's narrow column shows it (the legend under it spells it out)."""
 
 
@@ -371,10 +411,15 @@ def _deltas_table(title: str, comparison: PairedComparison, rows: list[CaseDelta
     for row in rows:
         table.add_row(
             Text(_case_label(row.case_id, row.name, row.suite if row.case_id in twins else None), style=style),
-            f"{row.a_passes}/{row.a_tries}",
-            f"{row.b_passes}/{row.b_tries}",
+            _tries(row.a_passes, row.a_tries, row.a_estimate),
+            _tries(row.b_passes, row.b_tries, row.b_estimate),
         )
     return table
+
+
+def _tries(passes: int, tries: int, estimate: float | None) -> str:
+    """A case's passes of its tries; where adaptive repeats stopped it, with the estimate the comparison counts."""
+    return f"{passes}/{tries}" if estimate is None else f"{passes}/{tries} (est. {estimate:.0%})"
 
 
 def _interval(bounds: tuple[float, float]) -> str:
@@ -410,11 +455,21 @@ def _stability(report: Report, console: Console) -> None:
         return
     console.print()
     if len(stability.agents) > 1:  # each agent's tries of a case apart: a class count per agent
-        console.print(Text(f"Stability over {plural(stability.cases, 'case')}, per agent; {stability.flaky_total} flaky (case and agent)", style="bold"))
+        console.print(
+            Text(
+                f"Stability over {plural(stability.cases, 'case')}, per agent; {stability.flaky_total} flaky (case and agent)",
+                style="bold",
+            )
+        )
         for agent, classes in stability.classes_by_agent.items():
             console.print(Text(f"  {agent}: {_classes(classes)}"))
     else:
-        console.print(Text(f"Stability over {plural(stability.cases, 'case')}: {_classes(stability.classes)}; {stability.flaky_total} flaky", style="bold"))
+        console.print(
+            Text(
+                f"Stability over {plural(stability.cases, 'case')}: {_classes(stability.classes)}; {stability.flaky_total} flaky",
+                style="bold",
+            )
+        )
     several_agents = len(stability.agents) > 1
     if stability.flaky:
         console.print(_rates_table("Flaky cases (passed in some runs, not in others)", stability.flaky, several_agents))
@@ -483,7 +538,10 @@ def _comparison(report: Report, console: Console) -> None:
     )
     if comparison.regressions_total or comparison.fixes_total:  # a list of changes is not a finding
         console.print(
-            Text("Single cases change between runs by chance too: whether the runs differ as a whole is their paired difference.", style="dim"),
+            Text(
+                "Single cases change between runs by chance too: whether the runs differ as a whole is their paired difference.",
+                style="dim",
+            ),
             soft_wrap=True,
         )
     for title, rows, total, style in (
@@ -497,7 +555,12 @@ def _comparison(report: Report, console: Console) -> None:
 
 def _changes_table(title: str, rows: list[CaseChange], style: str, several_agents: bool) -> Table:
     table = _table(
-        title, ("Case", "left"), *((("Agent", "left"),) if several_agents else ()), ("Before", "left"), ("After", "left"), ("Error", "left")
+        title,
+        ("Case", "left"),
+        *((("Agent", "left"),) if several_agents else ()),
+        ("Before", "left"),
+        ("After", "left"),
+        ("Error", "left"),
     )
     twins = _ids_in_several_suites(rows)
     for row in rows:
@@ -522,9 +585,7 @@ def _table(title: str, *columns: tuple[str, str] | tuple[str, str, bool]) -> Tab
         collapse_padding=True,
     )
     for name, justify, *no_wrap in columns:
-        table.add_column(
-            name, justify=justify, overflow="fold", no_wrap=bool(no_wrap and no_wrap[0]) or justify == "right"
-        )  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, overflow="fold", no_wrap=bool(no_wrap and no_wrap[0]) or justify == "right")  # type: ignore[arg-type]
     return table
 
 

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Literal
 
 from farm.errors import UsageError
 from farm.results import Status
+from farm.summary import TriedCase
 from farm.wording import plural
 from farm.writers.runinfo import GateComparison, RunGate, RunInfo
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from farm.reports.stats import CaseResult
     from farm.results import RunRecord
     from farm.sequential import Sequential
     from farm.summary import Summary
@@ -45,6 +47,8 @@ __all__ = [
     "read_tallies",
     "cases_of",
     "tallies_of",
+    "tried_cases",
+    "tries_due",
     "summary_tallies",
     "verdict_sentence",
 ]
@@ -78,6 +82,13 @@ class CaseTally:
         if self.verdict is not None:
             return self.broken == 0 and self.verdict == "above"
         return self.broken == 0 and self.passes >= min_pass_rate * self.tries - _SLACK
+
+    def result(self, rule: Sequential | None) -> CaseResult:
+        """The case as a paired comparison counts it (:func:`farm.reports.stats.paired_cases`), its run's
+        stopping rule ``rule`` (None: ``--runs N``) giving its unbiased estimate."""
+        from farm.reports.stats import CaseResult
+
+        return CaseResult.of(self.passes, self.tries, self.stopped, rule)
 
     @property
     def flaky(self) -> bool:
@@ -116,7 +127,12 @@ def summary_tallies(summary: Summary) -> Tallies:
     out: Tallies = {}
     for (agent, case_id), counted in summary.tallies.items():
         out.setdefault(agent, {})[case_id] = CaseTally(
-            passes=counted.passes, tries=counted.runs, broken=counted.broken, source=counted.source, stopped=counted.stopped, verdict=counted.verdict
+            passes=counted.passes,
+            tries=counted.runs,
+            broken=counted.broken,
+            source=counted.source,
+            stopped=counted.stopped,
+            verdict=counted.verdict,
         )
     return out
 
@@ -147,17 +163,60 @@ def tallies_of(cases: pa.Table) -> Tallies:
     columns = cases.to_pydict()
     nothing = [None] * cases.num_rows  # a run written before adaptive repeats
     adaptive = (columns.get("stopped", nothing), columns.get("verdict", nothing))
-    return tally(zip(columns["agent"], columns["case_id"], columns["status"], columns["error_role"], columns["source"], *adaptive, strict=True))
+    return tally(
+        zip(
+            columns["agent"],
+            columns["case_id"],
+            columns["status"],
+            columns["error_role"],
+            columns["source"],
+            *adaptive,
+            strict=True,
+        )
+    )
 
 
-def ended_early(status: str, info: RunInfo, done: int) -> tuple[str | None, int]:
-    """Why a run (its ``status`` and ``run.json``) ended before every case ran, and the case runs
-    (cases x runs x agents) it did not run of those planned, ``done`` having run; why is None for a
-    run that finished them all."""
-    planned = info.cases * max(1, info.runs) * max(1, len(info.agents))
-    not_run = max(0, planned - done)
+def ended_early(status: str, info: RunInfo, cases: pa.Table) -> tuple[str | None, int]:
+    """Why a run (its ``status`` and ``run.json``) ended before every case ran, and the case runs it
+    did not run of those that were due, its ``cases`` (:func:`read_cases`'s columns) having run; why
+    is None for a run that ran them all. Under ``--runs N`` every case's N tries were due; under
+    adaptive repeats only those :func:`tries_due` counts (a decided case owes none)."""
+    agents = max(1, len(info.agents))
+    if info.options.adaptive_runs:
+        from farm.sequential import parse_runs
+
+        least = parse_runs(info.options.adaptive_runs).least
+        not_run = tries_due(tried_cases(cases).values(), info.cases * agents, least)
+    else:
+        not_run = max(0, info.cases * max(1, info.runs) * agents - cases.num_rows)
     why = info.stop_reason if info.stop_reason and not_run else None
     return (status if status != "finished" else why), not_run
+
+
+def tried_cases(cases: pa.Table) -> dict[tuple[str, str], TriedCase]:
+    """Per agent and case id of a cases table (``agent``, ``case_id``, ``status``, ``stopped``): how far it got."""
+    columns = cases.select(["agent", "case_id", "status", "stopped"]).to_pydict()
+    out: dict[tuple[str, str], TriedCase] = {}
+    for agent, case_id, status, stopped in zip(
+        columns["agent"], columns["case_id"], columns["status"], columns["stopped"], strict=True
+    ):
+        out.setdefault((agent or "", case_id), TriedCase()).count(status, stopped)
+    return out
+
+
+def tries_due(tried: Iterable[TriedCase], planned: int, least: int) -> int:
+    """Under adaptive repeats (at least ``least`` tries a case), the tries that were due and never ran,
+    of ``planned`` cases (cases x agents), ``tried`` those that ran at all: a case never started owes
+    its first ``least``, one started owes those of them it did not run, and one past them that no
+    rule stopped (nor a skip) owes its next try. A decided case owes nothing: the tries it did not
+    make were never due."""
+    due = started = 0
+    for case in tried:
+        started += 1
+        if case.stopped:
+            continue
+        due += least - case.results if case.results < least else int(not case.skipped)
+    return due + max(0, planned - started) * least
 
 
 def adaptive_said(tallies: Tallies) -> str | None:
@@ -203,7 +262,9 @@ def find_baseline(value: str, results_dir: Path, input: str | Sequence[str], exc
         except UsageError:
             run = None
         if run is None or not run.has_info or not (run.finished_tables or run.jsonl is not None):
-            raise UsageError(f"--baseline: {value} is not a run folder (no run.json and results in it); give a run folder or 'last'")
+            raise UsageError(
+                f"--baseline: {value} is not a run folder (no run.json and results in it); give a run folder or 'last'"
+            )
         return path
     wanted = _input_key(input, str(Path.cwd()))
     latest: tuple[float, Path] | None = None
@@ -306,7 +367,11 @@ def verdict_sentence(gate: RunGate) -> str:
     worse = [c.agent or "this run" for c in gate.comparisons if c.worse]
     if worse:
         why.append(f"{', '.join(worse)} significantly worse than baseline run {gate.baseline_run_id}")
-    return f"{gate.verdict}: " + "".join(f"{each}; " for each in why) + _cases_said(gate.cases, gate.below, gate.flaky, gate.min_pass_rate)
+    return (
+        f"{gate.verdict}: "
+        + "".join(f"{each}; " for each in why)
+        + _cases_said(gate.cases, gate.below, gate.flaky, gate.min_pass_rate)
+    )
 
 
 def _not_compared(tallies: Tallies, baseline: Baseline, comparisons: list[GateComparison]) -> list[str]:
@@ -348,7 +413,9 @@ def _names(agent: str, other: str, baseline: Baseline, several: bool) -> tuple[s
 def _cases_said(cases: int, below: int, flaky: int, min_pass_rate: float) -> str:
     gate = "every try must pass" if min_pass_rate >= 1.0 else f"the {min_pass_rate:g} gate"
     if not below:
-        return f"all {cases} cases passed their gate ({gate})" + (f", {flaky} of them flaky: failing some tries." if flaky else ".")
+        return f"all {cases} cases passed their gate ({gate})" + (
+            f", {flaky} of them flaky: failing some tries." if flaky else "."
+        )
     said = f"{below} of {cases} cases below their gate ({gate}; an error or a timeout fails it)"
     return said + (f"; {flaky} flaky {'case' if flaky == 1 else 'cases'} passed it, failing some tries." if flaky else ".")
 
@@ -358,10 +425,10 @@ def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
     agent, the baseline's under another name), on the cases both judged, each paired only with the
     same case (its suite and id); Holm-adjusted across the agents compared. An agent with no case in
     common with its baseline is not compared (:func:`_not_compared` says so)."""
-    from farm.reports.stats import SIGNIFICANCE, difference_sentence, holm, paired_difference, paired_estimates
+    from farm.reports.stats import SIGNIFICANCE, difference_sentence, holm, paired_cases
 
     suites_now, suites_before = _suites(baseline.compared_with), _suites(baseline.path)
-    rules = (_rule(baseline.path), _rule(baseline.compared_with))
+    rule_before, rule_now = _rule(baseline.path), _rule(baseline.compared_with)
     found = []
     for agent, other in _agents_paired(tallies, baseline):
         now, before = _by_case(tallies[agent], suites_now), _by_case(baseline.tallies[other], suites_before)
@@ -369,10 +436,8 @@ def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
         if not both:
             continue
         judged = sorted(key for key in both if now[key].tries and before[key].tries)  # by the agent, not only a role
-        pairs = [((before[key].passes, before[key].tries), (now[key].passes, now[key].tries)) for key in judged]
-        adaptive = any(before[key].stopped or now[key].stopped for key in judged)
-        estimates = [(_estimate(before[key], rules[0]), _estimate(now[key], rules[1])) for key in judged]
-        found.append((agent, other, paired_estimates(estimates) if adaptive else paired_difference(pairs), len(now) + len(before) - 2 * len(both)))
+        pairs = [(before[key].result(rule_before), now[key].result(rule_now)) for key in judged]
+        found.append((agent, other, paired_cases(pairs), len(now) + len(before) - 2 * len(both)))
     adjusted = holm([d.p_value for _, _, d, _ in found])
     several = len(found) > 1
     return [
@@ -388,7 +453,13 @@ def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
             test=d.test,
             detectable_difference=d.detectable_difference,
             worse=p < SIGNIFICANCE and d.difference < 0,
-            sentence=difference_sentence(f"{other or 'the agent'} in baseline run {baseline.run_id}", agent or "this run", d, p if several else None, several),
+            sentence=difference_sentence(
+                f"{other or 'the agent'} in baseline run {baseline.run_id}",
+                agent or "this run",
+                d,
+                p if several else None,
+                several,
+            ),
         )
         for (agent, other, d, left_out), p in zip(found, adjusted, strict=True)
     ]
@@ -396,25 +467,13 @@ def compare(tallies: Tallies, baseline: Baseline) -> list[GateComparison]:
 
 def _rule(run_dir: Path) -> Sequential | None:
     """The stopping rule of the run in ``run_dir`` when it ran adaptive repeats (its ``run.json``)."""
-    from farm.sequential import DEFAULT_ALPHA, DEFAULT_DELTA, Sequential, parse_runs
+    from farm.sequential import Sequential
     from farm.writers import read_run_json
 
     try:
-        options = read_run_json(run_dir).options
+        return Sequential.of_run(read_run_json(run_dir).options)
     except (OSError, UsageError):
         return None
-    if not options.adaptive_runs:
-        return None
-    runs = parse_runs(options.adaptive_runs)
-    rate = options.min_pass_rate or DEFAULT_MIN_PASS_RATE
-    return Sequential(rate, runs.least, int(runs), options.alpha or DEFAULT_ALPHA, options.delta or DEFAULT_DELTA)
-
-
-def _estimate(case: CaseTally, rule: Sequential | None) -> float:
-    """A case's pass rate for the paired comparison: unbiased where adaptive repeats stopped it."""
-    if case.stopped and rule is not None:
-        return rule.estimate(case.passes, case.tries)
-    return case.passes / case.tries
 
 
 def _agents_paired(tallies: Tallies, baseline: Baseline) -> list[tuple[str, str]]:

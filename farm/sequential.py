@@ -24,7 +24,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from farm.writers.runinfo import RunOptions
 
 __all__ = ["AUTO", "DEFAULT_ALPHA", "DEFAULT_DELTA", "Runs", "Sequential", "Stop", "parse_runs", "stop_said"]
 
@@ -120,7 +123,9 @@ def parse_runs(value: int | str, where: str = "--runs") -> Runs:
     if low < 1:
         raise UsageError(f"{where} {text}: the least tries must be 1 or more")
     if high <= low:
-        raise UsageError(f"{where} {text}: the least tries ({low}) must be below the most ({high}); for a fixed number give --runs {high}")
+        raise UsageError(
+            f"{where} {text}: the least tries ({low}) must be below the most ({high}); for a fixed number give --runs {high}"
+        )
     return Runs(high, low)
 
 
@@ -133,6 +138,18 @@ class Sequential:
     most: int
     alpha: float = DEFAULT_ALPHA
     delta: float = DEFAULT_DELTA
+
+    @classmethod
+    def of_run(cls, options: RunOptions) -> Sequential | None:
+        """The rule a run stopped its cases by, from the options its ``run.json`` records; None for a
+        run without adaptive repeats (``--runs N``)."""
+        if not options.adaptive_runs:
+            return None
+        from farm.gate import DEFAULT_MIN_PASS_RATE
+
+        runs = parse_runs(options.adaptive_runs)
+        rate = options.min_pass_rate or DEFAULT_MIN_PASS_RATE
+        return cls(rate, runs.least, int(runs), options.alpha or DEFAULT_ALPHA, options.delta or DEFAULT_DELTA)
 
     def decide(self, passes: int, tries: int, broken: bool = False) -> Stop | None:
         """Why a case with ``passes`` of ``tries`` stops now, or None: it goes on. ``broken``: a try

@@ -17,7 +17,25 @@ from farm.results import CaseResult, StabilityClass, Status, add_cost, stability
 if TYPE_CHECKING:
     from farm.roles.cache import CallTally
 
-__all__ = ["AgentCounts", "CaseStability", "Summary"]
+__all__ = ["AgentCounts", "CaseStability", "Summary", "TriedCase"]
+
+
+@dataclass(slots=True)
+class TriedCase:
+    """How far one case of one agent got under adaptive repeats."""
+
+    results: int = 0
+    """Its tries that ended, whatever their status."""
+    skipped: bool = False
+    """One of them was skipped: the case is not judged, and stops at its first tries."""
+    stopped: bool = False
+    """The rule stopped it (decided above or below its gate, or at the most tries)."""
+
+    def count(self, status: str, stopped: str | None) -> None:
+        """One more of its tries ended with ``status``; ``stopped``: why the case stopped, if it did."""
+        self.results += 1
+        self.skipped = self.skipped or status == Status.SKIPPED.value
+        self.stopped = self.stopped or stopped is not None
 
 
 @dataclass(slots=True)
@@ -97,6 +115,9 @@ class Summary:
     """Unix time the latest case ended: its start plus its duration."""
     tallies: dict[tuple[str, str], _Tally] = field(default_factory=dict)
     """Per agent under test and case id: runs that were not skipped, and how many of them passed."""
+    tried: dict[tuple[str, str], TriedCase] = field(default_factory=dict)
+    """Per agent under test and case id: its tries that ended, skipped ones included, and whether
+    adaptive repeats stopped it (what :func:`farm.gate.tries_due` counts the tries due from)."""
     role_calls: int = 0
     """Calls the role cache could answer (roles, and an agent under test with ``cache = true``)."""
     cache_hits: int = 0
@@ -149,8 +170,12 @@ class Summary:
                 self.first_start = result.started_at
             if self.last_end is None or end > self.last_end:
                 self.last_end = end
+        key = (result.agent or "", result.id)
+        tried = self.tried.get(key)
+        if tried is None:
+            tried = self.tried[key] = TriedCase()
+        tried.count(status.value, result.stopped)
         if status is not Status.SKIPPED:
-            key = (result.agent or "", result.id)
             tally = self.tallies.get(key)
             if tally is None:
                 tally = self.tallies[key] = _Tally(source=result.source)
@@ -239,7 +264,10 @@ class Summary:
 
     def agent_counts(self) -> dict[str, dict[str, float | int | None]]:
         """Per agent: its status counts, ``pass_rate`` and ``cost_usd``, as ``run.json`` holds them."""
-        return {agent: {**entry.count_dict(), "pass_rate": entry.pass_rate, "cost_usd": entry.cost_usd} for agent, entry in self.agents.items()}
+        return {
+            agent: {**entry.count_dict(), "pass_rate": entry.pass_rate, "cost_usd": entry.cost_usd}
+            for agent, entry in self.agents.items()
+        }
 
     @property
     def exit_code(self) -> int:

@@ -73,7 +73,6 @@ class RunOutputs:
     and the NDJSON ``summary`` event carry it. An interrupted run's is decided too, a failed gate."""
 
 
-
 _collector_lock = threading.Lock()
 _collector_runs = 0
 """Runs in this process inside :func:`_collector_for_the_run` (concurrent ``farm.run`` calls)."""
@@ -187,7 +186,9 @@ class _Part:
     """One part of a run (the first, or a ``--resume``) as :func:`execute` runs it: the writers and
     the summary every result goes to, the timings, and how the part ended."""
 
-    def __init__(self, plan: RunPlan, outputs: RunOutputs, engine: Engine, info: RunInfo, on_result: Callable[[CaseResult], None]):
+    def __init__(
+        self, plan: RunPlan, outputs: RunOutputs, engine: Engine, info: RunInfo, on_result: Callable[[CaseResult], None]
+    ):
         self.plan, self.outputs, self.engine, self.info, self.on_result = plan, outputs, engine, info, on_result
         self.started = time.time()
         self.part = _begin_part(info, self.started, engine.name, outputs.jsonl)
@@ -239,6 +240,13 @@ class _Part:
             self.info.gate = self.outputs.gate(self.summary, self.info.stop_reason, self.not_run())
 
     def not_run(self) -> int:
+        """The case runs that were due and did not run: under adaptive repeats, only those
+        :func:`~farm.gate.tries_due` counts (a decided case's remaining tries were never due)."""
+        if self.plan.sequential is not None:
+            from farm.gate import tries_due
+
+            planned = self.plan.case_count * len(self.plan.agents)
+            return tries_due(self.summary.tried.values(), planned, self.plan.sequential.least)
         return max(0, self.done_before + self.plan.total - self.summary.total)
 
     def close(self) -> None:
@@ -258,7 +266,9 @@ class _Part:
     def outcome(self) -> Summary:
         """The run's summary; a lost engine or an interrupt raised, with what was done."""
         if self.lost is not None:
-            raise RunStopped(self.outputs.run_dir, self.summary.total, self.done_before + self.plan.total, self.summary, self.lost)
+            raise RunStopped(
+                self.outputs.run_dir, self.summary.total, self.done_before + self.plan.total, self.summary, self.lost
+            )
         if self.interrupted:
             raise RunInterrupted(self.outputs.run_dir, self.summary.total - self.done_before, self.plan.total, self.summary)
         return self.summary
@@ -276,10 +286,14 @@ def _writers(plan: RunPlan, outputs: RunOutputs, summary: Summary) -> tuple[Mult
         summary.add(result)
         plan.spent_before += case_cost(result)
     summary.add_calls(plan.driver_calls)  # the generator's, before the run
-    return MultiWriter([JSONLWriter(outputs.jsonl, append=outputs.resume), parquet, *outputs.reports, *outputs.streams], scrubber), parquet
+    return MultiWriter(
+        [JSONLWriter(outputs.jsonl, append=outputs.resume), parquet, *outputs.reports, *outputs.streams], scrubber
+    ), parquet
 
 
-def _status(info: RunInfo, *, interrupted: bool, lost: bool, ended: bool) -> Literal["interrupted", "stopped", "finished", "not_started", "failed"]:
+def _status(
+    info: RunInfo, *, interrupted: bool, lost: bool, ended: bool
+) -> Literal["interrupted", "stopped", "finished", "not_started", "failed"]:
     """``run.json``'s ``status`` once the part ended: how it ended, or where the engine failed."""
     if interrupted:
         return "interrupted"
@@ -299,4 +313,3 @@ def _record_counts(info: RunInfo, summary: Summary, plan: RunPlan) -> None:
     info.role_cache = summary.role_cache()
     if plan.replay is not None:  # a rescore says how many it could not judge
         info.not_rescorable = summary.not_rescorable
-

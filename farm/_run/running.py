@@ -63,7 +63,9 @@ def _budget_source(options: ResolvedOptions) -> str:
     return "--max-cost" if source.startswith("--") else "[farm].max_cost"
 
 
-def prepare_run(options: ResolvedOptions, cfg: FarmConfig, previous: RunInfo | None, rescoring: Rescoring | None = None) -> Prepared:
+def prepare_run(
+    options: ResolvedOptions, cfg: FarmConfig, previous: RunInfo | None, rescoring: Rescoring | None = None
+) -> Prepared:
     """Load the selected cases (a generator's calls counted for the run) and check everything that
     needs no agent call, as ``farm validate`` does (:func:`~farm.suite.checks.check_before_run`);
     the run's id, folder and console. ``previous``: the run resumed; ``rescoring``: the run
@@ -81,7 +83,16 @@ def prepare_run(options: ResolvedOptions, cfg: FarmConfig, previous: RunInfo | N
         suite = prepare(cfg, options.inputs, agent_id, options.match, options.tags, dry, options.cache)
     budget, budget_from = options.max_cost, _budget_source(options)
     calls = not dry and rescoring is None
-    check_before_run(suite, cfg, agents, simulator=options.simulator, connector=options.connector, max_cost=budget, max_cost_from=budget_from, dry_run=not calls)
+    check_before_run(
+        suite,
+        cfg,
+        agents,
+        simulator=options.simulator,
+        connector=options.connector,
+        max_cost=budget,
+        max_cost_from=budget_from,
+        dry_run=not calls,
+    )
     if suite.problems and suite.stream is None and calls:  # as pytest stops on a collection error
         raise InputError(suite.problems)
     view = RunView(options.console, json_events=options.json_events, quiet=options.quiet, verbose=options.verbose)
@@ -128,14 +139,33 @@ def execute_run(planned: Planned) -> RunResult:
     from farm.writers.jsonl import drop_broken
 
     prepared = planned.prepared
-    options, view, stream, info, rescoring = prepared.options, prepared.view, prepared.suite.stream, planned.info, prepared.rescoring
+    options, view, stream, info, rescoring = (
+        prepared.options,
+        prepared.view,
+        prepared.suite.stream,
+        planned.info,
+        prepared.rescoring,
+    )
     if options.before:
         global_hook(prepared.cfg, options.before, {"phase": "before", **planned.hook_info})
     outputs, reports = _outputs(planned)
     count = len(prepared.suite.cases) if stream is None else stream.asked
     progress = rescoring is not None or not options.interactive  # a live bar would draw over the questions
     message = prepared.suite.description == MESSAGE
-    view.start(planned.agents, options.input, count, _header(planned), planned.plan.total, progress=progress, generating=stream is not None, message=message)
+    plan = planned.plan
+    adaptive = plan.sequential is not None  # the tries are not known ahead: the line counts cases decided
+    total = plan.cases_to_decide if adaptive else plan.total
+    view.start(
+        planned.agents,
+        options.input,
+        count,
+        _header(planned),
+        total,
+        progress=progress,
+        generating=stream is not None,
+        message=message,
+        adaptive=adaptive,
+    )
     if stream is not None:
         planned.plan.on_generation = GenerationShown(info, view, prepared.previous)
     watch = Watch(planned)
@@ -185,7 +215,14 @@ def _outputs(planned: Planned) -> tuple[RunOutputs, list[ReportFile]]:
     if getattr(options, "otlp", None):
         streams.append(_export(planned))
     gate = deciding(options, planned.against)
-    outputs = RunOutputs(run_dir=prepared.run_dir, jsonl=planned.jsonl, reports=reports, streams=streams, resume=options.resume is not None, gate=gate)
+    outputs = RunOutputs(
+        run_dir=prepared.run_dir,
+        jsonl=planned.jsonl,
+        reports=reports,
+        streams=streams,
+        resume=options.resume is not None,
+        gate=gate,
+    )
     return outputs, reports
 
 

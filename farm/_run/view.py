@@ -58,19 +58,23 @@ class RunView:
         progress: bool = True,
         generating: bool = False,
         message: bool = False,
+        adaptive: bool = False,
     ) -> None:
         """The header (the agent or agents under test, input, ``extra`` lines), then a progress line
         over ``total`` case runs unless ``progress`` is False (interactive questions would be drawn over).
         ``generating``: ``cases`` is how many the generator is asked for (none is there yet);
-        ``message``: the input was read as a message, not a path (the header and ``-q``'s line say so)."""
+        ``message``: the input was read as a message, not a path (the header and ``-q``'s line say so);
+        ``adaptive``: ``total`` is the cases to decide under adaptive repeats, and the line counts them."""
         if not self.show:
             return
         several = [agents] if isinstance(agents, str) else agents
         self.reporter.note_message = message
         shown = f"message {input!r}" if message else input
-        self.reporter.header(", ".join(several), shown, cases, extra, agents=several if len(several) > 1 else (), generating=generating)
+        self.reporter.header(
+            ", ".join(several), shown, cases, extra, agents=several if len(several) > 1 else (), generating=generating
+        )
         if progress:
-            self.reporter.start_progress(total)
+            self.reporter.start_progress(total, adaptive)
             from farm.agents.retry import add_retry_listener
 
             add_retry_listener(self._retrying)
@@ -108,7 +112,11 @@ class RunView:
     def interrupted(self, stop: RunInterrupted, done: str, resume: str | None = None) -> None:
         """Ctrl-C or SIGTERM ended the run: how many case runs were ``done``, and how to ``resume``."""
         self.stop()
-        self.console.print(f"\n[yellow]Interrupted[/yellow]: {stop.done} of {stop.total} case runs {done}; their results are kept.", soft_wrap=True, emoji=False)
+        self.console.print(
+            f"\n[yellow]Interrupted[/yellow]: {stop.done} of {stop.total} case runs {done}; their results are kept.",
+            soft_wrap=True,
+            emoji=False,
+        )
         if resume is not None:
             self.console.print(f"Resume with: {resume}", soft_wrap=True, markup=False)
 
@@ -120,6 +128,8 @@ class RunView:
             return
         outputs = list(lines)
         if summary.not_rescorable:
-            outputs.append(f"{summary.not_rescorable} not rescorable: their inputs changed or they need turns the run did not record; rerun them with farm test")
+            outputs.append(
+                f"{summary.not_rescorable} not rescorable: their inputs changed or they need turns the run did not record; rerun them with farm test"
+            )
         outputs += [f"{report.label}: {report.path}" for report in reports]
         self.reporter.summary(summary, outputs)

@@ -30,6 +30,10 @@ class ProgressLine:
     Drawn on terminals only (elsewhere every method still counts, and draws nothing). What
     it counts is display state of this part of the run: the run's tally, earlier parts
     included, is the :class:`~farm.summary.Summary` that ``execute`` keeps.
+
+    Under adaptive repeats the number of tries is not known ahead (a decided case stops early), so
+    the bar counts cases decided of those to decide, and says the tries made beside it: counting
+    tries against each case's most would end a run well short of its total.
     """
 
     def __init__(self, console: Console) -> None:
@@ -40,11 +44,16 @@ class ProgressLine:
         """Cases counted since :meth:`start`."""
         self.counts: dict[str, int] = {}
         """Of them, how many ended with each status value."""
+        self.tries = 0
+        """Case runs counted since :meth:`start` (``done`` counts cases decided under adaptive repeats)."""
         self._noted = False
+        self._adaptive = False
+        self._ended: set[tuple[str, str]] = set()
 
-    def start(self, total: int) -> None:
-        """Count from zero, and show the line for ``total`` cases when the console is a terminal."""
-        self.done, self.counts = 0, {}
+    def start(self, total: int, adaptive: bool = False) -> None:
+        """Count from zero, and show the line for ``total`` case runs when the console is a terminal;
+        ``adaptive``: for ``total`` cases to decide, each counted when its tries end (class docstring)."""
+        self.done, self.counts, self.tries, self._adaptive, self._ended = 0, {}, 0, adaptive, set()
         if not self._console.is_terminal or self._progress is not None:
             return
         self._progress = Progress(
@@ -53,6 +62,7 @@ class ProgressLine:
             TextColumn("{task.fields[generation]}"),
             BarColumn(),
             MofNCompleteColumn(),
+            TextColumn("{task.fields[unit]}"),
             TextColumn("[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} failed[/]"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
@@ -60,7 +70,8 @@ class ProgressLine:
             console=self._console,
             transient=True,
         )
-        self._task = self._progress.add_task("cases", total=total, passed=0, failed=0, phase="Running", generation="")
+        unit = self._unit()
+        self._task = self._progress.add_task("cases", total=total, passed=0, failed=0, phase="Running", generation="", unit=unit)
         self._progress.start()
 
     def phase(self, text: str) -> None:
@@ -81,9 +92,20 @@ class ProgressLine:
             self._progress.update(self._task, phase=escape(text))
             self._noted = True
 
+    def _unit(self) -> str:
+        """What the count beside the bar is of: under adaptive repeats, cases decided, and the tries."""
+        return f"cases decided, {self.tries} {'try' if self.tries == 1 else 'tries'}" if self._adaptive else ""
+
     def advance(self, result: CaseResult) -> None:
-        """Count one finished case."""
-        self.done += 1
+        """Count one finished case run: under adaptive repeats, the case when it is the last of its tries
+        (the rule stopped it, or it was skipped: a skipped case is not tried again)."""
+        self.tries += 1
+        if not self._adaptive:
+            self.done += 1
+        elif result.stopped is not None or result.status == Status.SKIPPED:
+            key = (result.agent or "", result.id)
+            self.done += key not in self._ended
+            self._ended.add(key)
         status = Status(result.status).value
         self.counts[status] = self.counts.get(status, 0) + 1
         if self._noted and self._progress is not None:
@@ -97,7 +119,7 @@ class ProgressLine:
             return
         failed = sum(counts.get(status.value, 0) for status in _FAILING)
         self._progress.update(
-            self._task, completed=done, total=total, passed=counts.get(Status.PASSED.value, 0), failed=failed
+            self._task, completed=done, total=total, passed=counts.get(Status.PASSED.value, 0), failed=failed, unit=self._unit()
         )
 
     def stop(self) -> None:

@@ -57,7 +57,13 @@ class ConsoleReporter:
     # -- banner
 
     def header(
-        self, agent: str, input_desc: str, count: int, extra: dict[str, str] | None = None, agents: Sequence[str] = (), generating: bool = False
+        self,
+        agent: str,
+        input_desc: str,
+        count: int,
+        extra: dict[str, str] | None = None,
+        agents: Sequence[str] = (),
+        generating: bool = False,
     ) -> None:
         """The banner: agent, input with its case count, any ``extra`` lines, then the "Running Tests" rule.
         ``agents``: every agent under test when the run tests several (each case then names its agent).
@@ -126,11 +132,12 @@ class ConsoleReporter:
 
     # -- live progress
 
-    def start_progress(self, total: int) -> None:
-        """Show a transient progress line for ``total`` cases (terminals only; not with ``quiet``)."""
+    def start_progress(self, total: int, adaptive: bool = False) -> None:
+        """Show a transient progress line for ``total`` case runs (terminals only; not with ``quiet``);
+        ``adaptive``: ``total`` cases to decide under adaptive repeats (:class:`~farm.console.progress.ProgressLine`)."""
         if self.quiet:
             return
-        self._progress.start(total)
+        self._progress.start(total, adaptive)
 
     def phase(self, text: str) -> None:
         """Say on the progress line what the run is doing ("starting Ray…", "running")."""

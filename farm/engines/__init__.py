@@ -156,10 +156,24 @@ class RunPlan:
         )
 
     @property
+    def case_count(self) -> int:
+        """Cases of the run (those known so far; a generator may add more)."""
+        return max(len(self.cases), self.stream.asked) if self.stream is not None else len(self.cases)
+
+    @property
+    def cases_to_decide(self) -> int:
+        """Under adaptive repeats, the cases (one per agent) this part has to decide: the run's, less
+        those a resumed run's earlier parts ended."""
+        from farm.engines.scheduler import ended_before
+
+        ended = ended_before(self.sequential, self.tried_before) if self.sequential is not None else 0
+        return max(0, self.case_count * len(self.agents) - ended)
+
+    @property
     def total(self) -> int:
-        """Case runs to do in this part (those known so far; a generator may add more)."""
-        cases = max(len(self.cases), self.stream.asked) if self.stream is not None else len(self.cases)
-        return max(0, cases * self.runs * len(self.agents) - len(self.skip_keys))
+        """Case runs to do in this part (those known so far; a generator may add more); under adaptive
+        repeats, the most there can be (each case's most tries)."""
+        return max(0, self.case_count * self.runs * len(self.agents) - len(self.skip_keys))
 
 
 def case_cost(result: CaseResult) -> float:
@@ -207,7 +221,9 @@ def choose_engine(name: str, *, address: str | None, conversations: int, cpus: i
         raise UsageError(f"--engine: '{name}' is not one of: auto, {', '.join(ENGINES)}")
     if name != "auto":
         if name == "local" and address:
-            raise UsageError("--address joins a Ray cluster, which the local engine does not use; drop --address or use --engine ray")
+            raise UsageError(
+                "--address joins a Ray cluster, which the local engine does not use; drop --address or use --engine ray"
+            )
         return name
     if address or os.environ.get("RAY_ADDRESS") or resources:
         return "ray"
@@ -223,4 +239,3 @@ def make_engine(name: str, **options: Any) -> Engine:
     except ImportError as exc:  # pragma: no cover - both are part of the distribution
         raise UsageError(f"--engine {name}: cannot import {module} ({exc})") from None
     return engine_cls(**options)
-

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from farm.loaded import LoadedCase
     from farm.sequential import Sequential, Stop
 
-__all__ = ["CaseTries", "Job", "JobKey", "Scheduler", "StopReason", "Worker"]
+__all__ = ["CaseTries", "Job", "JobKey", "Scheduler", "StopReason", "Worker", "ended_before", "tried_cases"]
 
 
 class JobKey(NamedTuple):
@@ -143,6 +143,25 @@ class CaseTries:
         return self.stopped is not None or self.skipped
 
 
+def tried_cases(tried_before: Mapping[tuple[str, int, str], tuple[str, bool]]) -> dict[tuple[str, str], CaseTries]:
+    """Per (case id, agent), the tries a resumed run's earlier parts finished (``tried_before``: per
+    (case id, run index, agent), the status and whether a role's error ended it)."""
+    out: dict[tuple[str, str], CaseTries] = {}
+    for (case_id, run_index, agent), (status, role_error) in tried_before.items():
+        out.setdefault((case_id, agent), CaseTries()).count(run_index, status, role_error)
+    return out
+
+
+def ended_before(sequential: Sequential, tried_before: Mapping[tuple[str, int, str], tuple[str, bool]]) -> int:
+    """Cases (one per agent) that a resumed run's earlier parts ended under adaptive repeats: decided,
+    or skipped. The scheduler never tries them again (:meth:`Scheduler.add`)."""
+    ended = 0
+    for state in tried_cases(tried_before).values():
+        first = set(range(sequential.least)) <= state.done
+        ended += state.skipped or (first and sequential.decide(state.passes, state.tries, state.broken) is not None)
+    return ended
+
+
 def _no_cost(result: CaseResult) -> float:
     return 0.0
 
@@ -204,10 +223,8 @@ class Scheduler:
         self._order = 0
         self.sequential = sequential
         """Set under adaptive repeats: the rule that decides when a case stops."""
-        self.case_tries: dict[tuple[str, str], CaseTries] = {}
+        self.case_tries: dict[tuple[str, str], CaseTries] = tried_cases(tried_before or {})
         """Under adaptive repeats, per (case id, agent): its tries."""
-        for (case_id, run_index, agent), (status, role_error) in (tried_before or {}).items():
-            self.case_tries.setdefault((case_id, agent), CaseTries()).count(run_index, status, role_error)
 
     # -- what comes in --------------------------------------------------------
 
@@ -315,7 +332,9 @@ class Scheduler:
 
     def _free_worker(self, agent: str, now: float) -> str | None:
         rested = (w for w in self.workers.values() if w.serves(agent) and self.benched.get(w.name, 0.0) <= now)
-        choice = min((w for w in rested if self.load[w.name] < w.slots), key=lambda w: (self.load[w.name] / w.slots, w.name), default=None)
+        choice = min(
+            (w for w in rested if self.load[w.name] < w.slots), key=lambda w: (self.load[w.name] / w.slots, w.name), default=None
+        )
         return choice.name if choice else None
 
     def bench(self, worker: str, until: float) -> None:

@@ -20,8 +20,10 @@ and the last two runs read (one agent each: those two; else each agent both
 tested), on the cases both sides judged, a case paired only with the same case
 (:data:`~farm.results.CASE_KEY`: its suite and id; two runs with none in common
 are not compared):
-:func:`~farm.reports.stats.paired_difference` of the per-case pass fractions
-(the difference, its interval, ``p_value``, the detectable difference). With
+:func:`~farm.reports.stats.paired_cases`, the gate's ``--baseline`` comparison: the
+difference of the per-case pass fractions, or, where adaptive repeats stopped a case,
+of each case's unbiased estimate under its run's stopping rule (the difference, its
+interval, ``p_value``, the detectable difference). With
 several comparisons in one report their p-values are Holm-adjusted
 (``p_adjusted``), and the adjusted value decides.
 """
@@ -29,7 +31,7 @@ several comparisons in one report their p-values are Holm-adjusted
 from __future__ import annotations
 
 from itertools import combinations
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,16 +39,20 @@ import pyarrow.compute as pc
 from farm.reports.models import AgentStats, CaseDelta, CaseStats, PairedComparison
 from farm.reports.stats import (
     SIGNIFICANCE,
+    CaseResult,
     PairedDifference,
     clustered_interval,
     difference_sentence,
     holm,
-    paired_difference,
+    paired_cases,
     pass_at_k,
     pass_hat_k,
     wilson_interval,
 )
 from farm.results import CASE_KEY
+
+if TYPE_CHECKING:
+    from farm.sequential import Sequential
 
 __all__ = ["agent_stats", "paired_comparisons", "statistics"]
 
@@ -58,18 +64,24 @@ _KEY = list(CASE_KEY)
 
 
 def statistics(
-    flagged: pa.Table, runs_of: dict[str, int | None], run_order: list[str], cut: int | None
+    flagged: pa.Table,
+    runs_of: dict[str, int | None],
+    run_order: list[str],
+    cut: int | None,
+    rules: dict[str, Sequential | None] | None = None,
 ) -> tuple[list[AgentStats], list[PairedComparison]]:
-    """:func:`agent_stats` and :func:`paired_comparisons` of ``flagged``, its cases tallied once."""
+    """:func:`agent_stats` and :func:`paired_comparisons` of ``flagged``, its cases tallied once;
+    ``rules``: each run's stopping rule under adaptive repeats (:meth:`~farm.sequential.Sequential.of_run`)."""
     sides = _sides(flagged)
-    return agent_stats(flagged, sides, runs_of, run_order, cut), paired_comparisons(sides, run_order, cut)
+    return agent_stats(flagged, sides, runs_of, run_order, cut), paired_comparisons(sides, run_order, cut, rules or {})
 
 
 def _sides(flagged: pa.Table) -> dict[Side, pa.Table]:
     """Per run and agent: one row per case it judged (``suite``, ``case_id``, ``name``, ``passes``,
-    ``tries``). Columns all the way: 100k cases tally in a fraction of a second."""
+    ``tries``, ``stopped``: under adaptive repeats, why it stopped, as its last try says). Columns all
+    the way: 100k cases tally in a fraction of a second."""
     grouped = flagged.group_by(["run_id", "agent", *_KEY]).aggregate(
-        [("is_pass", "sum"), ("is_fail", "sum"), ("name", "max")]
+        [("is_pass", "sum"), ("is_fail", "sum"), ("name", "max"), ("stopped", "max")]
     )
     passes = pc.fill_null(grouped["is_pass_sum"], 0)
     tries = pc.add(passes, pc.fill_null(grouped["is_fail_sum"], 0))
@@ -77,6 +89,7 @@ def _sides(flagged: pa.Table) -> dict[Side, pa.Table]:
         {
             "run_id": grouped["run_id"], "agent": grouped["agent"], "suite": grouped["suite"],
             "case_id": grouped["case_id"], "name": grouped["name_max"], "passes": passes, "tries": tries,
+            "stopped": grouped["stopped_max"],
         }
     ).filter(pc.greater(tries, 0))  # fmt: skip
     out = {}
@@ -129,7 +142,9 @@ def agent_stats(
                 tries=tries,
                 passes=passes,
                 pass_rate=passes / tries if tries else None,
-                interval=clustered_interval(list(zip(passes_list, tries_list, strict=True))) if repeated else wilson_interval(passes, tries),
+                interval=clustered_interval(list(zip(passes_list, tries_list, strict=True)))
+                if repeated
+                else wilson_interval(passes, tries),
                 interval_method="wilson-clustered" if repeated else "wilson",
                 k=k,
                 k_cases=len(at_k),
@@ -176,15 +191,19 @@ def _case_stats(row: dict[str, Any], agent: str, k: int | None) -> CaseStats:
     )
 
 
-def paired_comparisons(sides: dict[Side, pa.Table], run_order: list[str], cut: int | None) -> list[PairedComparison]:
+def paired_comparisons(
+    sides: dict[Side, pa.Table], run_order: list[str], cut: int | None, rules: dict[str, Sequential | None] | None = None
+) -> list[PairedComparison]:
     """Every two agents of each run, then the last two runs of ``run_order`` (see the module docstring),
-    their p-values Holm-adjusted together when there are several."""
+    their p-values Holm-adjusted together when there are several; ``rules``: each run's stopping rule
+    under adaptive repeats (a run not in it: ``--runs N``)."""
+    rules = rules or {}
     out: list[tuple[PairedComparison, PairedDifference]] = []
     for run_id in run_order:
         agents = sorted(agent for run, agent in sides if run == run_id)
         for a, b in combinations(agents, 2):  # with several runs read, each name says which run
             name_a, name_b = (f"{run_id} ({a})", f"{run_id} ({b})") if len(run_order) > 1 else (a, b)
-            out.append(_compare("agents", (run_id, a), (run_id, b), name_a, name_b, sides, cut))
+            out.append(_compare("agents", (run_id, a), (run_id, b), name_a, name_b, sides, cut, rules))
     if len(run_order) >= 2:
         old, new = run_order[-2], run_order[-1]
         old_agents = sorted(agent for run, agent in sides if run == old)
@@ -195,7 +214,7 @@ def paired_comparisons(sides: dict[Side, pa.Table], run_order: list[str], cut: i
             pairs = [(agent, agent) for agent in old_agents if agent in new_agents]
         for a, b in pairs:  # each side names its agent unless the runs tested the same one agent
             name_a, name_b = (old, new) if a == b and len(pairs) == 1 else (f"{old} ({a})", f"{new} ({b})")
-            compared = _compare("runs", (old, a), (new, b), name_a, name_b, sides, cut)
+            compared = _compare("runs", (old, a), (new, b), name_a, name_b, sides, cut, rules)
             if compared[0].cases:  # runs with no case judged in common: the report says so, and no figure
                 out.append(compared)
     return _adjusted(out)
@@ -218,27 +237,41 @@ def _adjusted(comparisons: list[tuple[PairedComparison, PairedDifference]]) -> l
 
 
 def _compare(
-    kind: Literal["agents", "runs"], a: Side, b: Side, name_a: str, name_b: str, sides: dict[Side, pa.Table], cut: int | None
+    kind: Literal["agents", "runs"],
+    a: Side,
+    b: Side,
+    name_a: str,
+    name_b: str,
+    sides: dict[Side, pa.Table],
+    cut: int | None,
+    rules: dict[str, Sequential | None],
 ) -> tuple[PairedComparison, PairedDifference]:
     """A against B on the cases both judged, before the p-values of the report are adjusted together."""
-    left = sides[a].rename_columns(["suite", "case_id", "a_name", "a_passes", "a_tries"])
-    right = sides[b].rename_columns(["suite", "case_id", "b_name", "b_passes", "b_tries"])
-    both = left.join(right, keys=_KEY, join_type="inner")  # the same case only: its suite and id
-    # cross-multiplied, in integers, so that 2/3 and 4/6 are equal exactly
-    difference = pc.subtract(pc.multiply(both["b_passes"], both["a_tries"]), pc.multiply(both["a_passes"], both["b_tries"]))
-    better = both.filter(pc.greater(difference, 0))
-    worse = both.filter(pc.less(difference, 0))
-    columns = [both[name].to_pylist() for name in ("a_passes", "a_tries", "b_passes", "b_tries")]
-    paired = paired_difference([((pa_, ta), (pb, tb)) for pa_, ta, pb, tb in zip(*columns, strict=True)])
+    left = sides[a].rename_columns(["suite", "case_id", "a_name", "a_passes", "a_tries", "a_stopped"])
+    right = sides[b].rename_columns(["suite", "case_id", "b_name", "b_passes", "b_tries", "b_stopped"])
+    rows = left.join(right, keys=_KEY, join_type="inner").to_pylist()  # the same case only: its suite and id
+    for row in rows:
+        for side, run_id in (("a", a[0]), ("b", b[0])):
+            row[side] = CaseResult.of(row[f"{side}_passes"], row[f"{side}_tries"], row[f"{side}_stopped"], rules.get(run_id))
+    paired = paired_cases([(row["a"], row["b"]) for row in rows])
+    better = [row for row in rows if row["b"].better_than(row["a"])]
+    worse = [row for row in rows if row["a"].better_than(row["b"])]
 
-    def deltas(table: pa.Table) -> list[CaseDelta]:
-        table = table.sort_by([("case_id", "ascending"), ("suite", "ascending")])
+    def deltas(chosen: list[dict[str, Any]]) -> list[CaseDelta]:
+        chosen = sorted(chosen, key=lambda row: (row["case_id"], row["suite"]))
         return [
             CaseDelta(
-                case_id=row["case_id"], suite=row["suite"], name=row["b_name"] or row["a_name"],
-                a_passes=row["a_passes"], a_tries=row["a_tries"], b_passes=row["b_passes"], b_tries=row["b_tries"],
+                case_id=row["case_id"],
+                suite=row["suite"],
+                name=row["b_name"] or row["a_name"],
+                a_passes=row["a_passes"],
+                a_tries=row["a_tries"],
+                b_passes=row["b_passes"],
+                b_tries=row["b_tries"],
+                a_estimate=row["a"].estimate,
+                b_estimate=row["b"].estimate,
             )  # fmt: skip
-            for row in (table.slice(0, cut) if cut else table).to_pylist()
+            for row in (chosen[:cut] if cut else chosen)
         ]
 
     comparison = PairedComparison(
@@ -249,10 +282,10 @@ def _compare(
         b_run=b[0],
         a_agent=a[1],
         b_agent=b[1],
-        cases=both.num_rows,
-        b_better=better.num_rows,
-        b_worse=worse.num_rows,
-        same=both.num_rows - better.num_rows - worse.num_rows,
+        cases=len(rows),
+        b_better=len(better),
+        b_worse=len(worse),
+        same=len(rows) - len(better) - len(worse),
         difference=paired.difference,
         difference_interval=paired.interval,
         test=paired.test,

@@ -40,7 +40,7 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -65,6 +65,9 @@ from farm.reports.models import (
 from farm.reports.runs import find_runs, load_runs
 from farm.reports.stats import paired_sentence
 from farm.results import CASE_KEY, RunRecord, StabilityClass, Status, stability_class
+
+if TYPE_CHECKING:
+    from farm.sequential import Sequential
 
 __all__ = ["analyse"]
 
@@ -94,7 +97,8 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
     misses, misses_total = _missed_checkpoints(tables.failed, cut, several)
     run_order = [run.run_id or "" for run in runs]
     runs_of = {run_id: _declared_runs(source, run_id) for run_id, source in origin.items()}
-    agents, comparisons = statistics(_flags(_named_agents(tables.cases)), runs_of, run_order, cut)
+    rules = {run_id: _rule(source, run_id) for run_id, source in origin.items()}
+    agents, comparisons = statistics(_flags(_named_agents(tables.cases)), runs_of, run_order, cut, rules)
     return Report(
         runs=runs,
         summary=_summary_per_agent(tables.cases),
@@ -123,8 +127,14 @@ def _adaptive(cases: pa.Table, cut: int | None) -> dict[str, Any]:
     stopped.sort(key=lambda row: (row["verdict"] == "above", row["run_id"] or "", row["agent"] or "", row["case_id"]))
     shown = [
         AdaptiveStop(
-            run_id=row["run_id"], case_id=row["case_id"], suite=row["suite"] or "", agent=row["agent"], tries=row["tries"] or 0,
-            stopped=row["stopped"], verdict=row["verdict"], said=stop_said(row["stopped"], row["tries"] or 0, row["verdict"]),
+            run_id=row["run_id"],
+            case_id=row["case_id"],
+            suite=row["suite"] or "",
+            agent=row["agent"],
+            tries=row["tries"] or 0,
+            stopped=row["stopped"],
+            verdict=row["verdict"],
+            said=stop_said(row["stopped"], row["tries"] or 0, row["verdict"]),
         )  # fmt: skip
         for row in (stopped[:cut] if cut else stopped)
     ]
@@ -152,6 +162,14 @@ def _declared_runs(source: RunRecord, run_id: str) -> int | None:
     """The run's ``--runs`` as its ``run.json`` says (None without one, or for another run's file)."""
     runs = source.info.runs if _own_info(source, run_id) and "runs" in source.info.model_fields_set else None
     return runs if runs is not None and runs >= 1 else None
+
+
+def _rule(source: RunRecord, run_id: str) -> Sequential | None:
+    """The run's stopping rule under adaptive repeats, as its ``run.json`` says (None: ``--runs N``,
+    no ``run.json``, or another run's file)."""
+    from farm.sequential import Sequential
+
+    return Sequential.of_run(source.info.options) if _own_info(source, run_id) else None
 
 
 def _status_counts(cases: pa.Table) -> StatusCounts:
@@ -189,7 +207,9 @@ def _summary_per_agent(cases: pa.Table, **fields: Any) -> RunSummary:
     then no pass rate of them all together, which would read as one agent's."""
     named = _named_agents(cases)
     agents = sorted(pc.unique(named["agent"]).to_pylist())
-    per_agent = [_summary(named.filter(pc.equal(named["agent"], agent)), agent=agent) for agent in agents] if len(agents) > 1 else []
+    per_agent = (
+        [_summary(named.filter(pc.equal(named["agent"], agent)), agent=agent) for agent in agents] if len(agents) > 1 else []
+    )
     summary = _summary(cases, per_agent=per_agent, **fields)
     if per_agent:
         summary.counts.pass_rate = None
@@ -211,8 +231,7 @@ def _sum(column: pa.ChunkedArray) -> int:
 
 def _runs(cases: pa.Table, origin: dict[str, RunRecord]) -> list[RunSummary]:
     starts = {
-        row["run_id"]: row["started_at_min"]
-        for row in cases.group_by("run_id").aggregate([("started_at", "min")]).to_pylist()
+        row["run_id"]: row["started_at_min"] for row in cases.group_by("run_id").aggregate([("started_at", "min")]).to_pylist()
     }
     runs = []
     for run_id, first_case in starts.items():
@@ -223,7 +242,7 @@ def _runs(cases: pa.Table, origin: dict[str, RunRecord]) -> list[RunSummary]:
             started = datetime.fromtimestamp(source.info.started_at, UTC)
         agents = (source.info.agents or ([source.info.agent] if source.info.agent else [])) if own else []
         own_cases = cases.filter(pc.equal(cases["run_id"], run_id))
-        not_run = ended_early(source.status, source.info, own_cases.num_rows)[1] if own else None
+        not_run = ended_early(source.status, source.info, own_cases)[1] if own else None
         runs.append(
             _summary_per_agent(
                 own_cases,
@@ -253,7 +272,13 @@ def _tokens(cases: pa.Table, sources: list[RunRecord]) -> list[TokenUsage]:
         _named_agents(cases)
         .group_by("agent")
         .aggregate(
-            [([], "count_all"), ("prompt_tokens", "sum"), ("completion_tokens", "sum"), ("total_tokens", "sum"), ("cost_usd", "sum")]
+            [
+                ([], "count_all"),
+                ("prompt_tokens", "sum"),
+                ("completion_tokens", "sum"),
+                ("total_tokens", "sum"),
+                ("cost_usd", "sum"),
+            ]
         )
         .sort_by([("total_tokens_sum", "descending"), ("agent", "ascending")])
     )
@@ -295,9 +320,7 @@ def _percentiles(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> list[Latency
     for key, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
         group = ordered.slice(start, end - start)
         p50, p95, p99 = pc.quantile(group, q=list(QUANTILES), interpolation="linear").to_pylist()
-        out.append(
-            Latency(group=str(key), turns=end - start, p50_ms=p50, p95_ms=p95, p99_ms=p99, max_ms=group[-1].as_py())
-        )
+        out.append(Latency(group=str(key), turns=end - start, p50_ms=p50, p95_ms=p95, p99_ms=p99, max_ms=group[-1].as_py()))
         start = end
     return out
 
@@ -327,7 +350,9 @@ def _missed_checkpoints(failed: pa.Table, cut: int | None, several: bool) -> tup
     missed = failed.filter(pc.and_(pc.equal(failed["scope"], "checkpoint"), pc.fill_null(failed["required"], True)))
     rows, total = _top(missed, ["checkpoint_id"], cut, several)
     return [
-        CheckpointMiss(checkpoint_id=r["checkpoint_id"], agent=r.get("agent"), count=r["count_all"], cases=r["case_id_count_distinct"])
+        CheckpointMiss(
+            checkpoint_id=r["checkpoint_id"], agent=r.get("agent"), count=r["count_all"], cases=r["case_id_count_distinct"]
+        )
         for r in rows
     ], total
 
@@ -372,9 +397,7 @@ def _stability(cases: pa.Table, cut: int | None) -> Stability:
     counted = sum(by_agent.values(), Counter[StabilityClass]())
     classes = {name: counted[name] for name in StabilityClass}
     worst_first = [("pass_rate", "ascending"), ("case_id", "ascending"), ("suite", "ascending"), ("agent", "ascending")]
-    flaky = ran.filter(pc.and_(pc.greater(ran["is_pass_sum"], 0), pc.greater(ran["is_fail_sum"], 0))).sort_by(
-        worst_first
-    )
+    flaky = ran.filter(pc.and_(pc.greater(ran["is_pass_sum"], 0), pc.greater(ran["is_fail_sum"], 0))).sort_by(worst_first)
     unstable = ran.filter(pc.less(rate, 1.0)).sort_by(worst_first)
     flaky_rows = (flaky.slice(0, cut) if cut else flaky).to_pylist()
     unstable_rows = (unstable.slice(0, cut) if cut else unstable).to_pylist()
@@ -429,8 +452,10 @@ def _stability_class(rate: float | None) -> StabilityClass | None:
 
 def _outcomes(run: pa.Table, prefix: str) -> pa.Table:
     """Per case and agent of one run: passes, failures, its statuses and an error, columns prefixed."""
-    grouped = _flags(run).group_by(_CASE_OF_AGENT).aggregate(
-        [("is_pass", "sum"), ("is_fail", "sum"), ("status", "distinct"), ("error", "max"), ("name", "max")]
+    grouped = (
+        _flags(run)
+        .group_by(_CASE_OF_AGENT)
+        .aggregate([("is_pass", "sum"), ("is_fail", "sum"), ("status", "distinct"), ("error", "max"), ("name", "max")])
     )
     return pa.table(
         {
@@ -459,7 +484,9 @@ def _compare(cases: pa.Table, base: str, head: str, cut: int | None) -> Comparis
     one_each = len(pc.unique(base_cases["agent"])) == 1 and len(pc.unique(head_cases["agent"])) == 1
     if one_each:
         head_agent = head_cases["agent"][0].as_py() if head_cases.num_rows else None
-        base_cases = base_cases.set_column(base_cases.schema.get_field_index("agent"), "agent", pa.array([head_agent] * base_cases.num_rows, pa.string()))
+        base_cases = base_cases.set_column(
+            base_cases.schema.get_field_index("agent"), "agent", pa.array([head_agent] * base_cases.num_rows, pa.string())
+        )
     base_outcomes, head_outcomes = _outcomes(base_cases, "base"), _outcomes(head_cases, "head")
     both = base_outcomes.join(head_outcomes, keys=_CASE_OF_AGENT, join_type="inner")  # the same case only
     left_out = base_outcomes.num_rows + head_outcomes.num_rows - 2 * both.num_rows

@@ -52,7 +52,7 @@ def run_markdown(run_dir: Path) -> str:
     info = run.info
     cases = cases_of(run)
     tallies = tallies_of(cases)
-    stopped, not_run = ended_early(run.status, info, cases.num_rows)
+    stopped, not_run = ended_early(run.status, info, cases)
     gate = info.gate
     if gate is None or (stopped and not gate.stopped):  # an unfinished run is never a green gate
         gate = judge(tallies, info.options.min_pass_rate or DEFAULT_MIN_PASS_RATE, stopped=stopped, not_run=not_run)
@@ -100,7 +100,9 @@ def _adaptive(tallies: Tallies) -> list[str]:
     lines = ["### Adaptive repeats", "", _text(said), "", "| Agent | Case | Passed tries | Stopped |", "|---|---|--:|---|"]
     for agent, case_id, case in stopped[:FAILING_ROWS]:
         assert case.stopped is not None
-        lines.append(f"| {_text(agent or '(unnamed)')} | {_text(case_id)} | {case.passes} of {case.tries} | {_text(stop_said(case.stopped, case.tries, case.verdict))} |")
+        lines.append(
+            f"| {_text(agent or '(unnamed)')} | {_text(case_id)} | {case.passes} of {case.tries} | {_text(stop_said(case.stopped, case.tries, case.verdict))} |"
+        )
     if len(stopped) > FAILING_ROWS:
         lines += ["", f"… and {len(stopped) - FAILING_ROWS} more."]
     return [*lines, ""]
@@ -119,7 +121,9 @@ def _agents(tallies: Tallies, min_pass_rate: float) -> list[str]:
         low, high = clustered_interval([(case.passes, case.tries) for case in cases.values()])
         gated = sum(case.passes_gate(min_pass_rate) for case in cases.values())
         rate = f"{passes / tries:.1%}" if tries else "—"
-        lines.append(f"| {_text(agent or '(unnamed)')} | {len(cases)} | {gated} | {tries} | {passes} | {rate} | {low:.1%} – {high:.1%} |")
+        lines.append(
+            f"| {_text(agent or '(unnamed)')} | {len(cases)} | {gated} | {tries} | {passes} | {rate} | {low:.1%} – {high:.1%} |"
+        )
     return [*lines, ""]
 
 
@@ -144,7 +148,9 @@ def _failing(tallies: Tallies, min_pass_rate: float) -> list[str]:
     failing = [
         (agent, case_id, case)
         for agent, cases in tallies.items()
-        for case_id, case in sorted(cases.items(), key=lambda item: (item[1].passes / item[1].tries if item[1].tries else 0.0, item[0]))
+        for case_id, case in sorted(
+            cases.items(), key=lambda item: (item[1].passes / item[1].tries if item[1].tries else 0.0, item[0])
+        )
         if not case.passes_gate(min_pass_rate)
     ]
     if not failing:

@@ -297,6 +297,11 @@ class CaseDelta(BaseModel):
     a_tries: int
     b_passes: int
     b_tries: int
+    a_estimate: float | None = None
+    """Where adaptive repeats stopped the case on side A: the unbiased estimate of its pass rate that
+    the comparison counts (its pass fraction is biased by the early stop); null under ``--runs N``."""
+    b_estimate: float | None = None
+    """The same on side B."""
 
 
 class PairedComparison(BaseModel):
@@ -322,12 +327,14 @@ class PairedComparison(BaseModel):
     """Cases where both did equally well."""
     difference: float
     """The mean over the cases of B's pass fraction minus A's (a fraction; the console shows percentage
-    points): positive when B passes more often."""
+    points): positive when B passes more often. Where adaptive repeats stopped a case, its unbiased
+    estimate stands for its pass fraction (``test`` says so), as in the gate's ``--baseline``."""
     difference_interval: tuple[float, float]
     """95 % interval ``[low, high]`` of ``difference`` (mean +- Student's t times its standard error)."""
     test: str
-    """The test behind ``p_value``: ``exact McNemar`` (one try per case on each side) or
-    ``paired t and Cochran-Mantel-Haenszel`` (repeated tries: both tests, the larger p)."""
+    """The test behind ``p_value``: ``exact McNemar`` (one try per case on each side),
+    ``paired t and Cochran-Mantel-Haenszel`` (repeated tries: both tests, the larger p) or, where a side
+    ran adaptive repeats, ``paired t of unbiased estimates (adaptive repeats)``."""
     p_value: float
     """Two-sided p of ``test``: how often a difference this large would show between two sides that pass
     every case equally often."""

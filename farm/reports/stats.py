@@ -13,6 +13,10 @@ the report share one implementation:
   per-case pass fractions with its interval, a p-value whose false positive rate
   holds whatever the tries on each side (:func:`mcnemar_exact` with one try
   each), and the smallest difference the cases could detect.
+- :func:`paired_cases`: the one paired comparison of two runs (or agents) per case that the gate's
+  ``--baseline``, ``farm report`` and the viewer share: :func:`paired_difference` of pass
+  fractions, or where a side ran adaptive repeats :func:`paired_estimates` of each case's unbiased
+  estimate (:class:`CaseResult`).
 - :func:`paired_sentence`: how many cases two runs were paired on and how many left out.
 - :func:`holm`: the adjustment of a report's several comparisons.
 - :func:`student_t_sf` / :func:`student_t_quantile`: Student's t, from the
@@ -25,17 +29,25 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from farm.sequential import Sequential
 
 __all__ = [
+    "ESTIMATES_TEST",
     "SIGNIFICANCE",
     "REPEATED_TEST",
+    "CaseResult",
     "PairedDifference",
     "clustered_interval",
     "difference_sentence",
     "format_p",
     "holm",
     "mcnemar_exact",
+    "paired_cases",
     "paired_difference",
+    "paired_estimates",
     "paired_sentence",
     "pass_at_k",
     "pass_hat_k",
@@ -376,6 +388,48 @@ def paired_estimates(pairs: Sequence[tuple[float, float]]) -> PairedDifference:
     return PairedDifference(n, mean, interval, p, ESTIMATES_TEST, detectable)
 
 
+@dataclass(frozen=True)
+class CaseResult:
+    """One case on one side of a paired comparison: its passes of its judged tries and, where adaptive
+    repeats stopped it, the unbiased estimate of its pass rate (its pass fraction is biased there)."""
+
+    passes: int
+    tries: int
+    estimate: float | None = None
+    """:meth:`farm.sequential.Sequential.estimate` of a case adaptive repeats stopped; None under
+    ``--runs N``, where the pass fraction is the estimate."""
+
+    @classmethod
+    def of(cls, passes: int, tries: int, stopped: str | None, rule: Sequential | None) -> CaseResult:
+        """A case of a run whose stopping rule is ``rule`` (None: ``--runs N``), ``stopped`` as its
+        last try records (None: not stopped by the rule)."""
+        estimate = rule.estimate(passes, tries) if stopped and rule is not None and tries else None
+        return cls(passes, tries, estimate)
+
+    @property
+    def rate(self) -> float:
+        """The estimate of the case's pass rate: unbiased on either kind of run."""
+        return self.estimate if self.estimate is not None else self.passes / self.tries
+
+    def better_than(self, other: CaseResult) -> bool:
+        """This case did better than ``other``: by the estimates where adaptive repeats stopped either,
+        else by the pass fractions, cross-multiplied in integers so that 2/3 and 4/6 are equal exactly."""
+        if self.estimate is None and other.estimate is None:
+            return self.passes * other.tries > other.passes * self.tries
+        return self.rate > other.rate
+
+
+def paired_cases(pairs: Sequence[tuple[CaseResult, CaseResult]]) -> PairedDifference:
+    """Side A against side B over the cases both judged, ``(A, B)`` per case, each with tries on both
+    sides: :func:`paired_difference` of the pass fractions, or, when adaptive repeats stopped a case
+    on either side, :func:`paired_estimates` of each case's unbiased estimate (:attr:`CaseResult.rate`).
+    Every paired comparison of runs goes through here, so that the gate's ``--baseline``,
+    ``farm report`` and the viewer never disagree on the same two runs."""
+    if any(a.estimate is not None or b.estimate is not None for a, b in pairs):
+        return paired_estimates([(a.rate, b.rate) for a, b in pairs])
+    return paired_difference([((a.passes, a.tries), (b.passes, b.tries)) for a, b in pairs])
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment (Holm 1979) of p-values from one report's several comparisons.
 
@@ -421,10 +475,9 @@ def _how_often(name_a: str, name_b: str, difference: float) -> str:
     return f"{name_b} passes {points} percentage points {more} often than {name_a}"
 
 
-def difference_sentence(
-    name_a: str, name_b: str, d: PairedDifference, p: float | None = None, adjusted: bool = False
-) -> str:
-    """One sentence: the difference in percentage points with its 95 % interval, the p-value (``p``
+def difference_sentence(name_a: str, name_b: str, d: PairedDifference, p: float | None = None, adjusted: bool = False) -> str:
+    """One sentence: the difference in percentage points (of each case's unbiased estimate where a side
+    ran adaptive repeats, which it says) with its 95 % interval, the p-value (``p``
     overrides ``d.p_value``, e.g. Holm-adjusted, which ``adjusted`` says) and whether that is
     "significant at the 5 % level" or "not significant: this could be noise", then the smallest
     difference these cases could detect."""
@@ -433,10 +486,10 @@ def difference_sentence(
     p_value = d.p_value if p is None else p
     low, high = d.interval
     shown = format_p(p_value) + (", Holm-adjusted" if adjusted else "")
-    text = (
-        f"{_how_often(name_a, name_b, d.difference)} (95 % interval {_points(low)} to {_points(high)} points; "
-        f"{_cases(d.cases)}, {d.test}, {shown})"
-    )
+    how = _how_often(name_a, name_b, d.difference)
+    if d.test == ESTIMATES_TEST:  # the pass fractions of adaptive repeats are biased: say what stands for them
+        how += ", by each case's unbiased estimate of its pass rate under adaptive repeats"
+    text = f"{how} (95 % interval {_points(low)} to {_points(high)} points; {_cases(d.cases)}, {d.test}, {shown})"
     if p_value < SIGNIFICANCE:
         return f"{text}: significant at the 5 % level."
     detectable = d.detectable_difference

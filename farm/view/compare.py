@@ -8,7 +8,9 @@ names one and a run tested several (each agent's case against the same agent's: 
 agents); those whose outcome changed come first (regressions, then fixes, then the rest). Two
 sides with no case in common are not compared: the page says so, with no difference and no p-value. The statistics are :mod:`farm.reports.stats`'s, as ``farm report`` gives them:
 each side's pass rate with its 95 % interval (clustered by case under ``--runs``), and the
-paired difference over the cases judged on both sides (its interval, p-value and sentence).
+paired difference over the cases judged on both sides (its interval, p-value and sentence): that of
+:func:`~farm.reports.stats.paired_cases`, which counts a case adaptive repeats stopped by its unbiased
+estimate, as the gate's ``--baseline`` does.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from farm.reports.stats import clustered_interval, difference_sentence, paired_difference, paired_sentence, wilson_interval
+from farm.reports.stats import CaseResult, clustered_interval, difference_sentence, paired_cases, paired_sentence, wilson_interval
 from farm.results import CASE_KEY, RunRecord, Status
+from farm.sequential import Sequential
 from farm.view.cases import RunCases
 
 __all__ = ["Comparisons", "Side"]
@@ -94,18 +97,9 @@ def _matched(cases: RunCases, a: Side, b: Side) -> tuple[pa.Table, dict[str, Any
     counted = pc.value_counts(both["change"])
     tally = {name: 0 for name in _ORDER}
     tally.update(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True))
-    # per case judged on both sides, B is better when its pass rate is higher (cross-multiplied in
-    # integers, so 2/3 and 4/6 are equal); the statistics are farm report's paired difference
-    tries_a = pc.cast(pc.add(both["passed_a"], both["failed_a"]), pa.int64())
-    tries_b = pc.cast(pc.add(both["passed_b"], both["failed_b"]), pa.int64())
-    judged = pc.fill_null(pc.and_(pc.greater(tries_a, 0), pc.greater(tries_b, 0)), False)
-    difference = pc.subtract(
-        pc.multiply(pc.cast(both["passed_b"], pa.int64()), tries_a), pc.multiply(pc.cast(both["passed_a"], pa.int64()), tries_b)
-    )
-    b_only = int(pc.sum(pc.and_(judged, pc.greater(difference, 0))).as_py() or 0)
-    a_only = int(pc.sum(pc.and_(judged, pc.less(difference, 0))).as_py() or 0)
-    counts = [pc.filter(column, judged).to_pylist() for column in (both["passed_a"], tries_a, both["passed_b"], tries_b)]
-    pairs = [((passed_a, n_a), (passed_b, n_b)) for passed_a, n_a, passed_b, n_b in zip(*counts, strict=True)]
+    pairs = _pairs(both, _rule(a), _rule(b))
+    b_only = sum(case_b.better_than(case_a) for case_a, case_b in pairs)
+    a_only = sum(case_a.better_than(case_b) for case_a, case_b in pairs)
     label_a, label_b = _labels(cases, a, b)
     in_both = both.num_rows - tally["only_a"] - tally["only_b"]
     said = paired_sentence(label_a, label_b, in_both, tally["only_a"] + tally["only_b"])
@@ -113,13 +107,33 @@ def _matched(cases: RunCases, a: Side, b: Side) -> tuple[pa.Table, dict[str, Any
         "a": _figures(a, label_a, left),
         "b": _figures(b, label_b, right),
         "changes": tally,
-        "statistics": statistics(label_a, label_b, left, right, pairs, a_only, b_only) if in_both else _not_compared(left, right, said),
+        "statistics": statistics(label_a, label_b, left, right, pairs, a_only, b_only)
+        if in_both
+        else _not_compared(left, right, said),
     }
     head["statistics"]["pairing"] = said
     return both, head
 
 
 _CHANGES = pa.array(list(_ORDER))
+
+
+def _pairs(both: pa.Table, rule_a: Sequential | None, rule_b: Sequential | None) -> list[tuple[CaseResult, CaseResult]]:
+    """The cases judged on both sides, as :func:`~farm.reports.stats.paired_cases` counts them."""
+    tries_a = pc.cast(pc.add(both["passed_a"], both["failed_a"]), pa.int64())
+    tries_b = pc.cast(pc.add(both["passed_b"], both["failed_b"]), pa.int64())
+    judged = pc.fill_null(pc.and_(pc.greater(tries_a, 0), pc.greater(tries_b, 0)), False)
+    columns = (both["passed_a"], tries_a, both["stopped_a"], both["passed_b"], tries_b, both["stopped_b"])
+    rows = zip(*(pc.filter(column, judged).to_pylist() for column in columns), strict=True)
+    return [
+        (CaseResult.of(passed_a, n_a, stopped_a, rule_a), CaseResult.of(passed_b, n_b, stopped_b, rule_b))
+        for passed_a, n_a, stopped_a, passed_b, n_b, stopped_b in rows
+    ]
+
+
+def _rule(side: Side) -> Sequential | None:
+    """The side's run's stopping rule under adaptive repeats (None: ``--runs N``)."""
+    return Sequential.of_run(side.run.info.options) if side.run.has_info else None
 
 
 def _by_agent(cases: RunCases, a: Side, b: Side) -> bool:
@@ -142,7 +156,8 @@ def _outcomes(cases: RunCases, side: Side, keys: list[str]) -> pa.Table:
         "passed": pc.cast(pc.equal(status, Status.PASSED.value), pa.int32()),
         "failed": pc.cast(pc.is_in(status, value_set=_FAILING), pa.int32()),
         "skipped": pc.cast(pc.equal(status, Status.SKIPPED.value), pa.int32()),
-    }).group_by(keys).aggregate([("passed", "sum"), ("failed", "sum"), ("skipped", "sum")])  # fmt: skip
+        "stopped": table["stopped"],
+    }).group_by(keys).aggregate([("passed", "sum"), ("failed", "sum"), ("skipped", "sum"), ("stopped", "max")])  # fmt: skip
     passes, failures = grouped["passed_sum"], grouped["failed_sum"]
     outcome = pc.if_else(pc.greater(failures, 0), "failed", pc.if_else(pc.greater(passes, 0), "passed", "skipped"))
     return pa.table({
@@ -151,6 +166,7 @@ def _outcomes(cases: RunCases, side: Side, keys: list[str]) -> pa.Table:
         "passed": passes,
         "failed": failures,
         "skipped": grouped["skipped_sum"],
+        "stopped": grouped["stopped_max"],
     })  # fmt: skip
 
 
@@ -177,7 +193,9 @@ def _changes(before: pa.ChunkedArray, after: pa.ChunkedArray) -> pa.ChunkedArray
 
 
 def _row(
-    row: dict[str, Any], details_a: dict[tuple[str, str, str], dict[str, Any]], details_b: dict[tuple[str, str, str], dict[str, Any]]
+    row: dict[str, Any],
+    details_a: dict[tuple[str, str, str], dict[str, Any]],
+    details_b: dict[tuple[str, str, str], dict[str, Any]],
 ) -> dict[str, Any]:
     def side(suffix: str, details: dict[tuple[str, str, str], dict[str, Any]]) -> dict[str, Any] | None:
         if row[f"outcome{suffix}"] is None:
@@ -238,14 +256,18 @@ def _figures(side: Side, label: str, outcomes: pa.Table) -> dict[str, Any]:
 
 
 def statistics(
-    name_a: str, name_b: str, left: pa.Table, right: pa.Table, pairs: list[tuple[tuple[int, int], tuple[int, int]]],
-    a_only: int, b_only: int,
+    name_a: str,
+    name_b: str,
+    left: pa.Table,
+    right: pa.Table,
+    pairs: list[tuple[CaseResult, CaseResult]],
+    a_only: int,
+    b_only: int,
 ) -> dict[str, Any]:
     """Each side's pass rate interval (95 %, clustered by case when a case ran more than once) and
-    :func:`~farm.reports.stats.paired_difference` over ``pairs``, the cases judged on both sides
-    (``(passes, tries)`` on a, on b): ``a_only`` passed more often on side a, ``b_only`` on side b,
-    with the sentence ``farm report`` says."""
-    paired = paired_difference(pairs)
+    :func:`~farm.reports.stats.paired_cases` over ``pairs``, the cases judged on both sides (a's, b's):
+    ``a_only`` did better on side a, ``b_only`` on side b, with the sentence ``farm report`` says."""
+    paired = paired_cases(pairs)
     return {
         "paired": paired.cases,
         "a_only": a_only,

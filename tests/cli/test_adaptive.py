@@ -51,7 +51,10 @@ def project(tmp_path: Path, agent: Patterned, engine: str, monkeypatch: pytest.M
     toml = f'[farm]\ndefault_agent = "bot"\nresults_dir = "results"\nengine = "{engine}"\n\n'
     toml += f'[connectors.bot]\nbase_url = "{agent.url}/v1"\nmodel = "m"\n\n[agents.bot]\nkind = "openai"\nconnector = "bot"\n'  # type: ignore[attr-defined]
     (tmp_path / "farm.toml").write_text(toml)
-    cases = [{"id": kind, "input": f"{kind} {tmp_path.name}", "assertions": [{"type": "contains", "value": "right"}]} for kind in ("always", "never", "alternate")]
+    cases = [
+        {"id": kind, "input": f"{kind} {tmp_path.name}", "assertions": [{"type": "contains", "value": "right"}]}
+        for kind in ("always", "never", "alternate")
+    ]
     (tmp_path / "suite.jsonl").write_text("".join(json.dumps(case) + "\n" for case in cases))
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
@@ -133,6 +136,72 @@ def test_a_baseline_comparison_pairs_adaptive_tries_by_their_unbiased_estimates(
     assert not comparison.worse and abs(comparison.difference) < 0.1
 
 
+def test_the_report_the_viewer_and_the_gate_compare_adaptive_runs_alike(project: Path, agent: Patterned):
+    """Each paired comparison of two runs counts a case adaptive repeats stopped by its unbiased estimate,
+    so that ``farm report``, the viewer's compare page and ``--baseline`` never disagree on two runs."""
+    from farm.reports.analysis import analyse
+    from farm.reports.stats import ESTIMATES_TEST, paired_difference
+    from farm.results import read_run
+    from farm.view.cases import RunCases
+    from farm.view.compare import Comparisons, Side
+
+    # alternate passes every other request: 2 of 3 here, so the next run's tries start on a failure
+    fixed = farm.run("suite.jsonl", runs=3, min_pass_rate=0.8, quiet=True)
+    first = farm.run("suite.jsonl", runs="auto", min_pass_rate=0.8, baseline=str(fixed.run_dir), quiet=True)
+    second = farm.run("suite.jsonl", runs="auto", min_pass_rate=0.8, baseline=str(first.run_dir), quiet=True)
+    assert (last_tries(first.run_dir)["alternate"]["tries"], last_tries(second.run_dir)["alternate"]["tries"]) == (5, 6)
+    for base, head in ((fixed, first), (first, second)):
+        gate = read_run_json(head.run_dir).gate
+        assert gate is not None
+        [by_gate] = gate.comparisons
+        [by_report] = analyse([base.run_dir, head.run_dir]).comparisons
+        by_view = Comparisons(RunCases()).page(Side(read_run(base.run_dir)), Side(read_run(head.run_dir)))["statistics"]
+        assert by_report.test == by_gate.test == by_view["test"] == ESTIMATES_TEST
+        assert by_report.cases == by_gate.cases == by_view["paired"] == 3
+        assert by_report.difference == by_gate.difference == by_view["difference"]
+        assert list(by_report.difference_interval) == by_gate.difference_interval == by_view["difference_interval"]
+        assert by_report.p_value == by_gate.p_value == by_view["p_value"] and not by_report.significant
+        for sentence in (by_gate.sentence, by_report.sentence, by_view["sentence"]):
+            assert "by each case's unbiased estimate of its pass rate under adaptive repeats" in sentence
+            assert "not significant: this could be noise" in sentence
+    # fixed 2 of 3 against adaptive 2 of 5, which the stop biases low: estimated 0.5, not 0.4
+    [alternate] = analyse([fixed.run_dir, first.run_dir]).comparisons[0].worse
+    assert (alternate.a_passes, alternate.a_tries, alternate.a_estimate) == (2, 3, None)
+    assert (alternate.b_passes, alternate.b_tries, alternate.b_estimate) == (2, 5, 0.5)
+    fractions = paired_difference([((3, 3), (8, 8)), ((0, 3), (0, 3)), ((2, 3), (2, 5))]).difference
+    estimated = analyse([fixed.run_dir, first.run_dir]).comparisons[0].difference
+    assert estimated == pytest.approx((0.5 - 2 / 3) / 3) and estimated != pytest.approx(fractions)
+    said = " ".join(CliRunner().invoke(app, ["report", str(fixed.run_dir), str(first.run_dir)]).output.split())
+    assert "t, est.: the paired t test of each case's unbiased estimate under adaptive repeats" in said
+    assert "alternate 2/3 2/5 (est. 50%)" in said
+
+
+def test_a_run_stopped_early_counts_as_not_run_only_the_tries_that_were_due(project: Path, agent: Patterned):
+    args = ["test", "-i", "suite.jsonl", "--runs", "auto", "--min-pass-rate", "0.8", "--fail-fast", "--parallel", "1", "-q"]
+    assert CliRunner().invoke(app, args).exit_code == 1
+    [run_dir] = (project / "results").iterdir()
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert [(row["id"], row["run_index"], row["status"]) for row in rows] == [
+        ("always", 0, "passed"), ("always", 1, "passed"), ("never", 0, "failed"),
+    ]  # fmt: skip
+    # due: always's next try, never's second first try, alternate's two first tries (not 30 - 3)
+    gate = read_run_json(run_dir).gate
+    assert gate is not None and (gate.stopped, gate.not_run) == ("fail_fast", 4)
+    assert "the run stopped early at its first failure (--fail-fast): 4 case runs not run" in gate.sentence
+    report = " ".join(CliRunner().invoke(app, ["report", str(run_dir)]).output.split())
+    assert "stopped early: 4 of 7 planned case runs did not run" in report
+    markdown = CliRunner().invoke(app, ["report", "--format", "md", str(run_dir)]).output
+    assert "4 case runs not run" in markdown
+
+
+def test_a_finished_adaptive_run_has_nothing_not_run(project: Path, agent: Patterned):
+    done = farm.run("suite.jsonl", runs="auto", min_pass_rate=0.8, quiet=True)
+    gate = read_run_json(done.run_dir).gate
+    assert gate is not None and (gate.stopped, gate.not_run) == (None, 0)
+    report = " ".join(CliRunner().invoke(app, ["report", str(done.run_dir)]).output.split())
+    assert "did not run" not in report and "stopped early" not in report
+
+
 def test_every_report_says_where_each_case_stopped(project: Path, agent: Patterned, monkeypatch: pytest.MonkeyPatch):
     import xml.etree.ElementTree as ET
 
@@ -142,7 +211,9 @@ def test_every_report_says_where_each_case_stopped(project: Path, agent: Pattern
     step_summary = project / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
     runner = CliRunner()
-    result = runner.invoke(app, ["test", "-i", "suite.jsonl", "--runs", "auto", "--min-pass-rate", "0.8", "-q", "--junit", "junit.xml"])
+    result = runner.invoke(
+        app, ["test", "-i", "suite.jsonl", "--runs", "auto", "--min-pass-rate", "0.8", "-q", "--junit", "junit.xml"]
+    )
     assert result.exit_code == 1, result.output
     [run_dir] = (project / "results").iterdir()
 
@@ -156,7 +227,9 @@ def test_every_report_says_where_each_case_stopped(project: Path, agent: Pattern
     cases = {case.get("name"): case for case in ET.parse(project / "junit.xml").getroot().findall(".//testcase")}
     always = cases["always"]
     assert {p.get("name"): p.get("value") for p in always.iter("property")}["stopped"] == "decided_above"
-    assert always.find("failure") is None and always.findtext("system-out").startswith("stopped after 8 tries: above the gate; passed 8 of 8 tries")
+    assert always.find("failure") is None and always.findtext("system-out").startswith(
+        "stopped after 8 tries: above the gate; passed 8 of 8 tries"
+    )
     never = cases["never"].find("failure")
     assert never is not None and never.get("message", "").startswith("stopped after 3 tries: below the gate")
 

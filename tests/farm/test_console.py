@@ -82,9 +82,7 @@ def failed_case() -> CaseResult:
                 duration_ms=900,
                 assertions=[
                     AssertionResult(type="contains", expected="hello", passed=True, actual="Hello there"),
-                    AssertionResult(
-                        type="contains", expected="refund", passed=False, message="reply does not contain 'refund'"
-                    ),
+                    AssertionResult(type="contains", expected="refund", passed=False, message="reply does not contain 'refund'"),
                 ],
             )
         ],
@@ -502,6 +500,26 @@ def test_an_agent_error_shows_its_cause_and_whole_with_verbose(verbose: bool):
         assert "http://127.0.0.1:18799/v1/chat/completions" in line  # what was attempted
         assert ("x" * 120 in line) is verbose  # the middle
         assert (" … " in line) is not verbose
+
+
+def test_under_adaptive_repeats_the_progress_line_counts_cases_decided_and_says_the_tries() -> None:
+    """The tries of a case are not known ahead: the bar is of the cases to decide, each counted once
+    its last try ends (the rule stopped it, or it was skipped), and the tries made are said beside it."""
+    console = Console(file=io.StringIO(), width=160, force_terminal=True, color_system=None)
+    reporter = ConsoleReporter(console)
+    reporter.start_progress(3, adaptive=True)
+    progress = reporter._progress
+    reporter.advance(case_result("A", Status.PASSED, run_index=0))
+    reporter.advance(case_result("B", Status.FAILED, run_index=0))
+    reporter.advance(case_result("B", Status.FAILED, run_index=1, stopped="decided_below", tries=2, verdict="below"))
+    reporter.advance(case_result("C", Status.SKIPPED, run_index=0))
+    reporter.advance(case_result("C", Status.SKIPPED, run_index=1))  # a skipped case counts once
+    assert (progress.done, progress.tries) == (2, 5)
+    task = progress._progress.tasks[0]
+    assert (task.completed, task.total, task.fields["unit"]) == (2, 3, "cases decided, 5 tries")
+    reporter.advance(case_result("A", Status.PASSED, run_index=1, stopped="decided_above", tries=8, verdict="above"))
+    assert (task.completed, task.total) == (3, 3)
+    reporter.stop_progress()
 
 
 def test_a_retry_shows_on_the_progress_line_until_the_next_case_ends():

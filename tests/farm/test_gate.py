@@ -20,7 +20,9 @@ def rows(agent: str, case_id: str, *statuses: str, role: str | None = None) -> l
 
 
 def test_a_roles_error_fails_the_gate_but_is_not_one_of_the_agents_tries():
-    tallies = tally([*rows("a", "c1", "passed", "passed", "error", role="simulator"), *rows("a", "c2", "error", role="validator")])
+    tallies = tally(
+        [*rows("a", "c1", "passed", "passed", "error", role="simulator"), *rows("a", "c2", "error", role="validator")]
+    )
     c1, c2 = tallies["a"]["c1"], tallies["a"]["c2"]
     assert (c1.passes, c1.tries, c1.broken) == (2, 2, 1) and not c1.passes_gate(0.5)
     assert (c2.tries, c2.broken) == (0, 1) and not c2.passes_gate(0.5)
@@ -92,7 +94,9 @@ def test_a_baseline_of_other_agents_is_said_to_compare_nothing():
 
 def test_a_new_agent_has_no_baseline_in_a_run_of_another_agent():
     before = tally(rows("a", f"c{i}", "passed")[0] for i in range(8))
-    now = tally([row for i in range(8) for row in (*rows("a", f"c{i}", "passed"), *rows("b", f"c{i}", "passed", *["failed"] * 4))])
+    now = tally(
+        [row for i in range(8) for row in (*rows("a", f"c{i}", "passed"), *rows("b", f"c{i}", "passed", *["failed"] * 4))]
+    )
     gate = judge(now, 0.01, Baseline(Path("b"), "run-b", before, Path("now")))
     assert [(c.agent, c.baseline_agent) for c in gate.comparisons] == [("a", "a")]  # b is not held to a's run
     assert gate.verdict == "passed" and gate.sentence.endswith("No baseline for b: baseline run run-b tested a.")
@@ -102,16 +106,23 @@ def test_a_new_agent_has_no_baseline_in_a_run_of_another_agent():
 
 def test_a_gate_failed_against_the_baseline_says_so_first():
     baseline = Baseline(Path("b"), "run-b", tally(rows("a", f"c{i}", *["passed"] * 5)[0] for i in range(20)), Path("now"))
-    now = tally(row for i in range(20) for row in rows("a", f"c{i}", *(["passed"] * 2 + ["failed"] * 3 if i < 9 else ["passed"] * 5)))
+    now = tally(
+        row for i in range(20) for row in rows("a", f"c{i}", *(["passed"] * 2 + ["failed"] * 3 if i < 9 else ["passed"] * 5))
+    )
     gate = judge(now, 0.2, baseline)
     assert gate.below == 0 and gate.comparisons[0].worse
-    assert gate.sentence.startswith("failed: a significantly worse than baseline run run-b; all 20 cases passed their gate (the 0.2 gate)")
+    assert gate.sentence.startswith(
+        "failed: a significantly worse than baseline run run-b; all 20 cases passed their gate (the 0.2 gate)"
+    )
 
 
 def test_a_run_that_stopped_early_fails_its_gate_saying_what_did_not_run():
     gate = judge(tally(rows("a", f"c{i}", "passed")[0] for i in range(3)), 1.0, stopped="max_cost", not_run=7)
     assert (gate.verdict, gate.stopped, gate.not_run) == ("failed", "max_cost", 7)
-    assert gate.sentence == "failed: the run stopped early, its --max-cost budget spent: 7 case runs not run; all 3 cases passed their gate (every try must pass)."
+    assert (
+        gate.sentence
+        == "failed: the run stopped early, its --max-cost budget spent: 7 case runs not run; all 3 cases passed their gate (every try must pass)."
+    )
     one = judge(tally(rows("a", "c1", "passed")), 1.0, stopped="interrupted", not_run=1)
     assert one.sentence.startswith("failed: the run was interrupted: 1 case run not run;")
 
@@ -132,7 +143,9 @@ def test_baseline_last_is_the_latest_finished_run_of_the_same_input(tmp_path: Pa
         ("r3", "interrupted", 3.0, "suite.jsonl"),
         ("r4", "finished", 4.0, "other.jsonl"),
     ):
-        write_run_json(results / run_id, RunInfo(run_id=run_id, status=status, started_at=started, input=input, cwd=str(tmp_path)))
+        write_run_json(
+            results / run_id, RunInfo(run_id=run_id, status=status, started_at=started, input=input, cwd=str(tmp_path))
+        )
     assert find_baseline("last", results, "suite.jsonl") == results / "r2"
     assert find_baseline("last", results, "suite.jsonl", exclude=results / "r2") == results / "r1"
     assert find_baseline("last", results, "new.jsonl") is None
@@ -169,7 +182,12 @@ def test_the_markdown_summary_lists_a_case_whose_only_tries_were_a_roles_errors(
 
 def test_retry_errors_drops_the_errors_and_timeouts_from_the_jsonl(tmp_path: Path):
     path = tmp_path / "results.jsonl"
-    records = [{"id": "a", "status": "passed"}, {"id": "b", "status": "error"}, {"id": "c", "status": "timeout"}, {"id": "d", "status": "failed"}]
+    records = [
+        {"id": "a", "status": "passed"},
+        {"id": "b", "status": "error"},
+        {"id": "c", "status": "timeout"},
+        {"id": "d", "status": "failed"},
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"id": "e", "sta')  # a torn last line
     assert drop_broken(path) == 3
     assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == ["a", "d"]
@@ -196,7 +214,29 @@ def test_junit_writes_a_repeated_case_once_failing_below_its_gate_and_erring_on_
     cases = {case.get("name"): case for case in root.iter("testcase")}
     assert list(cases) == ["flaky", "low", "down", "cut"]
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("4", "1", "1")
-    assert cases["flaky"].find("failure") is None and cases["flaky"].findtext("system-out").startswith("passed 2 of 3 tries (the gate: 0.6)\nrun 3: failed")
+    assert cases["flaky"].find("failure") is None and cases["flaky"].findtext("system-out").startswith(
+        "passed 2 of 3 tries (the gate: 0.6)\nrun 3: failed"
+    )
     assert cases["low"].find("failure").get("message").startswith("passed 1 of 3 tries, below the 0.6 gate")
-    assert cases["down"].find("error").get("type") == "error" and "run 2: error\n  refused" in cases["down"].findtext("system-out")
-    assert {p.get("name"): p.get("value") for p in cases["cut"].iter("property")} == {"pass_rate": "1", "tries": "1", "passed": "1", "min_pass_rate": "0.6"}
+    assert cases["down"].find("error").get("type") == "error" and "run 2: error\n  refused" in cases["down"].findtext(
+        "system-out"
+    )
+    assert {p.get("name"): p.get("value") for p in cases["cut"].iter("property")} == {
+        "pass_rate": "1",
+        "tries": "1",
+        "passed": "1",
+        "min_pass_rate": "0.6",
+    }
+
+
+def test_under_adaptive_repeats_only_the_tries_due_count_as_not_run():
+    from farm.gate import tries_due
+    from farm.summary import TriedCase
+
+    decided = TriedCase(results=2, stopped=True)  # its other 8 tries were never due
+    first_tries = TriedCase(results=1)  # its second first try was due
+    undecided = TriedCase(results=4)  # its next try was due
+    skipped = TriedCase(results=2, skipped=True)  # not judged: it stops at its first tries
+    assert tries_due([decided, first_tries, undecided, skipped], planned=4, least=2) == 2
+    assert tries_due([decided, undecided], planned=4, least=2) == 1 + 2 * 2  # two cases never started
+    assert tries_due([decided] * 4, planned=4, least=2) == 0

@@ -54,8 +54,14 @@ def test_jobs_start_in_the_suite_order_case_by_case_across_agents_and_runs():
     s.add(cases(2))
     order = [job.key for _, job in s.assign()]
     assert order == [
-        JobKey("case-0", 0, "A"), JobKey("case-0", 0, "B"), JobKey("case-1", 0, "A"), JobKey("case-1", 0, "B"),
-        JobKey("case-0", 1, "A"), JobKey("case-0", 1, "B"), JobKey("case-1", 1, "A"), JobKey("case-1", 1, "B"),
+        JobKey("case-0", 0, "A"),
+        JobKey("case-0", 0, "B"),
+        JobKey("case-1", 0, "A"),
+        JobKey("case-1", 0, "B"),
+        JobKey("case-0", 1, "A"),
+        JobKey("case-0", 1, "B"),
+        JobKey("case-1", 1, "A"),
+        JobKey("case-1", 1, "B"),
     ]
 
 
@@ -76,7 +82,7 @@ def test_a_job_goes_only_to_a_worker_that_serves_its_agent():
 def test_cases_that_arrive_while_the_run_goes_are_queued_and_the_run_ends_only_when_closed():
     s = scheduler(slots=10)
     s.add(cases(1))
-    (_, job), = s.assign()
+    ((_, job),) = s.assign()
     s.finished(job, result(job))
     assert not s.done  # a generator may still send cases
     s.add(cases(2, "generated"))
@@ -91,7 +97,10 @@ def test_a_case_that_did_not_load_is_reported_at_once_and_never_assigned():
     s = scheduler(agents=["A", "B"])
     bad = LoadedCase(id="bad", source="suite.jsonl:3", error="field 'turns': not a list")
     reported = s.add([bad, *cases(1)])
-    assert [(r.id, r.agent, r.error) for r in reported] == [("bad", "A", "field 'turns': not a list"), ("bad", "B", "field 'turns': not a list")]
+    assert [(r.id, r.agent, r.error) for r in reported] == [
+        ("bad", "A", "field 'turns': not a list"),
+        ("bad", "B", "field 'turns': not a list"),
+    ]
     assert {j.key.case_id for _, j in s.assign()} == {"case-0"}
 
 
@@ -104,9 +113,9 @@ def test_jobs_finished_before_a_resume_are_not_queued():
 def test_lost_job_is_requeued_first_with_the_next_attempt():
     s = scheduler(max_attempts=3)
     s.add(cases(2))
-    (_, first), = s.assign()
+    ((_, first),) = s.assign()
     assert s.lost(first) == []
-    (_, again), = s.assign()
+    ((_, again),) = s.assign()
     assert again.key == first.key and again.attempt == 2
 
 
@@ -114,9 +123,9 @@ def test_a_job_that_keeps_dying_is_given_up():
     s = scheduler(max_attempts=2)
     s.add(cases(1))
     s.close()
-    (_, job), = s.assign()
+    ((_, job),) = s.assign()
     s.lost(job)
-    (_, job), = s.assign()
+    ((_, job),) = s.assign()
     (given_up,) = s.lost(job)
     assert given_up.status == Status.ERROR and "died 2 time(s)" in given_up.error and given_up.attempt == 2
     assert s.done
@@ -125,7 +134,7 @@ def test_a_job_that_keeps_dying_is_given_up():
 def test_each_job_is_reported_once():
     s = scheduler(["a", "b"])
     s.add(cases(1))
-    (_, job), = s.assign()
+    ((_, job),) = s.assign()
     assert len(s.finished(job, result(job))) == 1
     assert s.finished(job, result(job)) == []  # a duplicate (e.g. a re-run that also finished) is dropped
     assert s.lost(job) == []  # and a late loss of a reported job is not re-queued
@@ -180,14 +189,14 @@ def test_when_every_worker_is_benched_the_jobs_wait_until_one_is_back():
 def test_a_retried_job_goes_first_and_a_later_worker_death_keeps_its_history():
     s = scheduler(max_attempts=2, retries=1)
     s.add(cases(2))
-    (_, first), = s.assign()
+    ((_, first),) = s.assign()
     assert s.finished(first, result(first, Status.TIMEOUT, error="no answer", ended_by="agent")) == []  # --retries: again
-    (_, second), = s.assign()
+    ((_, second),) = s.assign()
     assert second.key == first.key and second.attempt == 2
     assert [(r.attempt, r.status) for r in second.retried] == [(1, Status.TIMEOUT)]
     # a worker death after a retry: deaths are counted apart from --retries, and the history stays
     s.lost(second)
-    (_, third), = s.assign()
+    ((_, third),) = s.assign()
     assert third.key == first.key and third.attempt == 3 and third.retried == second.retried
     (final,) = s.finished(third, result(third, Status.TIMEOUT, error="no answer", ended_by="agent"))  # no retries left
     assert final.attempt == 3 and [r.attempt for r in final.retried] == [1]
@@ -196,7 +205,7 @@ def test_a_retried_job_goes_first_and_a_later_worker_death_keeps_its_history():
 def test_a_stopping_run_retries_nothing():
     s = scheduler(retries=3)
     s.add(cases(1))
-    (_, job), = s.assign()
+    ((_, job),) = s.assign()
     s.stop()
     (final,) = s.finished(job, result(job, Status.ERROR, error="refused", ended_by="agent"))
     assert final.status == Status.ERROR and final.attempt == 1
@@ -217,7 +226,7 @@ def test_the_budget_stops_dispatching_once_spent_counting_earlier_parts():
     (_, a), (_, b) = s.assign()
     s.finished(a, result(a, duration_ms=500))  # 0.75 spent
     assert not s.stopped
-    (_, c), = s.assign()
+    ((_, c),) = s.assign()
     s.finished(b, result(b, duration_ms=250))  # 1.0: the budget is spent
     assert s.stop_reason == StopReason.MAX_COST and s.assign() == []
     assert len(s.finished(c, result(c, duration_ms=100))) == 1  # what was in flight still reports
@@ -230,7 +239,7 @@ def test_the_budget_stops_dispatching_once_spent_counting_earlier_parts():
 def test_a_crash_of_the_farm_is_an_error_result_of_that_job():
     s = scheduler()
     s.add(cases(1))
-    (_, job), = s.assign()
+    ((_, job),) = s.assign()
     (crashed,) = s.crashed(job, "ValueError('boom')")
     assert crashed.status == Status.ERROR and crashed.error == "internal error while running the case: ValueError('boom')"
 
@@ -239,7 +248,7 @@ def test_a_dropped_job_frees_its_slot_and_is_never_reported():
     s = scheduler()
     s.add(cases(1))
     s.close()
-    (_, job), = s.assign()
+    ((_, job),) = s.assign()
     s.stop()
     s.dropped(job)
     assert s.done and s.load["a"] == 0 and JobKey("case-0", 0, "") not in s.reported
@@ -376,3 +385,17 @@ def test_the_budget_still_stops_adaptive_repeats():
     s.add(cases(1))
     reported = run_through(s, lambda job: Status.PASSED)
     assert len(reported) == 3 and s.stop_reason is StopReason.MAX_COST
+
+
+def test_a_resume_knows_the_cases_its_earlier_parts_ended_under_adaptive_repeats():
+    from farm.engines.scheduler import ended_before
+    from farm.sequential import Sequential
+
+    rule = Sequential(min_pass_rate=0.8, least=2, most=10)
+    tried = {
+        ("never", 0, "bot"): ("failed", False), ("never", 1, "bot"): ("failed", False), ("never", 2, "bot"): ("failed", False),
+        ("open", 0, "bot"): ("passed", False), ("open", 1, "bot"): ("passed", False),  # 2 of 2: undecided
+        ("half", 0, "bot"): ("failed", False),  # its first tries not all run
+        ("skip", 0, "bot"): ("skipped", False),
+    }  # fmt: skip
+    assert ended_before(rule, tried) == 2  # never: decided below; skip: not tried again

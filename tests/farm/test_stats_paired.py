@@ -117,7 +117,12 @@ def test_significant_means_the_interval_leaves_out_zero():
             p = rng.random()
             tries_a, tries_b = rng.randint(1, 5), rng.randint(1, 5)
             q = min(1.0, p + 0.15)
-            pairs.append(((sum(rng.random() < p for _ in range(tries_a)), tries_a), (sum(rng.random() < q for _ in range(tries_b)), tries_b)))
+            pairs.append(
+                (
+                    (sum(rng.random() < p for _ in range(tries_a)), tries_a),
+                    (sum(rng.random() < q for _ in range(tries_b)), tries_b),
+                )
+            )
         d = paired_difference(pairs)
         if d.significant and d.test == REPEATED_TEST:
             assert d.interval[0] > 0 or d.interval[1] < 0
@@ -229,3 +234,35 @@ def test_mcnemar_is_linear():
     assert mcnemar_exact(50_000, 50_000) == 1.0
     assert mcnemar_exact(49_000, 51_000) < 1e-9
     assert time.perf_counter() - start < 1.0
+
+
+def test_under_fixed_runs_the_shared_comparison_is_the_paired_difference_of_pass_fractions():
+    from farm.reports.stats import CaseResult, paired_cases
+    from farm.sequential import Sequential
+    from farm.writers.runinfo import RunOptions
+
+    assert Sequential.of_run(RunOptions()) is None  # --runs N: no stopping rule, so no estimate
+    counts = [((3, 5), (5, 5)), ((0, 5), (2, 5)), ((4, 5), (4, 5)), ((1, 5), (5, 5))]
+    pairs = [(CaseResult.of(*a, None, None), CaseResult.of(*b, None, None)) for a, b in counts]
+    assert all(case.estimate is None for pair in pairs for case in pair)
+    assert paired_cases(pairs) == paired_difference(counts)
+    assert [b.better_than(a) for a, b in pairs] == [True, True, False, True]
+
+
+def test_where_adaptive_repeats_stopped_a_case_the_shared_comparison_counts_its_unbiased_estimate():
+    from farm.reports.stats import ESTIMATES_TEST, CaseResult, difference_sentence, paired_cases
+    from farm.sequential import Sequential
+    from farm.writers.runinfo import RunOptions
+
+    rule = Sequential.of_run(RunOptions(adaptive_runs="2..10", min_pass_rate=0.8, alpha=0.05, delta=0.1))
+    assert rule == Sequential(0.8, 2, 10, 0.05, 0.1)
+    fixed = [CaseResult.of(passes, 10, None, None) for passes in (5, 10, 0)]
+    stopped = [(3, 6, "decided_below"), (8, 8, "decided_above"), (0, 3, "decided_below")]
+    adaptive = [CaseResult.of(passes, tries, why, rule) for passes, tries, why in stopped]
+    assert [case.rate for case in adaptive] == [0.6, 1.0, 0.0]  # 3 of 6 is 0.5, biased low by the stop
+    assert adaptive[0].better_than(fixed[0]) and not fixed[0].better_than(adaptive[0])
+    compared = paired_cases(list(zip(fixed, adaptive, strict=True)))
+    assert compared.test == ESTIMATES_TEST and compared.difference == pytest.approx(0.1 / 3)
+    said = difference_sentence("run A", "run B", compared)
+    assert "run B passes 3.3 percentage points more often than run A, by each case's unbiased estimate" in said
+    assert said.endswith("(80 % power).") and "not significant: this could be noise" in said
