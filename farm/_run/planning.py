@@ -103,7 +103,7 @@ def _connectors(prepared: Prepared, agents: list[str]) -> dict[str, str | None]:
     return connectors
 
 
-def _results(prepared: Prepared, agent_id: str) -> tuple[Path, set[tuple[str, int, str]]]:
+def _results(prepared: Prepared, agent_id: str) -> tuple[Path, set[tuple[str, str, int, str]]]:
     """The results JSONL, and (a resume) the case runs it has finished: those left out of this part."""
     from farm.writers import finished_keys
     from farm.writers.jsonl import BROKEN
@@ -116,7 +116,7 @@ def _results(prepared: Prepared, agent_id: str) -> tuple[Path, set[tuple[str, in
     return jsonl, (finished_keys(jsonl, agent_id, unless=BROKEN if options.retry_errors else ()) if resumed else set())
 
 
-def _adaptive(prepared: Prepared, jsonl: Path, agent_id: str, resumed: bool) -> tuple[Sequential | None, dict[tuple[str, int, str], tuple[str, bool]]]:
+def _adaptive(prepared: Prepared, jsonl: Path, agent_id: str, resumed: bool) -> tuple[Sequential | None, dict[tuple[str, str, int, str], tuple[str, bool]]]:
     """Under adaptive repeats, the rule that stops each case, and (a resume) how the tries already
     run ended, which it counts on from."""
     from farm.sequential import Runs, Sequential
@@ -141,7 +141,7 @@ def _parallel(prepared: Prepared, connectors: dict[str, str | None]) -> int:
     return sum(default_parallel(cfg.connectors[name]) if name else DEFAULT_PARALLEL for name in dict.fromkeys(connectors.values()))
 
 
-def _engine_plan(prepared: Prepared, agents: list[str], connectors: dict[str, str | None], skip_keys: set[tuple[str, int, str]]) -> tuple[RunPlan, Engine]:
+def _engine_plan(prepared: Prepared, agents: list[str], connectors: dict[str, str | None], skip_keys: set[tuple[str, str, int, str]]) -> tuple[RunPlan, Engine]:
     """The run's plan and its engine (``auto`` chosen by the run's size); a cluster not there is said here."""
     from farm._run.setup import build_plan
     from farm.engines import Terminal, choose_engine, make_engine

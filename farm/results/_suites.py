@@ -22,6 +22,13 @@ A case of a ``farm rescore`` run is the case it judged again, whatever file the 
 read from: it keeps the suite it had in the run rescored (:meth:`RunRecord.cases`).
 
 Without a ``run.json`` (a results file) a file is taken as the record names it.
+
+Within one run a case run is named by its suite as :func:`suite_of` reads it from the ``source``
+alone (the same run reads the same inputs when it is resumed): the scheduler, a resume, a rescore's
+lookup of the recorded conversation, the golden files and every report of the run tell two suites'
+``greet`` apart by it. The cases a generated run reads back from its ``generated.jsonl`` on a
+resume name their generator in their source (``agents:<id> generated.jsonl:3``), so they keep the
+suite they had when they were generated.
 """
 
 from __future__ import annotations
@@ -31,9 +38,12 @@ import re
 from collections.abc import Callable
 from pathlib import PurePath
 
-from farm.writers.runinfo import RunInfo
+from typing import TYPE_CHECKING
 
-__all__ = ["GENERATED_JSONL", "LINE", "MESSAGE", "STDIN", "Suites"]
+if TYPE_CHECKING:
+    from farm.writers.runinfo import RunInfo
+
+__all__ = ["GENERATED_JSONL", "LINE", "MESSAGE", "STDIN", "Suites", "suite_of"]
 
 MESSAGE = "<message>"
 """The ``source`` of a direct message's case (the suite of a run that does not say its message)."""
@@ -47,6 +57,17 @@ GENERATED_JSONL = "generated.jsonl"
 LINE = re.compile(r":\d+$")
 """The line at the end of a ``source`` (``s.jsonl:12``)."""
 _GENERATORS = ("agents:", "scripts:")
+
+
+def suite_of(source: str | None) -> str:
+    """The suite of a case within its run, from its ``source``: the file without its line
+    (``suites/a.jsonl:3`` is ``suites/a.jsonl``, as the run names it), ``<stdin>``, ``<message>``,
+    or the generator of a generated case (``agents:<id> batch 1, case 2`` is ``agents:<id>``);
+    ``""`` without a source. What, with the case id, names a case within its run."""
+    where = LINE.sub("", source or "")
+    if where.startswith(_GENERATORS):
+        return where.split(" ", 1)[0]
+    return where
 
 
 class Suites:
@@ -77,10 +98,8 @@ class Suites:
             return ""
         if where == MESSAGE:
             return self._input or MESSAGE
-        if where == STDIN:
-            return STDIN
-        if where.startswith(_GENERATORS):
-            return where.split(" ", 1)[0]  # "agents:gen batch 1, case 2": the generator
+        if where == STDIN or where.startswith(_GENERATORS):
+            return suite_of(where)  # "agents:gen batch 1, case 2": the generator
         path = _absolute(where, self._cwd)
         if PurePath(path).name == GENERATED_JSONL:
             generator = self._input_of(str(PurePath(path).parent))
