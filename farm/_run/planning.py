@@ -79,11 +79,11 @@ def _receiver(prepared: Prepared, agents: list[str], engine: str) -> Receiver | 
 
 def _golden(prepared: Prepared) -> GoldenRecorder | None:
     """The recorder of ``--update-golden``; else every case attached to its golden conversation."""
-    from farm.conversation.golden import GoldenRecorder, attach
+    from farm.conversation.golden import GoldenRecorder, attach, golden_folders
 
     options = prepared.options
     if options.update_golden is not None:  # recording replaces comparing, as a snapshot update does
-        return GoldenRecorder(Path(options.update_golden))
+        return GoldenRecorder(Path(options.update_golden), golden_folders(loaded.source for loaded in prepared.suite.cases))
     folder = Path(options.golden) if options.golden is not None else prepared.cfg.golden_dir
     attach(prepared.suite.cases, folder, every=options.golden is not None, input=options.input)
     return None

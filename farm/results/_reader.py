@@ -322,18 +322,26 @@ class RunRecord:
     def batches(self, table: str, columns: Sequence[str], batch_size: int = 16384) -> Iterator[pa.Table]:
         """``table``'s ``columns`` a batch of rows at a time, so that a scan of a large run (a text
         search over every reply) never holds the whole table."""
+        names = list(columns)
+        if SUITE in names:  # its suite as the reader gives it (SUITE): what the other tables' rows say
+            names += [name for name in (("source", "case_id") if table == "cases" else ("case_id",)) if name not in names]
         if not self._parquet():
-            yield self._jsonl_tables()[table].select(list(columns))
+            yield self._with_suites(table, self._jsonl_tables()[table].select(names), columns)
             return
-        schema = pa.schema([TABLES[table].field(name) for name in columns])
+        schema = pa.schema([TABLES[table].field(name) for name in names])
 
         def read(path: Path) -> Iterator[pa.Table]:
             parquet = pq.ParquetFile(path)
             present = _fitting(path, set(parquet.schema_arrow.names), _REQUIRED[table])
-            for batch in parquet.iter_batches(columns=[name for name in columns if name in present], batch_size=batch_size):
-                yield _conformed(pa.Table.from_batches([batch]), schema, present, path)
+            for batch in parquet.iter_batches(columns=[name for name in names if name in present], batch_size=batch_size):
+                yield self._with_suites(table, _conformed(pa.Table.from_batches([batch]), schema, present, path), columns)
 
         yield from self._each_file(self.table_files(table), read)
+
+    def _with_suites(self, table: str, read: pa.Table, columns: Sequence[str]) -> pa.Table:
+        if SUITE in columns:
+            read = read.set_column(read.schema.get_field_index(SUITE), SUITE, self._suites(table, read))
+        return read.select(list(columns))
 
     def _table(self, table: str, columns: Sequence[str] | None, filters: Any) -> pa.Table:
         schema = TABLES[table]
