@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from farm._run.closing import Say
@@ -113,7 +114,18 @@ def _results(prepared: Prepared, agent_id: str) -> tuple[Path, set[tuple[str, st
     resumed = options.resume is not None and jsonl.exists()
     if options.retry_errors and not resumed:
         raise UsageError("--retry-errors: give it with --resume RUN_DIR, the run whose errors and timeouts to run again")
-    return jsonl, (finished_keys(jsonl, agent_id, unless=BROKEN if options.retry_errors else ()) if resumed else set())
+    if not resumed:
+        return jsonl, set()
+    match = _suite_matcher(prepared)
+    return jsonl, {(match(suite), *rest) for suite, *rest in finished_keys(jsonl, agent_id, unless=BROKEN if options.retry_errors else ())}
+
+
+def _suite_matcher(prepared: Prepared) -> Callable[[str], str]:
+    """An earlier part's suite as this part names it (a resume from another folder reads the suite
+    files by another path: :func:`~farm.results._suites.same_suite`)."""
+    from farm.results._suites import suite_matcher, suite_of
+
+    return suite_matcher({suite_of(loaded.source) for loaded in prepared.suite.cases})
 
 
 def _adaptive(prepared: Prepared, jsonl: Path, agent_id: str, resumed: bool) -> tuple[Sequential | None, dict[tuple[str, str, int, str], tuple[str, bool]]]:
@@ -127,7 +139,11 @@ def _adaptive(prepared: Prepared, jsonl: Path, agent_id: str, resumed: bool) -> 
     if not (isinstance(runs, Runs) and runs.adaptive):
         return None, {}
     rule = Sequential(options.min_pass_rate, runs.least, int(runs), options.alpha, options.delta)
-    return rule, (finished_tries(jsonl, agent_id, unless=BROKEN if options.retry_errors else ()) if resumed else {})
+    if not resumed:
+        return rule, {}
+    match = _suite_matcher(prepared)
+    tries = finished_tries(jsonl, agent_id, unless=BROKEN if options.retry_errors else ())
+    return rule, {(match(suite), *rest): ended for (suite, *rest), ended in tries.items()}
 
 
 def _parallel(prepared: Prepared, connectors: dict[str, str | None]) -> int:

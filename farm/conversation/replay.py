@@ -45,7 +45,7 @@ from farm.conversation.runner import RunSettings, Services, error_result, run_ca
 from farm.errors import RecordingEnds, RoleError
 from farm.loaded import LoadedCase
 from farm.results import Blame, CaseResult, Status, TurnResult
-from farm.results._suites import suite_of
+from farm.results._suites import same_suite, suite_of
 from farm.roles.types import HumanRequest, RoleRequest, SimulatorTurn
 from farm.wording import shown
 
@@ -225,11 +225,14 @@ class Replay:
         suite = suite_of(loaded.source)
         found = self.recorded.get((suite, loaded.id, run_index, agent))
         suites = self._suites.get(loaded.id, set())
+        same = [each for each in suites if same_suite(each, suite)]
+        if found is None and len(same) == 1:  # its file read from another folder
+            found = self.recorded.get((same[0], loaded.id, run_index, agent))
         if found is None and len(suites) == 1:
             found = self.recorded.get((next(iter(suites)), loaded.id, run_index, agent))
         if found is not None:
             return found
-        if len(suites) > 1 and suite not in suites:
+        if len(suites) > 1 and not same:
             named = ", ".join(shown(each) for each in sorted(suites))
             return f"the run has case '{shown(loaded.id)}' in several suites ({named}): rescore with the suites' own files"
         return f"the run has no result for case '{shown(loaded.id)}'" + (f" (run {run_index + 1})" if run_index else "")

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import PurePath
 
 from typing import TYPE_CHECKING
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from farm.writers.runinfo import RunInfo
 
-__all__ = ["GENERATED_JSONL", "LINE", "MESSAGE", "STDIN", "Suites", "suite_of"]
+__all__ = ["GENERATED_JSONL", "LINE", "MESSAGE", "STDIN", "Suites", "same_suite", "suite_matcher", "suite_of"]
 
 MESSAGE = "<message>"
 """The ``source`` of a direct message's case (the suite of a run that does not say its message)."""
@@ -68,6 +68,33 @@ def suite_of(source: str | None) -> str:
     if where.startswith(_GENERATORS):
         return where.split(" ", 1)[0]
     return where
+
+
+def same_suite(earlier: str, now: str) -> bool:
+    """Whether ``earlier``, a suite as an earlier part of a run named it (:func:`suite_of`), is the
+    suite ``now`` names: the same, or one file named from two folders (a resume from another folder
+    reads ``suites/a.jsonl`` as ``/project/suites/a.jsonl``): one path ends with the other."""
+    if earlier == now:
+        return True
+    if not earlier or not now or any(each.startswith(("<", *_GENERATORS)) for each in (earlier, now)):
+        return False
+    a, b = os.path.normpath(earlier), os.path.normpath(now)
+    longer, shorter = (a, b) if len(a) >= len(b) else (b, a)
+    return not os.path.isabs(shorter) and longer.endswith(os.sep + shorter)
+
+
+def suite_matcher(suites: Collection[str]) -> Callable[[str], str]:
+    """What an earlier part's suite is among this part's ``suites`` (:func:`same_suite`; itself
+    when none or several match), so that a resume's keys are this part's."""
+    known = set(suites)
+
+    def match(earlier: str) -> str:
+        if earlier in known:
+            return earlier
+        found = [suite for suite in known if same_suite(earlier, suite)]
+        return found[0] if len(found) == 1 else earlier
+
+    return match
 
 
 class Suites:
