@@ -7,8 +7,8 @@ A rescore is planned the same way, on the local engine, with its recorded turns 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from farm._run.closing import Say
@@ -117,7 +117,7 @@ def _results(prepared: Prepared, agent_id: str) -> tuple[Path, set[tuple[str, st
     if not resumed:
         return jsonl, set()
     match = _suite_matcher(prepared)
-    return jsonl, {(match(suite), *rest) for suite, *rest in finished_keys(jsonl, agent_id, unless=BROKEN if options.retry_errors else ())}
+    return jsonl, {(match(suite), case_id, index, agent) for suite, case_id, index, agent in finished_keys(jsonl, agent_id, unless=BROKEN if options.retry_errors else ())}
 
 
 def _suite_matcher(prepared: Prepared) -> Callable[[str], str]:
@@ -143,7 +143,7 @@ def _adaptive(prepared: Prepared, jsonl: Path, agent_id: str, resumed: bool) -> 
         return rule, {}
     match = _suite_matcher(prepared)
     tries = finished_tries(jsonl, agent_id, unless=BROKEN if options.retry_errors else ())
-    return rule, {(match(suite), *rest): ended for (suite, *rest), ended in tries.items()}
+    return rule, {(match(suite), case_id, index, agent): ended for (suite, case_id, index, agent), ended in tries.items()}
 
 
 def _parallel(prepared: Prepared, connectors: dict[str, str | None]) -> int:

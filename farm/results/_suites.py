@@ -37,7 +37,6 @@ import os
 import re
 from collections.abc import Callable, Collection
 from pathlib import PurePath
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:

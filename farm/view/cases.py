@@ -86,7 +86,10 @@ class RunCases:
                 return loaded
         table = run.cases(LISTED)
         # positions, not a sorted copy: a page takes its 50 rows, and memory holds the table once
-        order = pc.sort_indices(table, sort_keys=[("case_id", "ascending"), ("suite", "ascending"), ("agent", "ascending"), ("run_index", "ascending")])
+        order = pc.sort_indices(
+            table,
+            sort_keys=[("case_id", "ascending"), ("suite", "ascending"), ("agent", "ascending"), ("run_index", "ascending")],
+        )
         loaded = _Loaded(signature, table, order, _facets(table))
         with self._lock:
             self._runs[run.name] = loaded
