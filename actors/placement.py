@@ -412,7 +412,7 @@ def conversations(plan: RunPlan) -> dict[str, int] | None:
     if plan.stream is not None:
         return None
     per_agent = len(plan.cases) * plan.runs
-    finished = Counter(key[2] for key in plan.skip_keys)
+    finished = Counter(key[3] for key in plan.skip_keys)  # (suite, case id, run index, agent)
     return {agent: max(1, per_agent - finished[agent]) for agent in plan.agents}
 
 

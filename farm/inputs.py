@@ -273,20 +273,25 @@ def load_inputs(
     inputs: Sequence[Input], config: FarmConfig, agent_id: str | None, stdin: TextIO | None = None, compact: bool = False, cache: RoleCache | None = None
 ) -> Suite:
     """Every suite of ``inputs`` (as :func:`expand_inputs` made them), as one suite in their order.
-    A case id names one case in a run: one that an earlier suite has already is a problem of the later case."""
+    A case id may repeat across suites: a case is named by its suite and id
+    (:func:`~farm.results._suites.suite_of`), and every suite may have its ``greet``. An id repeated
+    within one suite is a problem of the later case, as the loader finds it in a file; so is a
+    second direct message (both are the case ``message`` of the suite ``<message>``)."""
     if len(inputs) == 1:
         return resolve_input(inputs[0].value, config, agent_id, stdin, compact, cache)
+    from farm.results._suites import suite_of
+
     suites = [resolve_input(each.value, config, agent_id, stdin, compact, cache) for each in inputs]
-    first: dict[str, str] = {}
+    first: dict[tuple[str, str], str] = {}
     cases = []
     for suite in suites:
         for loaded in suite.cases:
-            if loaded.id in first and first[loaded.id] != loaded.source:
-                where = first[loaded.id]
-                loaded.fail([f"field 'id': duplicate id '{shown(loaded.id)}' (first at {shown(where)}): a case id names one case across the run's suites"])
+            key = (suite_of(loaded.source), loaded.id)
+            if key in first:
+                loaded.fail([f"field 'id': duplicate id '{shown(loaded.id)}' (first at {shown(first[key])})"])
                 loaded.id = f"{loaded.id}@{loaded.source}"
             else:
-                first.setdefault(loaded.id, loaded.source)
+                first[key] = loaded.source
             cases.append(loaded)
     return Suite(cases, input_text([each.value for each in inputs]))
 

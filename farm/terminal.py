@@ -7,13 +7,14 @@ blocks, so an engine calls it from a thread of its own, one question at a time.
 
 from __future__ import annotations
 
+import asyncio
 import select
 from collections.abc import Callable
 from typing import TextIO
 
 from farm.roles.types import HumanRequest
 
-__all__ = ["ask_on_terminal"]
+__all__ = ["TerminalAsker", "ask_on_terminal"]
 
 
 def _readline(stdin: TextIO, timeout: float) -> str | None:
@@ -39,3 +40,16 @@ def ask_on_terminal(request: HumanRequest, stdin: TextIO, write: Callable[[str],
     if line.strip() == "":
         return request.proposed if isinstance(request.proposed, str) else None
     return line
+
+
+class TerminalAsker:
+    """Interactive mode on the local engine: one question at a time to the person at ``stdin``,
+    off the event loop."""
+
+    def __init__(self, stdin: TextIO, write: Callable[[str], None]):
+        self.stdin, self.write = stdin, write
+        self.lock = asyncio.Lock()
+
+    async def __call__(self, request: HumanRequest) -> str | None:
+        async with self.lock:
+            return await asyncio.to_thread(ask_on_terminal, request, self.stdin, self.write)

@@ -16,18 +16,23 @@ ignore keys they do not know: events gain keys, never lose or retype them.
 
 ``case_start`` — optional (see below)::
 
-    {"event": "case_start", "run_id": "...", "time": ..., "case_id": "c1",
-     "name": "Refund" | null, "run_index": 0, "attempt": 1}
+    {"event": "case_start", "run_id": "...", "time": ..., "suite": "suites/a.jsonl",
+     "case_id": "c1", "name": "Refund" | null, "run_index": 0, "attempt": 1}
 
 ``turn`` — optional (see below)::
 
-    {"event": "turn", "run_id": "...", "time": ..., "case_id": "c1",
-     "run_index": 0, "attempt": 1, "turn": <TurnResult JSON: turn, input,
+    {"event": "turn", "run_id": "...", "time": ..., "suite": "suites/a.jsonl",
+     "case_id": "c1", "run_index": 0, "attempt": 1, "turn": <TurnResult JSON: turn, input,
      input_source, output, tool_calls[], assertions[], duration_ms, usage, ...>}
 
 ``case_result`` — one per finished case run::
 
-    {"event": "case_result", "run_id": "...", "time": ..., "case": <CaseResult JSON>}
+    {"event": "case_result", "run_id": "...", "time": ..., "suite": "suites/a.jsonl",
+     "case": <CaseResult JSON>}
+
+  ``suite`` is the case's suite within the run (its file without the line, ``<stdin>``,
+  ``<message>``, or its generator ``agents:<id>``): a case id may repeat across the run's
+  suites, and ``suite``, ``case_id``, ``run_index``, ``attempt`` and the agent name one case run.
 
   ``case`` is exactly a ``results.jsonl`` line (:class:`farm.results.CaseResult`).
 
@@ -101,19 +106,20 @@ class EventWriter:
         self._announced = True
         self._emit("run_start", {"schema_version": SCHEMA_VERSION, **(info or {})})
 
-    def case_start(self, case_id: str, name: str | None = None, run_index: int = 0, attempt: int = 1) -> None:
-        """Emit ``case_start`` (optional: for drivers that learn when a case begins)."""
-        self._emit("case_start", {"case_id": case_id, "name": name, "run_index": run_index, "attempt": attempt})
+    def case_start(self, case_id: str, name: str | None = None, run_index: int = 0, attempt: int = 1, *, suite: str = "") -> None:
+        """Emit ``case_start`` (optional: for drivers that learn when a case begins); ``suite``:
+        the case's suite within the run (:func:`~farm.results._suites.suite_of` of its source)."""
+        self._emit("case_start", {"suite": suite, "case_id": case_id, "name": name, "run_index": run_index, "attempt": attempt})
 
-    def turn(self, case_id: str, turn: TurnResult, run_index: int = 0, attempt: int = 1) -> None:
-        """Emit ``turn`` (optional: for drivers that see turns as they happen)."""
+    def turn(self, case_id: str, turn: TurnResult, run_index: int = 0, attempt: int = 1, *, suite: str = "") -> None:
+        """Emit ``turn`` (optional: for drivers that see turns as they happen); ``suite`` as for :meth:`case_start`."""
         self._emit(
             "turn",
-            {"case_id": case_id, "run_index": run_index, "attempt": attempt, "turn": turn.model_dump(mode="json")},
+            {"suite": suite, "case_id": case_id, "run_index": run_index, "attempt": attempt, "turn": turn.model_dump(mode="json")},
         )
 
     def write(self, result: CaseResult) -> None:
-        self._emit("case_result", {"case": result.model_dump(mode="json")})
+        self._emit("case_result", {"suite": result.suite, "case": result.model_dump(mode="json")})
         self._summary.add(result)
 
     def flush(self) -> None:

@@ -117,11 +117,11 @@ def _earlier_results(outputs: RunOutputs) -> list[CaseResult]:
     """The results of the run's earlier parts, once each, from the JSONL (the source of truth)."""
     if not (outputs.resume and outputs.jsonl.exists()):
         return []
-    seen: set[tuple[str, int, str | None]] = set()
+    seen: set[tuple[str, str, int, str]] = set()
     earlier: list[CaseResult] = []
     for record in read_jsonl_results(outputs.jsonl):
         result = CaseResult.model_validate(record)
-        key = (result.id, result.run_index, result.agent)
+        key = result.run_key()
         if key not in seen:
             seen.add(key)
             earlier.append(result)

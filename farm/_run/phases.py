@@ -70,7 +70,7 @@ class Planned:
     info: RunInfo
     engine: Engine
     jsonl: Path
-    skip_keys: set[tuple[str, int, str]]
+    skip_keys: set[tuple[str, str, int, str]]
     recorder: GoldenRecorder | None
     against: Baseline | None
     """The baseline run the gate compares with (``--baseline``)."""

@@ -7,6 +7,7 @@ A rescore is planned the same way, on the local engine, with its recorded turns 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,11 +77,11 @@ def _receiver(prepared: Prepared, agents: list[str], engine: Engine) -> Receiver
 
 def _golden(prepared: Prepared) -> GoldenRecorder | None:
     """The recorder of ``--update-golden``; else every case attached to its golden conversation."""
-    from farm.conversation.golden import GoldenRecorder, attach
+    from farm.conversation.golden import GoldenRecorder, attach, golden_folders
 
     options = prepared.options
     if options.update_golden is not None:  # recording replaces comparing, as a snapshot update does
-        return GoldenRecorder(Path(options.update_golden))
+        return GoldenRecorder(Path(options.update_golden), golden_folders(loaded.source for loaded in prepared.suite.cases))
     folder = Path(options.golden) if options.golden is not None else prepared.cfg.golden_dir
     attach(prepared.suite.cases, folder, every=options.golden is not None, input=options.input)
     return None
@@ -100,7 +101,7 @@ def _connectors(prepared: Prepared, agents: list[str]) -> dict[str, str | None]:
     return connectors
 
 
-def _results(prepared: Prepared, agent_id: str) -> tuple[Path, set[tuple[str, int, str]]]:
+def _results(prepared: Prepared, agent_id: str) -> tuple[Path, set[tuple[str, str, int, str]]]:
     """The results JSONL, and (a resume) the case runs it has finished: those left out of this part."""
     from farm.writers import finished_keys
     from farm.writers.jsonl import BROKEN
@@ -110,10 +111,21 @@ def _results(prepared: Prepared, agent_id: str) -> tuple[Path, set[tuple[str, in
     resumed = options.resume is not None and jsonl.exists()
     if options.retry_errors and not resumed:
         raise UsageError("--retry-errors: give it with --resume RUN_DIR, the run whose errors and timeouts to run again")
-    return jsonl, (finished_keys(jsonl, agent_id, unless=BROKEN if options.retry_errors else ()) if resumed else set())
+    if not resumed:
+        return jsonl, set()
+    match = _suite_matcher(prepared)
+    return jsonl, {(match(suite), case_id, index, agent) for suite, case_id, index, agent in finished_keys(jsonl, agent_id, unless=BROKEN if options.retry_errors else ())}
 
 
-def _adaptive(prepared: Prepared, jsonl: Path, agent_id: str, resumed: bool) -> tuple[Sequential | None, dict[tuple[str, int, str], tuple[str, bool]]]:
+def _suite_matcher(prepared: Prepared) -> Callable[[str], str]:
+    """An earlier part's suite as this part names it (a resume from another folder reads the suite
+    files by another path: :func:`~farm.results._suites.same_suite`)."""
+    from farm.results._suites import suite_matcher, suite_of
+
+    return suite_matcher({suite_of(loaded.source) for loaded in prepared.suite.cases})
+
+
+def _adaptive(prepared: Prepared, jsonl: Path, agent_id: str, resumed: bool) -> tuple[Sequential | None, dict[tuple[str, str, int, str], tuple[str, bool]]]:
     """Under adaptive repeats, the rule that stops each case, and (a resume) how the tries already
     run ended, which it counts on from."""
     from farm.sequential import Runs, Sequential
@@ -124,7 +136,11 @@ def _adaptive(prepared: Prepared, jsonl: Path, agent_id: str, resumed: bool) -> 
     if not (isinstance(runs, Runs) and runs.adaptive):
         return None, {}
     rule = Sequential(options.min_pass_rate, runs.least, int(runs), options.alpha, options.delta)
-    return rule, (finished_tries(jsonl, agent_id, unless=BROKEN if options.retry_errors else ()) if resumed else {})
+    if not resumed:
+        return rule, {}
+    match = _suite_matcher(prepared)
+    tries = finished_tries(jsonl, agent_id, unless=BROKEN if options.retry_errors else ())
+    return rule, {(match(suite), case_id, index, agent): ended for (suite, case_id, index, agent), ended in tries.items()}
 
 
 def _parallel(prepared: Prepared, connectors: dict[str, str | None]) -> int:
@@ -138,7 +154,7 @@ def _parallel(prepared: Prepared, connectors: dict[str, str | None]) -> int:
     return sum(default_parallel(cfg.connectors[name]) if name else DEFAULT_PARALLEL for name in dict.fromkeys(connectors.values()))
 
 
-def _engine_plan(prepared: Prepared, agents: list[str], connectors: dict[str, str | None], skip_keys: set[tuple[str, int, str]]) -> tuple[RunPlan, Engine]:
+def _engine_plan(prepared: Prepared, agents: list[str], connectors: dict[str, str | None], skip_keys: set[tuple[str, str, int, str]]) -> tuple[RunPlan, Engine]:
     """The run's plan and its engine (``auto`` chosen by the run's size); a cluster not there is said here."""
     from farm._run.setup import build_plan
     from farm.engines import Terminal, choose_engine, make_engine

@@ -134,17 +134,18 @@ def _config(run: RunRecord, config: str | Path | FarmConfig | None, input_value:
     return loaded.model_copy(update={"farm": loaded.farm.model_copy(update={"results_dir": str(run.path.parent)})})
 
 
-def _recorded(run: RunRecord, agent: str) -> dict[tuple[str, int, str], CaseResult]:
-    """The source run's results by ``(case id, run index, agent)``, the first record of each; from
+def _recorded(run: RunRecord, agent: str) -> dict[tuple[str, str, int, str], CaseResult]:
+    """The source run's results by ``(suite, case id, run index, agent)`` (:meth:`CaseResult.run_key`),
+    the first record of each; from
     its ``results.jsonl``, else from the path its ``run.json`` names (``-o``). ``agent``: the agent of
     a result that names none. A line that is not a case result is a usage error: a rescore that
     passed it over would judge less than the run ran."""
     if run.jsonl is None:
         named = f" nor at {run.info.results}" if run.info.results else ""
         raise UsageError(f"{run.path} holds no results to rescore: there is no results.jsonl in it{named}")
-    recorded: dict[tuple[str, int, str], CaseResult] = {}
+    recorded: dict[tuple[str, str, int, str], CaseResult] = {}
     for result in run.results():
-        recorded.setdefault((result.id, result.run_index, result.agent or agent), result)
+        recorded.setdefault(result.run_key(agent), result)
     if run.problems:
         raise UsageError(f"Cannot rescore {run.path}: {run.problems[-1]}")
     return recorded

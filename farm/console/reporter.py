@@ -51,6 +51,10 @@ class ConsoleReporter:
         """Whether each case names its agent under test: a run that tests several (set by :meth:`header`,
         or on the first result of a second agent)."""
         self._first_agent: str | None = None
+        self.show_suites = False
+        """Whether each case names its suite: a run of several suites, whose ids may repeat (set on
+        the first result of a second suite)."""
+        self._first_suite: str | None = None
         self.note_message = False
         """Whether ``-i`` was read as a message: ``-q``'s summary line says so."""
 
@@ -93,20 +97,24 @@ class ConsoleReporter:
             if self._first_agent is None:
                 self._first_agent = result.agent or ""
             self.show_agents = (result.agent or "") != self._first_agent
+        if not self.show_suites:
+            if self._first_suite is None:
+                self._first_suite = result.suite
+            self.show_suites = result.suite != self._first_suite
         if self.quiet:
             if not result.status.ok:
-                self.console.print(failure_line(result, self.verbose, self.show_agents), soft_wrap=True)
+                self.console.print(failure_line(result, self.verbose, self.show_agents, self.show_suites), soft_wrap=True)
                 self._gap_needed = True
             return
         if result.status == Status.PASSED and not self.verbose:
-            self._lines.append(passed_line(result, self.show_agents))
+            self._lines.append(passed_line(result, self.show_agents, self.show_suites))
             self._gap_needed = True
             if len(self._lines) >= LINES_AT_ONCE or time.monotonic() - self._printed_at >= LINES_EVERY:
                 self.flush()
             return
         self.flush()
         self._gap()
-        print_tree(self.console, result, self.verbose, self.show_agents)
+        print_tree(self.console, result, self.verbose, self.show_agents, self.show_suites)
         self._gap_needed = False
 
     def flush(self) -> None:

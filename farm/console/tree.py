@@ -53,14 +53,15 @@ Item = tuple[Text, list[Text]]
 """A tree item: its head line and its detail lines."""
 
 
-def passed_line(result: CaseResult, show_agent: bool = False) -> Text:
+def passed_line(result: CaseResult, show_agent: bool = False, show_suite: bool = False) -> Text:
     """A passed case on one line: id, name, turns, duration, run label and any turn's note;
-    ``show_agent``: the agent under test beside the mark (a run that tests several)."""
+    ``show_agent``: the agent under test beside the mark (a run that tests several); ``show_suite``:
+    the case's suite before its id (a run of several suites, where an id may repeat)."""
     line = Text()
     line.append("✓ ", style="green")
     if show_agent:
         line.append(_agent_label(result))
-    _append_title(line, result)
+    _append_title(line, result, show_suite)
     line.append(f" ({_turns_label(result)}, {format_duration(result.duration_ms / 1000)})")
     line.append(_run_label(result), style="dim")
     for turn in result.turns:  # a pass with something to know, e.g. the tool loop stopped
@@ -69,12 +70,14 @@ def passed_line(result: CaseResult, show_agent: bool = False) -> Text:
     return line
 
 
-def failure_line(result: CaseResult, verbose: bool = False, show_agent: bool = False) -> Text:
-    """A case that did not pass, on one line (``-q``): its id (and agent), status and why."""
+def failure_line(result: CaseResult, verbose: bool = False, show_agent: bool = False, show_suite: bool = False) -> Text:
+    """A case that did not pass, on one line (``-q``): its id (and agent, and suite), status and why."""
     line = Text()
     line.append("✗ ", style=_STATUS_STYLE.get(_word(result.status), "red"))
     if show_agent:
         line.append_text(_agent_label(result))
+    if show_suite:
+        line.append_text(_suite_label(result))
     line.append(f"[{one_line(result.id)}]", style="bold")
     line.append(_run_label(result), style="dim")
     line.append(" ")
@@ -93,15 +96,15 @@ def _failed_assertions(result: CaseResult) -> Iterable[AssertionResult]:
     yield from (a for a in result.final_assertions if not a.passed)
 
 
-def print_tree(console: SafeConsole, result: CaseResult, verbose: bool, show_agent: bool = False) -> None:
+def print_tree(console: SafeConsole, result: CaseResult, verbose: bool, show_agent: bool = False, show_suite: bool = False) -> None:
     """Print ``result`` as a tree; ``verbose`` adds the simulator's reasoning to dynamic turns and
     shows errors and failure messages whole; ``show_agent`` names the agent under test on the head
-    and the result line."""
+    and the result line; ``show_suite`` the case's suite on the head."""
     head = Text()
     head.append("► ")
     if show_agent:
         head.append(_agent_label(result))
-    _append_title(head, result)
+    _append_title(head, result, show_suite)
     head.append(f" ({_stopped_label(result) or _turns_label(result)})")
     head.append(_run_label(result), style="dim")
     console.print(head)
@@ -213,11 +216,17 @@ def _needs_result_line(result: CaseResult) -> bool:
     return result.status != Status.PASSED and not (result.status == Status.FAILED and finals_failed)
 
 
-def _append_title(line: Text, result: CaseResult) -> None:
-    """The case's id and name, each on this line whatever they hold (they may be generated)."""
+def _append_title(line: Text, result: CaseResult, show_suite: bool = False) -> None:
+    """The case's id and name (and suite), each on this line whatever they hold (they may be generated)."""
+    if show_suite:
+        line.append_text(_suite_label(result))
     line.append(f"[{one_line(result.id)}]", style="bold")
     if result.name:
         line.append(f" {one_line(result.name)}")
+
+
+def _suite_label(result: CaseResult) -> Text:
+    return Text(f"{one_line(clip(result.suite or '(no suite)', VALUE_LIMIT))} ", style="dim")
 
 
 def _agent_label(result: CaseResult) -> Text:

@@ -7,7 +7,10 @@ agent awaited input. The file is sorted, indented JSON, so a changed golden
 reads well in a code review. ``<suite>`` is the suite file's name without its
 suffix and ``<case>`` the case id; both are reduced to ``[A-Za-z0-9._-]`` with
 a short hash of the original when anything had to change, so an id with ``/``,
-spaces or any other character stays a single file inside ``DIR``.
+spaces or any other character stays a single file inside ``DIR``. A case id may
+repeat across a run's suites, and each suite's case has its own file: two suites
+of one name (``x/smoke.jsonl`` and ``y/smoke.jsonl``) each take as many of their
+folders as tell them apart (``DIR/x/smoke/<case>.json``, :func:`golden_folders`).
 
 A run with ``--golden DIR`` (every case) or ``[farm].golden_dir`` (the cases
 that set ``golden``) compares each conversation with its golden one
@@ -28,7 +31,7 @@ import json
 import re
 import shlex
 from collections.abc import Iterable
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from pydantic import ValidationError
@@ -42,12 +45,14 @@ from farm.files import atomic_file
 from farm.jsontext import NO_JSON, json_value, pretty_json, whole_json
 from farm.loaded import LoadedCase
 from farm.results import AssertionResult, CaseResult, Status, TurnResult
+from farm.results._suites import suite_of
 from farm.suite.loader import FILE_SUFFIXES
 
 __all__ = [
     "GoldenRecorder",
     "attach",
     "compare",
+    "golden_folders",
     "golden_path",
     "safe_name",
     "write_golden",
@@ -71,14 +76,39 @@ def safe_name(text: str) -> str:
     return f"{cleaned or 'case'}-{digest}"
 
 
-def golden_path(folder: Path, case_id: str, source: str | None) -> Path:
-    """``folder/<suite>/<case>.json``: always inside ``folder``, whatever the id holds."""
-    suite = suite_file(source) or "suite"
+def _without_suffix(name: str) -> str:
     for suffix in FILE_SUFFIXES:
-        if suite.endswith(suffix) and len(suite) > len(suffix):
-            suite = suite[: -len(suffix)]
-            break
-    path = folder / safe_name(suite.strip("<>")) / (safe_name(case_id) + ".json")
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def golden_folders(sources: Iterable[str | None]) -> dict[str, str]:
+    """The folders of the golden files of the suites of one run's case ``sources`` that share their
+    name with another of its suites (``x/smoke.jsonl``, ``y/smoke.jsonl``), by suite
+    (:func:`~farm.results._suites.suite_of`): as many of each one's last folders as tell them apart
+    (``x/smoke``, ``y/smoke``). Any other suite's folder is its file's name (:func:`golden_path`)."""
+    by_name: dict[str, dict[str, tuple[str, ...]]] = {}
+    for source in sources:
+        suite = suite_of(source)
+        name = _without_suffix(suite_file(source) or "suite")
+        by_name.setdefault(name, {})[suite] = PurePath(_without_suffix(suite)).parts
+    out: dict[str, str] = {}
+    for name, suites in by_name.items():
+        if len(suites) == 1:
+            continue
+        last = 1
+        while last < max(map(len, suites.values())) and len({parts[-last:] for parts in suites.values()}) < len(suites):
+            last += 1
+        out.update({suite: "/".join(part for part in parts[-last:] if part not in ("/", "..")) or name for suite, parts in suites.items()})
+    return out
+
+
+def golden_path(folder: Path, case_id: str, source: str | None, suite_folder: str | None = None) -> Path:
+    """``folder/<suite>/<case>.json``: always inside ``folder``, whatever the id holds.
+    ``suite_folder``: the suite's folder where the run has two suites of its name (:func:`golden_folders`)."""
+    suite = suite_folder or _without_suffix(suite_file(source) or "suite")
+    path = folder.joinpath(*(safe_name(part.strip("<>")) for part in suite.split("/"))) / (safe_name(case_id) + ".json")
     if folder.resolve() not in path.resolve().parents:  # safe_name makes this impossible; a guard all the same
         raise UsageError(f"golden file for case '{case_id}' would leave {folder}")
     return path
@@ -87,9 +117,9 @@ def golden_path(folder: Path, case_id: str, source: str | None) -> Path:
 # -- writing ---------------------------------------------------------------------------------------
 
 
-def write_golden(folder: Path, result: CaseResult) -> Path:
+def write_golden(folder: Path, result: CaseResult, suite_folder: str | None = None) -> Path:
     """Write ``result``'s conversation as its golden file, atomically (a reader never sees half a file)."""
-    path = golden_path(folder, result.id, result.source)
+    path = golden_path(folder, result.id, result.source, suite_folder)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path, fsync=False) as out:
         out.write(GoldenConversation.from_result(result).to_text())
@@ -97,25 +127,29 @@ def write_golden(folder: Path, result: CaseResult) -> Path:
 
 
 class GoldenRecorder:
-    """``--update-golden DIR``: writes the first passed run of every case, counts the rest."""
+    """``--update-golden DIR``: writes the first passed run of every case (of each suite: an id
+    may repeat across the run's suites), counts the rest. ``folders``: :func:`golden_folders` of
+    the run's cases."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, folders: dict[str, str] | None = None):
         self.folder = folder
-        self.written: set[str] = set()
-        self.seen: set[str] = set()
+        self.folders = folders or {}
+        self.written: set[tuple[str, str]] = set()
+        self.seen: set[tuple[str, str]] = set()
         self.problems: list[str] = []
 
     def offer(self, result: CaseResult) -> None:
         """Write ``result``'s conversation if it passed and its case has none written yet."""
-        self.seen.add(result.id)
-        if Status(result.status) is not Status.PASSED or result.id in self.written:
+        case = (result.suite, result.id)
+        self.seen.add(case)
+        if Status(result.status) is not Status.PASSED or case in self.written:
             return
         try:
-            write_golden(self.folder, result)
+            write_golden(self.folder, result, self.folders.get(result.suite))
         except (OSError, UsageError) as exc:
             self.problems.append(f"golden file for case '{result.id}' not written: {exc}")
             return
-        self.written.add(result.id)
+        self.written.add(case)
 
     @property
     def not_passed(self) -> int:
@@ -137,6 +171,8 @@ def attach(cases: Iterable[LoadedCase], folder: Path | None, *, every: bool, inp
     cases that set ``golden``. A case that sets ``golden`` when the run has no folder is a
     :class:`UsageError`. ``input`` names the suite in the command that writes missing files.
     """
+    cases = list(cases)
+    folders = golden_folders(loaded.source for loaded in cases)
     for loaded in cases:
         if not loaded.ok or loaded.script is not None:
             continue
@@ -154,7 +190,7 @@ def attach(cases: Iterable[LoadedCase], folder: Path | None, *, every: bool, inp
                 f"{loaded.source}: field 'golden': case '{case.id}' compares with a golden conversation, "
                 "but the run has no golden folder: give --golden DIR or set [farm].golden_dir in farm.toml"
             )
-        loaded.golden = _load(rule, golden_path(folder, case.id, loaded.source), folder, input)
+        loaded.golden = _load(rule, golden_path(folder, case.id, loaded.source, folders.get(suite_of(loaded.source))), folder, input)
 
 
 def _load(rule: GoldenRule, path: Path, folder: Path, input: str) -> GoldenCheck:

@@ -45,7 +45,9 @@ from farm.conversation.runner import RunSettings, Services, error_result, run_ca
 from farm.errors import RecordingEnds, RoleError
 from farm.loaded import LoadedCase
 from farm.results import Blame, CaseResult, Status, TurnResult
+from farm.results._suites import same_suite, suite_of
 from farm.roles.types import HumanRequest, RoleRequest, SimulatorTurn
+from farm.wording import shown
 
 __all__ = ["NOT_RESCORABLE", "RecordingEnds", "Replay", "ReplayClient", "ReplayClock", "ReplayServices", "not_rescorable"]
 
@@ -208,10 +210,37 @@ def not_rescorable(loaded: LoadedCase, settings: RunSettings, reason: str) -> Ca
 class Replay:
     """Rescores cases against a run's recorded results (set as ``RunPlan.replay``)."""
 
-    recorded: dict[tuple[str, int, str], CaseResult]
-    """The source run's results by ``(case id, run index, agent)``."""
+    recorded: dict[tuple[str, str, int, str], CaseResult]
+    """The source run's results by ``(suite, case id, run index, agent)`` (:meth:`CaseResult.run_key`)."""
     source: str
     """The source run's id."""
+    _suites: dict[str, set[str]] = dataclasses.field(default_factory=dict, init=False, repr=False)
+    """The suites of each case id the source run has."""
+
+    def __post_init__(self) -> None:
+        for suite, case_id, _, _ in self.recorded:
+            self._suites.setdefault(case_id, set()).add(suite)
+
+    def lookup(self, loaded: LoadedCase, run_index: int, agent: str) -> CaseResult | str:
+        """The recorded result of ``loaded``'s run ``run_index`` on ``agent``, else why there is none.
+
+        A case is the recorded case of its suite and id; a case read from another file (an edited
+        copy of the suite, a generated run's ``generated.jsonl``) is the recorded case of its id,
+        when the source run has that id in one suite only."""
+        suite = suite_of(loaded.source)
+        found = self.recorded.get((suite, loaded.id, run_index, agent))
+        suites = self._suites.get(loaded.id, set())
+        same = [each for each in suites if same_suite(each, suite)]
+        if found is None and len(same) == 1:  # its file read from another folder
+            found = self.recorded.get((same[0], loaded.id, run_index, agent))
+        if found is None and len(suites) == 1:
+            found = self.recorded.get((next(iter(suites)), loaded.id, run_index, agent))
+        if found is not None:
+            return found
+        if len(suites) > 1 and not same:
+            named = ", ".join(shown(each) for each in sorted(suites))
+            return f"the run has case '{shown(loaded.id)}' in several suites ({named}): rescore with the suites' own files"
+        return f"the run has no result for case '{shown(loaded.id)}'" + (f" (run {run_index + 1})" if run_index else "")
 
     async def run(self, loaded: LoadedCase, run_index: int, services: Services | None, settings: RunSettings) -> CaseResult:
         """Rescore one run of one case: the new result (never raises for the case's own problems)."""
@@ -222,9 +251,9 @@ class Replay:
         return result
 
     async def _run(self, loaded: LoadedCase, run_index: int, services: Services | None, settings: RunSettings) -> CaseResult:
-        recorded = self.recorded.get((loaded.id, run_index, settings.agent_id))
-        if recorded is None:
-            return not_rescorable(loaded, settings, f"the run has no result for case '{loaded.id}'" + (f" (run {run_index + 1})" if run_index else ""))
+        recorded = self.lookup(loaded, run_index, settings.agent_id)
+        if isinstance(recorded, str):
+            return not_rescorable(loaded, settings, recorded)
         skip = loaded.case.skip_reason() if loaded.case is not None else None
         if not recorded.turns and (recorded.status == Status.SKIPPED or recorded.mode is None):
             if loaded.ok and not skip:

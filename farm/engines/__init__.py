@@ -90,8 +90,8 @@ class RunPlan:
     actors: int | None = None
     """Session actors (the ray engine); None: sized to the cluster."""
     max_attempts: int = 3
-    skip_keys: set[tuple[str, int, str]] = field(default_factory=set)
-    """``(case id, run index, agent)`` already finished (``--resume``)."""
+    skip_keys: set[tuple[str, str, int, str]] = field(default_factory=set)
+    """``(suite, case id, run index, agent)`` already finished (``--resume``; :meth:`CaseResult.run_key`)."""
     terminal: Terminal | None = None
     """Set in interactive mode: the agent's questions go to a person here."""
     retries: int = 0
@@ -110,7 +110,7 @@ class RunPlan:
     """The runner's settings per agent under test, in the order of ``-n``; empty: ``settings``' agent alone."""
     sequential: Sequential | None = None
     """Set under adaptive repeats (``--runs auto``, ``MIN..MAX``): the rule that stops each case."""
-    tried_before: dict[tuple[str, int, str], tuple[str, bool]] = field(default_factory=dict)
+    tried_before: dict[tuple[str, str, int, str], tuple[str, bool]] = field(default_factory=dict)
     """Under adaptive repeats, on a resume: how each case run in ``skip_keys`` ended (status, a role's error)."""
     stream: CaseStream | None = None
     """Cases that arrive while the run goes (a generator's), after ``cases``."""

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from farm.agents.transport import HTTPClient
 from farm.aio import run_sync
-from farm.engines import Job, RunPlan, StopReason, Terminal, Worker
+from farm.engines import Job, RunPlan, StopReason, Worker
 from farm.engines.feed import Arrival, pump
 from farm.engines.finished import Finished
 from farm.engines.worker import CaseWorker
@@ -32,8 +32,7 @@ from farm.ratelimit import local_limiters
 from farm.results import CaseResult
 from farm.roles.cache import RoleCache
 from farm.roles.services import LocalRoles
-from farm.roles.types import HumanRequest
-from farm.terminal import ask_on_terminal
+from farm.terminal import TerminalAsker
 
 if TYPE_CHECKING:
     from farm.traces.receiver import SpanSink
@@ -61,18 +60,6 @@ class LocalEngine:
         return collector()[0]
 
 
-class _TerminalAsker:
-    """Interactive mode: one question at a time to the person at ``terminal``, off the loop."""
-
-    def __init__(self, terminal: Terminal):
-        self.terminal = terminal
-        self.lock = asyncio.Lock()
-
-    async def __call__(self, request: HumanRequest) -> str | None:
-        async with self.lock:
-            return await asyncio.to_thread(ask_on_terminal, request, self.terminal.stdin, self.terminal.write)
-
-
 def _case_worker(plan: RunPlan, roles: LocalRoles, http: HTTPClient, limiter_for: Callable[[str], Any]) -> CaseWorker:
     return CaseWorker(
         plan.config,
@@ -82,7 +69,7 @@ def _case_worker(plan: RunPlan, roles: LocalRoles, http: HTTPClient, limiter_for
         http=http,
         limiter_for=limiter_for,
         connector_override=plan.connector_override,
-        ask_human=_TerminalAsker(plan.terminal) if plan.terminal is not None else None,
+        ask_human=TerminalAsker(plan.terminal.stdin, plan.terminal.write) if plan.terminal is not None else None,
         replay=plan.replay,
     )
 

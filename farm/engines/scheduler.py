@@ -4,7 +4,7 @@ Pure (no Ray, no asyncio): each engine is a thin pump that starts what the
 scheduler assigns and hands it back what happened.
 
     add(cases)            -> results of the cases that did not load (report them); the rest
-                             become jobs, one per (case, run index, agent) not finished before
+                             become jobs, one per (suite, case, run index, agent) not finished before
     close()               -> no more cases will arrive (a generator is done)
     assign(now)           -> (worker, job) pairs to start: the oldest job first, on the least-loaded
                              worker that serves its agent, never beyond a worker's slots
@@ -32,6 +32,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
 
 from farm.results import CaseResult, RetriedAttempt, Status
+from farm.results._suites import suite_of
 
 if TYPE_CHECKING:
     from farm.loaded import LoadedCase
@@ -41,8 +42,11 @@ __all__ = ["CaseTries", "Job", "JobKey", "Scheduler", "StopReason", "Worker", "e
 
 
 class JobKey(NamedTuple):
-    """What one job runs: a case, which repetition of it (``--runs``), on which agent."""
+    """What one job runs: a case (its suite and id: ids may repeat across a run's suites), which
+    repetition of it (``--runs``), on which agent. The suite is :func:`farm.results._suites.suite_of`
+    the case's source, as :meth:`CaseResult.run_key` names a result."""
 
+    suite: str
     case_id: str
     run_index: int
     agent: str
@@ -143,16 +147,16 @@ class CaseTries:
         return self.stopped is not None or self.skipped
 
 
-def tried_cases(tried_before: Mapping[tuple[str, int, str], tuple[str, bool]]) -> dict[tuple[str, str], CaseTries]:
-    """Per (case id, agent), the tries a resumed run's earlier parts finished (``tried_before``: per
-    (case id, run index, agent), the status and whether a role's error ended it)."""
-    out: dict[tuple[str, str], CaseTries] = {}
-    for (case_id, run_index, agent), (status, role_error) in tried_before.items():
-        out.setdefault((case_id, agent), CaseTries()).count(run_index, status, role_error)
+def tried_cases(tried_before: Mapping[tuple[str, str, int, str], tuple[str, bool]]) -> dict[tuple[str, str, str], CaseTries]:
+    """Per (suite, case id, agent), the tries a resumed run's earlier parts finished (``tried_before``:
+    per (suite, case id, run index, agent), the status and whether a role's error ended it)."""
+    out: dict[tuple[str, str, str], CaseTries] = {}
+    for (suite, case_id, run_index, agent), (status, role_error) in tried_before.items():
+        out.setdefault((suite, case_id, agent), CaseTries()).count(run_index, status, role_error)
     return out
 
 
-def ended_before(sequential: Sequential, tried_before: Mapping[tuple[str, int, str], tuple[str, bool]]) -> int:
+def ended_before(sequential: Sequential, tried_before: Mapping[tuple[str, str, int, str], tuple[str, bool]]) -> int:
     """Cases (one per agent) that a resumed run's earlier parts ended under adaptive repeats: decided,
     or skipped. The scheduler never tries them again (:meth:`Scheduler.add`)."""
     ended = 0
@@ -186,10 +190,10 @@ class Scheduler:
         max_attempts: int = 3,
         max_cost: float | None = None,
         cost_of: Callable[[CaseResult], float] = _no_cost,
-        finished_before: Iterable[tuple[str, int, str]] = (),
+        finished_before: Iterable[tuple[str, str, int, str]] = (),
         spent: float = 0.0,
         sequential: Sequential | None = None,
-        tried_before: Mapping[tuple[str, int, str], tuple[str, bool]] | None = None,
+        tried_before: Mapping[tuple[str, str, int, str], tuple[str, bool]] | None = None,
     ):
         if not workers or any(w.slots < 1 for w in workers):
             raise ValueError("a scheduler needs workers with at least one slot each")
@@ -223,8 +227,8 @@ class Scheduler:
         self._order = 0
         self.sequential = sequential
         """Set under adaptive repeats: the rule that decides when a case stops."""
-        self.case_tries: dict[tuple[str, str], CaseTries] = tried_cases(tried_before or {})
-        """Under adaptive repeats, per (case id, agent): its tries."""
+        self.case_tries: dict[tuple[str, str, str], CaseTries] = tried_cases(tried_before or {})
+        """Under adaptive repeats, per (suite, case id, agent): its tries."""
 
     # -- what comes in --------------------------------------------------------
 
@@ -236,10 +240,11 @@ class Scheduler:
         self.cases += len(batch)
         if self.sequential is not None:
             return self._add_adaptive(batch)
+        suites = [suite_of(loaded.source) for loaded in batch]
         for run_index in range(self.runs):
-            for loaded in batch:
+            for loaded, suite in zip(batch, suites, strict=True):
                 for agent in self.agents:
-                    key = JobKey(loaded.id, run_index, agent)
+                    key = JobKey(suite, loaded.id, run_index, agent)
                     if key in self.reported:
                         continue
                     self._order += 1
@@ -255,23 +260,24 @@ class Scheduler:
         result for a case that did not load: it fails its gate, and more tries would say the same)."""
         out: list[CaseResult] = []
         for loaded in batch:
+            suite = suite_of(loaded.source)
             for agent in self.agents:
-                state = self.case_tries.setdefault((loaded.id, agent), CaseTries())
+                state = self.case_tries.setdefault((suite, loaded.id, agent), CaseTries())
                 if not loaded.ok:
                     if not state.done:
-                        job = self._job(JobKey(loaded.id, 0, agent), loaded)
+                        job = self._job(JobKey(suite, loaded.id, 0, agent), loaded)
                         out.extend(self._report(job, self.make_error(job, loaded.error or "the case did not load")))
                     continue
                 if not state.over and not state.in_flight and set(range(self.sequential.least)) <= state.done:  # type: ignore[union-attr]
                     self._decide(state)  # a resume: a case the earlier part decided stays so
-                self._top_up(state, loaded, agent)
+                self._top_up(state, loaded, suite, agent)
         return out
 
     def _job(self, key: JobKey, loaded: LoadedCase) -> Job:
         self._order += 1
         return Job(key, loaded, order=self._order)
 
-    def _top_up(self, state: CaseTries, loaded: LoadedCase, agent: str) -> None:
+    def _top_up(self, state: CaseTries, loaded: LoadedCase, suite: str, agent: str) -> None:
         """Queue the case's tries that are due: those below ``least`` not yet run, else (none in
         flight, the case not stopped) the next one."""
         if self.stopped or state.over or self.sequential is None:
@@ -280,7 +286,7 @@ class Scheduler:
         due = [i for i in missing if i < self.sequential.least] or (missing[:1] if not state.in_flight else [])
         for run_index in due:
             state.in_flight.add(run_index)
-            self.pending[agent].append(self._job(JobKey(loaded.id, run_index, agent), loaded))
+            self.pending[agent].append(self._job(JobKey(suite, loaded.id, run_index, agent), loaded))
 
     def _decide(self, state: CaseTries) -> Stop | None:
         assert self.sequential is not None
@@ -290,7 +296,7 @@ class Scheduler:
     def _tried(self, job: Job, result: CaseResult) -> None:
         """Under adaptive repeats, count ``result`` and, none of the case's tries in flight, decide:
         the result says why the case stopped, else its next try is queued."""
-        state = self.case_tries.setdefault((job.key.case_id, job.agent), CaseTries())
+        state = self.case_tries.setdefault((job.key.suite, job.key.case_id, job.agent), CaseTries())
         state.count(job.run_index, str(result.status), result.status is Status.ERROR and result.error_role is not None)
         if state.in_flight or state.over:
             return
@@ -300,7 +306,7 @@ class Scheduler:
             result.stopped, result.tries = stopped, state.tries
             result.verdict = self.sequential.verdict(stopped, state.passes, state.tries)
         else:
-            self._top_up(state, job.payload, job.agent)
+            self._top_up(state, job.payload, job.key.suite, job.agent)
 
     def close(self) -> None:
         """No more cases will arrive."""

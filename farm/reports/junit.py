@@ -5,13 +5,16 @@ The document is the common dialect those systems read::
     <testsuites name="agent-test-farm" tests= failures= errors= skipped= time= timestamp=>
       <testsuite name="agent-test-farm" tests= failures= errors= skipped= time= timestamp=>
         <properties><property name="run_id" value="..."/></properties>
-        <testcase classname="<agent>" name="<id> — <name>[ run k]" time="1.234">
+        <testcase classname="<agent>.<suite>" name="<id> — <name>[ run k]" time="1.234">
           <failure message="..." type="assertion">one line per failed assertion</failure>
           <system-out>the transcript: turns, tool calls, assertions</system-out>
         </testcase>
       </testsuite>
     </testsuites>
 
+The ``classname`` is the agent, a dot, and the case's suite without its suffix
+(``support-bot.suites/smoke``; ``<stdin>``, ``<message>``, ``agents:<id>``): a case id may
+repeat across a run's suites, and CI systems group the testcases by it as by package and class.
 One ``testcase`` per case run: ``failed`` carries a ``failure`` with the
 failed assertions' messages, ``error`` and ``timeout`` an ``error`` (type
 ``error``/``timeout``), ``skipped`` a ``skipped`` with the reason. With
@@ -45,6 +48,7 @@ from farm.excerpts import clip
 from farm.jsontext import as_text
 from farm.reports.streamed import StreamedReport
 from farm.results import AssertionResult, CaseResult, Status, TurnResult, format_usd
+from farm.suite.loader import FILE_SUFFIXES
 
 if TYPE_CHECKING:
     from farm.writers.runinfo import RunGate
@@ -81,14 +85,14 @@ class JUnitWriter(StreamedReport):
         self.gate = gate
         """The run's gate once decided (before the outputs close): a run stopped early adds its testcase."""
         self._stopped = 0
-        self._tries: dict[tuple[str, str], _Tries] = {}
+        self._tries: dict[tuple[str, str, str], _Tries] = {}
         """Repeated cases whose tries are not all in yet: what their testcase needs, not the results."""
         self._counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
 
     def render(self, result: CaseResult) -> str:
         if self.runs <= 1:
             return ET.tostring(testcase(result), encoding="unicode") + "\n"
-        key = (result.agent or "", result.id)
+        key = (result.agent or "", result.suite, result.id)
         tries = self._tries.setdefault(key, _Tries(result))
         tries.add(result)
         if tries.seen < self.runs:
@@ -168,7 +172,7 @@ class _Tries:
     failed tries' messages (not their transcripts), so memory grows with cases, not with tries."""
 
     def __init__(self, first: CaseResult):
-        self.id, self.name, self.agent = first.id, first.name, first.agent
+        self.id, self.name, self.classname = first.id, first.name, classname(first)
         self.seen = self.passes = self.tries = 0
         self.seconds = 0.0
         self.broken: str | None = None
@@ -198,7 +202,7 @@ class _Tries:
     def testcase(self, min_pass_rate: float) -> tuple[ET.Element, str]:
         """The ``<testcase>`` and what it counts as: ``passed``, ``failures``, ``errors`` or ``skipped``."""
         name = self.id + (f" — {self.name}" if self.name else "")
-        element = ET.Element("testcase", classname=xml_text(self.agent or SUITE_NAME), name=xml_text(name), time=f"{self.seconds:.3f}")
+        element = ET.Element("testcase", classname=self.classname, name=xml_text(name), time=f"{self.seconds:.3f}")
         rate = self.passes / self.tries if self.tries else None
         properties = ET.SubElement(element, "properties")
         for key, value in (("pass_rate", "" if rate is None else f"{rate:g}"), ("tries", self.tries), ("passed", self.passes), ("min_pass_rate", f"{min_pass_rate:g}")):
@@ -225,6 +229,16 @@ class _Tries:
         return element, outcome
 
 
+def classname(result: CaseResult) -> str:
+    """``<agent>.<suite>``: the agent (or the farm's name), and the case's suite without its suffix."""
+    suite = result.suite
+    for suffix in FILE_SUFFIXES:
+        if suite.endswith(suffix) and len(suite) > len(suffix):
+            suite = suite[: -len(suffix)]
+            break
+    return xml_text(f"{result.agent or SUITE_NAME}.{suite}" if suite else result.agent or SUITE_NAME)
+
+
 def testcase(result: CaseResult) -> ET.Element:
     """The ``<testcase>`` element of one case run."""
     name = result.id + (f" — {result.name}" if result.name else "")
@@ -232,7 +246,7 @@ def testcase(result: CaseResult) -> ET.Element:
         name += f" run {result.run_index + 1}"
     element = ET.Element(
         "testcase",
-        classname=xml_text(result.agent or SUITE_NAME),
+        classname=classname(result),
         name=xml_text(name),
         time=f"{result.duration_ms / 1000:.3f}",
     )

@@ -24,7 +24,7 @@ __all__ = ["CASE_RUN_KEY", "RunTables", "find_runs", "load_runs"]
 
 _CASE_COLUMNS = [
     *CASE_RUN_KEY, "name", "status", "total_turns", "duration_ms",
-    "prompt_tokens", "completion_tokens", "total_tokens", "started_at", "error", "source", "suite", "retried", "rescorable",
+    "prompt_tokens", "completion_tokens", "total_tokens", "started_at", "error", "source", "retried", "rescorable",
     "cost_usd", "role_cost_usd", "error_role", "blame", "stopped", "tries", "verdict",
 ]  # fmt: skip
 _TURN_COLUMNS = [*CASE_RUN_KEY, "turn", "duration_ms"]

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from farm.errors import UsageError
 from farm.results._records import CASE_RUN_KEY, CaseResult
-from farm.results._suites import LINE, Suites
+from farm.results._suites import LINE, Suites, suite_of
 from farm.writers import (
     ASSERTIONS_SCHEMA,
     CASES_SCHEMA,
@@ -52,14 +52,18 @@ TABLES: dict[str, pa.Schema] = {"cases": CASES_SCHEMA, "turns": TURNS_SCHEMA, "a
 """The tables of a run, with the columns (and types) they are read with."""
 
 SUITE = "suite"
-"""The column of the cases table that no file holds: each case run's suite, from its ``source``."""
+"""The column of every table that names a case run's suite. The files hold the suite as the run
+named it (:func:`~farm.results._suites.suite_of`); the reader gives it as :meth:`RunRecord.suite_of`
+reads it, so that it pairs cases across runs. A run written before schema 7 has no suite in its
+files: the cases table's comes from each ``source``, the other tables' from the case of their id
+(such a run refused an id repeated across its suites)."""
 
 RESULTS_JSONL = "results.jsonl"
 _PART_NAME = re.compile(r"^(?P<table>[a-z]+)-(?P<number>\d+)\.parquet$")
 RUN_NAME = re.compile(r"^[^./\\][^/\\]*$")
 _MARKS = (RUN_JSON, "cases.parquet", RESULTS_JSONL, PARTS_DIR)
 """A folder holding one of these is a run (``.parts/`` alone: a run still going, or killed)."""
-_KEY_COLUMNS = {name for name in CASE_RUN_KEY if name != "agent"}
+_KEY_COLUMNS = {name for name in CASE_RUN_KEY if name not in ("agent", SUITE)}
 _REQUIRED = {"cases": _KEY_COLUMNS | {"status"}, "turns": _KEY_COLUMNS, "assertions": _KEY_COLUMNS, "spans": _KEY_COLUMNS}
 """Columns a table must have to be read at all (a farm that wrote no ``agent`` tested one agent)."""
 
@@ -224,20 +228,43 @@ class RunRecord:
 
     def cases(self, columns: Sequence[str] | None = None, filters: Any = None) -> pa.Table:
         """The cases table: one row per case run (``columns`` only, rows matching ``filters``, a
-        :mod:`pyarrow.compute` expression). Among ``columns`` may be ``suite``, which no file holds:
-        each case run's suite (:meth:`suite_of` of its ``source``; a rescore's case, the suite of the
-        case it judged again)."""
-        if columns is None or SUITE not in columns:
-            return self._table("cases", columns, filters)
-        names = list(columns)
-        read = [name for name in names if name != SUITE]
-        table = self._table("cases", [*read, *(name for name in ("source", "case_id") if name not in read)], filters)
-        suites = self._rescored_suites(table["case_id"], self._suite_column(table["source"]))
-        return table.append_column(SUITE, suites).select(names)
+        :mod:`pyarrow.compute` expression). Its ``suite`` is each case run's suite as :data:`SUITE`
+        says (:meth:`suite_of`; a rescore's case, the suite of the case it judged again)."""
+        return self._suited("cases", columns, filters)
 
-    def _suite_column(self, sources: pa.ChunkedArray) -> pa.Array:
-        """The suite of each source, each file worked out once: a run's sources are a few files and many lines."""
+    def _suited(self, table: str, columns: Sequence[str] | None, filters: Any) -> pa.Table:
+        """``table``'s ``columns``, its ``suite`` as the reader gives it (:data:`SUITE`)."""
+        names = list(columns) if columns is not None else TABLES[table].names
+        if SUITE not in names:
+            return self._table(table, names, filters)
+        needed = ("source", "case_id") if table == "cases" else ("case_id",)
+        read = self._table(table, [*names, *(name for name in needed if name not in names)], filters)
+        return read.set_column(read.schema.get_field_index(SUITE), SUITE, self._suites(table, read)).select(names)
+
+    def _suites(self, table: str, read: pa.Table) -> pa.Array:
+        """The suite of each row of ``read`` (with ``suite`` and ``case_id``; the cases table's with ``source``)."""
+        named = _whole(read[SUITE])
+        if named.null_count:  # written before schema 7
+            older = self._suite_of_sources(read["source"]) if table == "cases" else self._suites_by_id(read["case_id"])
+            named = pc.if_else(pc.is_null(named), older, named)
+        return self._rescored_suites(read["case_id"], self._suite_column(named))
+
+    def _suite_of_sources(self, sources: pa.ChunkedArray) -> pa.Array:
+        """Each source without its line: the suite the run named (:func:`~farm.results._suites.suite_of`)."""
         where = pc.replace_substring_regex(pc.fill_null(sources, ""), pattern=LINE.pattern, replacement="")
+        files = pc.unique(where)
+        named = pa.array([suite_of(file) for file in files.to_pylist()], pa.string())
+        return pc.take(named, _whole(pc.index_in(where, value_set=files)))
+
+    def _suites_by_id(self, case_ids: pa.ChunkedArray) -> pa.Array:
+        """The suite each case id's case run has in the cases table (a run before schema 7: its ids were unique)."""
+        cases = self._table("cases", ["case_id", "source"], None)
+        found = pc.index_in(case_ids, value_set=cases["case_id"])
+        return pc.take(self._suite_of_sources(cases["source"]), _whole(found))
+
+    def _suite_column(self, named: pa.ChunkedArray | pa.Array) -> pa.Array:
+        """The suite of each suite as the run named it, each worked out once: a run has a few suites and many rows."""
+        where = _whole(pc.fill_null(named, ""))
         files = pc.unique(where)
         suites = pa.array([self.suite_of(file) for file in files.to_pylist()], pa.string())
         return pc.take(suites, pc.index_in(where, value_set=files))
@@ -246,31 +273,37 @@ class RunRecord:
         """``suites``, where this run is a ``farm rescore`` of another, with each case the source run
         had the suite it had there. A rescore judges the recorded conversation of that very case again
         (an edited copy of the suite under another name included): it is the same case, and
-        ``farm report OLD NEW`` pairs it so."""
+        ``farm report OLD NEW`` pairs it so. A case is the source run's case of its suite and id, else
+        the one case of its id there (the id in one suite only)."""
         rescored = (self.info.rescored_from or {}).get("run_dir")
         if not rescored or not self._inside(Path(rescored)) or not Path(rescored).is_dir() or Path(rescored).resolve() == self.path.resolve():
             return suites
         before = RunRecord(rescored, root=self.root).cases(columns=["case_id", SUITE])
         if before.num_rows == 0:
             return suites
-        found = pc.index_in(case_ids, value_set=before["case_id"])
-        return pc.if_else(pc.is_null(found), suites, pc.take(before[SUITE], found))
+        pairs = set(zip(before[SUITE].to_pylist(), before["case_id"].to_pylist(), strict=True))
+        alone: dict[str, str | None] = {}
+        for suite, case_id in pairs:
+            alone[case_id] = suite if case_id not in alone else None
+        ids, own = _whole(case_ids).to_pylist(), _whole(suites).to_pylist()
+        return pa.array([suite if (suite, case_id) in pairs else alone.get(case_id) or suite for suite, case_id in zip(own, ids, strict=True)], pa.string())
 
     def turns(self, columns: Sequence[str] | None = None, filters: Any = None) -> pa.Table:
         """The turns table: one row per turn."""
-        return self._table("turns", columns, filters)
+        return self._suited("turns", columns, filters)
 
     def assertions(self, columns: Sequence[str] | None = None, filters: Any = None) -> pa.Table:
         """The assertions table: one row per assertion result or checkpoint."""
-        return self._table("assertions", columns, filters)
+        return self._suited("assertions", columns, filters)
 
     def spans(self, columns: Sequence[str] | None = None, filters: Any = None) -> pa.Table:
         """The spans table: one row per span an agent made (empty for a run that captured none;
         docs/traces.md)."""
-        return self._table("spans", columns, filters)
+        return self._suited("spans", columns, filters)
 
-    def case_rows(self, table: str, case_id: str, agent: str | None = None) -> pa.Table:
-        """Every column of ``table``'s rows of the case ``case_id`` (of ``agent`` only, when given).
+    def case_rows(self, table: str, case_id: str, agent: str | None = None, suite: str | None = None) -> pa.Table:
+        """Every column of ``table``'s rows of the case ``case_id`` (of ``agent`` and of ``suite``, as
+        the reader gives it, only, when given), its ``suite`` as :data:`SUITE` says.
 
         The ``case_id`` column is read first, and then only the row groups that hold the case: a
         case of a large run costs one row group, not the whole table."""
@@ -279,25 +312,36 @@ class RunRecord:
         if agent is not None:
             wanted = wanted & (pc.field("agent") == agent)
         if not self._parquet():
-            return self._jsonl_tables()[table].filter(wanted)
-        tables = list(self._each_file(self.table_files(table), lambda path: _case_row_groups(path, schema, _REQUIRED[table], case_id, wanted)))
-        return pa.concat_tables(tables) if tables else schema.empty_table()
+            rows = self._jsonl_tables()[table].filter(wanted)
+        else:
+            tables = list(self._each_file(self.table_files(table), lambda path: _case_row_groups(path, schema, _REQUIRED[table], case_id, wanted)))
+            rows = pa.concat_tables(tables) if tables else schema.empty_table()
+        rows = rows.set_column(rows.schema.get_field_index(SUITE), SUITE, self._suites(table, rows))
+        return rows.filter(pc.equal(rows[SUITE], suite)) if suite is not None else rows
 
     def batches(self, table: str, columns: Sequence[str], batch_size: int = 16384) -> Iterator[pa.Table]:
         """``table``'s ``columns`` a batch of rows at a time, so that a scan of a large run (a text
         search over every reply) never holds the whole table."""
+        names = list(columns)
+        if SUITE in names:  # its suite as the reader gives it (SUITE): what the other tables' rows say
+            names += [name for name in (("source", "case_id") if table == "cases" else ("case_id",)) if name not in names]
         if not self._parquet():
-            yield self._jsonl_tables()[table].select(list(columns))
+            yield self._with_suites(table, self._jsonl_tables()[table].select(names), columns)
             return
-        schema = pa.schema([TABLES[table].field(name) for name in columns])
+        schema = pa.schema([TABLES[table].field(name) for name in names])
 
         def read(path: Path) -> Iterator[pa.Table]:
             parquet = pq.ParquetFile(path)
             present = _fitting(path, set(parquet.schema_arrow.names), _REQUIRED[table])
-            for batch in parquet.iter_batches(columns=[name for name in columns if name in present], batch_size=batch_size):
-                yield _conformed(pa.Table.from_batches([batch]), schema, present, path)
+            for batch in parquet.iter_batches(columns=[name for name in names if name in present], batch_size=batch_size):
+                yield self._with_suites(table, _conformed(pa.Table.from_batches([batch]), schema, present, path), columns)
 
         yield from self._each_file(self.table_files(table), read)
+
+    def _with_suites(self, table: str, read: pa.Table, columns: Sequence[str]) -> pa.Table:
+        if SUITE in columns:
+            read = read.set_column(read.schema.get_field_index(SUITE), SUITE, self._suites(table, read))
+        return read.select(list(columns))
 
     def _table(self, table: str, columns: Sequence[str] | None, filters: Any) -> pa.Table:
         schema = TABLES[table]
@@ -522,6 +566,11 @@ def _conformed(table: pa.Table, schema: pa.Schema, present: set[str], path: Path
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         reason = str(exc).splitlines()[0]
         raise _Unfit(f"{path} has columns of other types than this farm writes ({reason}) and was passed over.") from None
+
+
+def _whole(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """``column`` as one array."""
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
 def _case_row_groups(path: Path, schema: pa.Schema, required: set[str], case_id: str, wanted: Any) -> list[pa.Table]:

@@ -44,9 +44,10 @@ __all__ = [
     "stability_class",
 ]
 
-CASE_RUN_KEY = ("run_id", "agent", "case_id", "run_index", "attempt")
+CASE_RUN_KEY = ("run_id", "agent", "suite", "case_id", "run_index", "attempt")
 """What names one case run, in every table and every figure: a run may test several agents, each
-case runs ``--runs`` times on each, and a retried case has several attempts."""
+of its suites may have a case of the same id (every suite its ``greet``), each case runs ``--runs``
+times on each agent, and a retried case has several attempts."""
 
 CASE_KEY = ("suite", "case_id")
 """What names one case across runs, and so what every comparison of two runs pairs cases by (with
@@ -58,7 +59,8 @@ pair two different cases."""
 #: 4: ``error_role`` names the role whose failure made a case an ``error`` (a simulator error was ``skipped``).
 #: 5: turns have ``truncated`` (a reply cut at the model's token limit).
 #: 6: turns have ``sim_flags``; a failed dynamic case has ``blame`` and ``blame_reason``.
-#: 7: a case run has ``trace_id``, a turn ``span_id`` and ``started_at`` (traced or exported runs).
+#: 7: every table has ``suite``: a case id may repeat across the suites of one run. A case run has
+#:    ``trace_id`` and ``role_log``, a turn ``span_id`` and ``started_at`` (traced or exported runs).
 SCHEMA_VERSION = 7
 
 #: Longest ``actual`` value kept in an assertion result.
@@ -495,6 +497,18 @@ class CaseResult(BaseModel):
         """Whether it ended in an error or timeout from the agent's side, the case's timeout
         included (``--retries`` runs those again)."""
         return self.ended_by in ("agent", "case_timeout") and self.status in (Status.ERROR, Status.TIMEOUT)
+
+    @property
+    def suite(self) -> str:
+        """The suite of the case within its run (:func:`~farm.results._suites.suite_of` of ``source``)."""
+        from farm.results._suites import suite_of
+
+        return suite_of(self.source)
+
+    def run_key(self, agent: str | None = None) -> tuple[str, str, int, str]:
+        """``(suite, case id, run index, agent)``: what names this case run within its run (``agent``:
+        the agent of a result that names none)."""
+        return (self.suite, self.id, self.run_index, self.agent or agent or "")
 
     def to_json_line(self) -> str:
         return self.model_dump_json(exclude_none=False)

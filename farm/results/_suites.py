@@ -22,18 +22,27 @@ A case of a ``farm rescore`` run is the case it judged again, whatever file the 
 read from: it keeps the suite it had in the run rescored (:meth:`RunRecord.cases`).
 
 Without a ``run.json`` (a results file) a file is taken as the record names it.
+
+Within one run a case run is named by its suite as :func:`suite_of` reads it from the ``source``
+alone (the same run reads the same inputs when it is resumed): the scheduler, a resume, a rescore's
+lookup of the recorded conversation, the golden files and every report of the run tell two suites'
+``greet`` apart by it. The cases a generated run reads back from its ``generated.jsonl`` on a
+resume name their generator in their source (``agents:<id> generated.jsonl:3``), so they keep the
+suite they had when they were generated.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
-from farm.writers.runinfo import RunInfo
+if TYPE_CHECKING:
+    from farm.writers.runinfo import RunInfo
 
-__all__ = ["GENERATED_JSONL", "LINE", "MESSAGE", "STDIN", "Suites"]
+__all__ = ["GENERATED_JSONL", "LINE", "MESSAGE", "STDIN", "Suites", "same_suite", "suite_matcher", "suite_of"]
 
 MESSAGE = "<message>"
 """The ``source`` of a direct message's case (the suite of a run that does not say its message)."""
@@ -47,6 +56,44 @@ GENERATED_JSONL = "generated.jsonl"
 LINE = re.compile(r":\d+$")
 """The line at the end of a ``source`` (``s.jsonl:12``)."""
 _GENERATORS = ("agents:", "scripts:")
+
+
+def suite_of(source: str | None) -> str:
+    """The suite of a case within its run, from its ``source``: the file without its line
+    (``suites/a.jsonl:3`` is ``suites/a.jsonl``, as the run names it), ``<stdin>``, ``<message>``,
+    or the generator of a generated case (``agents:<id> batch 1, case 2`` is ``agents:<id>``);
+    ``""`` without a source. What, with the case id, names a case within its run."""
+    where = LINE.sub("", source or "")
+    if where.startswith(_GENERATORS):
+        return where.split(" ", 1)[0]
+    return where
+
+
+def same_suite(earlier: str, now: str) -> bool:
+    """Whether ``earlier``, a suite as an earlier part of a run named it (:func:`suite_of`), is the
+    suite ``now`` names: the same, or one file named from two folders (a resume from another folder
+    reads ``suites/a.jsonl`` as ``/project/suites/a.jsonl``): one path ends with the other."""
+    if earlier == now:
+        return True
+    if not earlier or not now or any(each.startswith(("<", *_GENERATORS)) for each in (earlier, now)):
+        return False
+    a, b = os.path.normpath(earlier), os.path.normpath(now)
+    longer, shorter = (a, b) if len(a) >= len(b) else (b, a)
+    return not os.path.isabs(shorter) and longer.endswith(os.sep + shorter)
+
+
+def suite_matcher(suites: Collection[str]) -> Callable[[str], str]:
+    """What an earlier part's suite is among this part's ``suites`` (:func:`same_suite`; itself
+    when none or several match), so that a resume's keys are this part's."""
+    known = set(suites)
+
+    def match(earlier: str) -> str:
+        if earlier in known:
+            return earlier
+        found = [suite for suite in known if same_suite(earlier, suite)]
+        return found[0] if len(found) == 1 else earlier
+
+    return match
 
 
 class Suites:
@@ -77,10 +124,8 @@ class Suites:
             return ""
         if where == MESSAGE:
             return self._input or MESSAGE
-        if where == STDIN:
-            return STDIN
-        if where.startswith(_GENERATORS):
-            return where.split(" ", 1)[0]  # "agents:gen batch 1, case 2": the generator
+        if where == STDIN or where.startswith(_GENERATORS):
+            return suite_of(where)  # "agents:gen batch 1, case 2": the generator
         path = _absolute(where, self._cwd)
         if PurePath(path).name == GENERATED_JSONL:
             generator = self._input_of(str(PurePath(path).parent))

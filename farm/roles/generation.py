@@ -382,7 +382,8 @@ class CaseStream:
             if whole != text:
                 with open(path, "r+", encoding="utf-8") as file:
                     file.truncate(len(whole.encode("utf-8")))
-            resumed = [c for c in load_text(whole, str(path), str(self.config.base_dir), compact=True).cases if c.ok]
+            # named by their generator, as when they were generated: a case keeps its suite (suite_of) on a resume
+            resumed = [c for c in load_text(whole, f"{self.origin} {GENERATED_JSONL}", str(self.config.base_dir), compact=True).cases if c.ok]
         for loaded in resumed:
             case = loaded.materialized().case
             assert case is not None

@@ -87,7 +87,10 @@ class RunCases:
                 return loaded
         table = run.cases(LISTED)
         # positions, not a sorted copy: a page takes its 50 rows, and memory holds the table once
-        order = pc.sort_indices(table, sort_keys=[("case_id", "ascending"), ("agent", "ascending"), ("run_index", "ascending")])
+        order = pc.sort_indices(
+            table,
+            sort_keys=[("case_id", "ascending"), ("suite", "ascending"), ("agent", "ascending"), ("run_index", "ascending")],
+        )
         loaded = _Loaded(signature, table, order, _facets(table))
         with self._lock:
             self._runs[run.name] = loaded
@@ -152,7 +155,7 @@ class RunCases:
 def _turn_matches(run: RunRecord, needle: str) -> pa.Array:
     """Keys of the case runs with a turn whose input or reply holds ``needle`` (case-insensitive)."""
     found = []
-    for batch in run.batches("turns", ["agent", "run_index", "attempt", "case_id", "input", "output"]):
+    for batch in run.batches("turns", ["agent", "run_index", "attempt", "suite", "case_id", "input", "output"]):
         hit = pc.or_(
             pc.fill_null(pc.match_substring(batch["input"], needle, ignore_case=True), False),
             pc.fill_null(pc.match_substring(batch["output"], needle, ignore_case=True), False),
@@ -165,9 +168,9 @@ def _turn_matches(run: RunRecord, needle: str) -> pa.Array:
 
 
 def _keys(table: pa.Table) -> pa.ChunkedArray | pa.Array:
-    """One string per case run of the run: agent, case id, repetition and attempt."""
+    """One string per case run of the run: agent, suite, case id, repetition and attempt."""
     return pc.binary_join_element_wise(
-        pc.fill_null(table["agent"], ""), table["case_id"], pc.cast(table["run_index"], pa.string()),
+        pc.fill_null(table["agent"], ""), pc.fill_null(table["suite"], ""), table["case_id"], pc.cast(table["run_index"], pa.string()),
         pc.cast(table["attempt"], pa.string()), _SEP,
     )  # fmt: skip
 

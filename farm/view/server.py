@@ -8,7 +8,7 @@ endpoints, all read-only::
     GET /api/runs                                  every run, newest first
     GET /api/runs/<run>                            one run: summary and run.json (secrets masked)
     GET /api/runs/<run>/cases?status=&tag=&agent=&q=&sort=&desc=&offset=&limit=
-    GET /api/runs/<run>/cases/<case id>?agent=     one case: repetitions, turns, checks
+    GET /api/runs/<run>/cases/<case id>?agent=&suite=  one case: repetitions, turns, checks
     GET /api/compare?a=<run>&b=<run>&agent_a=&agent_b=&changed=&offset=&limit=
     GET /api/suites                                suites with their runs
     GET /api/trends?suite=<suite>&agent=           one suite over its runs (one agent's figures)
@@ -87,7 +87,7 @@ class ViewApp:
         if len(parts) == 3 and parts[0] == "runs" and parts[2] == "cases":
             return self.cases.page(self.folder.run(parts[1]), _case_query(query))
         if len(parts) == 4 and parts[0] == "runs" and parts[2] == "cases":
-            return case_detail(self.folder.run(parts[1]), parts[3], _one(query, "agent"))
+            return case_detail(self.folder.run(parts[1]), parts[3], _one(query, "agent"), _one(query, "suite"))
         if parts == ["compare"]:
             a, b = _one(query, "a"), _one(query, "b") or _one(query, "a")
             if not a:

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from farm.results import RunRecord, Status, stability_class
+from farm.results._reader import SUITE
 from farm.view.folders import NotFound
 
 __all__ = ["case_detail"]
@@ -22,20 +23,26 @@ __all__ = ["case_detail"]
 _JSON_COLUMNS = ("expected", "actual")
 
 
-def case_detail(run: RunRecord, case_id: str, agent: str | None = None) -> dict[str, Any]:
-    """The case ``case_id`` of ``run`` (of ``agent`` only, when given): its repetitions, oldest first,
-    each with its own turns and checks only (a case run is keyed by its agent too). A case of several
-    agents is one agent's at a time: without ``agent``, the run's first; ``agents`` names them all."""
-    cases = run.case_rows("cases", case_id, agent)
+def case_detail(run: RunRecord, case_id: str, agent: str | None = None, suite: str | None = None) -> dict[str, Any]:
+    """The case ``case_id`` of ``run`` (of ``agent`` and of ``suite`` only, when given): its
+    repetitions, oldest first, each with its own turns and checks only (a case run is keyed by its
+    suite and agent too). A case of several agents is one agent's at a time: without ``agent``, the
+    run's first; ``agents`` names them all. An id in several of the run's suites is one suite's case
+    at a time likewise: without ``suite``, the first by name; ``suites`` names them all."""
+    cases = run.case_rows("cases", case_id, agent, suite)
     if cases.num_rows == 0:
-        raise NotFound(f"There is no case {case_id!r} in run {run.name!r}" + (f" for agent {agent!r}." if agent else "."))
+        raise NotFound(f"There is no case {case_id!r} in run {run.name!r}" + (f" for agent {agent!r}" if agent else "") + (f" in suite {suite!r}." if suite is not None else "."))
+    suites = sorted(set(cases[SUITE].to_pylist()))
+    if suite is None:
+        suite = suites[0]
+        cases = cases.filter(pc.equal(cases[SUITE], suite))
     agents = _agents(run, cases)
     if agent is None and len(agents) > 1:
         agent = agents[0]
         cases = cases.filter(pc.equal(cases["agent"], agent))
-    turn_rows = _by_run(run.case_rows("turns", case_id, agent).to_pylist())
-    span_rows = _by_run(run.case_rows("spans", case_id, agent).to_pylist())
-    assertion_rows = _by_run(run.case_rows("assertions", case_id, agent).to_pylist())
+    turn_rows = _by_run(run.case_rows("turns", case_id, agent, suite).to_pylist())
+    span_rows = _by_run(run.case_rows("spans", case_id, agent, suite).to_pylist())
+    assertion_rows = _by_run(run.case_rows("assertions", case_id, agent, suite).to_pylist())
     repetitions = []
     for case in sorted(cases.to_pylist(), key=lambda row: (row["agent"] or "", row["run_index"], row["attempt"])):
         key = _case_run(case)
@@ -53,7 +60,7 @@ def case_detail(run: RunRecord, case_id: str, agent: str | None = None) -> dict[
             step["input"] = _parsed_input(step["input"])
         repetitions.append({"case": case, "turns": steps, "checks": checks})
     return {
-        "run": run.name, "case_id": case_id, "agent": agent, "agents": agents, "repetitions": repetitions,
+        "run": run.name, "case_id": case_id, "suite": suite, "suites": suites, "agent": agent, "agents": agents, "repetitions": repetitions,
         "stability": _stability(cases), "stopped": _stopped(cases),
     }  # fmt: skip
 

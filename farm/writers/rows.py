@@ -178,7 +178,8 @@ def _conversion(field: FieldInfo) -> Callable[[Any], Any] | None:
 
 
 class KeyRow(RowModel):
-    """The columns that start every table: ``(run_id, run_index, attempt, case_id, agent)`` joins them."""
+    """The columns that start every table: :data:`~farm.results.CASE_RUN_KEY` (``run_id``,
+    ``run_index``, ``attempt``, ``suite``, ``case_id``, ``agent``) joins them."""
 
     run_id: str
     """The run; never null."""
@@ -186,6 +187,12 @@ class KeyRow(RowModel):
     """Which of ``--runs N`` repetitions (0-based)."""
     attempt: Int32
     """1, or more when a worker died or ``--retries`` ran the case again."""
+    suite: str | None
+    """The suite of the case as the run named it: its file without the line (``suites/a.jsonl``),
+    ``<stdin>``, ``<message>``, or its generator (``agents:<id>``). A case id may repeat across a
+    run's suites: with ``case_id`` it names the case. The reader (``farm.results``) gives the suite
+    as it pairs cases across runs (a file relative to the project folder); null in a run written
+    before schema 7, whose ids were unique."""
     case_id: str
     """The case id."""
     agent: str | None
@@ -198,6 +205,7 @@ class KeyRow(RowModel):
             "run_id": result.run_id,
             "run_index": result.run_index,
             "attempt": result.attempt,
+            "suite": result.suite,
             "case_id": result.id,
             "agent": result.agent,
         }

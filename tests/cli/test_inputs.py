@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,9 @@ from farm.cli.app import app
 from typer.testing import CliRunner
 
 from farm.demo.server import JSONServer, Response, chat_completion
+from farm.results import read_run
+from farm.results._suites import suite_of
+from farm.view.transcript import case_detail
 from tests.scripted import farm_toml
 
 
@@ -93,13 +97,43 @@ def test_a_folder_a_glob_and_repeated_inputs_run_every_suite_in_one_run(project:
     assert info["inputs"] == ["suites/smoke.jsonl", "suites/b*.jsonl", str(project / "suites" / "smoke.jsonl")]
 
 
-def test_a_case_id_in_two_suites_of_one_run_is_said_before_any_call(project: Path, server: JSONServer):
-    (project / "again.jsonl").write_text(json.dumps({"id": "s1", "input": "hi"}) + "\n")
-    before = server.requests
-    result = farm("test", "-i", "suites/smoke.jsonl", "-i", "again.jsonl")
-    assert result.exit_code == 2, result.output
-    assert "again.jsonl:1: field 'id': duplicate id 's1' (first at suites/smoke.jsonl:1)" in result.output
-    assert server.requests == before
+def test_a_case_id_in_two_suites_is_two_cases_that_resume_rescore_and_report_apart(project: Path, server: JSONServer, engine: str):
+    (project / "farm.toml").write_text(farm_toml(server.url, engine=engine))
+    (project / "other").mkdir()
+    (project / "other" / "smoke.jsonl").write_text(json.dumps({"id": "s1", "input": "other hi", "assertions": [{"type": "contains", "value": "fine"}]}) + "\n")
+    first = farm("test", "-q", "-i", "suites/smoke.jsonl", "-i", "other/smoke.jsonl", "--junit", "junit.xml", "--update-golden", "golden")
+    assert first.exit_code == 0, first.output
+    (results,) = (project / "results").glob("*/results.jsonl")
+
+    def keys() -> list[tuple[str, str, str]]:
+        records = [json.loads(line) for line in results.read_text().splitlines()]
+        return sorted((suite_of(r["source"]), r["id"], r["turns"][0]["input"]) for r in records)
+
+    both = [("other/smoke.jsonl", "s1", "other hi"), ("suites/smoke.jsonl", "s1", "hi"), ("suites/smoke.jsonl", "s2", "hi")]
+    assert keys() == both  # neither s1 overwrote the other
+    assert json.loads((project / "golden" / "other" / "smoke" / "s1.json").read_text())["turns"][0]["input"] == "other hi"
+    assert json.loads((project / "golden" / "suites" / "smoke" / "s1.json").read_text())["turns"][0]["input"] == "hi"
+    tests = ET.parse(project / "junit.xml").getroot().iter("testcase")
+    assert sorted((case.get("classname"), case.get("name")) for case in tests) == [
+        ("target.other/smoke", "s1"), ("target.suites/smoke", "s1"), ("target.suites/smoke", "s2"),
+    ]  # fmt: skip
+    run = read_run(results.parent)
+    assert case_detail(run, "s1")["suites"] == ["other/smoke.jsonl", "suites/smoke.jsonl"]
+    other = case_detail(run, "s1", suite="other/smoke.jsonl")["repetitions"]
+    assert [rep["turns"][0]["input"] for rep in other] == ["other hi"]
+
+    lines = results.read_text().splitlines()
+    kept = next(line for line in lines if json.loads(line)["source"].startswith("other/"))
+    results.write_text(kept + "\n")  # as if interrupted after the other suite's s1
+    resumed = farm("test", "-q", "--resume", str(results.parent))
+    assert resumed.exit_code == 0, resumed.output
+    assert keys() == both  # the missing two ran, each case once
+
+    rescored = farm("rescore", "-q", "--json", str(results.parent))
+    assert rescored.exit_code == 0, rescored.output
+    events = [json.loads(line) for line in rescored.stdout.splitlines()]
+    judged = sorted((e["suite"], e["case"]["id"], e["case"]["status"]) for e in events if e["event"] == "case_result")
+    assert judged == [("other/smoke.jsonl", "s1", "passed"), ("suites/smoke.jsonl", "s1", "passed"), ("suites/smoke.jsonl", "s2", "passed")]
 
 
 def test_stdin_or_a_generator_beside_other_inputs_is_a_usage_error(project: Path, server: JSONServer):

@@ -191,7 +191,7 @@ def test_retry_errors_drops_the_errors_and_timeouts_from_the_jsonl(tmp_path: Pat
     path.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"id": "e", "sta')  # a torn last line
     assert drop_broken(path) == 3
     assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == ["a", "d"]
-    assert finished_keys(path) == {("a", 0, ""), ("d", 0, "")}
+    assert finished_keys(path) == {("", "a", 0, ""), ("", "d", 0, "")}
 
 
 def test_junit_writes_a_repeated_case_once_failing_below_its_gate_and_erring_on_an_error(tmp_path: Path):

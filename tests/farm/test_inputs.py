@@ -22,6 +22,7 @@ from farm.inputs import (
     resolve_input,
     typed_query,
 )
+from farm.results._suites import suite_of
 from farm.roles.generation import generate_locally
 
 
@@ -213,13 +214,17 @@ def test_expand_inputs_sorts_folders_and_globs_and_runs_a_file_once(tmp_path: Pa
         expand_inputs(["agents:gen", "s"])
 
 
-def test_several_suites_load_as_one_in_order_and_a_repeated_id_is_a_problem_of_the_later_case(tmp_path: Path):
+def test_several_suites_load_as_one_in_order_and_an_id_may_repeat_across_them_but_not_within_one(tmp_path: Path):
     (tmp_path / "a.jsonl").write_text('{"id": "x", "input": "1"}\n{"id": "y", "input": "2"}\n')
-    (tmp_path / "b.jsonl").write_text('{"id": "z", "input": "3"}\n{"id": "x", "input": "4"}\n')
+    (tmp_path / "b.jsonl").write_text('{"id": "z", "input": "3"}\n{"id": "x", "input": "4"}\n{"id": "z", "input": "5"}\n')
     suite = load_inputs(expand_inputs([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]), FarmConfig(), None)
-    assert [c.id for c in suite.cases][:3] == ["x", "y", "z"]
-    (problem,) = suite.problems
-    assert problem == f"{tmp_path}/b.jsonl:2: field 'id': duplicate id 'x' (first at {tmp_path}/a.jsonl:1): a case id names one case across the run's suites"
+    assert [(suite_of(c.source), c.id) for c in suite.cases][:4] == [
+        (f"{tmp_path}/a.jsonl", "x"), (f"{tmp_path}/a.jsonl", "y"), (f"{tmp_path}/b.jsonl", "z"), (f"{tmp_path}/b.jsonl", "x"),
+    ]  # fmt: skip
+    (problem,) = suite.problems  # b.jsonl's second z: a repeat within one suite
+    assert problem == f"{tmp_path}/b.jsonl:3: field 'id': duplicate id 'z' (first at {tmp_path}/b.jsonl:1)"
+    messages = load_inputs(expand_inputs(["hello there", "bye now"]), FarmConfig(), None)
+    assert [c.ok for c in messages.cases] == [True, False]  # two messages are the one case 'message' of the suite <message>
 
 
 def test_the_help_and_the_readme_state_the_path_rule():

@@ -208,7 +208,8 @@ def test_runs_of_another_suite_with_the_same_case_ids_are_not_compared(tmp_path:
     new = write_run(tmp_path / "new", "run-new", {("bot", "x"): [True], ("bot", "y"): [True]}, runs=1, day=1)
     cases = tmp_path / "new" / "cases.parquet"
     table = pq.read_table(cases)
-    pq.write_table(table.set_column(table.schema.get_field_index("source"), "source", pa.array(["copy.jsonl:1"] * table.num_rows)), cases)
+    table = table.set_column(table.schema.get_field_index("source"), "source", pa.array(["copy.jsonl:1"] * table.num_rows))
+    pq.write_table(table.set_column(table.schema.get_field_index("suite"), "suite", pa.array(["copy.jsonl"] * table.num_rows)), cases)
     report = analyse([old, new])
     assert report.comparisons == []  # x and y of copy.jsonl are other cases than those of suite.jsonl
     assert (report.comparison.paired, report.comparison.left_out, report.comparison.fixes) == (0, 4, [])

@@ -425,7 +425,7 @@ def _live_then_replay(
     live = CaseResult.model_validate(line)  # as read back from the JSONL
     (again,) = parse_cases([("t.jsonl:1", edited or case)])
     roles = _Roles([])
-    replay = Replay({(live.id, 0, "bot"): live}, "r1")
+    replay = Replay({live.run_key("bot"): live}, "r1")
     return live, asyncio.run(replay.run(again, 0, roles, dataclasses.replace(settings, run_id="r2"))), roles
 
 
@@ -447,7 +447,7 @@ def test_a_simulator_error_recorded_as_skipped_by_an_older_farm_is_rescored_as_a
     live = asyncio.run(run_case(loaded, _Agent(), _Roles([SimulatorTurn(input="hi"), RoleError("no JSON")]), settings))
     line = live.model_dump(mode="json", exclude={"error_role"})
     old = CaseResult.model_validate({**line, "status": "skipped", "schema_version": 3})
-    again = asyncio.run(Replay({(old.id, 0, "bot"): old}, "r1").run(loaded, 0, _Roles([]), dataclasses.replace(settings, run_id="r2")))
+    again = asyncio.run(Replay({old.run_key("bot"): old}, "r1").run(loaded, 0, _Roles([]), dataclasses.replace(settings, run_id="r2")))
     assert (again.status, again.error_role, again.error) == (Status.ERROR, "simulator", "simulator error: no JSON")
 
 

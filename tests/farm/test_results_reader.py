@@ -46,7 +46,7 @@ def write_run(folder: Path, run_id: str = "run-1", *, finish: bool = True, info:
 
 def test_every_table_carries_the_case_run_key_and_each_agents_rows_are_its_own(tmp_path: Path):
     run = read_run(write_run(tmp_path / "run-1"))
-    assert CASE_RUN_KEY == ("run_id", "agent", "case_id", "run_index", "attempt")
+    assert CASE_RUN_KEY == ("run_id", "agent", "suite", "case_id", "run_index", "attempt")
     for table in (run.cases(), run.turns(), run.assertions()):
         assert set(CASE_RUN_KEY) <= set(table.column_names)
     turns = run.turns(columns=["agent", "output"], filters=pc.field("agent") == "B")
@@ -214,4 +214,30 @@ def test_a_run_an_older_farm_wrote_reads_its_suites_from_its_sources(tmp_path: P
         jsonl.write(case_result("echo", Status.PASSED, run_id="old", source="suites/s.jsonl:3"))
         jsonl.write(case_result("bare", Status.PASSED, run_id="old"))
     assert suites(tmp_path / "old.jsonl") == {"echo": "suites/s.jsonl", "bare": ""}
-    assert "suite" not in read_run(tmp_path / "old.jsonl").cases().column_names  # asked for, never in the way
+    assert read_run(tmp_path / "old.jsonl").cases()["suite"].to_pylist() == ["suites/s.jsonl", ""]
+
+
+def test_tables_written_before_the_suite_column_read_it_from_the_cases_sources(tmp_path: Path):
+    folder = write_run(tmp_path / "old", info={"cwd": str(tmp_path)})
+    for table in ("cases", "turns", "assertions"):  # as a farm of schema 6 wrote them: no suite column
+        path = folder / f"{table}.parquet"
+        pq.write_table(pq.read_table(path).drop_columns(["suite"]), path)
+    run = read_run(folder)
+    assert set(run.cases(columns=["suite"])["suite"].to_pylist()) == {"suite.jsonl"}
+    assert set(run.turns(columns=["case_id", "suite"])["suite"].to_pylist()) == {"suite.jsonl"}
+    assert run.case_rows("turns", "greet", agent="A", suite="suite.jsonl").num_rows == 2
+    assert run.problems == []
+
+
+def test_two_suites_case_of_one_id_are_two_cases_in_every_table(tmp_path: Path):
+    folder = tmp_path / "run"
+    with ParquetWriter(folder) as parquet:
+        for suite in ("a.jsonl", "b.jsonl"):
+            parquet.write(case_result("greet", Status.PASSED, run_id="run", agent="A", source=f"{suite}:1",
+                                      turns=[TurnResult(turn=1, input="hi", output=f"{suite} says hello")]))  # fmt: skip
+    write_run_json(folder, {"run_id": "run", "status": "finished", "cwd": str(tmp_path)})
+    run = read_run(folder)
+    assert run.cases(columns=["suite", "case_id"]).to_pylist() == [{"suite": "a.jsonl", "case_id": "greet"}, {"suite": "b.jsonl", "case_id": "greet"}]
+    turns = run.turns(columns=["suite", "output"]).to_pylist()
+    assert turns == [{"suite": "a.jsonl", "output": "a.jsonl says hello"}, {"suite": "b.jsonl", "output": "b.jsonl says hello"}]
+    assert run.case_rows("turns", "greet", suite="b.jsonl")["output"].to_pylist() == ["b.jsonl says hello"]

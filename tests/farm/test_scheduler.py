@@ -15,11 +15,11 @@ def cases(n, prefix="case"):
 
 
 def error_of(job: Job, message: str) -> CaseResult:
-    return CaseResult(id=job.key.case_id, status=Status.ERROR, error=message, agent=job.agent)
+    return CaseResult(id=job.key.case_id, status=Status.ERROR, error=message, agent=job.agent, source=job.payload.source)
 
 
 def result(job: Job, status=Status.PASSED, **fields) -> CaseResult:
-    return CaseResult(id=job.key.case_id, status=status, agent=job.agent, **fields)
+    return CaseResult(id=job.key.case_id, status=status, agent=job.agent, source=job.payload.source, **fields)
 
 
 def scheduler(workers=("a",), slots=1, **rules) -> Scheduler:
@@ -54,14 +54,8 @@ def test_jobs_start_in_the_suite_order_case_by_case_across_agents_and_runs():
     s.add(cases(2))
     order = [job.key for _, job in s.assign()]
     assert order == [
-        JobKey("case-0", 0, "A"),
-        JobKey("case-0", 0, "B"),
-        JobKey("case-1", 0, "A"),
-        JobKey("case-1", 0, "B"),
-        JobKey("case-0", 1, "A"),
-        JobKey("case-0", 1, "B"),
-        JobKey("case-1", 1, "A"),
-        JobKey("case-1", 1, "B"),
+        JobKey("suite.jsonl", "case-0", 0, "A"), JobKey("suite.jsonl", "case-0", 0, "B"), JobKey("suite.jsonl", "case-1", 0, "A"), JobKey("suite.jsonl", "case-1", 0, "B"),
+        JobKey("suite.jsonl", "case-0", 1, "A"), JobKey("suite.jsonl", "case-0", 1, "B"), JobKey("suite.jsonl", "case-1", 1, "A"), JobKey("suite.jsonl", "case-1", 1, "B"),
     ]
 
 
@@ -104,10 +98,32 @@ def test_a_case_that_did_not_load_is_reported_at_once_and_never_assigned():
     assert {j.key.case_id for _, j in s.assign()} == {"case-0"}
 
 
+def test_a_case_id_in_two_suites_is_two_cases_and_each_resumes_on_its_own():
+    greet = [LoadedCase(id="greet", source=f"{suite}:1", data=b"{}") for suite in ("a.jsonl", "b.jsonl")]
+    s = scheduler(slots=10, runs=2)
+    s.add(greet)
+    s.close()
+    jobs = [job for _, job in s.assign()]
+    assert [job.key for job in jobs] == [JobKey("a.jsonl", "greet", 0, ""), JobKey("b.jsonl", "greet", 0, ""), JobKey("a.jsonl", "greet", 1, ""), JobKey("b.jsonl", "greet", 1, "")]
+    assert [r.suite for job in jobs for r in s.finished(job, result(job))] == ["a.jsonl", "b.jsonl", "a.jsonl", "b.jsonl"]  # neither is taken for the other
+    resumed = scheduler(slots=10, runs=2, finished_before=[("a.jsonl", "greet", 0, ""), ("b.jsonl", "greet", 1, "")])
+    resumed.add(greet)
+    assert [job.key for _, job in resumed.assign()] == [JobKey("b.jsonl", "greet", 0, ""), JobKey("a.jsonl", "greet", 1, "")]
+
+
+def test_adaptive_repeats_count_the_tries_of_each_suite_s_case_apart():
+    greet = [LoadedCase(id="greet", source=f"{suite}:1", data=b"{}") for suite in ("a.jsonl", "b.jsonl")]
+    s = adaptive(least=2, most=10, rate=0.5)
+    s.add(greet)
+    reported = run_through(s, lambda job: Status.PASSED if job.key.suite == "a.jsonl" else Status.FAILED)
+    last = {r.suite: r for r in reported if r.stopped is not None}
+    assert last["a.jsonl"].verdict != last["b.jsonl"].verdict
+
+
 def test_jobs_finished_before_a_resume_are_not_queued():
-    s = scheduler(slots=10, agents=["A", "B"], finished_before=[("case-0", 0, "A")])
+    s = scheduler(slots=10, agents=["A", "B"], finished_before=[("suite.jsonl", "case-0", 0, "A")])
     s.add(cases(1))
-    assert [j.key for _, j in s.assign()] == [JobKey("case-0", 0, "B")]
+    assert [j.key for _, j in s.assign()] == [JobKey("suite.jsonl", "case-0", 0, "B")]
 
 
 def test_lost_job_is_requeued_first_with_the_next_attempt():
@@ -251,7 +267,7 @@ def test_a_dropped_job_frees_its_slot_and_is_never_reported():
     ((_, job),) = s.assign()
     s.stop()
     s.dropped(job)
-    assert s.done and s.load["a"] == 0 and JobKey("case-0", 0, "") not in s.reported
+    assert s.done and s.load["a"] == 0 and JobKey("suite.jsonl", "case-0", 0, "") not in s.reported
 
 
 def test_a_job_its_worker_was_not_ready_for_runs_again_first_without_spending_an_attempt():
@@ -350,13 +366,13 @@ def test_a_skipped_case_is_tried_no_more_and_not_judged():
 
 def test_a_resume_goes_on_with_each_undecided_case_and_leaves_decided_ones():
     before = {
-        ("case-0", 0, ""): ("passed", False), ("case-0", 1, ""): ("failed", False),  # undecided: goes on at index 2
-        ("case-1", 0, ""): ("failed", False), ("case-1", 1, ""): ("failed", False), ("case-1", 2, ""): ("failed", False),  # decided below
-        ("case-2", 0, ""): ("passed", False),  # the least tries not all run: index 1 first
+        ("suite.jsonl", "case-0", 0, ""): ("passed", False), ("suite.jsonl", "case-0", 1, ""): ("failed", False),  # undecided: goes on at index 2
+        ("suite.jsonl", "case-1", 0, ""): ("failed", False), ("suite.jsonl", "case-1", 1, ""): ("failed", False), ("suite.jsonl", "case-1", 2, ""): ("failed", False),  # decided below
+        ("suite.jsonl", "case-2", 0, ""): ("passed", False),  # the least tries not all run: index 1 first
     }  # fmt: skip
     s = adaptive(least=2, most=10, finished_before=before, tried_before=before)
     s.add(cases(3))
-    assert sorted(job.key[:2] for _, job in s.assign()) == [("case-0", 2), ("case-2", 1)]
+    assert sorted(job.key[1:3] for _, job in s.assign()) == [("case-0", 2), ("case-2", 1)]
 
 
 def test_a_resume_under_adaptive_repeats_continues_until_the_same_decision():
@@ -372,7 +388,7 @@ def test_a_resume_under_adaptive_repeats_continues_until_the_same_decision():
     first = []
     for _, job in s.assign():
         first += s.finished(job, result(job, outcome(job)))
-    before = {(r.id, r.run_index, ""): (r.status.value, False) for r in first}
+    before = {("suite.jsonl", r.id, r.run_index, ""): (r.status.value, False) for r in first}
     resumed = adaptive(least=2, most=10, rate=0.5, finished_before=before, tried_before=before)
     resumed.add(cases(1))
     rest = run_through(resumed, outcome)
@@ -393,9 +409,9 @@ def test_a_resume_knows_the_cases_its_earlier_parts_ended_under_adaptive_repeats
 
     rule = Sequential(min_pass_rate=0.8, least=2, most=10)
     tried = {
-        ("never", 0, "bot"): ("failed", False), ("never", 1, "bot"): ("failed", False), ("never", 2, "bot"): ("failed", False),
-        ("open", 0, "bot"): ("passed", False), ("open", 1, "bot"): ("passed", False),  # 2 of 2: undecided
-        ("half", 0, "bot"): ("failed", False),  # its first tries not all run
-        ("skip", 0, "bot"): ("skipped", False),
+        ("s.jsonl", "never", 0, "bot"): ("failed", False), ("s.jsonl", "never", 1, "bot"): ("failed", False), ("s.jsonl", "never", 2, "bot"): ("failed", False),
+        ("s.jsonl", "open", 0, "bot"): ("passed", False), ("s.jsonl", "open", 1, "bot"): ("passed", False),  # 2 of 2: undecided
+        ("s.jsonl", "half", 0, "bot"): ("failed", False),  # its first tries not all run
+        ("s.jsonl", "skip", 0, "bot"): ("skipped", False),
     }  # fmt: skip
     assert ended_before(rule, tried) == 2  # never: decided below; skip: not tried again

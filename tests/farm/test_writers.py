@@ -236,9 +236,9 @@ def test_a_row_model_field_named_like_a_result_field_is_copied_from_it():
 
     result = static_result(1)
     row = WithWorker._row(result, {**KeyRow.of(result), "turns_seen": 2})
-    assert row == {"run_id": "run-x", "run_index": 1, "attempt": 1, "case_id": "case-0001", "agent": "support-bot",
+    assert row == {"run_id": "run-x", "run_index": 1, "attempt": 1, "suite": "cases/static.jsonl", "case_id": "case-0001", "agent": "support-bot",
                    "worker": "worker-1", "turns_seen": 2}
-    assert arrow_schema(WithWorker).names == ["run_id", "run_index", "attempt", "case_id", "agent", "worker", "turns_seen"]
+    assert arrow_schema(WithWorker).names == ["run_id", "run_index", "attempt", "suite", "case_id", "agent", "worker", "turns_seen"]
     with pytest.raises(TypeError, match=r"WithWorker was built without the columns \['turns_seen'\]"):
         WithWorker._row(result, KeyRow.of(result))
 
@@ -456,7 +456,7 @@ def test_torn_last_line_is_ignored(tmp_path, torn):
     with open(path, "ab") as file:
         file.write(torn)
 
-    assert finished_keys(path) == {(r.id, r.run_index, r.agent or "") for r in mixed_results(5)}
+    assert finished_keys(path) == {r.run_key() for r in mixed_results(5)}
     assert len(read_jsonl_results(path)) == 5
 
 
@@ -474,8 +474,10 @@ def test_append_cuts_a_torn_tail_and_keeps_a_whole_one(tmp_path):
     for path in (torn, whole):
         with JSONLWriter(path, append=True) as writer:
             writer.write(static_result(1))
-    assert finished_keys(torn, "bot") == {("a", 0, "bot"), ("case-0001", 1, "support-bot")}  # each result's own agent first
-    assert finished_keys(whole, "bot") == {("a", 0, "bot"), ("b", 1, "bot"), ("case-0001", 1, "support-bot")}
+    ours = static_result(1).run_key()
+    assert finished_keys(torn, "bot") == {("", "a", 0, "bot"), ours}  # each result's own agent first
+    assert finished_keys(whole, "bot") == {("", "a", 0, "bot"), ("", "b", 1, "bot"), ours}
+    assert ours[:2] == ("cases/static.jsonl", "case-0001")
 
 
 def test_jsonl_without_append_starts_afresh(tmp_path):
@@ -483,7 +485,7 @@ def test_jsonl_without_append_starts_afresh(tmp_path):
     path.write_text('{"id": "old", "run_index": 0}\n')
     with JSONLWriter(path) as writer:
         writer.write(static_result(2))
-    assert finished_keys(path) == {("case-0002", 2, "support-bot")}
+    assert finished_keys(path) == {("cases/static.jsonl", "case-0002", 2, "support-bot")}
 
 
 # --- Parquet parts ------------------------------------------------------------------------

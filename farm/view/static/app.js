@@ -230,7 +230,12 @@ async function runPage(mine, name, params) {
 }
 
 function caseHref(run, c) {
-  return `#/case/${enc(run)}/${enc(c.case_id)}` + (c.agent ? `?agent=${enc(c.agent)}` : "");
+  // a case is its suite's: an id may repeat across a run's suites
+  const query = new URLSearchParams();
+  if (c.agent) query.set("agent", c.agent);
+  if (c.suite !== null && c.suite !== undefined) query.set("suite", c.suite);
+  const text = query.toString();
+  return `#/case/${enc(run)}/${enc(c.case_id)}` + (text ? `?${text}` : "");
 }
 
 // ---- one case ------------------------------------------------------------------------------
@@ -316,8 +321,11 @@ function caseHeader(c) {
 }
 
 async function casePage(mine, run, caseId, params) {
-  const agent = params.get("agent");
-  const detail = await api(`runs/${enc(run)}/cases/${enc(caseId)}` + (agent ? `?agent=${enc(agent)}` : ""));
+  const agent = params.get("agent"), suite = params.get("suite");
+  const wanted = new URLSearchParams();
+  if (agent) wanted.set("agent", agent);
+  if (suite !== null) wanted.set("suite", suite);
+  const detail = await api(`runs/${enc(run)}/cases/${enc(caseId)}` + (wanted.toString() ? `?${wanted}` : ""));
   if (mine !== generation) return;
   const reps = detail.repetitions;
   const chosen = Math.min(Number(params.get("rep") || 0), reps.length - 1);
@@ -327,8 +335,10 @@ async function casePage(mine, run, caseId, params) {
   show(caseId,
     h("p", {}, h("a", { href: `#/run/${enc(run)}` }, "← " + run)),
     h("h1", {}, h("span", { id: "case-id" }, caseId), c.name ? h("span", { class: "muted" }, " — " + c.name) : null, " ", badge(c.status)),
+    (detail.suites || []).length > 1 ? h("p", { id: "case-suites" }, "Suite ", h("b", { id: "case-suite" }, detail.suite), " · the same id in: ",
+      detail.suites.filter((s) => s !== detail.suite).map((s, i) => [i ? ", " : "", h("a", { href: caseHref(run, { case_id: caseId, agent: detail.agent, suite: s }), class: "suite-link" }, s)])) : null,
     (detail.agents || []).length > 1 ? h("p", { id: "case-agents" }, "Agent ", h("b", { id: "case-agent" }, detail.agent), " · other agents: ",
-      detail.agents.filter((a) => a !== detail.agent).map((a, i) => [i ? ", " : "", h("a", { href: `#/case/${enc(run)}/${enc(caseId)}?agent=${enc(a)}`, class: "agent-link" }, a)])) : null,
+      detail.agents.filter((a) => a !== detail.agent).map((a, i) => [i ? ", " : "", h("a", { href: caseHref(run, { case_id: caseId, agent: a, suite: detail.suite }), class: "agent-link" }, a)])) : null,
     reps.length > 1 ? h("div", { class: "card" },
       h("div", {}, h("b", {}, "Repetitions "), stability ? h("span", { id: "stability" }, `${stability.passed} of ${stability.runs} passed (${pct(stability.pass_rate)}), `, h("b", {}, stability.class.replace("_", " "))) : null),
       h("div", { class: "repetitions" }, reps.map((r, i) => h("button", { class: "chip" + (i === chosen ? " on" : ""), onclick: () => {
