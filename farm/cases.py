@@ -410,14 +410,5 @@ class TestCase(BaseModel):
             out.append(cp.assertion)
         return out
 
-    def check_rules(self, known_types: set[str]) -> None:
-        """Rules that a schema cannot state (SPEC 3.1, 3.6); raises :class:`CaseRuleError` with
-        the first problem (:func:`farm.suite.validation.rule_problems` lists them all)."""
-        from farm.suite.validation import rule_problems
-
-        problems = rule_problems(self, known_types)
-        if problems:
-            raise CaseRuleError(problems[0])
-
 
 InputSource = Literal["static", "simulated", "human"]

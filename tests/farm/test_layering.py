@@ -71,7 +71,6 @@ CIRCLES_LEFT: frozenset[tuple[str, str]] = frozenset(
         ("farm.agents.factory", "farm.roles.cache"),
         ("farm.assertions.registry", "farm.assertions.builtin"),
         ("farm.assertions.registry", "farm.assertions.traces"),
-        ("farm.cases", "farm.suite.validation"),
         ("farm.config", "farm.configcheck"),
         ("farm.results._suites", "farm.inputs"),
         ("farm.sequential", "farm.gate"),
