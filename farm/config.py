@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from farm.configcheck import config_problems
 from farm.durations import parse_duration
 from farm.errors import ConfigError, UsageError
 from farm.results._records import Usage
@@ -414,8 +415,6 @@ def find_config(explicit: str | None, input_path: Path | None = None) -> Path | 
 def load_config(path: Path | None) -> FarmConfig:
     """Parse ``farm.toml``; its mistakes are one :class:`ConfigError` listing every one, each
     naming the file, line and key (:mod:`farm.configcheck`)."""
-    from farm.configcheck import config_problems
-
     if path is None:
         return FarmConfig()
     try:
@@ -425,12 +424,28 @@ def load_config(path: Path | None) -> FarmConfig:
         raise UsageError(_toml_error(path, exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
-    problems, config = config_problems(str(path), text, data, FarmConfig)
+    problems, config = config_problems(str(path), text, data, FarmConfig, _tables())
     if problems:
         raise ConfigError(problems)
     assert config is not None
     config.path = path.resolve()
     return config
+
+
+def _fields(model: type[BaseModel], *hidden: str) -> frozenset[str]:
+    return frozenset(name for name in model.model_fields if name not in hidden)
+
+
+def _tables() -> dict[str, frozenset[str]]:
+    """The keys each table of ``farm.toml`` may hold: a model's fields, but those the farm fills in."""
+    return {
+        "top": _fields(FarmConfig, "path"),
+        "farm": _fields(FarmSettings),
+        "connector": _fields(Connector, "name"),
+        "price": _fields(Price),
+        "agent": _fields(AgentConfig, "id"),
+        "resources": _fields(Resources),
+    }
 
 
 def _toml_error(path: Path, exc: tomllib.TOMLDecodeError) -> str:

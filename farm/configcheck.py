@@ -1,6 +1,7 @@
 """``farm.toml``'s mistakes, every one at once, each naming its line (SPEC 2 and 4).
 
-:func:`config_problems` walks the parsed file against the config models: a key
+:func:`config_problems` walks the parsed file against the config models (which
+:mod:`farm.config` hands it, the keys of each table with them): a key
 the farm does not know is a problem naming the nearest known key (the suite's
 did-you-mean, :func:`farm.wording.nearest`), and every error of the
 models is said in the farm's words, not pydantic's. ``tomllib`` gives no line
@@ -138,27 +139,8 @@ def _line(lines: dict[Path_, int], path: Path_) -> int | None:
 # -- what is wrong ---------------------------------------------------------------------------
 
 
-def _fields(model: type[BaseModel], *hidden: str) -> frozenset[str]:
-    return frozenset(name for name in model.model_fields if name not in hidden)
-
-
-def _tables() -> dict[str, Any]:
-    """The keys each table may hold: a model's fields, and the models of its sub-tables."""
-    from farm.config import AgentConfig, Connector, FarmConfig, FarmSettings, Price, Resources
-
-    return {
-        "top": _fields(FarmConfig, "path"),
-        "farm": _fields(FarmSettings),
-        "connector": _fields(Connector, "name"),
-        "price": _fields(Price),
-        "agent": _fields(AgentConfig, "id"),
-        "resources": _fields(Resources),
-    }
-
-
-def _unknown(data: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Path_, str, frozenset[str]]]:
+def _unknown(data: dict[str, Any], tables: dict[str, frozenset[str]]) -> Iterator[tuple[dict[str, Any], Path_, str, frozenset[str]]]:
     """Every key the farm does not know: the table holding it, the table's path, the key, the known keys."""
-    tables = _tables()
 
     def check(table: Any, path: Path_, known: frozenset[str]) -> Iterator[tuple[dict[str, Any], Path_, str, frozenset[str]]]:
         if isinstance(table, dict):
@@ -240,9 +222,10 @@ def _farm_references(data: dict[str, Any]) -> Iterator[tuple[str, str]]:
             yield key, f"key '{key}': agent '{shown(ref)}' is a {agents[ref]['kind']}, a role the farm plays, not an agent to test"
 
 
-def config_problems(name: str, text: str, data: dict[str, Any], model: type[BaseModel]) -> tuple[list[str], Any]:
+def config_problems(name: str, text: str, data: dict[str, Any], model: type[BaseModel], tables: dict[str, frozenset[str]]) -> tuple[list[str], Any]:
     """Every problem of ``data`` (``text`` parsed) as ``name:LINE: ...`` lines, and the
-    ``model`` it makes when there is none (None otherwise)."""
+    ``model`` it makes when there is none (None otherwise). ``tables`` are the keys each table may
+    hold: ``top`` (the file's own), ``farm``, ``connector``, ``price``, ``agent`` and ``resources``."""
     lines = key_lines(text)
     data = copy.deepcopy(data)
     found: list[tuple[int, str]] = []
@@ -252,7 +235,7 @@ def config_problems(name: str, text: str, data: dict[str, Any], model: type[Base
         line = _line(lines, path)
         found.append((line or 0, f"{name}:{line}: {message}" if line else f"{name}: {message}"))
 
-    for table, path, key, known in list(_unknown(data)):
+    for table, path, key, known in list(_unknown(data, tables)):
         hint = nearest(key, known)
         if hint:
             suggested.add((*path, hint.split("'")[1]))

@@ -71,7 +71,6 @@ CIRCLES_LEFT: frozenset[tuple[str, str]] = frozenset(
         ("farm.agents.factory", "farm.roles.cache"),
         ("farm.assertions.registry", "farm.assertions.builtin"),
         ("farm.assertions.registry", "farm.assertions.traces"),
-        ("farm.config", "farm.configcheck"),
         ("farm.results._suites", "farm.inputs"),
         ("farm.sequential", "farm.gate"),
         ("farm.suite.loader", "farm.roles.generation"),
