@@ -1,7 +1,7 @@
 """The built-in assertion types of SPEC 3.6, one checker each.
 
-Importing this module registers them (:func:`farm.assertions.known_types` does
-so). Each checker says only whether its condition holds and what it saw;
+Importing this module registers them (:mod:`farm.assertions.registry` imports it
+when it loads). Each checker says only whether its condition holds and what it saw;
 ``negate``, ``message`` and truncation are applied by
 :func:`farm.assertions.evaluate`.
 
@@ -19,7 +19,7 @@ from typing import Any
 from jsonpath_ng.ext import parse as parse_jsonpath
 
 from farm.assertions import patterns as _patterns
-from farm.assertions.registry import AssertionEnv, Outcome, Subject, assertion
+from farm.assertions.checker import AssertionEnv, Outcome, Subject, assertion
 from farm.cases import AssertionSpec
 from farm.excerpts import clip
 from farm.jsontext import NO_JSON, arguments_text, as_text, extract_json, json_text

@@ -14,20 +14,21 @@ Adding a type is one decorated function::
 
 A type may also say how it reads in a report (``describe=``), so the console
 and other reporters show ``$.a.b = "y"`` rather than the raw expected value
-without knowing the type; :func:`describe` asks it.
+without knowing the type; :func:`describe` asks it. What a checker is, and the decorator, are
+in :mod:`farm.assertions.checker`, which the built-in types import; this module imports them.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from farm.assertions import builtin, traces  # noqa: F401  (importing them registers the built-in types)
+from farm.assertions.checker import CHECKERS, DESCRIBERS, AssertionEnv, Outcome, Subject, assertion
 from farm.cases import AssertionSpec
 from farm.excerpts import LENGTH, NOTHING, clip
-from farm.jsontext import as_text, extract_json, json_text
-from farm.results import ACTUAL_LIMIT, AssertionResult, SpanRecord, ToolCallRecord
+from farm.jsontext import as_text, json_text
+from farm.results import ACTUAL_LIMIT, AssertionResult
 
 __all__ = [
     "AssertionEnv",
@@ -41,98 +42,6 @@ __all__ = [
 ]
 
 
-@dataclass
-class Subject:
-    """What an assertion looks at: one reply (a turn), or the session (final assertions)."""
-
-    content: str = ""
-    """The agent's reply text."""
-    tool_calls: list[ToolCallRecord] = field(default_factory=list)
-    """Tool calls made in the turn, with the results the farm gave back."""
-    latency_ms: float = 0.0
-    """How long the turn took."""
-    input: Any = None
-    """The user input that produced the reply."""
-    tool_texts: list[str] = field(default_factory=list)
-    """Tool result messages; ``contains`` looks at them too in dynamic mode."""
-    document: Any = None
-    """For ``json_path``/``type``: the JSON to look at. None: the reply's JSON."""
-    conversation: list[dict[str, Any]] = field(default_factory=list)
-    """The whole conversation so far, for validators."""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    """Case context (id, tags, ...), passed on to validators and scripts."""
-    time_limit: float | None = None
-    """Seconds a check may spend on this subject (the turn timeout); None: each type's default."""
-    spans: list[SpanRecord] | None = None
-    """The agent's spans: the turn's, or (final assertions, checkpoints) the case run's so far;
-    None when the run does not capture traces."""
-    trace_scope: str = "this turn"
-    """How a trace assertion's message names what it looked at (``this turn``, ``the case run``)."""
-
-    def json(self) -> Any:
-        """The JSON document assertions over structure look at, or NO_JSON."""
-        if self.document is not None:
-            return self.document
-        return extract_json(self.content)
-
-    def searchable_text(self) -> str:
-        return "\n".join([self.content, *self.tool_texts]) if self.tool_texts else self.content
-
-
-@dataclass
-class Outcome:
-    """What a checker found, before ``negate`` and ``message`` are applied."""
-
-    passed: bool
-    actual: Any = None
-    message: str | None = None
-    """Why it failed (for a negated assertion, :func:`evaluate` writes its own)."""
-    score: float | None = None
-    reason: str | None = None
-    suggestions: list[str] | None = None
-    error: bool = False
-    """The check could not be made at all; negate does not turn this into a pass."""
-    inconclusive: bool = False
-    """The check ran out of time (a runaway regex): a failure that neither negate nor ``message`` rewrites."""
-    matched_by: str | None = None
-    """Which rule matched (``tool_called``: exact, suffix or substring)."""
-
-
-class AssertionEnv(Protocol):
-    """Services the non-deterministic assertion types need (validators, scripts)."""
-
-    async def validate(self, spec: AssertionSpec, subject: Subject) -> Outcome: ...
-
-    async def run_script(self, spec: AssertionSpec, subject: Subject) -> Outcome: ...
-
-
-Checker = Callable[[AssertionSpec, Subject, "AssertionEnv | None"], "Outcome | Awaitable[Outcome]"]
-
-Describer = Callable[[Any], "str | None"]
-"""Writes what an assertion checks from its ``expected`` value, or None for the plain form."""
-
-_REGISTRY: dict[str, Checker] = {}
-_DESCRIBERS: dict[str, Describer] = {}
-
-
-def assertion(name: str, describe: Describer | None = None) -> Callable[[Checker], Checker]:
-    """Register ``fn`` as the checker of assertion type ``name``.
-
-    ``describe``, if given, writes the one-line form of what the assertion checks
-    (see :func:`describe`); without it the type reads as ``name <expected as JSON>``.
-    """
-
-    def register(fn: Checker) -> Checker:
-        if name in _REGISTRY:
-            raise ValueError(f"assertion type '{name}' is registered twice")
-        _REGISTRY[name] = fn
-        if describe is not None:
-            _DESCRIBERS[name] = describe
-        return fn
-
-    return register
-
-
 def describe(type_name: str, expected: Any) -> str:
     """What an assertion checks, on one line: ``contains "x"``, ``$.a.b = "y"``, ``latency ≤ 500ms``.
 
@@ -140,8 +49,7 @@ def describe(type_name: str, expected: Any) -> str:
     an ``expected`` value its describer does not recognise reads as the type name
     followed by the expected value as JSON (the name alone when nothing is expected).
     """
-    _register_builtin()
-    describer = _DESCRIBERS.get(type_name)
+    describer = DESCRIBERS.get(type_name)
     text = describer(expected) if describer is not None else None
     if text is not None:
         return text
@@ -149,12 +57,7 @@ def describe(type_name: str, expected: Any) -> str:
 
 
 def known_types() -> set[str]:
-    _register_builtin()
-    return set(_REGISTRY)
-
-
-def _register_builtin() -> None:
-    from farm.assertions import builtin, traces  # noqa: F401  (registers the built-in types)
+    return set(CHECKERS)
 
 
 def truncate(value: Any, limit: int = ACTUAL_LIMIT) -> Any:
@@ -169,12 +72,11 @@ def truncate(value: Any, limit: int = ACTUAL_LIMIT) -> Any:
 
 async def evaluate(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None = None) -> AssertionResult:
     """Run one assertion; never raises for a problem with the assertion itself."""
-    _register_builtin()
-    checker = _REGISTRY.get(spec.type)
+    checker = CHECKERS.get(spec.type)
     if checker is None:
         outcome = Outcome(
             False,
-            message=f"unknown assertion type '{spec.type}' (known: {', '.join(sorted(_REGISTRY))})",
+            message=f"unknown assertion type '{spec.type}' (known: {', '.join(sorted(CHECKERS))})",
             error=True,
         )
     else:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from farm.assertions.registry import AssertionEnv, Outcome, Subject, assertion
+from farm.assertions.checker import AssertionEnv, Outcome, Subject, assertion
 from farm.cases import AssertionSpec
 from farm.results import SpanRecord
 

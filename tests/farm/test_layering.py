@@ -69,8 +69,6 @@ CIRCLES_LEFT: frozenset[tuple[str, str]] = frozenset(
         ("farm._run.request", "farm._run.setup"),
         ("farm._run.setup", "farm._run.execution"),
         ("farm.agents.factory", "farm.roles.cache"),
-        ("farm.assertions.registry", "farm.assertions.builtin"),
-        ("farm.assertions.registry", "farm.assertions.traces"),
         ("farm.results._suites", "farm.inputs"),
         ("farm.sequential", "farm.gate"),
         ("farm.suite.loader", "farm.roles.generation"),
