@@ -215,7 +215,7 @@ class PoolRoles:
         return outcome.unwrap()
 
     async def generate(self, request: RoleRequest) -> list[Any]:
-        """One batch of a generation on the generator pool (:data:`farm.roles.generation.GenerateCall`)."""
+        """One batch of a generation on the generator pool (:data:`farm.generation.GenerateCall`)."""
         outcome: RoleOutcome[list[Any]] = await self._call("generate", request)
         return outcome.unwrap()
 

@@ -253,7 +253,7 @@ def resolve_input(
     are more than :data:`~farm.suite.loader.SMALL_SUITE` (for big runs);
     ``cache``: the role cache a generator's whole generation is kept in (its batch calls go
     through the engine's role players). A generator (``agents:``, ``scripts:``) gives a suite with
-    no cases yet and its :class:`~farm.roles.generation.CaseStream` as ``stream``."""
+    no cases yet and its :class:`~farm.generation.CaseStream` as ``stream``."""
     if value == "-":
         return load_stdin(stdin or sys.stdin, compact, SMALL_SUITE)
     if value.startswith("agents:"):
@@ -314,7 +314,7 @@ def _placeholders(config: FarmConfig, generator: AgentConfig) -> set[str]:
 
 
 def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, cache: RoleCache | None = None) -> Suite:
-    from farm.roles.generation import CaseStream, check_query
+    from farm.generation import CaseStream, check_query
     from farm.roles.player import player_of, writes_prompt
 
     generator_id, query = _split(value, "agents:")
@@ -328,7 +328,7 @@ def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, ca
 
 
 def _generated_by_script(value: str, config: FarmConfig, agent_id: str | None) -> Suite:
-    from farm.roles.generation import CaseStream, check_query
+    from farm.generation import CaseStream, check_query
     from farm.scripts import ScriptResolver
 
     ref, params = _split(value, "scripts:")

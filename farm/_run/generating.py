@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from farm.config import FarmConfig
+    from farm.generation import CaseStream, GenerationStats
     from farm.roles.cache import CallTally
-    from farm.roles.generation import CaseStream, GenerationStats
     from farm.suite.loader import Suite
     from farm.writers import RunInfo
 
@@ -27,7 +27,7 @@ def generate(suite: Suite, cfg: FarmConfig, cache: bool, console: Console, quiet
     """A dry run's generation: the suite's stream run to its end into ``suite.cases``, here."""
     from contextlib import nullcontext
 
-    from farm.roles.generation import generate_locally
+    from farm.generation import generate_locally
     from farm.suite.loader import Suite
 
     stream = suite.stream

@@ -107,7 +107,7 @@ def _source(run_dir: str | Path) -> RunRecord:
 def _input(run: RunRecord, input: str | Sequence[str] | None) -> list[str]:
     """The suites to judge with: ``input``, else the run's own (for generated cases, the ones it generated)."""
     from farm._run.request import recorded_input
-    from farm.roles.generation import GENERATED_JSONL
+    from farm.results._suites import GENERATED_JSONL
     from farm.writers import RUN_JSON
 
     source = run.path

@@ -99,7 +99,7 @@ def prepare_run(
     run_id = (previous.run_id if previous else None) or new_run_id()
     run_dir = Path(options.resume) if options.resume is not None else cfg.results_dir / run_id
     prepared = Prepared(options, cfg, previous, agent_id, agents, suite, view, run_id, run_dir, driver_calls, rescoring)
-    if suite.stream is not None:  # generated cases: they run as their batches arrive (farm.roles.generation)
+    if suite.stream is not None:  # generated cases: they run as their batches arrive (farm.generation)
         suite.stream.default_simulator = options.simulator
         if not dry:
             _open_stream(prepared)

@@ -30,8 +30,8 @@ if TYPE_CHECKING:  # the runner and the case model: importing the scheduler load
     from farm.config import FarmConfig
     from farm.conversation.replay import Replay
     from farm.conversation.runner import RunSettings
+    from farm.generation import CaseStream, GenerationStats
     from farm.loaded import LoadedCase
-    from farm.roles.generation import CaseStream, GenerationStats
     from farm.sequential import Sequential
     from farm.traces.receiver import SpanSink
 

@@ -1,6 +1,6 @@
 """Cases that arrive while a run goes: a generator's batches, handed to the scheduler as they come.
 
-The generation itself (:class:`farm.roles.generation.CaseStream`) is engine-agnostic; here is only
+The generation itself (:class:`farm.generation.CaseStream`) is engine-agnostic; here is only
 how its batches reach the pump. The local engine runs :func:`pump` as a task on its own loop;
 the ray engine runs it on a thread of the driver (:class:`ThreadFeed`), its generator calls
 going to a role pool, so that the driver's ``ray.wait`` loop only drains a queue.
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from farm.loaded import LoadedCase
 
 if TYPE_CHECKING:
-    from farm.roles.generation import CaseStream, GenerateCall, GenerationStats
+    from farm.generation import CaseStream, GenerateCall, GenerationStats
 
 __all__ = ["ThreadFeed", "pump"]
 

@@ -87,7 +87,7 @@ class LocalRoles:
             return await self.player("attributor", request.agent_id, request.connector).attribute(request.messages, request.metadata)
 
     async def generate(self, request: RoleRequest) -> list[Any]:
-        """One batch of a generation (:data:`farm.roles.generation.GenerateCall`): the raw cases the
+        """One batch of a generation (:data:`farm.generation.GenerateCall`): the raw cases the
         generator wrote for ``request.metadata``, through the role cache and the connector's limiter."""
         async with self._budget["generator"]:
             return await self.player("generator", request.agent_id, request.connector).generate(request.metadata)

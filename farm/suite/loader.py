@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from pydantic import ValidationError
 
@@ -38,9 +38,6 @@ from farm.suite.validation import (
 )
 from farm.wording import shown
 
-if TYPE_CHECKING:
-    from farm.roles.generation import CaseStream
-
 __all__ = ["MESSAGE", "SMALL_SUITE", "Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error"]
 
 FILE_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -58,9 +55,10 @@ validated once, not again when it is checked and when it starts, for ~3 KiB a si
 class Suite:
     cases: list[LoadedCase] = field(default_factory=list)
     description: str = ""
-    stream: CaseStream | None = None
-    """The generator whose cases arrive while the run goes (``-i agents:``/``scripts:``);
-    ``cases`` then starts empty (:mod:`farm.roles.generation`)."""
+    stream: Any = None
+    """The generator whose cases arrive while the run goes (``-i agents:``/``scripts:``), a
+    :class:`farm.generation.CaseStream`; ``cases`` then starts empty. Typed loosely: generation
+    stands on the suite, not the suite on generation."""
 
     @property
     def problems(self) -> list[str]:

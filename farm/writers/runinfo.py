@@ -227,7 +227,7 @@ class RunInfo(BaseModel):
     """Per agent under test: its status counts and ``cost_usd`` (:meth:`farm.summary.Summary.agent_counts`)."""
     generation: dict[str, Any] | None = None
     """For generated cases (``-i agents:``/``scripts:``): what the generation did, as
-    :class:`farm.roles.generation.GenerationStats` records it (asked, kept, duplicates, malformed,
+    :class:`farm.generation.GenerationStats` records it (asked, kept, duplicates, malformed,
     renamed, batches, calls, stop_reason, ...); null for a suite that was not generated."""
     rescored_from: dict[str, str] | None = None
     """For a ``farm rescore`` run: the source run's ``run_id`` and ``run_dir``, whose recorded

@@ -71,7 +71,6 @@ CIRCLES_LEFT: frozenset[tuple[str, str]] = frozenset(
         ("farm.agents.factory", "farm.roles.cache"),
         ("farm.results._suites", "farm.inputs"),
         ("farm.sequential", "farm.gate"),
-        ("farm.suite.loader", "farm.roles.generation"),
         ("farm.traces.capture", "farm.agents.base"),
     }
 )
