@@ -280,7 +280,7 @@ def find_baseline(value: str, results_dir: Path, input: str | Sequence[str], exc
 
 def _input_key(input: str | Sequence[str], cwd: str | None) -> tuple[str, ...]:
     """Inputs as runs started from different folders name them: a suite path by its absolute path."""
-    from farm.inputs import input_kind
+    from farm.inputkind import input_kind
 
     values = [input] if isinstance(input, str) else list(input)
     return tuple(str((Path(cwd or ".") / value).resolve()) if input_kind(value) == "file" else value for value in values)

@@ -21,16 +21,15 @@ rescore all go through them.
 from __future__ import annotations
 
 import glob
-import os
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import parse_qsl
 
 from farm.errors import UsageError
+from farm.inputkind import GLOB, PATH_RULE, InputKind, exists, input_kind, looks_like_path
 from farm.suite.loader import FILE_SUFFIXES, SMALL_SUITE, Suite, load_file, load_message, load_stdin
 from farm.wording import shown
 
@@ -40,15 +39,6 @@ if TYPE_CHECKING:  # the roles (and the agents' clients beneath them) load with 
 
 __all__ = ["PATH_RULE", "Input", "expand_inputs", "generator_metadata", "input_kind", "input_path", "input_text", "load_inputs", "looks_like_path", "resolve_input", "typed_query"]
 
-PATH_RULE = (
-    "A value that looks like a path is read as one: an existing file or folder, a glob (* or [...]), "
-    "or a value with no whitespace that has a path separator or a file extension; "
-    "a folder runs every *.jsonl in it, and a path that does not exist is an error. "
-    "Anything else is a message: one single-turn case."
-)
-"""How ``-i`` tells a path from a message, as ``farm test --help`` and the README say it."""
-
-InputKind = Literal["file", "message", "stdin", "generator", "script-tests"]
 
 
 @dataclass(frozen=True)
@@ -64,39 +54,6 @@ class Input:
     def alone(self) -> bool:
         """An input that is the run's only one: stdin, a generator, script tests."""
         return self.kind in ("stdin", "generator", "script-tests")
-
-
-_EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,9}$")
-_GLOB = re.compile(r"\*|\[[^\]]+\]")
-
-
-def _exists(value: str) -> bool:
-    try:
-        return Path(value).exists()
-    except (OSError, ValueError):  # a name too long, a NUL byte: no such path
-        return False
-
-
-def looks_like_path(value: str) -> bool:
-    """Whether ``-i value`` names a path (:data:`PATH_RULE`) rather than a message."""
-    if not value:
-        return False
-    if _exists(value):
-        return True
-    if any(ch.isspace() for ch in value):
-        return False
-    return "/" in value or os.sep in value or bool(_EXTENSION.search(value)) or bool(_GLOB.search(value))
-
-
-def input_kind(value: str) -> InputKind:
-    """What one ``-i`` value is: a path (``file``: a file, a folder or a glob), a message, stdin, a generator or script tests."""
-    if value == "-":
-        return "stdin"
-    if value.startswith(("agents:", "scripts:")):
-        return "generator"
-    if value.startswith("scripts."):
-        return "script-tests"
-    return "file" if looks_like_path(value) else "message"
 
 
 def expand_inputs(values: str | Sequence[str], flag: str = "-i ") -> list[Input]:
@@ -134,9 +91,9 @@ def _files(value: str, flag: str) -> list[str]:
         if not files:
             raise UsageError(f"{flag}{shown(value)}: the folder has no *.jsonl file")
         return files
-    if _exists(value):
+    if exists(value):
         return [value]
-    if _GLOB.search(value):
+    if GLOB.search(value):
         files = sorted(match for match in glob.glob(value, recursive=True) if match.endswith(FILE_SUFFIXES) and Path(match).is_file())
         if not files:
             raise UsageError(f"{flag}{shown(value)}: no .jsonl or .json file matches the pattern")
@@ -221,7 +178,7 @@ def input_path(values: str | Sequence[str]) -> Path | None:
     for value in [values] if isinstance(values, str) else values:
         if input_kind(value) != "file":
             continue
-        match = _GLOB.search(value)
+        match = GLOB.search(value)
         path = Path(value[: match.start()] or ".") if match else Path(value)
         return path / "_" if path.is_dir() else path  # farm.toml is looked for from the file's folder
     return None

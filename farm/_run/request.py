@@ -128,7 +128,7 @@ def recorded_input(info: RunInfo) -> list[str] | None:
 
 
 def _found(info: RunInfo, value: str) -> str:
-    from farm.inputs import input_kind
+    from farm.inputkind import input_kind
 
     if input_kind(value) != "file":
         return value

@@ -39,6 +39,8 @@ from collections.abc import Callable, Collection
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
+from farm.inputkind import input_kind
+
 if TYPE_CHECKING:
     from farm.writers.runinfo import RunInfo
 
@@ -148,8 +150,6 @@ def _message(info: RunInfo) -> str | None:
     """The run's direct message: its ``input``, or of several inputs the one that is a message."""
     if len(info.inputs) < 2:
         return info.input
-    from farm.inputs import input_kind
-
     return next((value for value in info.inputs if input_kind(value) == "message"), info.input)
 
 
