@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from farm.errors import UsageError
 from farm.results import Status
+from farm.sequential import DEFAULT_MIN_PASS_RATE
 from farm.summary import TriedCase
 from farm.wording import plural
 from farm.writers.runinfo import GateComparison, RunGate, RunInfo
@@ -52,9 +53,6 @@ __all__ = [
     "summary_tallies",
     "verdict_sentence",
 ]
-
-DEFAULT_MIN_PASS_RATE = 1.0
-"""Every try must pass, unless ``--min-pass-rate`` or ``[farm].min_pass_rate`` says less."""
 
 _SLACK = 1e-9
 """``0.7 * 10`` is ``7.000000000000001`` in floating point: 7 passes of 10 meet a 0.7 gate."""

@@ -29,11 +29,15 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from farm.writers.runinfo import RunOptions
 
-__all__ = ["AUTO", "DEFAULT_ALPHA", "DEFAULT_DELTA", "Runs", "Sequential", "Stop", "parse_runs", "stop_said"]
+__all__ = ["AUTO", "DEFAULT_ALPHA", "DEFAULT_DELTA", "DEFAULT_MIN_PASS_RATE", "Runs", "Sequential", "Stop", "parse_runs", "stop_said"]
 
 Stop = Literal["decided_above", "decided_below", "max_tries"]
 """Why a case under adaptive repeats stopped: decided above or below its gate, or no decision
 within ``MAX`` tries (judged then by the fixed-N rule)."""
+
+DEFAULT_MIN_PASS_RATE = 1.0
+"""Every try must pass, unless ``--min-pass-rate`` or ``[farm].min_pass_rate`` says less: the gate
+(:mod:`farm.gate`) judges a case by it, and the sequential rule decides around it."""
 
 DEFAULT_ALPHA = 0.05
 """The error level of each decision (``--alpha``)."""
@@ -145,8 +149,6 @@ class Sequential:
         run without adaptive repeats (``--runs N``)."""
         if not options.adaptive_runs:
             return None
-        from farm.gate import DEFAULT_MIN_PASS_RATE
-
         runs = parse_runs(options.adaptive_runs)
         rate = options.min_pass_rate or DEFAULT_MIN_PASS_RATE
         return cls(rate, runs.least, int(runs), options.alpha or DEFAULT_ALPHA, options.delta or DEFAULT_DELTA)

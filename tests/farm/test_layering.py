@@ -68,7 +68,6 @@ CIRCLES_LEFT: frozenset[tuple[str, str]] = frozenset(
         ("farm._run.planning", "farm._run.setup"),
         ("farm._run.request", "farm._run.setup"),
         ("farm._run.setup", "farm._run.execution"),
-        ("farm.sequential", "farm.gate"),
     }
 )
 
