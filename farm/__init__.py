@@ -13,7 +13,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-__version__ = "0.1.0"
+from farm._version import __version__
 
 __all__ = ["RunResult", "__version__", "rescore", "run", "run_async"]
 

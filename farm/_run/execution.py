@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from farm import __version__
 from farm._run import YOUNG_THRESHOLD
+from farm._version import __version__
 from farm.engines import Engine, RunPlan, case_cost
 from farm.errors import EngineLost, RunError
 from farm.interrupts import Interrupts, uninterrupted

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from farm.config import FarmConfig, FarmSettings
     from farm.writers.runinfo import RunInfo, RunOptions
 
-__all__ = ["ALIASES", "NO_INPUT", "OPTIONS", "Option", "ResolvedOptions", "RunRequest", "locate", "recorded_config", "recorded_input", "resolve", "seconds"]
+__all__ = ["ALIASES", "NO_INPUT", "OPTIONS", "Option", "ResolvedOptions", "RunRequest", "farm_config", "locate", "recorded_config", "recorded_input", "resolve", "seconds"]
 
 
 @dataclass(frozen=True)
@@ -356,12 +356,20 @@ def _otlp(given: str | None, where: dict[str, str]) -> str | None:
 def locate(request: RunRequest, previous: RunInfo | None) -> FarmConfig:
     """The run's config: the one given, else the resumed run's own ``farm.toml`` (wherever the
     resume starts), else the one found from the input. No input at all is a :class:`UsageError`."""
-    from farm._run.setup import farm_config
-
     input = _pick(request, "input", previous, None, {})
     if not input:
         raise UsageError(NO_INPUT)
     return farm_config(_pick(request, "config", previous, None, {}), input)
+
+
+def farm_config(config: str | Path | FarmConfig | None, input: str | Sequence[str]) -> FarmConfig:
+    """``config`` itself, else the ``farm.toml`` it names, else the one found from ``input`` (its first file)."""
+    from farm.config import FarmConfig, find_config, load_config
+    from farm.inputs import input_path
+
+    if isinstance(config, FarmConfig):
+        return config
+    return load_config(find_config(str(config) if config is not None else None, input_path(input)))
 
 
 def _pick(request: RunRequest, name: str, previous: RunInfo | None, farm: FarmSettings | None, where: dict[str, str]) -> Any:

@@ -125,8 +125,7 @@ def _input(run: RunRecord, input: str | Sequence[str] | None) -> list[str]:
 
 def _config(run: RunRecord, config: str | Path | FarmConfig | None, input_value: Sequence[str]) -> FarmConfig:
     """The config (as given, else the run's own ``farm.toml``), its ``results_dir`` the run's folder's parent."""
-    from farm._run.request import recorded_config
-    from farm._run.setup import farm_config
+    from farm._run.request import farm_config, recorded_config
 
     # The run's folder and role cache are where the run wrote them, whatever results_dir its config
     # names (farm demo and a moved run write elsewhere): the rescore's go beside them.

@@ -1,5 +1,6 @@
-"""What :func:`farm.run` and :func:`farm.rescore` build before a run starts: the config,
-the agent under test and the selected cases; and the runner's settings from the run's options.
+"""What :func:`farm.run` and :func:`farm.rescore` build before a run starts: the agent under
+test and the selected cases (the config is located with the options,
+:func:`farm._run.request.farm_config`); and the runner's settings from the run's options.
 
 Both calls resolve their options (:func:`farm._run.request.resolve`) into a
 :class:`~farm._run.request.ResolvedOptions`, and :func:`run_settings` turns that into the runner's
@@ -10,7 +11,6 @@ conversations the same way.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
@@ -30,17 +30,7 @@ if TYPE_CHECKING:
     from farm.summary import Summary
     from farm.writers.runinfo import RunInfo
 
-__all__ = ["build_plan", "execute_viewed", "farm_config", "prepare", "run_settings"]
-
-
-def farm_config(config: str | Path | FarmConfig | None, input: str | Sequence[str]) -> FarmConfig:
-    """``config`` itself, else the ``farm.toml`` it names, else the one found from ``input`` (its first file)."""
-    from farm.config import FarmConfig, find_config, load_config
-    from farm.inputs import input_path
-
-    if isinstance(config, FarmConfig):
-        return config
-    return load_config(find_config(str(config) if config is not None else None, input_path(input)))
+__all__ = ["build_plan", "execute_viewed", "prepare", "run_settings"]
 
 
 def prepare(
