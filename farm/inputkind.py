@@ -1,7 +1,7 @@
 """What kind of thing one ``-i`` value names: a suite file (or folder, or glob), a message,
 stdin, a generator or script tests (:func:`input_kind`), told apart by :data:`PATH_RULE` without
-loading anything. :mod:`farm.inputs` loads what the values name; a run folder's reader asks only
-what they were.
+loading anything; and a generator's query, typed (:func:`typed_query`). :mod:`farm.inputs` turns
+the values into sources of cases; a run folder's reader asks only what they were.
 """
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+from urllib.parse import parse_qsl
 
-__all__ = ["PATH_RULE", "InputKind", "input_kind", "looks_like_path"]
+__all__ = ["PATH_RULE", "InputKind", "input_kind", "looks_like_path", "typed_query"]
 
 PATH_RULE = (
     "A value that looks like a path is read as one: an existing file or folder, a glob (* or [...]), "
@@ -55,3 +56,29 @@ def input_kind(value: str) -> InputKind:
     if value.startswith("scripts."):
         return "script-tests"
     return "file" if looks_like_path(value) else "message"
+
+
+def typed_query(query: str) -> dict[str, Any]:
+    """``count=3&focus=edge-cases&strict=true`` with values typed: int, float, bool, string; a key
+    given more than once (``focus=a&focus=b``) is a list."""
+    out: dict[str, Any] = {}
+    for key, raw in parse_qsl(query, keep_blank_values=True):
+        value = _typed(raw)
+        if key in out:
+            before = out[key]
+            out[key] = [*before, value] if isinstance(before, list) else [before, value]
+        else:
+            out[key] = value
+    return out
+
+
+def _typed(raw: str) -> Any:
+    lowered = raw.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    return raw

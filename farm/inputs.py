@@ -13,60 +13,64 @@ anything else            a direct message: one single-turn case
 
 A value that looks like a path (:data:`PATH_RULE`) is always read as one, so a mistyped suite
 path is an error, never a message sent to the agent. ``-i`` given several times runs every
-suite in one run, in order. :func:`expand_inputs` turns the values into the run's inputs, and
-:func:`load_inputs` loads them: ``farm test``, ``--dry-run``, ``farm validate``, a resume and a
-rescore all go through them.
+suite in one run, in order. :func:`expand_inputs` turns the values into the run's sources of
+cases (:class:`~farm.suite.sources.CaseSource`), and :func:`load_inputs` asks each for its cases:
+``farm test``, ``--dry-run``, ``farm validate``, a resume and a rescore all go through them.
 """
 
 from __future__ import annotations
 
 import glob
-import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
-from urllib.parse import parse_qsl
 
 from farm.errors import UsageError
-from farm.inputkind import GLOB, PATH_RULE, InputKind, exists, input_kind, looks_like_path
-from farm.suite.loader import FILE_SUFFIXES, SMALL_SUITE, Suite, load_file, load_message, load_stdin
+from farm.inputkind import GLOB, PATH_RULE, InputKind, exists, input_kind, looks_like_path, typed_query
+from farm.suite.loader import FILE_SUFFIXES, Suite
+from farm.suite.sources import CaseSource, Loading, Message, Stdin, SuiteFile
 from farm.wording import shown
 
 if TYPE_CHECKING:  # the roles (and the agents' clients beneath them) load with a generator: farm validate needs neither
-    from farm.config import AgentConfig, FarmConfig
+    from farm.config import FarmConfig
+    from farm.generation.sources import generator_metadata
     from farm.roles.cache import RoleCache
 
-__all__ = ["PATH_RULE", "Input", "expand_inputs", "generator_metadata", "input_kind", "input_path", "input_text", "load_inputs", "looks_like_path", "resolve_input", "typed_query"]
+__all__ = [
+    "PATH_RULE",
+    "expand_inputs",
+    "generator_metadata",
+    "input_kind",
+    "input_path",
+    "input_text",
+    "load_inputs",
+    "looks_like_path",
+    "resolve_input",
+    "source_of",
+    "typed_query",
+]
+
+
+def __getattr__(name: str) -> Any:  # a generator's parts load with a generator
+    if name == "generator_metadata":
+        from farm.generation.sources import generator_metadata
+
+        return generator_metadata
+    raise AttributeError(f"module 'farm.inputs' has no attribute {name!r}")
 
 
 
-@dataclass(frozen=True)
-class Input:
-    """One input of a run: a suite file (found in a folder or by a glob, or named), a message,
-    stdin, a generator or script tests."""
-
-    value: str
-    """The file's path as given or found (relative stays relative), or the ``-i`` value itself."""
-    kind: InputKind
-
-    @property
-    def alone(self) -> bool:
-        """An input that is the run's only one: stdin, a generator, script tests."""
-        return self.kind in ("stdin", "generator", "script-tests")
-
-
-def expand_inputs(values: str | Sequence[str], flag: str = "-i ") -> list[Input]:
-    """The run's inputs, in order, from the ``-i`` values: a folder becomes its ``*.jsonl`` files
+def expand_inputs(values: str | Sequence[str], flag: str = "-i ") -> list[CaseSource]:
+    """The run's sources of cases, in order, from the ``-i`` values: a folder becomes its ``*.jsonl`` files
     and a glob its suite files (each sorted), a file named twice runs once. A path that does not
     exist, a folder or glob with no suite file, or stdin, a generator or script tests given
     beside other inputs is a :class:`UsageError` naming the value after ``flag``, before anything is loaded."""
     given = [values] if isinstance(values, str) else list(values)
-    out: list[Input] = []
+    out: list[CaseSource] = []
     seen: set[Path] = set()
     for value in given:
         kind = input_kind(value)
-        found = [Input(path, "file") for path in _files(value, flag)] if kind == "file" else [Input(value, kind)]
+        found = [SuiteFile(path) for path in _files(value, flag)] if kind == "file" else [source_of(value, kind)]
         for each in found:
             if each.kind == "file":
                 key = Path(each.value).resolve()
@@ -74,7 +78,7 @@ def expand_inputs(values: str | Sequence[str], flag: str = "-i ") -> list[Input]
                     continue
                 seen.add(key)
             out.append(each)
-    alone = next((each for each in out if each.alone), None)
+    alone = next((each for each in out if each.kind in _ALONE), None)
     if alone is not None and len(out) > 1:
         raise UsageError(f"{flag}{alone.value}: {_ALONE[alone.kind]} runs on its own: give it as the only -i")
     return out
@@ -146,32 +150,6 @@ def input_text(values: str | Sequence[str]) -> str:
     return values if isinstance(values, str) else ", ".join(values)
 
 
-def typed_query(query: str) -> dict[str, Any]:
-    """``count=3&focus=edge-cases&strict=true`` with values typed: int, float, bool, string; a key
-    given more than once (``focus=a&focus=b``) is a list."""
-    out: dict[str, Any] = {}
-    for key, raw in parse_qsl(query, keep_blank_values=True):
-        value = _typed(raw)
-        if key in out:
-            before = out[key]
-            out[key] = [*before, value] if isinstance(before, list) else [before, value]
-        else:
-            out[key] = value
-    return out
-
-
-def _typed(raw: str) -> Any:
-    lowered = raw.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    for cast in (int, float):
-        try:
-            return cast(raw)
-        except ValueError:
-            pass
-    return raw
-
-
 def input_path(values: str | Sequence[str]) -> Path | None:
     """The first input's file, when it names one (for finding ``farm.toml`` beside it); a folder's
     own path, and a glob's up to its first pattern."""
@@ -184,61 +162,48 @@ def input_path(values: str | Sequence[str]) -> Path | None:
     return None
 
 
-def generator_metadata(config: FarmConfig, agent_id: str | None, params: dict[str, Any]) -> dict[str, Any]:
-    """What a generator is told: the target's id, description and tools, plus the query."""
-    meta: dict[str, Any] = {"test_mode": "generator", "count": 5, "focus": "happy-path", "complexity": "medium"}
-    if agent_id:
-        meta["target_agent"] = agent_id
-        agent = config.agents.get(agent_id)
-        if agent is not None:
-            meta["target_description"] = agent.description or ""
-            meta["target_tools"] = [_tool_name(t) for t in agent.tools]
-    meta.update(params)
-    return meta
+def source_of(value: str, kind: InputKind | None = None) -> CaseSource:
+    """The source one input names (``kind``: as :func:`~farm.inputkind.input_kind` says, when known);
+    a generator's and script tests' load what they need when they are loaded."""
+    kind = kind or input_kind(value)
+    if kind == "file":
+        return SuiteFile(value)
+    if kind == "message":
+        return Message(value)
+    if kind == "stdin":
+        return Stdin(value)
+    if kind == "generator":
+        from farm.generation.sources import GeneratorAgent, GeneratorScript
 
+        return GeneratorAgent(value) if value.startswith("agents:") else GeneratorScript(value)
+    from farm.roles.scripttests import ScriptTests
 
-def _tool_name(tool: Any) -> Any:
-    if isinstance(tool, dict):
-        return tool.get("function", {}).get("name") or tool.get("name") or tool
-    return tool
+    return ScriptTests(value)
 
 
 def resolve_input(
     value: str, config: FarmConfig, agent_id: str | None, stdin: TextIO | None = None, compact: bool = False, cache: RoleCache | None = None
 ) -> Suite:
-    """The suite ``value`` names; ``compact`` keeps the cases of a file or stdin as JSON once there
-    are more than :data:`~farm.suite.loader.SMALL_SUITE` (for big runs);
-    ``cache``: the role cache a generator's whole generation is kept in (its batch calls go
-    through the engine's role players). A generator (``agents:``, ``scripts:``) gives a suite with
-    no cases yet and its :class:`~farm.generation.CaseStream` as ``stream``."""
-    if value == "-":
-        return load_stdin(stdin or sys.stdin, compact, SMALL_SUITE)
-    if value.startswith("agents:"):
-        return _generated_by_agent(value, config, agent_id, cache)
-    if value.startswith("scripts:"):
-        return _generated_by_script(value, config, agent_id)
-    if value.startswith("scripts."):
-        from farm.roles.scripttests import load_script_tests
-
-        return load_script_tests(value.removeprefix("scripts."), config)
-    if input_kind(value) == "file":
-        return load_file(Path(value), display=value, compact=compact, small=SMALL_SUITE)
-    return load_message(value)
+    """The suite ``value`` names (its source's cases, :class:`~farm.suite.sources.Loading` says the
+    rest). A generator (``agents:``, ``scripts:``) gives a suite with no cases yet and its
+    :class:`~farm.generation.CaseStream` as ``stream``."""
+    return source_of(value).load(Loading(config, agent_id, stdin, compact, cache))
 
 
 def load_inputs(
-    inputs: Sequence[Input], config: FarmConfig, agent_id: str | None, stdin: TextIO | None = None, compact: bool = False, cache: RoleCache | None = None
+    inputs: Sequence[CaseSource], config: FarmConfig, agent_id: str | None, stdin: TextIO | None = None, compact: bool = False, cache: RoleCache | None = None
 ) -> Suite:
-    """Every suite of ``inputs`` (as :func:`expand_inputs` made them), as one suite in their order.
-    A case id may repeat across suites: a case is named by its suite and id
+    """The cases of every source of ``inputs`` (as :func:`expand_inputs` made them), as one suite in
+    their order. A case id may repeat across suites: a case is named by its suite and id
     (:func:`~farm.results._suites.suite_of`), and every suite may have its ``greet``. An id repeated
     within one suite is a problem of the later case, as the loader finds it in a file; so is a
     second direct message (both are the case ``message`` of the suite ``<message>``)."""
+    loading = Loading(config, agent_id, stdin, compact, cache)
     if len(inputs) == 1:
-        return resolve_input(inputs[0].value, config, agent_id, stdin, compact, cache)
+        return inputs[0].load(loading)
     from farm.results._suites import suite_of
 
-    suites = [resolve_input(each.value, config, agent_id, stdin, compact, cache) for each in inputs]
+    suites = [each.load(loading) for each in inputs]
     first: dict[tuple[str, str], str] = {}
     cases = []
     for suite in suites:
@@ -253,43 +218,3 @@ def load_inputs(
     return Suite(cases, input_text([each.value for each in inputs]))
 
 
-def _split(value: str, prefix: str) -> tuple[str, dict[str, Any]]:
-    ref, _, query = value.removeprefix(prefix).partition("?")
-    if not ref:
-        raise UsageError(f"-i {value}: name the {prefix[:-1]} id after '{prefix}'")
-    return ref, typed_query(query)
-
-
-def _placeholders(config: FarmConfig, generator: AgentConfig) -> set[str]:
-    """The ``{name}`` placeholders of the generator's prompt (its file's, else the built-in one)."""
-    from farm.roles.player import PLACEHOLDERS, PROMPTS, RolePlayer, placeholders
-    try:
-        text = RolePlayer.prompt_from(generator.prompt, config.base_dir) or PROMPTS["generator"]
-    except OSError:
-        text = PROMPTS["generator"]
-    return placeholders(text) | PLACEHOLDERS["generator"]
-
-
-def _generated_by_agent(value: str, config: FarmConfig, agent_id: str | None, cache: RoleCache | None = None) -> Suite:
-    from farm.generation import CaseStream, check_query
-    from farm.roles.player import player_of, writes_prompt
-
-    generator_id, query = _split(value, "agents:")
-    generator = config.agent(generator_id)  # a UsageError naming the configured agents
-    prompt, strict = _placeholders(config, generator), writes_prompt(player_of(config, generator))
-    check_query(f"{config.path or 'farm.toml'}: agents.{generator_id}.generate", generator.generate, prompt, strict)
-    check_query(f"-i agents:{generator_id}", query, {*generator.generate, *prompt}, strict)
-    params = {**generator.generate, **query}
-    stream = CaseStream(f"agents:{generator_id}", config, params, generator_metadata(config, agent_id, params), agent_id=generator_id, cache=cache)
-    return Suite([], f"agents:{generator_id} ({stream.asked} cases to generate)", stream=stream)
-
-
-def _generated_by_script(value: str, config: FarmConfig, agent_id: str | None) -> Suite:
-    from farm.generation import CaseStream, check_query
-    from farm.scripts import ScriptResolver
-
-    ref, params = _split(value, "scripts:")
-    fn = ScriptResolver(config.scripts_dir).resolve(ref)
-    check_query(f"-i scripts:{ref}", params, set(), strict=False)
-    stream = CaseStream(f"scripts:{ref}", config, params, generator_metadata(config, agent_id, params), script=fn)
-    return Suite([], f"scripts:{ref} ({stream.asked} cases to generate)", stream=stream)

@@ -1,7 +1,8 @@
 """Generation: the cases a generator writes, asked in batches and accepted as they arrive (SPEC 5).
 
-``-i agents:<gen>?count=N`` (or ``scripts:<gen>``) resolves to a suite whose cases are not there
-yet: its :class:`CaseStream` produces them while the run goes, from one source of cases:
+``-i agents:<gen>?count=N`` (or ``scripts:<gen>``) is a source of cases
+(:mod:`~farm.generation.sources`) whose suite has no cases yet: its :class:`CaseStream` produces
+them while the run goes, from one of:
 
 - the generation cache (:mod:`~farm.generation.cache`): a generation that ran to its end, kept
   whole, read back when the same command runs again;

@@ -88,7 +88,7 @@ class Settings:
     @classmethod
     def of(cls, origin: str, params: dict[str, Any], metadata: dict[str, Any]) -> Settings:
         """``params`` (the typed query over the generator's settings) and ``metadata``
-        (:func:`farm.inputs.generator_metadata`) read for the generator ``origin`` names."""
+        (:func:`farm.generation.sources.generator_metadata`) read for the generator ``origin`` names."""
         asked = _int_setting("count", params.get("count", metadata.get("count", 5)), origin, 1)
         batch = _int_setting("batch", params.get("batch", DEFAULT_BATCH), origin, 1)
         patience = _int_setting("patience", params.get("patience", DEFAULT_PATIENCE), origin, 1)

@@ -36,7 +36,7 @@ class CaseStream:
     ``origin``: ``agents:<id>`` or ``scripts:<ref>`` (names the problems); ``agent_id``: the
     generator agent (None for a script); ``script``: the generator function of a ``scripts:``
     generator; ``params``: the typed query merged over the generator's ``generate`` settings;
-    ``metadata``: what every request carries (:func:`farm.inputs.generator_metadata`);
+    ``metadata``: what every request carries (:func:`farm.generation.sources.generator_metadata`);
     ``cache``: the role cache, for the whole-generation entry (None: ``--no-cache``).
     """
 

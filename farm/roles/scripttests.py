@@ -14,7 +14,8 @@ import asyncio
 import inspect
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from farm.agents.base import AgentClient, Reply
 from farm.agents.factory import build_agent
@@ -27,7 +28,22 @@ from farm.results import AssertionResult, CaseResult, Status, TurnResult, add_co
 from farm.scripts import ScriptResolver
 from farm.suite.loader import Suite
 
-__all__ = ["load_script_tests", "run_script_test", "T", "Ctx"]
+if TYPE_CHECKING:
+    from farm.suite.sources import Loading
+
+__all__ = ["ScriptTests", "load_script_tests", "run_script_test", "T", "Ctx"]
+
+
+@dataclass(frozen=True)
+class ScriptTests:
+    """``scripts.<module>``: script tests as a source of cases (:class:`~farm.suite.sources.CaseSource`),
+    one case per ``test_*`` function."""
+
+    value: str
+    kind: Literal["script-tests"] = "script-tests"
+
+    def load(self, loading: Loading) -> Suite:
+        return load_script_tests(self.value.removeprefix("scripts."), loading.config)
 
 
 def load_script_tests(module: str, config: FarmConfig) -> Suite:
