@@ -210,3 +210,35 @@ def test_report_compares_a_case_only_with_the_same_case_of_the_same_suite(tmp_pa
     said = " ".join(farm("report", "results").output.split())  # the last two: grown and changed
     assert f"Run {grown.name} and run {changed.name} are compared on the 1 case both ran (the same suite and case id), leaving out 3 cases that only one of them ran." in said
     assert f"{grown.name} -> {changed.name}, on the 1 case both ran" in said
+
+
+def test_version_names_the_farm_python_and_ray_and_exits_0():
+    import platform
+
+    import farm as farm_package
+
+    result = farm("--version")
+    assert result.exit_code == 0
+    assert result.output.startswith(f"agent-test-farm {farm_package.__version__} (Python {platform.python_version()}, Ray ")
+
+
+def test_init_writes_a_starter_that_runs_green_offline_and_never_overwrites(tmp_path: Path, monkeypatch):
+    import sys
+
+    project = tmp_path / "starter"
+    result = farm("init", str(project))
+    assert result.exit_code == 0, result.output
+    assert sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.is_file()) == ["farm.toml", "shop.py", "suites/starter.jsonl"]
+    assert result.output.splitlines()[-1] == f"next: cd {project} && farm test -i suites/starter.jsonl"
+    monkeypatch.chdir(project)
+    monkeypatch.delitem(sys.modules, "shop", raising=False)
+    run = farm("test", "-i", "suites/starter.jsonl", "--engine", "local")
+    assert run.exit_code == 0, run.output
+    (results,) = (project / "farm-results").glob("*/results.jsonl")
+    statuses = {r["id"]: (r["status"], r["mode"]) for r in map(json.loads, results.read_text().splitlines())}
+    assert statuses == {"greets": ("passed", "single"), "prices-then-order": ("passed", "static"), "buys-cheese": ("passed", "dynamic")}
+    (project / "shop.py").write_text("# mine\n")
+    again = farm("init", str(project))
+    assert again.exit_code == 2
+    assert f"farm init: {project / 'farm.toml'} exists; the farm writes no file over one (choose another DIR)" in again.output
+    assert (project / "shop.py").read_text() == "# mine\n"  # nothing written before the refusal
