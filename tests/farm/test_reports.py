@@ -435,6 +435,24 @@ def test_html_holds_the_numbers_in_elements_with_ids(tmp_path: Path):
     assert "<script>" in text and 'id="filter-failed"' in text
 
 
+def test_html_names_each_cases_suite_when_the_run_has_several(tmp_path: Path):
+    several, one = tmp_path / "several.html", tmp_path / "one.html"
+    writer = HTMLWriter(several, "run-s")
+    for source, status in (("suites/a.jsonl:1", Status.PASSED), ("suites/b.jsonl:1", Status.FAILED)):
+        writer.write(case_result("greet", status, source=source))
+    writer.close()
+    text = several.read_text(encoding="utf-8")
+    assert [(case["data-case-id"], case["data-suite"]) for case in parse_html(text).cases] == [
+        ("greet", "suites/a.jsonl"), ("greet", "suites/b.jsonl"),
+    ]  # fmt: skip
+    assert '<span class="suite">suites/b.jsonl</span><code>greet</code>' in text
+    assert "span.suite { display: inline;" in text  # two greet told apart on the page
+    writer = HTMLWriter(one, "run-o")
+    writer.write(case_result("greet", Status.PASSED, source="suites/a.jsonl:1"))
+    writer.close()
+    assert "span.suite { display: inline;" not in one.read_text(encoding="utf-8")
+
+
 def test_html_latency_histogram_counts_turns_per_bucket(tmp_path: Path):
     path = tmp_path / "report.html"
     writer = HTMLWriter(path, "r")
