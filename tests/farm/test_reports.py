@@ -759,6 +759,17 @@ def test_cases_with_the_same_id_in_different_suites_are_kept_apart(tmp_path: Pat
     assert "0 passed -> failed" in invoke("report", str(root)).output  # one case regressing while another fixed itself, before
 
 
+def test_an_assertion_failing_in_two_suites_case_of_one_id_failed_in_two_cases(tmp_path: Path):
+    with ParquetWriter(tmp_path / "run") as writer:
+        for suite in ("billing.jsonl", "refunds.jsonl"):
+            for index in range(2):
+                one = result("greet", Status.FAILED, "run", run_index=index)
+                one.source = f"suites/{suite}:1"
+                writer.write(one)
+    (top,) = analyse([tmp_path / "run"]).failed_assertions
+    assert (top.count, top.cases) == (4, 2)  # 4 failures, in two cases named greet: not one
+
+
 def test_a_damaged_run_is_reported_as_far_as_it_reads_and_its_problems_are_notes(results_dir: Path):
     (results_dir / "run-a" / "run.json").write_text(json.dumps({"run_id": "run-a", "started_at": "noon", "runs": float("nan")}))
     turns = results_dir / "run-b" / "turns.parquet"
