@@ -13,7 +13,18 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from farm.errors import UsageError
-from farm.gate import Baseline, CaseTally, Tallies, adaptive_said, find_baseline, judge, read_baseline, summary_tallies
+from farm.gate import (
+    Baseline,
+    CaseTally,
+    Tallies,
+    adaptive_said,
+    case_label,
+    find_baseline,
+    judge,
+    read_baseline,
+    several_suites,
+    summary_tallies,
+)
 from farm.sequential import stop_said
 
 if TYPE_CHECKING:
@@ -73,16 +84,18 @@ def show_gate(summary: Summary, info: RunInfo, view: RunView) -> int:
 
 def gate_lines(gate: RunGate, tallies: Tallies) -> list[Text]:
     """The cases that passed their gate while failing some tries, those below it when the run
-    repeated them, then the verdict's sentence: the summary's last lines, ``-q`` included."""
+    repeated them, then the verdict's sentence: the summary's last lines, ``-q`` included. A case
+    names its agent when the run tested several, and its suite when it ran several."""
     from farm.console.safe import neutralise
 
-    several = len(tallies) > 1
+    several, suites = len(tallies) > 1, several_suites(tallies)
     repeated = any(case.tries > 1 for cases in tallies.values() for case in cases.values())
     rate = f"{gate.min_pass_rate:g}"
     lines = []
     for agent, cases in tallies.items():
-        for case_id, case in cases.items():
-            name = neutralise(f"{agent}: {case_id}" if several else case_id)
+        for key, case in cases.items():
+            label = case_label(key, suites)
+            name = neutralise(f"{agent}: {label}" if several else label)
             stop = f" ({stop_said(case.stopped, case.tries, case.verdict)})" if case.stopped else ""
             if case.flaky and case.passes_gate(gate.min_pass_rate):
                 lines.append(Text(f"  {name}: flaky, passed the {rate} gate: {case.passes} of {case.tries}{stop}", style="yellow"))

@@ -326,11 +326,15 @@ def _percentiles(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> list[Latency
 
 
 def _top(table: pa.Table, keys: list[str], cut: int | None, several: bool) -> tuple[list[dict[str, Any]], int]:
-    """The rows of ``table`` counted by ``keys`` (and by agent, with ``several`` agents), most first."""
+    """The rows of ``table`` counted by ``keys`` (and by agent, with ``several`` agents), most first:
+    ``count``, the rows, and ``cases``, the distinct cases among them (by suite and id: two suites'
+    ``greet`` are two cases)."""
     if several:
         table, keys = _named_agents(table), [*keys, "agent"]
-    grouped = table.group_by(keys).aggregate([([], "count_all"), ("case_id", "count_distinct")])
-    grouped = grouped.sort_by([("count_all", "descending"), ("case_id_count_distinct", "descending")])
+    per_case = table.group_by([*keys, *_CASE]).aggregate([([], "count_all")])
+    counted = per_case.group_by(keys).aggregate([("count_all", "sum"), ([], "count_all")])
+    grouped = pa.table({**{key: counted[key] for key in keys}, "count": counted["count_all_sum"], "cases": counted["count_all"]})
+    grouped = grouped.sort_by([("count", "descending"), ("cases", "descending")])
     rows = grouped.slice(0, cut).to_pylist() if cut else grouped.to_pylist()
     return rows, grouped.num_rows
 
@@ -340,7 +344,7 @@ def _failed_assertions(failed: pa.Table, cut: int | None, several: bool) -> tupl
     rows, total = _top(assertions, ["type", "message"], cut, several)
     return [
         AssertionFailure(
-            type=r["type"], message=r["message"], agent=r.get("agent"), count=r["count_all"], cases=r["case_id_count_distinct"]
+            type=r["type"], message=r["message"], agent=r.get("agent"), count=r["count"], cases=r["cases"]
         )
         for r in rows
     ], total
@@ -351,7 +355,7 @@ def _missed_checkpoints(failed: pa.Table, cut: int | None, several: bool) -> tup
     rows, total = _top(missed, ["checkpoint_id"], cut, several)
     return [
         CheckpointMiss(
-            checkpoint_id=r["checkpoint_id"], agent=r.get("agent"), count=r["count_all"], cases=r["case_id_count_distinct"]
+            checkpoint_id=r["checkpoint_id"], agent=r.get("agent"), count=r["count"], cases=r["cases"]
         )
         for r in rows
     ], total

@@ -138,7 +138,7 @@ class AssertionFailure(BaseModel):
     """The agent it failed on, when the runs tested several (each agent's failures counted apart)."""
     count: int
     cases: int
-    """Distinct case ids it failed in."""
+    """Distinct cases (suite and id) it failed in."""
 
 
 class CheckpointMiss(BaseModel):
@@ -149,6 +149,7 @@ class CheckpointMiss(BaseModel):
     """The agent that missed it, when the runs tested several."""
     count: int
     cases: int
+    """Distinct cases (suite and id) that missed it."""
 
 
 class CaseRate(BaseModel):

@@ -435,6 +435,24 @@ def test_html_holds_the_numbers_in_elements_with_ids(tmp_path: Path):
     assert "<script>" in text and 'id="filter-failed"' in text
 
 
+def test_html_names_each_cases_suite_when_the_run_has_several(tmp_path: Path):
+    several, one = tmp_path / "several.html", tmp_path / "one.html"
+    writer = HTMLWriter(several, "run-s")
+    for source, status in (("suites/a.jsonl:1", Status.PASSED), ("suites/b.jsonl:1", Status.FAILED)):
+        writer.write(case_result("greet", status, source=source))
+    writer.close()
+    text = several.read_text(encoding="utf-8")
+    assert [(case["data-case-id"], case["data-suite"]) for case in parse_html(text).cases] == [
+        ("greet", "suites/a.jsonl"), ("greet", "suites/b.jsonl"),
+    ]  # fmt: skip
+    assert '<span class="suite">suites/b.jsonl</span><code>greet</code>' in text
+    assert "span.suite { display: inline;" in text  # two greet told apart on the page
+    writer = HTMLWriter(one, "run-o")
+    writer.write(case_result("greet", Status.PASSED, source="suites/a.jsonl:1"))
+    writer.close()
+    assert "span.suite { display: inline;" not in one.read_text(encoding="utf-8")
+
+
 def test_html_latency_histogram_counts_turns_per_bucket(tmp_path: Path):
     path = tmp_path / "report.html"
     writer = HTMLWriter(path, "r")
@@ -739,6 +757,17 @@ def test_cases_with_the_same_id_in_different_suites_are_kept_apart(tmp_path: Pat
     assert (failing.case_id, failing.suite, failing.stability_class) == ("greet", "suites/refunds.jsonl", "consistently_failing")
     assert report.comparison is not None and report.comparison.regressions_total == 0
     assert "0 passed -> failed" in invoke("report", str(root)).output  # one case regressing while another fixed itself, before
+
+
+def test_an_assertion_failing_in_two_suites_case_of_one_id_failed_in_two_cases(tmp_path: Path):
+    with ParquetWriter(tmp_path / "run") as writer:
+        for suite in ("billing.jsonl", "refunds.jsonl"):
+            for index in range(2):
+                one = result("greet", Status.FAILED, "run", run_index=index)
+                one.source = f"suites/{suite}:1"
+                writer.write(one)
+    (top,) = analyse([tmp_path / "run"]).failed_assertions
+    assert (top.count, top.cases) == (4, 2)  # 4 failures, in two cases named greet: not one
 
 
 def test_a_damaged_run_is_reported_as_far_as_it_reads_and_its_problems_are_notes(results_dir: Path):
