@@ -437,10 +437,10 @@ def _names(agent: str, other: str, baseline: Baseline, several: bool) -> tuple[s
 def _cases_said(cases: int, below: int, flaky: int, min_pass_rate: float) -> str:
     gate = "every try must pass" if min_pass_rate >= 1.0 else f"the {min_pass_rate:g} gate"
     if not below:
-        return f"all {cases} cases passed their gate ({gate})" + (
-            f", {flaky} of them flaky: failing some tries." if flaky else "."
-        )
-    said = f"{below} of {cases} cases below their gate ({gate}; an error or a timeout fails it)"
+        passed = "the one case passed its gate" if cases == 1 else f"all {cases} cases passed their gate"
+        return f"{passed} ({gate})" + (f", {flaky} of them flaky: failing some tries." if flaky else ".")
+    below_said = "the one case is below its gate" if cases == 1 else f"{below} of {cases} cases below their gate"
+    said = f"{below_said} ({gate}; an error or a timeout fails it)"
     return said + (f"; {flaky} flaky {'case' if flaky == 1 else 'cases'} passed it, failing some tries." if flaky else ".")
 
 

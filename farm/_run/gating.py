@@ -59,9 +59,11 @@ def deciding(options: ResolvedOptions, baseline: Baseline | None) -> Callable[[S
     return decide
 
 
-def show_gate(summary: Summary, info: RunInfo, view: RunView) -> int:
-    """Say the gate ``info`` holds as the summary's last lines and write the step summary; the exit
-    code it gives (0 passed, 1 failed; without a gate, the summary's)."""
+def show_gate(summary: Summary, info: RunInfo, view: RunView, asked: bool = True, refused: bool = False) -> int:
+    """Say the gate ``info`` holds as the summary's last lines (when ``asked``: a pass rate, a
+    baseline or repeats were, or when the run stopped early; else the summary has said it all;
+    never for a run ``refused`` at the start, whose one sentence says it) and write the step summary; the exit code it gives (0 passed, 1 failed; without a gate, the
+    summary's)."""
     gate = info.gate
     if gate is None:
         return summary.exit_code
@@ -76,7 +78,7 @@ def show_gate(summary: Summary, info: RunInfo, view: RunView) -> int:
             return 1
         if written is not None and view.show and not view.quiet:
             view.console.print(Text(f"Step summary: {written}"), soft_wrap=True)
-    if view.show:  # -q too: the verdict is the last line, after pytest's
+    if view.show and not refused and (asked or gate.stopped or gate.not_run):  # -q too: the verdict is the last line, after pytest's
         for line in gate_lines(gate, tallies):
             view.console.print(line, soft_wrap=True)
     return 0 if gate.verdict == "passed" else 1

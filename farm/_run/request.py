@@ -262,11 +262,11 @@ class ResolvedOptions:
     attribute: bool
     """Whether a failed dynamic case that no simulator flag settles asks the attributor whose failure it is."""
     simulator_failures: Literal["failure", "error"]
+    """What a failed dynamic case blamed on the simulator becomes: a ``failure`` or an ``error``."""
     otlp: str | None
     """The OTLP/HTTP endpoint each case run is sent to as a trace (docs/traces.md); None: none."""
     otlp_content: bool
     """Whether the exported turn spans carry the messages' content."""
-    """What a failed dynamic case blamed on the simulator becomes: a ``failure`` or an ``error``."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     """Where each option's value came from (``--max-cost``, ``run.json's options.max_cost``,
     ``farm.toml: [farm].max_cost``); an option at its default is not in it."""

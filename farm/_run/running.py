@@ -179,6 +179,12 @@ def execute_run(planned: Planned) -> RunResult:
     return _finish(planned, ended, watch, reports, again)
 
 
+def gate_asked(options: ResolvedOptions) -> bool:
+    """Whether the run asked for a gate beyond "every case passes": a pass rate (given, or
+    ``[farm]``'s), a baseline, or repeats; only then is its ``Gate:`` line worth a line."""
+    return "min_pass_rate" in options.sources or options.baseline is not None or int(options.runs) > 1
+
+
 def _header(planned: Planned) -> dict[str, str]:
     """The header's lines after the agent and the input."""
     prepared = planned.prepared
@@ -246,11 +252,15 @@ def _finish(planned: Planned, summary: Summary, watch: Watch, reports: list[Repo
     if watch.reach.unreachable is not None:
         console.print(f"[red]error:[/red] {escape(watch.reach.unreachable)}", soft_wrap=True, highlight=False, emoji=False)
     source = [f"Rescored from: {prepared.rescoring.source}"] if prepared.rescoring is not None else []
-    view.summary(summary, [*source, f"Results: {planned.jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"], reports)
+    refused = watch.reach.unreachable is not None and not watch.reach.answers  # at the start: its one sentence says it all
+    if not refused:
+        view.summary(summary, [*source, f"Results: {planned.jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"], reports)
+    else:
+        view.stop()
     if planned.recorder is not None and not quiet:
         for line in [planned.recorder.line(), *planned.recorder.problems]:
             console.print(line, soft_wrap=True, highlight=False, markup=False, emoji=False)
-    code = show_gate(summary, info, view)  # the summary's last line
+    code = show_gate(summary, info, view, asked=gate_asked(options), refused=refused)  # the summary's last line
     if info.stop_reason == StopReason.MAX_COST:
         code = max(code, 1)
     if watch.reach.unreachable is not None:

@@ -140,8 +140,10 @@ def test_quiet_prints_one_line_per_failure_and_the_summary(tmp_path: Path, monke
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert lines[0] == "✗ [no] FAILED: turn 1: expected the reply to contain 'pirate'"
     assert "Agent Test Farm" not in result.output and "[ok]" not in result.output
-    assert lines[-2].startswith("2 passed, 1 failed in ")  # pytest's line, not the summary block
-    assert lines[-1].startswith("Gate: failed: 1 of 3 cases below their gate")  # then the verdict, last
+    assert lines[-1].startswith("2 passed, 1 failed in ")  # pytest's line, not the summary block, and no gate asked for
+    assert "Gate:" not in result.output
+    gated = farm("test", "-i", "suite.jsonl", "-q", "--engine", "local", "--min-pass-rate", "1")
+    assert [line for line in gated.output.splitlines() if line.strip()][-1].startswith("Gate: failed: 1 of 3 cases below their gate")  # then the verdict, last
     assert "Summary" not in result.output and "Total:" not in result.output
 
 

@@ -628,3 +628,14 @@ def test_the_stability_table_of_one_suite_has_no_suite_column(console: Console) 
         summary.add(CaseResult(id="greet", status=Status.PASSED, run_index=index, source="suites/a.jsonl:1"))
     ConsoleReporter(console).summary(summary)
     assert "suites/a.jsonl" not in text_of(console) and "Suite" not in text_of(console)
+
+
+def test_an_errored_dynamic_case_shows_its_cause_before_its_checkpoints(console: Console) -> None:
+    errored = dynamic_case().model_copy(update={"status": Status.ERROR, "error": "simulator error: the simulator's answer holds no JSON", "error_role": "simulator"})
+    ConsoleReporter(console).case(errored)
+    lines = lines_of(text_of(console))
+    result = next(i for i, line in enumerate(lines) if "Result: ERROR" in line)
+    checkpoints = lines.index("  └─ Checkpoints: 1/2 required reached")
+    assert result < checkpoints
+    assert "simulator error: the simulator's answer holds no JSON" in lines[result]
+    assert sum("Result:" in line for line in lines) == 1
