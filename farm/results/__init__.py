@@ -12,9 +12,10 @@ through it, and so can a notebook::
         print(run.run_id, run.info.status, run.problems)
         cases = run.cases(columns=["agent", "case_id", "status"])  # a pyarrow Table
 
-A case run is named by :data:`CASE_RUN_KEY` everywhere, and a case across runs by :data:`CASE_KEY`
-(its suite and id; ``run.cases(columns=["suite", "case_id"])``, :meth:`RunRecord.suite_of`): every
-comparison of two runs pairs a case only with the same case. The reader (and pyarrow with it) is
+A case run is named within its run by :class:`CaseRunKey`, in every table by :data:`CASE_RUN_KEY`,
+and a case across runs by :data:`CASE_KEY` (its suite and id; ``run.cases(columns=["suite",
+"case_id"])``, :meth:`RunRecord.suite_of`): every comparison of two runs pairs a case only with the
+same case. The run folder's layout is spelled once, in :mod:`farm.results._folder`. The reader (and pyarrow with it) is
 imported on first use: the run path imports this package for its records only.
 The records live in :mod:`farm.results._records`, which the modules beneath the reader (the
 writers, and the config and secrets they use) import directly: this package names the reader.
@@ -24,11 +25,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from farm.results._folder import CASE_RUN_KEY, CaseRunKey
 from farm.results._records import (
     ACTUAL_LIMIT,
     BLAME,
     CASE_KEY,
-    CASE_RUN_KEY,
     OUTPUT_LIMIT,
     SCHEMA_VERSION,
     SIM_FLAGS,
@@ -69,6 +70,7 @@ __all__ = [
     "AssertionResult",
     "Blame",
     "CaseResult",
+    "CaseRunKey",
     "CheckpointResult",
     "EndedBy",
     "ErrorRole",

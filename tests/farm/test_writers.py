@@ -25,6 +25,7 @@ from farm.results import (
     ToolCallRecord,
     TurnResult,
 )
+from farm.results._folder import finished_keys
 from farm.writers import (
     ASSERTIONS_SCHEMA,
     CASES_SCHEMA,
@@ -34,7 +35,6 @@ from farm.writers import (
     ParquetWriter,
     ResultWriter,
     consolidate,
-    finished_keys,
     read_jsonl_results,
     read_run_json,
     rows_from_result,
@@ -178,7 +178,7 @@ def test_exports_are_what_is_meant():
     assert sorted(writers.__all__) == sorted(
         [
             "ASSERTIONS_SCHEMA", "CASES_SCHEMA", "RUN_JSON", "SPANS_SCHEMA", "TURNS_SCHEMA", "JSONLWriter", "MultiWriter",
-            "ParquetWriter", "ResultWriter", "RunInfo", "consolidate", "finished_keys", "read_jsonl_results",
+            "ParquetWriter", "ResultWriter", "RunInfo", "consolidate", "read_jsonl_results",
             "read_run_json", "rows_from_result", "write_run_json",
         ]
     )
