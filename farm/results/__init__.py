@@ -3,7 +3,8 @@
 The records (:class:`CaseResult` and its parts) are what a run writes: one JSONL line per case
 run, and the rows of the Parquet tables. The reader reads a run folder back as one typed object,
 as inspect-ai's ``read_eval_log`` reads an eval log: :func:`read_run` for one run, :func:`list_runs`
-for every run of a results folder. ``farm report``, ``farm view`` and ``farm rescore`` read runs
+for every run of a results folder, and :func:`read_runs` for a table of many runs as one lazy
+pyarrow dataset (``farm report``'s trend, DuckDB, pandas). ``farm report``, ``farm view`` and ``farm rescore`` read runs
 through it, and so can a notebook::
 
     from farm.results import list_runs
@@ -57,6 +58,7 @@ from farm.results._records import (
 )
 
 if TYPE_CHECKING:
+    from farm.results._dataset import read_runs
     from farm.results._reader import RunRecord, list_runs, read_run
 
 __all__ = [
@@ -91,6 +93,7 @@ __all__ = [
     "format_usd",
     "list_runs",
     "read_run",
+    "read_runs",
     "stability_class",
 ]
 
@@ -102,4 +105,8 @@ def __getattr__(name: str) -> Any:  # the reader (and pyarrow) on first use
         from farm.results import _reader
 
         return getattr(_reader, name)
+    if name == "read_runs":
+        from farm.results._dataset import read_runs
+
+        return read_runs
     raise AttributeError(f"module 'farm.results' has no attribute {name!r}")

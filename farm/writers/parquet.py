@@ -1,10 +1,11 @@
 """Parquet results: three tables per run, with ``run_id`` on every row.
 
 A run folder holds ``cases.parquet``, ``turns.parquet`` and
-``assertions.parquet`` (zstd). Many run folders read as one dataset::
+``assertions.parquet`` (zstd; :mod:`farm.results._folder` names them). Many run
+folders read as one dataset, every schema version's columns unified::
 
-    duckdb.sql("select status, count(*) from read_parquet('farm-results/*/cases.parquet') group by all")
-    pyarrow.dataset.dataset([f"{d}/cases.parquet" for d in run_dirs])
+    farm.results.read_runs("farm-results")                      # a pyarrow dataset
+    duckdb.sql("select status, count(*) from read_parquet('farm-results/*/cases.parquet', union_by_name=true) group by all")
 
 The columns are the fields of the row models in :mod:`farm.writers.rows`
 (:class:`~farm.writers.rows.CaseRow`, :class:`~farm.writers.rows.TurnRow`,
