@@ -4,6 +4,7 @@ unopened. Runs are written by the farm's own writers; one is kept as an older fa
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import time
@@ -148,3 +149,43 @@ def test_a_folder_of_two_hundred_runs_is_read_within_the_time(tmp_path: Path):
 
 def test_read_runs_is_the_packages_own():
     assert "read_runs" in farm.results.__all__ and farm.results.read_runs is read_runs
+
+
+# --- docs/results.md's examples, run as written -----------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "results.md"
+
+
+def docs_blocks() -> list[tuple[str, str]]:
+    """``(language, code)`` of each code block of docs/results.md's "Reading many runs"."""
+    text = DOCS.read_text(encoding="utf-8")
+    section = text.split("## Reading many runs\n", 1)[1].split("\n## ", 1)[0]
+    pieces = section.split("```")
+    return [(piece.split("\n", 1)[0].strip(), piece.split("\n", 1)[1]) for piece in pieces[1::2]]
+
+
+def test_the_docs_queries_run_as_written_and_group_by_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    import duckdb
+
+    results = tmp_path / "farm-results"
+    # c0 always passes on bot and always fails on other: the agents differ, the case is not flaky;
+    # c1 passes once and fails once on bot: flaky on bot
+    write_run(results / "r1", "r1", {"bot": [True, True], "other": [False, False]}, started=1.7e9)
+    write_run(results / "r2", "r2", {"bot": [True, False], "other": [False, False]}, started=1.7e9 + 60)
+    shutil.copytree(SCHEMA6, results, dirs_exist_ok=True)
+    monkeypatch.chdir(tmp_path)
+    blocks = docs_blocks()
+    assert [language for language, _ in blocks] == ["python", "python", "python", "sql"]
+    namespace: dict = {}
+    for language, code in blocks:
+        if language == "python" and ("to_pandas" not in code or importlib.util.find_spec("pandas") is not None):
+            exec(compile(code, str(DOCS), "exec"), namespace)  # noqa: S102  (the docs' own example)
+    printed = capsys.readouterr().out
+    assert "'run_id': 'r2', 'agent': 'bot', 'passed_mean': 0.5" in printed and "'run_id': 'r1', 'agent': 'other', 'passed_mean': 0.0" in printed
+    assert "│ r2" in printed  # DuckDB's table
+    if importlib.util.find_spec("pandas") is not None:  # pandas is no dependency of the farm's tests
+        assert "Name: passed" in printed and "0.50" in printed.split("Name: passed")[0]
+    rates, flaky, tools = [duckdb.sql(statement).fetchall() for statement in blocks[-1][1].split(";") if statement.strip()]
+    assert ("r2", "bot", 0.5) in rates and ("20240102-030405-v6", "other", 1 / 3) in rates
+    assert flaky == [("bot", "suites/a.jsonl", "c1", 1, 1)]
+    assert tools == []
