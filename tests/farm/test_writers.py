@@ -251,7 +251,7 @@ def test_docs_results_md_is_current():
         f"{schema_doc.DOC} does not match farm/writers/rows.py; regenerate it from the repository root with: "
         f"{schema_doc.COMMAND}"
     )
-    assert "read_parquet('farm-results/*/cases.parquet')" in text
+    assert "read_parquet('farm-results/*/cases.parquet', union_by_name = true)" in text and "read_runs(\"farm-results\")" in text
 
 
 def test_schema_doc_check_reports_a_stale_page(tmp_path, capsys):
