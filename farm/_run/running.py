@@ -30,6 +30,7 @@ from farm._run.planning import plan_run
 from farm._run.request import ResolvedOptions, RunRequest
 from farm._run.result import RunResult, new_run_id
 from farm.errors import InputError
+from farm.results._folder import RUN_JSON
 from farm.suite.loader import MESSAGE
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def run_request(request: RunRequest) -> RunResult:
 def _budget_source(options: ResolvedOptions) -> str:
     """Where the run's budget came from, as its error names it: the flag, the resumed run, or ``[farm]``."""
     source = options.sources.get("max_cost", "")
-    if source.startswith("run.json"):
+    if source.startswith(RUN_JSON):
         return "the resumed run's --max-cost"
     return "--max-cost" if source.startswith("--") else "[farm].max_cost"
 

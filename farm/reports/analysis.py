@@ -16,6 +16,8 @@ and returns a :class:`Report`:
 - per case and agent over every run and repetition read: pass rate,
   stability class and the flaky cases (passed in some runs, failed, errored
   or timed out in others; skipped runs do not count);
+- the trend: the pass rate per agent per run, oldest first (:mod:`farm.reports.trend`, which
+  reads every run as one dataset with :func:`farm.results.read_runs`);
 - with two or more runs, the regressions (passed -> failed) and fixes
   (failed -> passed) between the last two by start time: with exactly two
   runs named, between those two, per agent. A case is paired only with the same
@@ -64,6 +66,7 @@ from farm.reports.models import (
 )
 from farm.reports.runs import find_runs, load_runs
 from farm.reports.stats import paired_sentence
+from farm.reports.trend import trend
 from farm.results import CASE_KEY, RunRecord, StabilityClass, Status, stability_class
 
 if TYPE_CHECKING:
@@ -114,6 +117,7 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
         comparisons=comparisons,
         comparison=_compare(tables.cases, runs[-2].run_id or "", runs[-1].run_id or "", cut) if len(runs) >= 2 else None,
         notes=notes,
+        trend=trend([source.path for source in sources]),
         **_adaptive(tables.cases, cut),
     )
 

@@ -28,6 +28,7 @@ from farm.gate import (
 )
 from farm.reports.stats import clustered_interval, format_p
 from farm.results import blame_text
+from farm.results._folder import RUN_JSON
 from farm.writers.runinfo import RunGate, RunInfo
 
 __all__ = ["FAILING_ROWS", "append_step_summary", "gate_markdown", "markdown_of", "run_markdown"]
@@ -44,7 +45,7 @@ def markdown_of(paths: Sequence[Path]) -> str:
     if len(paths) != 1:
         raise UsageError("--format md: give one run folder, or a results folder (its latest finished run)")
     path = Path(paths[0])
-    runs = list_runs(path) if path.is_dir() and not (path / "run.json").is_file() else []
+    runs = list_runs(path) if path.is_dir() and not (path / RUN_JSON).is_file() else []
     if not runs:
         return run_markdown(read_run(path).path)
     finished = [run for run in runs if run.status == "finished"]

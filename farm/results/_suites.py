@@ -39,10 +39,12 @@ from collections.abc import Callable, Collection
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
+from farm.results._folder import GENERATED_JSONL
+
 if TYPE_CHECKING:
     from farm.writers.runinfo import RunInfo
 
-__all__ = ["GENERATED_JSONL", "LINE", "MESSAGE", "STDIN", "Suites", "same_suite", "suite_matcher", "suite_of"]
+__all__ = ["LINE", "MESSAGE", "STDIN", "Suites", "same_suite", "suite_matcher", "suite_of"]
 
 MESSAGE = "<message>"
 """The ``source`` of a direct message's case (the suite of a run that does not say its message)."""
@@ -50,8 +52,6 @@ MESSAGE = "<message>"
 STDIN = "<stdin>"
 """The suite of cases read from stdin (``-i -``)."""
 
-GENERATED_JSONL = "generated.jsonl"
-"""The file in a run's folder that keeps the cases a generator wrote for it (``-i agents:``/``scripts:``)."""
 
 LINE = re.compile(r":\d+$")
 """The line at the end of a ``source`` (``s.jsonl:12``)."""

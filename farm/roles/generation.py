@@ -59,7 +59,7 @@ from typing import IO, TYPE_CHECKING, Any
 from farm.agents.transport import DEFAULT_MAX_REPLY_BYTES
 from farm.errors import UsageError
 from farm.results import add_cost
-from farm.results._suites import GENERATED_JSONL  # the reader knows a run folder's files
+from farm.results._folder import GENERATED_JSONL
 from farm.roles.cache import RoleCache, caches_role, tally
 from farm.roles.types import CallTally, RoleRequest
 

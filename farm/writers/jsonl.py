@@ -15,17 +15,16 @@ import io
 import json
 import os
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from farm.errors import UsageError
 from farm.files import atomic_file
 from farm.results._records import CaseResult
-from farm.results._suites import suite_of
 from farm.writers.base import ClosingWriter
 
-__all__ = ["BROKEN", "JSONLWriter", "drop_broken", "finished_keys", "read_jsonl_results"]
+__all__ = ["BROKEN", "JSONLWriter", "drop_broken", "read_jsonl_results", "result_lines"]
 
 
 class JSONLWriter(ClosingWriter):
@@ -96,39 +95,11 @@ def read_jsonl_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return [record for _, record in _records(Path(path))]
 
 
-def finished_keys(path: str | os.PathLike[str], agent: str | None = None, unless: Collection[str] = ()) -> set[tuple[str, str, int, str]]:
-    """``(suite, case id, run_index, agent)`` of every result in ``path`` (:meth:`CaseResult.run_key`):
-    what a resume need not run again. ``agent``: the agent of a result that names none; ``unless``: statuses whose results
-    are run again (``--retry-errors``: ``error``, ``timeout``).
-
-    Reads line by line (no list of all results), skipping a torn last line.
-    """
-    path = Path(path)
-    keys: set[tuple[str, str, int, str]] = set()
-    for number, record in _records(path):
-        case_id = record.get("id")
-        if not isinstance(case_id, str):
-            raise UsageError(f"Cannot resume from {path}:{number}, as the result on that line has no case id.")
-        if record.get("status") not in unless:
-            keys.add(_run_key(record, case_id, agent))
-    return keys
-
-
-def finished_tries(path: str | os.PathLike[str], agent: str | None = None, unless: Collection[str] = ()) -> dict[tuple[str, str, int, str], tuple[str, bool]]:
-    """:func:`finished_keys` with how each ended: its status, and whether a role's error made it
-    an ``error`` (a resume under adaptive repeats counts a case's tries from them)."""
-    tries: dict[tuple[str, str, int, str], tuple[str, bool]] = {}
-    for _, record in _records(Path(path)):
-        status = str(record.get("status"))
-        if isinstance(record.get("id"), str) and status not in unless:
-            tries[_run_key(record, record["id"], agent)] = (status, status == "error" and record.get("error_role") is not None)
-    return tries
-
-
-def _run_key(record: dict[str, Any], case_id: str, agent: str | None) -> tuple[str, str, int, str]:
-    """:meth:`CaseResult.run_key` of a result line, read without validating the whole record."""
-    source = record.get("source")
-    return (suite_of(source if isinstance(source, str) else None), case_id, int(record.get("run_index", 0)), str(record.get("agent") or agent or ""))
+def result_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` of each result line in ``path``, read line by line (no list of all
+    results), skipping a torn last line; any other undecodable line raises
+    :class:`~farm.errors.UsageError` naming it."""
+    return _records(Path(path))
 
 
 BROKEN = ("error", "timeout")

@@ -12,8 +12,9 @@ from farm._run.gating import gate_lines
 from farm.errors import UsageError
 from farm.gate import Baseline, CaseTally, check_min_pass_rate, compare, find_baseline, judge, tally
 from farm.reports.markdown import FAILING_ROWS, gate_markdown
+from farm.results._folder import finished_keys
 from farm.writers import RunInfo, write_run_json
-from farm.writers.jsonl import drop_broken, finished_keys
+from farm.writers.jsonl import drop_broken
 
 
 def rows(agent: str, case_id: str, *statuses: str, role: str | None = None) -> list[tuple[str, str, str, str | None]]:

@@ -785,3 +785,28 @@ def test_a_damaged_run_is_reported_as_far_as_it_reads_and_its_problems_are_notes
     cases.write_bytes(b"")
     with pytest.raises(UsageError, match="no case results in .*run-c.* cannot be read"):
         analyse([results_dir / "run-c"])  # the run named has no case that can be read: no report, never an empty one
+
+
+# --- the trend: the pass rate per agent per run ------------------------------------------
+
+
+def test_the_trend_of_a_results_folder_is_each_agents_pass_rate_per_run_oldest_first(tmp_path: Path):
+    from tests.farm.test_read_runs import write_run
+
+    results = tmp_path / "results"
+    write_run(results / "b-run", "b-run", {"bot": [True, False], "other": [False, False]}, started=1.7e9 + 60, verdict="failed")
+    write_run(results / "a-run", "a-run", {"bot": [True, True], "other": [True, False]}, started=1.7e9 + 120)
+    write_run(results / "c-run", "c-run", {"bot": [False, False], "other": [True, True]}, started=1.7e9)
+    report = analyse([results])
+    assert [(point.run_id, point.agent, point.pass_rate, point.verdict) for point in report.trend] == [
+        ("c-run", "bot", 0.0, "passed"), ("c-run", "other", 1.0, "passed"),
+        ("b-run", "bot", 0.5, "failed"), ("b-run", "other", 0.0, "failed"),
+        ("a-run", "bot", 1.0, "passed"), ("a-run", "other", 0.5, "passed"),
+    ]  # fmt: skip
+    assert [run.run_id for run in report.runs] == ["c-run", "b-run", "a-run"]  # the same order as the runs table
+    out = invoke("report", str(results))
+    assert "Pass rate trend" in out.output
+    section = out.output.split("Pass rate trend")[1].split("Summary")[0]
+    rows = {line.split()[0]: line.split()[1:] for line in section.splitlines() if line.strip().startswith(("bot ", "other "))}
+    assert rows["bot"][-3:] == ["0.0%", "50.0%", "100.0%"] and rows["other"][-3:] == ["100.0%", "0.0%", "50.0%"]
+    assert json.loads(invoke("report", str(results), "--json").output)["trend"][0]["run_id"] == "c-run"
