@@ -24,6 +24,7 @@ from farm.actors.traces import Forward, desk_name, start_desk
 from farm.engines import RunPlan, StopReason
 from farm.errors import UsageError
 from farm.results import CaseResult
+from farm.results._folder import RAY_LOG
 
 __all__ = ["RayEngine"]
 
@@ -90,10 +91,6 @@ class RayEngine:
         if self._restore is not None:
             self._restore()
             self._restore = None
-
-
-RAY_LOG = "ray.log"
-"""Where Ray's own messages to the driver ("A worker died…", "Raylet is terminated…") go, in the run folder."""
 
 
 def _ray_messages_to(path: Path) -> Callable[[], None] | None:

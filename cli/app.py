@@ -6,7 +6,7 @@ import gc
 import importlib
 import sys
 from collections.abc import Iterator, MutableMapping
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -22,6 +22,7 @@ __all__ = ["YOUNG_THRESHOLD", "app", "err_console", "fail", "main"]
 COMMANDS: dict[str, tuple[str, str]] = {
     "test": ("farm.cli.test", "Run a suite against an agent."),
     "demo": ("farm.cli.demo", "Run the bundled demo suite on the demo agent, offline."),
+    "init": ("farm.cli.init", "Write a starter project: farm.toml, a python agent, a suite."),
     "validate": ("farm.cli.validate", "Check test files and report every problem."),
     "agents": ("farm.cli.agents", "List configured agents and connectors."),
     "report": ("farm.cli.report", "Summarise runs: statuses, flaky cases, changed cases."),
@@ -80,8 +81,27 @@ class _Group(TyperGroup):
         return name, command, rest
 
 
-def _farm() -> None:
-    """The group's own callback: options of the whole app would go here (there are none)."""
+def _version(asked: bool) -> None:
+    """``farm --version``: the farm's, and those of Python and Ray it runs on (read from the
+    installed packages, not imported: it answers at once)."""
+    if not asked:
+        return
+    from importlib import metadata
+
+    from farm import __version__
+
+    try:
+        ray = f", Ray {metadata.version('ray')}"
+    except metadata.PackageNotFoundError:
+        ray = ""
+    typer.echo(f"agent-test-farm {__version__} (Python {sys.version.split()[0]}{ray})")
+    raise typer.Exit(0)
+
+
+def _farm(
+    version: Annotated[bool, typer.Option("--version", help="Print the farm's version and exit.", is_eager=True, callback=_version)] = False,
+) -> None:
+    """The group's own callback: the options of the whole app."""
 
 
 app = typer.Typer(

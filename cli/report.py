@@ -91,6 +91,7 @@ def report(
 def render(report: Report, console: Console) -> None:
     """Print ``report`` as rich tables."""
     _runs(report, console)
+    _trend(report, console)
     _summary(report, console)
     _agents(report, console)
     if report.tokens and any(usage.total_tokens for usage in report.tokens):
@@ -189,6 +190,30 @@ def _runs(report: Report, console: Console) -> None:
     for run in report.runs:
         for row in run.per_agent or [run]:
             _run_row(table, run, row, per_agent, priced)
+    console.print(table)
+
+
+TREND_RUNS = 12
+"""Runs the trend table shows, the latest (``--json`` has every run's)."""
+
+
+def _trend(report: Report, console: Console) -> None:
+    """The pass rate per agent (a row each) per run (a column each, oldest first), of the latest runs."""
+    runs = list(dict.fromkeys(point.run_id for point in report.trend))
+    if len(runs) < 2:
+        return
+    shown = runs[-TREND_RUNS:]
+    rates = {(point.run_id, point.agent): point.pass_rate for point in report.trend}
+    started = {point.run_id: point.started_at for point in report.trend}
+    agents = sorted({point.agent for point in report.trend})
+    earlier = f" (the latest {len(shown)} of {len(runs)})" if len(shown) < len(runs) else ""
+    table = _table(
+        f"Pass rate trend{earlier}",
+        ("Agent", "left"),
+        *((f"{started[run]:%m-%d %H:%M}" if started[run] else run, "right") for run in shown),
+    )
+    for agent in agents:
+        table.add_row(Text(agent or "(unknown)"), *(_rate(rates[run, agent]) if (run, agent) in rates else "" for run in shown))
     console.print(table)
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from farm.errors import UsageError
 from farm.results import Status
+from farm.results._suites import suite_of
 from farm.sequential import DEFAULT_MIN_PASS_RATE
 from farm.summary import TriedCase
 from farm.wording import plural
@@ -38,6 +39,7 @@ __all__ = [
     "adaptive_said",
     "STOPPED",
     "Baseline",
+    "CaseKey",
     "CaseTally",
     "Tallies",
     "check_min_pass_rate",
@@ -46,6 +48,8 @@ __all__ = [
     "judge",
     "judge_run",
     "read_tallies",
+    "several_suites",
+    "case_label",
     "cases_of",
     "tallies_of",
     "tried_cases",
@@ -94,24 +98,29 @@ class CaseTally:
         return 0 < self.passes < self.tries
 
 
-Tallies = dict[str, dict[str, CaseTally]]
-"""Per agent (``""`` for results that name none), per case id: its :class:`CaseTally`. One run's case
-ids are its cases: a run loads one input, whose ids are unique."""
+CaseKey = tuple[str, str]
+"""A case within its run: its suite (:func:`~farm.results._suites.suite_of` of its ``source``) and its
+id. An id may repeat across a run's suites: two suites' ``greet`` are two cases, each with its gate."""
+
+Tallies = dict[str, dict[CaseKey, CaseTally]]
+"""Per agent (``""`` for results that name none), per case (:data:`CaseKey`): its :class:`CaseTally`."""
 
 Row = tuple[str | None, ...]
-"""One case run: ``(agent, case_id, status, error_role[, source[, stopped, verdict]])``."""
+"""One case run: ``(agent, case_id, status, error_role[, source[, stopped, verdict[, suite]]])``; without
+its suite, its source names it (:func:`~farm.results._suites.suite_of`; none: ``""``)."""
 
 
 def tally(rows: Iterable[Row]) -> Tallies:
-    """The tallies of ``(agent, case_id, status, error_role[, source])`` rows, one per case run; cases
+    """The tallies of :data:`Row` rows, one per case run, per agent and case (:data:`CaseKey`); cases
     that only ever skipped are left out. A role's error fails the case's gate but is not one of the
     agent's tries: it says nothing of the agent."""
     out: Tallies = {}
     for agent, case_id, status, role, *more in rows:
         if status == Status.SKIPPED.value or case_id is None:
             continue
-        source, stopped, verdict = (*more, None, None, None)[:3]
-        case = out.setdefault(agent or "", {}).setdefault(case_id, CaseTally(source=source))
+        source, stopped, verdict, suite = (*more, None, None, None, None)[:4]
+        key = (suite_of(source) if suite is None else suite, case_id)
+        case = out.setdefault(agent or "", {}).setdefault(key, CaseTally(source=source))
         if verdict is not None:
             case.stopped, case.verdict = stopped, verdict
         case.tries += not (status == Status.ERROR.value and role)
@@ -123,8 +132,8 @@ def tally(rows: Iterable[Row]) -> Tallies:
 def summary_tallies(summary: Summary) -> Tallies:
     """The tallies a run's :class:`~farm.summary.Summary` kept while its results came (earlier parts included)."""
     out: Tallies = {}
-    for (agent, case_id), counted in summary.tallies.items():
-        out.setdefault(agent, {})[case_id] = CaseTally(
+    for (agent, suite, case_id), counted in summary.tallies.items():
+        out.setdefault(agent, {})[suite, case_id] = CaseTally(
             passes=counted.passes,
             tries=counted.runs,
             broken=counted.broken,
@@ -136,7 +145,8 @@ def summary_tallies(summary: Summary) -> Tallies:
 
 
 def read_cases(run_dir: Path) -> pa.Table:
-    """The ``agent``, ``case_id``, ``status``, ``error_role`` and ``source`` of every case run in ``run_dir`` (:func:`farm.results.read_run`);
+    """The ``agent``, ``case_id``, ``status``, ``error_role``, ``source``, ``stopped``, ``verdict`` and ``suite``
+    of every case run in ``run_dir`` (:func:`farm.results.read_run`; the suite as its reader gives it);
     a run whose cases cannot all be read is a :class:`~farm.errors.UsageError`: no gate on part of a run."""
     from farm.results import read_run
 
@@ -145,7 +155,7 @@ def read_cases(run_dir: Path) -> pa.Table:
 
 def cases_of(run: RunRecord) -> pa.Table:
     """:func:`read_cases` of a run already read."""
-    table = run.cases(columns=["agent", "case_id", "status", "error_role", "source", "stopped", "verdict"])
+    table = run.cases(columns=["agent", "case_id", "status", "error_role", "source", "stopped", "verdict", "suite"])
     if run.problems:
         raise UsageError(f"Cannot judge the run {run.path}, as {run.problems[0]}")
     return table
@@ -160,7 +170,7 @@ def tallies_of(cases: pa.Table) -> Tallies:
     """The tallies of a cases table of :func:`read_cases`'s columns."""
     columns = cases.to_pydict()
     nothing = [None] * cases.num_rows  # a run written before adaptive repeats
-    adaptive = (columns.get("stopped", nothing), columns.get("verdict", nothing))
+    adaptive = (columns.get("stopped", nothing), columns.get("verdict", nothing), columns.get("suite", nothing))
     return tally(
         zip(
             columns["agent"],
@@ -191,15 +201,29 @@ def ended_early(status: str, info: RunInfo, cases: pa.Table) -> tuple[str | None
     return (status if status != "finished" else why), not_run
 
 
-def tried_cases(cases: pa.Table) -> dict[tuple[str, str], TriedCase]:
-    """Per agent and case id of a cases table (``agent``, ``case_id``, ``status``, ``stopped``): how far it got."""
-    columns = cases.select(["agent", "case_id", "status", "stopped"]).to_pydict()
-    out: dict[tuple[str, str], TriedCase] = {}
-    for agent, case_id, status, stopped in zip(
-        columns["agent"], columns["case_id"], columns["status"], columns["stopped"], strict=True
+def tried_cases(cases: pa.Table) -> dict[tuple[str, str, str], TriedCase]:
+    """Per agent, suite and case id of a cases table (``agent``, ``case_id``, ``status``, ``stopped``, and
+    ``suite`` or else ``source``): how far it got."""
+    columns = cases.to_pydict()
+    suites = columns["suite"] if "suite" in columns else [suite_of(source) for source in columns["source"]]
+    out: dict[tuple[str, str, str], TriedCase] = {}
+    for agent, suite, case_id, status, stopped in zip(
+        columns["agent"], suites, columns["case_id"], columns["status"], columns["stopped"], strict=True
     ):
-        out.setdefault((agent or "", case_id), TriedCase()).count(status, stopped)
+        out.setdefault((agent or "", suite, case_id), TriedCase()).count(status, stopped)
     return out
+
+
+def several_suites(tallies: Tallies) -> bool:
+    """Whether the cases of ``tallies`` come from more than one suite: their names then say the suite."""
+    return len({suite for cases in tallies.values() for suite, _ in cases}) > 1
+
+
+def case_label(key: CaseKey, several: bool) -> str:
+    """A case as the gate's lines and tables name it: its id, with its suite when the run has
+    ``several`` (an id may repeat across them)."""
+    suite, case_id = key
+    return f"{case_id} ({suite or '(no suite)'})" if several else case_id
 
 
 def tries_due(tried: Iterable[TriedCase], planned: int, least: int) -> int:
@@ -411,10 +435,10 @@ def _names(agent: str, other: str, baseline: Baseline, several: bool) -> tuple[s
 def _cases_said(cases: int, below: int, flaky: int, min_pass_rate: float) -> str:
     gate = "every try must pass" if min_pass_rate >= 1.0 else f"the {min_pass_rate:g} gate"
     if not below:
-        return f"all {cases} cases passed their gate ({gate})" + (
-            f", {flaky} of them flaky: failing some tries." if flaky else "."
-        )
-    said = f"{below} of {cases} cases below their gate ({gate}; an error or a timeout fails it)"
+        passed = "the one case passed its gate" if cases == 1 else f"all {cases} cases passed their gate"
+        return f"{passed} ({gate})" + (f", {flaky} of them flaky: failing some tries." if flaky else ".")
+    below_said = "the one case is below its gate" if cases == 1 else f"{below} of {cases} cases below their gate"
+    said = f"{below_said} ({gate}; an error or a timeout fails it)"
     return said + (f"; {flaky} flaky {'case' if flaky == 1 else 'cases'} passed it, failing some tries." if flaky else ".")
 
 
@@ -493,6 +517,7 @@ def _suites(run_dir: Path) -> Callable[[str | None], str]:
     return RunRecord(run_dir).suite_of
 
 
-def _by_case(cases: dict[str, CaseTally], suite_of: Callable[[str | None], str]) -> dict[tuple[str, str], CaseTally]:
-    """One run's cases by suite and id (:data:`farm.results.CASE_KEY`): what pairs a case across runs."""
-    return {(suite_of(case.source), case_id): case for case_id, case in cases.items()}
+def _by_case(cases: dict[CaseKey, CaseTally], suite_of: Callable[[str | None], str]) -> dict[tuple[str, str], CaseTally]:
+    """One run's cases by suite and id as its reader works the suite out (:data:`farm.results.CASE_KEY`):
+    what pairs a case across runs (``s.jsonl`` and its absolute path are one suite)."""
+    return {(suite_of(case.source), case_id): case for (_, case_id), case in cases.items()}

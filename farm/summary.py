@@ -1,7 +1,8 @@
 """The run's tally: how many case runs ended how, counted one result at a time.
 
 :class:`Summary` is fed one :class:`~farm.results.CaseResult` at a time and
-keeps counters and one small pass tally per case id, never the results
+keeps counters and one small pass tally per case (its suite and id: an id may repeat across a
+run's suites), never the results
 themselves, so memory stays flat however many cases run. ``execute`` returns
 the run's summary, and every writer that reports counts (the console, the
 NDJSON events, the HTML and JUnit reports) counts with one of its own.
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from farm.results import CaseResult, StabilityClass, Status, add_cost, stability_class
+from farm.results._suites import same_suite
 
 if TYPE_CHECKING:
     from farm.roles.cache import CallTally
@@ -113,10 +115,10 @@ class Summary:
     """Unix time the earliest case started (None when no case said)."""
     last_end: float | None = None
     """Unix time the latest case ended: its start plus its duration."""
-    tallies: dict[tuple[str, str], _Tally] = field(default_factory=dict)
-    """Per agent under test and case id: runs that were not skipped, and how many of them passed."""
-    tried: dict[tuple[str, str], TriedCase] = field(default_factory=dict)
-    """Per agent under test and case id: its tries that ended, skipped ones included, and whether
+    tallies: dict[tuple[str, str, str], _Tally] = field(default_factory=dict)
+    """Per agent under test, suite and case id: runs that were not skipped, and how many of them passed."""
+    tried: dict[tuple[str, str, str], TriedCase] = field(default_factory=dict)
+    """Per agent under test, suite and case id: its tries that ended, skipped ones included, and whether
     adaptive repeats stopped it (what :func:`farm.gate.tries_due` counts the tries due from)."""
     role_calls: int = 0
     """Calls the role cache could answer (roles, and an agent under test with ``cache = true``)."""
@@ -170,7 +172,7 @@ class Summary:
                 self.first_start = result.started_at
             if self.last_end is None or end > self.last_end:
                 self.last_end = end
-        key = (result.agent or "", result.id)
+        key = (result.agent or "", self._suite(result.suite), result.id)
         tried = self.tried.get(key)
         if tried is None:
             tried = self.tried[key] = TriedCase()
@@ -274,18 +276,35 @@ class Summary:
         """0 when nothing failed, errored or timed out; else 1."""
         return 0 if self.failed + self.errors + self.timeouts == 0 else 1
 
-    def _agent_tallies(self, agent: str | None) -> list[tuple[str, _Tally]]:
+    _suites: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    """Each suite a result named, as the tallies name it."""
+
+    def _suite(self, named: str) -> str:
+        """The suite ``named`` as the tallies name it: a resume from another folder names an earlier
+        part's suite file by another path (:func:`~farm.results._suites.same_suite`), and it is one suite."""
+        known = self._suites.get(named)
+        if known is None:
+            earlier = [suite for suite in set(self._suites.values()) if same_suite(suite, named)]
+            known = self._suites[named] = earlier[0] if len(earlier) == 1 else named
+        return known
+
+    @property
+    def several_suites(self) -> bool:
+        """Whether the cases counted came from more than one suite (whose ids may repeat)."""
+        return len({suite for _, suite, _ in self.tried}) > 1
+
+    def _agent_tallies(self, agent: str | None) -> list[tuple[tuple[str, str], _Tally]]:
         if agent is None:
             agent = next(iter(self.agents), "")
-        return [(case_id, tally) for (of, case_id), tally in self.tallies.items() if of == agent and tally.runs]
+        return [((suite, case_id), tally) for (of, suite, case_id), tally in self.tallies.items() if of == agent and tally.runs]
 
-    def stability(self, agent: str | None = None) -> dict[str, CaseStability]:
-        """Per case id that ``agent`` ran at least once (not skipped): pass rate, class and pass@k.
-        ``agent`` None: the first agent counted (the only one, unless the run tested several)."""
+    def stability(self, agent: str | None = None) -> dict[tuple[str, str], CaseStability]:
+        """Per case (its suite and id) that ``agent`` ran at least once (not skipped): pass rate, class
+        and pass@k. ``agent`` None: the first agent counted (the only one, unless the run tested several)."""
         out = {}
-        for case_id, tally in self._agent_tallies(agent):
+        for key, tally in self._agent_tallies(agent):
             rate = tally.passes / tally.runs
-            out[case_id] = CaseStability(
+            out[key] = CaseStability(
                 runs=tally.runs,
                 passes=tally.passes,
                 pass_rate=rate,

@@ -29,11 +29,11 @@ from farm._version import __version__
 from farm.engines import Engine, RunPlan, case_cost
 from farm.errors import EngineLost, RunError
 from farm.interrupts import Interrupts, uninterrupted
-from farm.results import CaseResult
+from farm.results import CaseResult, CaseRunKey
+from farm.results._folder import PARTS_DIR, TABLES, table_path
 from farm.secrets import Scrubber
 from farm.summary import Summary
 from farm.writers import JSONLWriter, MultiWriter, ParquetWriter, ResultWriter, RunInfo, read_jsonl_results, write_run_json
-from farm.writers.parquet import PARTS_DIR
 from farm.writers.runinfo import RunGate, RunPart
 
 __all__ = ["RunInterrupted", "RunOutputs", "RunStopped", "execute"]
@@ -117,7 +117,7 @@ def _earlier_results(outputs: RunOutputs) -> list[CaseResult]:
     """The results of the run's earlier parts, once each, from the JSONL (the source of truth)."""
     if not (outputs.resume and outputs.jsonl.exists()):
         return []
-    seen: set[tuple[str, str, int, str]] = set()
+    seen: set[CaseRunKey] = set()
     earlier: list[CaseResult] = []
     for record in read_jsonl_results(outputs.jsonl):
         result = CaseResult.model_validate(record)
@@ -130,9 +130,11 @@ def _earlier_results(outputs: RunOutputs) -> list[CaseResult]:
 
 def _fresh_parquet(run_dir: Path) -> ParquetWriter:
     """A Parquet writer on ``run_dir`` with no tables or parts left from before (they are rebuilt)."""
-    for table in ("cases", "turns", "assertions"):
-        (run_dir / f"{table}.parquet").unlink(missing_ok=True)
-        (run_dir / f".{table}.parquet.tmp").unlink(missing_ok=True)
+    for table in TABLES:
+        whole = table_path(run_dir, table)
+        whole.unlink(missing_ok=True)
+        for cut_short in run_dir.glob(f".{whole.name}.*.tmp"):  # atomic_file's, of a write cut short
+            cut_short.unlink(missing_ok=True)
     shutil.rmtree(run_dir / PARTS_DIR, ignore_errors=True)
     return ParquetWriter(run_dir)
 

@@ -13,7 +13,18 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from farm.errors import UsageError
-from farm.gate import Baseline, CaseTally, Tallies, adaptive_said, find_baseline, judge, read_baseline, summary_tallies
+from farm.gate import (
+    Baseline,
+    CaseTally,
+    Tallies,
+    adaptive_said,
+    case_label,
+    find_baseline,
+    judge,
+    read_baseline,
+    several_suites,
+    summary_tallies,
+)
 from farm.sequential import stop_said
 
 if TYPE_CHECKING:
@@ -48,9 +59,11 @@ def deciding(options: ResolvedOptions, baseline: Baseline | None) -> Callable[[S
     return decide
 
 
-def show_gate(summary: Summary, info: RunInfo, view: RunView) -> int:
-    """Say the gate ``info`` holds as the summary's last lines and write the step summary; the exit
-    code it gives (0 passed, 1 failed; without a gate, the summary's)."""
+def show_gate(summary: Summary, info: RunInfo, view: RunView, asked: bool = True, refused: bool = False) -> int:
+    """Say the gate ``info`` holds as the summary's last lines (when ``asked``: a pass rate, a
+    baseline or repeats were, or when the run stopped early; else the summary has said it all;
+    never for a run ``refused`` at the start, whose one sentence says it) and write the step summary; the exit code it gives (0 passed, 1 failed; without a gate, the
+    summary's)."""
     gate = info.gate
     if gate is None:
         return summary.exit_code
@@ -65,7 +78,7 @@ def show_gate(summary: Summary, info: RunInfo, view: RunView) -> int:
             return 1
         if written is not None and view.show and not view.quiet:
             view.console.print(Text(f"Step summary: {written}"), soft_wrap=True)
-    if view.show:  # -q too: the verdict is the last line, after pytest's
+    if view.show and not refused and (asked or gate.stopped or gate.not_run):  # -q too: the verdict is the last line, after pytest's
         for line in gate_lines(gate, tallies):
             view.console.print(line, soft_wrap=True)
     return 0 if gate.verdict == "passed" else 1
@@ -73,16 +86,18 @@ def show_gate(summary: Summary, info: RunInfo, view: RunView) -> int:
 
 def gate_lines(gate: RunGate, tallies: Tallies) -> list[Text]:
     """The cases that passed their gate while failing some tries, those below it when the run
-    repeated them, then the verdict's sentence: the summary's last lines, ``-q`` included."""
+    repeated them, then the verdict's sentence: the summary's last lines, ``-q`` included. A case
+    names its agent when the run tested several, and its suite when it ran several."""
     from farm.console.safe import neutralise
 
-    several = len(tallies) > 1
+    several, suites = len(tallies) > 1, several_suites(tallies)
     repeated = any(case.tries > 1 for cases in tallies.values() for case in cases.values())
     rate = f"{gate.min_pass_rate:g}"
     lines = []
     for agent, cases in tallies.items():
-        for case_id, case in cases.items():
-            name = neutralise(f"{agent}: {case_id}" if several else case_id)
+        for key, case in cases.items():
+            label = case_label(key, suites)
+            name = neutralise(f"{agent}: {label}" if several else label)
             stop = f" ({stop_said(case.stopped, case.tries, case.verdict)})" if case.stopped else ""
             if case.flaky and case.passes_gate(gate.min_pass_rate):
                 lines.append(Text(f"  {name}: flaky, passed the {rate} gate: {case.passes} of {case.tries}{stop}", style="yellow"))

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from farm.conversation.replay import Replay
     from farm.engines import Engine, RunPlan
     from farm.gate import Baseline
+    from farm.results import CaseRunKey
     from farm.roles.cache import CallTally
     from farm.suite.loader import Suite
     from farm.traces.receiver import Receiver
@@ -70,7 +71,7 @@ class Planned:
     info: RunInfo
     engine: Engine
     jsonl: Path
-    skip_keys: set[tuple[str, str, int, str]]
+    skip_keys: set[CaseRunKey]
     recorder: GoldenRecorder | None
     against: Baseline | None
     """The baseline run the gate compares with (``--baseline``)."""

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from farm._run.phases import Prepared
     from farm.conversation.golden import GoldenRecorder
     from farm.engines import Engine, RunPlan
+    from farm.results import CaseRunKey
     from farm.sequential import Sequential
     from farm.traces.receiver import Receiver
     from farm.writers import RunInfo
@@ -101,20 +102,20 @@ def _connectors(prepared: Prepared, agents: list[str]) -> dict[str, str | None]:
     return connectors
 
 
-def _results(prepared: Prepared, agent_id: str) -> tuple[Path, set[tuple[str, str, int, str]]]:
+def _results(prepared: Prepared, agent_id: str) -> tuple[Path, set[CaseRunKey]]:
     """The results JSONL, and (a resume) the case runs it has finished: those left out of this part."""
-    from farm.writers import finished_keys
+    from farm.results._folder import RESULTS_JSONL, finished_keys
     from farm.writers.jsonl import BROKEN
 
     options = prepared.options
-    jsonl = Path(options.output) if options.output else prepared.run_dir / "results.jsonl"
+    jsonl = Path(options.output) if options.output else prepared.run_dir / RESULTS_JSONL
     resumed = options.resume is not None and jsonl.exists()
     if options.retry_errors and not resumed:
         raise UsageError("--retry-errors: give it with --resume RUN_DIR, the run whose errors and timeouts to run again")
     if not resumed:
         return jsonl, set()
     match = _suite_matcher(prepared)
-    return jsonl, {(match(suite), case_id, index, agent) for suite, case_id, index, agent in finished_keys(jsonl, agent_id, unless=BROKEN if options.retry_errors else ())}
+    return jsonl, {key._replace(suite=match(key.suite)) for key in finished_keys(jsonl, agent_id, unless=BROKEN if options.retry_errors else ())}
 
 
 def _suite_matcher(prepared: Prepared) -> Callable[[str], str]:
@@ -125,11 +126,12 @@ def _suite_matcher(prepared: Prepared) -> Callable[[str], str]:
     return suite_matcher({suite_of(loaded.source) for loaded in prepared.suite.cases})
 
 
-def _adaptive(prepared: Prepared, jsonl: Path, agent_id: str, resumed: bool) -> tuple[Sequential | None, dict[tuple[str, str, int, str], tuple[str, bool]]]:
+def _adaptive(prepared: Prepared, jsonl: Path, agent_id: str, resumed: bool) -> tuple[Sequential | None, dict[CaseRunKey, tuple[str, bool]]]:
     """Under adaptive repeats, the rule that stops each case, and (a resume) how the tries already
     run ended, which it counts on from."""
+    from farm.results._folder import finished_tries
     from farm.sequential import Runs, Sequential
-    from farm.writers.jsonl import BROKEN, finished_tries
+    from farm.writers.jsonl import BROKEN
 
     options = prepared.options
     runs = options.runs
@@ -140,7 +142,7 @@ def _adaptive(prepared: Prepared, jsonl: Path, agent_id: str, resumed: bool) -> 
         return rule, {}
     match = _suite_matcher(prepared)
     tries = finished_tries(jsonl, agent_id, unless=BROKEN if options.retry_errors else ())
-    return rule, {(match(suite), case_id, index, agent): ended for (suite, case_id, index, agent), ended in tries.items()}
+    return rule, {key._replace(suite=match(key.suite)): ended for key, ended in tries.items()}
 
 
 def _parallel(prepared: Prepared, connectors: dict[str, str | None]) -> int:
@@ -154,7 +156,7 @@ def _parallel(prepared: Prepared, connectors: dict[str, str | None]) -> int:
     return sum(default_parallel(cfg.connectors[name]) if name else DEFAULT_PARALLEL for name in dict.fromkeys(connectors.values()))
 
 
-def _engine_plan(prepared: Prepared, agents: list[str], connectors: dict[str, str | None], skip_keys: set[tuple[str, str, int, str]]) -> tuple[RunPlan, Engine]:
+def _engine_plan(prepared: Prepared, agents: list[str], connectors: dict[str, str | None], skip_keys: set[CaseRunKey]) -> tuple[RunPlan, Engine]:
     """The run's plan and its engine (``auto`` chosen by the run's size); a cluster not there is said here."""
     from farm._run.setup import build_plan
     from farm.engines import Terminal, choose_engine, make_engine

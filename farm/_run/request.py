@@ -19,6 +19,7 @@ from farm.conversation.settings import DEFAULT_CASE_TIMEOUT, DEFAULT_TURN_TIMEOU
 from farm.durations import parse_duration
 from farm.errors import UsageError
 from farm.gate import DEFAULT_MIN_PASS_RATE, check_min_pass_rate
+from farm.results._folder import RESULTS_JSONL, RUN_JSON
 from farm.sequential import DEFAULT_ALPHA, DEFAULT_DELTA, Runs, parse_runs
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ OPTIONS: dict[str, Option] = {
     "config": Option("--config", resumed=recorded_config, note="./farm.toml, else the input file's folder and its parents"),
     "agent": Option("--name", resumed=_agents, farm="default_agent"),
     "engine": Option("--engine", "auto", resumed=lambda info: info.engine, farm="engine"),
-    "output": Option("--output", resumed=lambda info: info.results, note="results.jsonl in the run folder"),
+    "output": Option("--output", resumed=lambda info: info.results, note=f"{RESULTS_JSONL} in the run folder"),
     "connector": Option("--connector", resumed=_recorded("connector"), note="each agent's own"),
     "parallel": Option("--parallel", resumed=lambda info: info.parallel, note="from the connectors' limits (farm.ratelimit)"),
     "runs": Option("--runs", 1, resumed=lambda info: info.options.adaptive_runs or info.runs, note="N, auto (2..10) or MIN..MAX: adaptive repeats"),
@@ -262,11 +263,11 @@ class ResolvedOptions:
     attribute: bool
     """Whether a failed dynamic case that no simulator flag settles asks the attributor whose failure it is."""
     simulator_failures: Literal["failure", "error"]
+    """What a failed dynamic case blamed on the simulator becomes: a ``failure`` or an ``error``."""
     otlp: str | None
     """The OTLP/HTTP endpoint each case run is sent to as a trace (docs/traces.md); None: none."""
     otlp_content: bool
     """Whether the exported turn spans carry the messages' content."""
-    """What a failed dynamic case blamed on the simulator becomes: a ``failure`` or an ``error``."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     """Where each option's value came from (``--max-cost``, ``run.json's options.max_cost``,
     ``farm.toml: [farm].max_cost``); an option at its default is not in it."""
@@ -377,7 +378,7 @@ def _pick(request: RunRequest, name: str, previous: RunInfo | None, farm: FarmSe
     option = OPTIONS[name]
     sources = [
         (f"{option.flag}", lambda: getattr(request, name)),
-        (f"run.json's options.{name}", lambda: option.resumed(previous) if option.resumed and previous else None),
+        (f"{RUN_JSON}'s options.{name}", lambda: option.resumed(previous) if option.resumed and previous else None),
         (f"farm.toml: [farm].{option.farm}", lambda: getattr(farm, option.farm) if option.farm and farm else None),
     ]
     for source, value in sources:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from farm._run.result import RunResult
     from farm.config import FarmConfig
-    from farm.results import CaseResult, RunRecord
+    from farm.results import CaseResult, CaseRunKey, RunRecord
 
 __all__ = ["rescore"]
 
@@ -65,7 +65,7 @@ def rescore(
     from farm._run.phases import Rescoring
     from farm._run.request import RunRequest, resolve
     from farm.conversation.replay import Replay
-    from farm.writers import RUN_JSON
+    from farm.results._folder import RUN_JSON
 
     run = _source(run_dir)
     previous, source = run.info, run.path
@@ -91,7 +91,7 @@ def rescore(
 def _source(run_dir: str | Path) -> RunRecord:
     """The run to rescore, whole: a folder ``farm test`` wrote, its ``run.json`` read without a problem."""
     from farm.results import RunRecord
-    from farm.writers import RUN_JSON
+    from farm.results._folder import RUN_JSON
 
     source = Path(run_dir).absolute()
     if not source.exists():
@@ -107,8 +107,7 @@ def _source(run_dir: str | Path) -> RunRecord:
 def _input(run: RunRecord, input: str | Sequence[str] | None) -> list[str]:
     """The suites to judge with: ``input``, else the run's own (for generated cases, the ones it generated)."""
     from farm._run.request import recorded_input
-    from farm.results._suites import GENERATED_JSONL
-    from farm.writers import RUN_JSON
+    from farm.results._folder import GENERATED_JSONL, RUN_JSON
 
     source = run.path
     given = [input] if isinstance(input, str) else list(input or [])
@@ -133,16 +132,18 @@ def _config(run: RunRecord, config: str | Path | FarmConfig | None, input_value:
     return loaded.model_copy(update={"farm": loaded.farm.model_copy(update={"results_dir": str(run.path.parent)})})
 
 
-def _recorded(run: RunRecord, agent: str) -> dict[tuple[str, str, int, str], CaseResult]:
-    """The source run's results by ``(suite, case id, run index, agent)`` (:meth:`CaseResult.run_key`),
+def _recorded(run: RunRecord, agent: str) -> dict[CaseRunKey, CaseResult]:
+    """The source run's results by :class:`~farm.results.CaseRunKey` (:meth:`CaseResult.run_key`),
     the first record of each; from
     its ``results.jsonl``, else from the path its ``run.json`` names (``-o``). ``agent``: the agent of
     a result that names none. A line that is not a case result is a usage error: a rescore that
     passed it over would judge less than the run ran."""
     if run.jsonl is None:
         named = f" nor at {run.info.results}" if run.info.results else ""
-        raise UsageError(f"{run.path} holds no results to rescore: there is no results.jsonl in it{named}")
-    recorded: dict[tuple[str, str, int, str], CaseResult] = {}
+        from farm.results._folder import RESULTS_JSONL
+
+        raise UsageError(f"{run.path} holds no results to rescore: there is no {RESULTS_JSONL} in it{named}")
+    recorded: dict[CaseRunKey, CaseResult] = {}
     for result in run.results():
         recorded.setdefault(result.run_key(agent), result)
     if run.problems:

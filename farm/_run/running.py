@@ -30,6 +30,7 @@ from farm._run.planning import plan_run
 from farm._run.request import ResolvedOptions, RunRequest
 from farm._run.result import RunResult, new_run_id
 from farm.errors import InputError
+from farm.results._folder import RUN_JSON
 from farm.suite.loader import MESSAGE
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def run_request(request: RunRequest) -> RunResult:
 def _budget_source(options: ResolvedOptions) -> str:
     """Where the run's budget came from, as its error names it: the flag, the resumed run, or ``[farm]``."""
     source = options.sources.get("max_cost", "")
-    if source.startswith("run.json"):
+    if source.startswith(RUN_JSON):
         return "the resumed run's --max-cost"
     return "--max-cost" if source.startswith("--") else "[farm].max_cost"
 
@@ -179,6 +180,12 @@ def execute_run(planned: Planned) -> RunResult:
     return _finish(planned, ended, watch, reports, again)
 
 
+def gate_asked(options: ResolvedOptions) -> bool:
+    """Whether the run asked for a gate beyond "every case passes": a pass rate (given, or
+    ``[farm]``'s), a baseline, or repeats; only then is its ``Gate:`` line worth a line."""
+    return "min_pass_rate" in options.sources or options.baseline is not None or int(options.runs) > 1
+
+
 def _header(planned: Planned) -> dict[str, str]:
     """The header's lines after the agent and the input."""
     prepared = planned.prepared
@@ -246,11 +253,15 @@ def _finish(planned: Planned, summary: Summary, watch: Watch, reports: list[Repo
     if watch.reach.unreachable is not None:
         console.print(f"[red]error:[/red] {escape(watch.reach.unreachable)}", soft_wrap=True, highlight=False, emoji=False)
     source = [f"Rescored from: {prepared.rescoring.source}"] if prepared.rescoring is not None else []
-    view.summary(summary, [*source, f"Results: {planned.jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"], reports)
+    refused = watch.reach.unreachable is not None and not watch.reach.answers  # at the start: its one sentence says it all
+    if not refused:
+        view.summary(summary, [*source, f"Results: {planned.jsonl}", f"Parquet: {run_dir}/ (cases, turns, assertions)"], reports)
+    else:
+        view.stop()
     if planned.recorder is not None and not quiet:
         for line in [planned.recorder.line(), *planned.recorder.problems]:
             console.print(line, soft_wrap=True, highlight=False, markup=False, emoji=False)
-    code = show_gate(summary, info, view)  # the summary's last line
+    code = show_gate(summary, info, view, asked=gate_asked(options), refused=refused)  # the summary's last line
     if info.stop_reason == StopReason.MAX_COST:
         code = max(code, 1)
     if watch.reach.unreachable is not None:

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from farm.cases import AssertionSpec
 from farm.jsontext import extract_json
-from farm.results import SpanRecord, ToolCallRecord
+from farm.results._records import SpanRecord, ToolCallRecord
 
 __all__ = ["CHECKERS", "DESCRIBERS", "AssertionEnv", "Checker", "Describer", "Outcome", "Subject", "assertion"]
 

@@ -134,8 +134,10 @@ def _stability(console: SafeConsole, summary: Summary, rows: int, agent: str | N
     any_pass = sum(stat.pass_at_k == 1.0 for stat in stats.values())
     console.print(Text(f"  pass@k (k = runs; passed in at least one of its k tries): {any_pass}/{len(stats)} cases"))
 
+    suites = summary.several_suites  # an id may repeat across them: each case names its suite
     table = Table(title=f"Stability{of}", title_justify="left")
     for column, justify in (
+        *((("Suite", "left"),) if suites else ()),
         ("Case", "left"),
         ("Runs", "right"),
         ("Passed", "right"),
@@ -146,9 +148,10 @@ def _stability(console: SafeConsole, summary: Summary, rows: int, agent: str | N
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     worst_first = sorted(stats.items(), key=lambda item: (item[1].pass_rate, item[0]))
     if unstable_only:
-        worst_first = [(case_id, stat) for case_id, stat in worst_first if stat.stability_class != StabilityClass.STABLE]
-    for case_id, stat in worst_first[:rows]:
+        worst_first = [(key, stat) for key, stat in worst_first if stat.stability_class != StabilityClass.STABLE]
+    for (suite, case_id), stat in worst_first[:rows]:
         table.add_row(
+            *((Text(one_line(suite or "(no suite)")),) if suites else ()),
             Text(one_line(case_id)),
             str(stat.runs),
             str(stat.passes),

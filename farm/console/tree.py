@@ -115,6 +115,9 @@ def print_tree(console: SafeConsole, result: CaseResult, verbose: bool, show_age
         items.append(_turn_item(result, turn, turn.turn == last_turn, verbose))
     if result.awaiting_question is not None:
         items.append(_awaiting_item(result, verbose))
+    broken = result.status in (Status.ERROR, Status.TIMEOUT) and bool(result.checkpoints)
+    if broken:  # its cause first: the checkpoints it did not reach follow from it
+        items.append((_result_line(result, verbose, show_agent), []))
     if result.checkpoints:
         items.append(_checkpoints_item(result.checkpoints))
     if result.final_assertions:
@@ -122,7 +125,7 @@ def print_tree(console: SafeConsole, result: CaseResult, verbose: bool, show_age
         head_line = Text("Final Assertions: ")
         head_line.append_text(_status_word("PASSED" if finals_ok else "FAILED"))
         items.append((head_line, [line for a in result.final_assertions for line in (_assertion_line(a, verbose), *_diff_lines(a))]))
-    if _needs_result_line(result) or show_agent:
+    if (_needs_result_line(result) or show_agent) and not broken:
         items.append((_result_line(result, verbose, show_agent), []))
 
     for index, (item_head, details) in enumerate(items):

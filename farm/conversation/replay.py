@@ -44,7 +44,7 @@ from farm.conversation.digest import changed_inputs, inputs_digest
 from farm.conversation.runner import RunSettings, Services, error_result, run_case
 from farm.errors import RecordingEnds, RoleError
 from farm.loaded import LoadedCase
-from farm.results import Blame, CaseResult, Status, TurnResult
+from farm.results import Blame, CaseResult, CaseRunKey, Status, TurnResult
 from farm.results._suites import same_suite, suite_of
 from farm.roles.types import HumanRequest, RoleRequest, SimulatorTurn
 from farm.wording import shown
@@ -210,8 +210,8 @@ def not_rescorable(loaded: LoadedCase, settings: RunSettings, reason: str) -> Ca
 class Replay:
     """Rescores cases against a run's recorded results (set as ``RunPlan.replay``)."""
 
-    recorded: dict[tuple[str, str, int, str], CaseResult]
-    """The source run's results by ``(suite, case id, run index, agent)`` (:meth:`CaseResult.run_key`)."""
+    recorded: dict[CaseRunKey, CaseResult]
+    """The source run's results by :class:`~farm.results.CaseRunKey` (:meth:`CaseResult.run_key`)."""
     source: str
     """The source run's id."""
     _suites: dict[str, set[str]] = dataclasses.field(default_factory=dict, init=False, repr=False)
@@ -228,13 +228,13 @@ class Replay:
         copy of the suite, a generated run's ``generated.jsonl``) is the recorded case of its id,
         when the source run has that id in one suite only."""
         suite = suite_of(loaded.source)
-        found = self.recorded.get((suite, loaded.id, run_index, agent))
+        found = self.recorded.get(CaseRunKey(suite, loaded.id, run_index, agent))
         suites = self._suites.get(loaded.id, set())
         same = [each for each in suites if same_suite(each, suite)]
         if found is None and len(same) == 1:  # its file read from another folder
-            found = self.recorded.get((same[0], loaded.id, run_index, agent))
+            found = self.recorded.get(CaseRunKey(same[0], loaded.id, run_index, agent))
         if found is None and len(suites) == 1:
-            found = self.recorded.get((next(iter(suites)), loaded.id, run_index, agent))
+            found = self.recorded.get(CaseRunKey(next(iter(suites)), loaded.id, run_index, agent))
         if found is not None:
             return found
         if len(suites) > 1 and not same:

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from farm.engines.scheduler import Job, JobKey, Scheduler, StopReason, Worker
+from farm.engines.scheduler import Job, Scheduler, StopReason, Worker
 from farm.errors import EngineLost, UsageError
-from farm.results import CaseResult
+from farm.results import CaseResult, CaseRunKey
 from farm.roles.types import CallTally
 
 if TYPE_CHECKING:  # the runner and the case model: importing the scheduler loads neither
@@ -41,7 +41,6 @@ __all__ = [
     "Engine",
     "EngineLost",
     "Job",
-    "JobKey",
     "RunPlan",
     "Scheduler",
     "StopReason",
@@ -90,8 +89,8 @@ class RunPlan:
     actors: int | None = None
     """Session actors (the ray engine); None: sized to the cluster."""
     max_attempts: int = 3
-    skip_keys: set[tuple[str, str, int, str]] = field(default_factory=set)
-    """``(suite, case id, run index, agent)`` already finished (``--resume``; :meth:`CaseResult.run_key`)."""
+    skip_keys: set[CaseRunKey] = field(default_factory=set)
+    """Case runs already finished (``--resume``; :meth:`CaseResult.run_key`)."""
     terminal: Terminal | None = None
     """Set in interactive mode: the agent's questions go to a person here."""
     retries: int = 0
@@ -110,7 +109,7 @@ class RunPlan:
     """The runner's settings per agent under test, in the order of ``-n``; empty: ``settings``' agent alone."""
     sequential: Sequential | None = None
     """Set under adaptive repeats (``--runs auto``, ``MIN..MAX``): the rule that stops each case."""
-    tried_before: dict[tuple[str, str, int, str], tuple[str, bool]] = field(default_factory=dict)
+    tried_before: dict[CaseRunKey, tuple[str, bool]] = field(default_factory=dict)
     """Under adaptive repeats, on a resume: how each case run in ``skip_keys`` ended (status, a role's error)."""
     stream: CaseStream | None = None
     """Cases that arrive while the run goes (a generator's), after ``cases``."""

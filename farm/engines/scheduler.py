@@ -29,34 +29,24 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from farm.results import CaseResult, RetriedAttempt, Status
+from farm.results._folder import CaseRunKey
 from farm.results._suites import suite_of
 
 if TYPE_CHECKING:
     from farm.loaded import LoadedCase
     from farm.sequential import Sequential, Stop
 
-__all__ = ["CaseTries", "Job", "JobKey", "Scheduler", "StopReason", "Worker", "ended_before", "tried_cases"]
-
-
-class JobKey(NamedTuple):
-    """What one job runs: a case (its suite and id: ids may repeat across a run's suites), which
-    repetition of it (``--runs``), on which agent. The suite is :func:`farm.results._suites.suite_of`
-    the case's source, as :meth:`CaseResult.run_key` names a result."""
-
-    suite: str
-    case_id: str
-    run_index: int
-    agent: str
+__all__ = ["CaseTries", "Job", "Scheduler", "StopReason", "Worker", "ended_before", "tried_cases"]
 
 
 @dataclass
 class Job:
     """One run of one case on one agent; ``attempt`` counts from 1."""
 
-    key: JobKey
+    key: CaseRunKey
     payload: LoadedCase
     attempt: int = 1
     retried: list[RetriedAttempt] = field(default_factory=list)
@@ -147,7 +137,7 @@ class CaseTries:
         return self.stopped is not None or self.skipped
 
 
-def tried_cases(tried_before: Mapping[tuple[str, str, int, str], tuple[str, bool]]) -> dict[tuple[str, str, str], CaseTries]:
+def tried_cases(tried_before: Mapping[CaseRunKey, tuple[str, bool]]) -> dict[tuple[str, str, str], CaseTries]:
     """Per (suite, case id, agent), the tries a resumed run's earlier parts finished (``tried_before``:
     per (suite, case id, run index, agent), the status and whether a role's error ended it)."""
     out: dict[tuple[str, str, str], CaseTries] = {}
@@ -156,7 +146,7 @@ def tried_cases(tried_before: Mapping[tuple[str, str, int, str], tuple[str, bool
     return out
 
 
-def ended_before(sequential: Sequential, tried_before: Mapping[tuple[str, str, int, str], tuple[str, bool]]) -> int:
+def ended_before(sequential: Sequential, tried_before: Mapping[CaseRunKey, tuple[str, bool]]) -> int:
     """Cases (one per agent) that a resumed run's earlier parts ended under adaptive repeats: decided,
     or skipped. The scheduler never tries them again (:meth:`Scheduler.add`)."""
     ended = 0
@@ -190,10 +180,10 @@ class Scheduler:
         max_attempts: int = 3,
         max_cost: float | None = None,
         cost_of: Callable[[CaseResult], float] = _no_cost,
-        finished_before: Iterable[tuple[str, str, int, str]] = (),
+        finished_before: Iterable[CaseRunKey] = (),
         spent: float = 0.0,
         sequential: Sequential | None = None,
-        tried_before: Mapping[tuple[str, str, int, str], tuple[str, bool]] | None = None,
+        tried_before: Mapping[CaseRunKey, tuple[str, bool]] | None = None,
     ):
         if not workers or any(w.slots < 1 for w in workers):
             raise ValueError("a scheduler needs workers with at least one slot each")
@@ -211,9 +201,9 @@ class Scheduler:
         self.cost_of = cost_of
         self.spent = spent
         """USD the run has spent: its earlier parts' and the jobs finished since."""
-        self.reported: set[JobKey] = {JobKey(*key) for key in finished_before}
+        self.reported: set[CaseRunKey] = {CaseRunKey(*key) for key in finished_before}
         self.pending: dict[str, deque[Job]] = {agent: deque() for agent in self.agents}
-        self.running: dict[JobKey, tuple[str, Job]] = {}
+        self.running: dict[CaseRunKey, tuple[str, Job]] = {}
         self.load: dict[str, int] = dict.fromkeys(self.workers, 0)
         self.benched: dict[str, float] = {}
         """Workers that just lost a job, and until when they get no new one."""
@@ -244,7 +234,7 @@ class Scheduler:
         for run_index in range(self.runs):
             for loaded, suite in zip(batch, suites, strict=True):
                 for agent in self.agents:
-                    key = JobKey(suite, loaded.id, run_index, agent)
+                    key = CaseRunKey(suite, loaded.id, run_index, agent)
                     if key in self.reported:
                         continue
                     self._order += 1
@@ -265,7 +255,7 @@ class Scheduler:
                 state = self.case_tries.setdefault((suite, loaded.id, agent), CaseTries())
                 if not loaded.ok:
                     if not state.done:
-                        job = self._job(JobKey(suite, loaded.id, 0, agent), loaded)
+                        job = self._job(CaseRunKey(suite, loaded.id, 0, agent), loaded)
                         out.extend(self._report(job, self.make_error(job, loaded.error or "the case did not load")))
                     continue
                 if not state.over and not state.in_flight and set(range(self.sequential.least)) <= state.done:  # type: ignore[union-attr]
@@ -273,7 +263,7 @@ class Scheduler:
                 self._top_up(state, loaded, suite, agent)
         return out
 
-    def _job(self, key: JobKey, loaded: LoadedCase) -> Job:
+    def _job(self, key: CaseRunKey, loaded: LoadedCase) -> Job:
         self._order += 1
         return Job(key, loaded, order=self._order)
 
@@ -286,7 +276,7 @@ class Scheduler:
         due = [i for i in missing if i < self.sequential.least] or (missing[:1] if not state.in_flight else [])
         for run_index in due:
             state.in_flight.add(run_index)
-            self.pending[agent].append(self._job(JobKey(suite, loaded.id, run_index, agent), loaded))
+            self.pending[agent].append(self._job(CaseRunKey(suite, loaded.id, run_index, agent), loaded))
 
     def _decide(self, state: CaseTries) -> Stop | None:
         assert self.sequential is not None

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from farm.results._suites import GENERATED_JSONL  # the reader knows a run folder's files
+from farm.results._folder import GENERATED_JSONL  # the reader knows a run folder's files
 from farm.suite.loader import load_text
 
 if TYPE_CHECKING:

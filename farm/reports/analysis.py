@@ -16,6 +16,8 @@ and returns a :class:`Report`:
 - per case and agent over every run and repetition read: pass rate,
   stability class and the flaky cases (passed in some runs, failed, errored
   or timed out in others; skipped runs do not count);
+- the trend: the pass rate per agent per run, oldest first (:mod:`farm.reports.trend`, which
+  reads every run as one dataset with :func:`farm.results.read_runs`);
 - with two or more runs, the regressions (passed -> failed) and fixes
   (failed -> passed) between the last two by start time: with exactly two
   runs named, between those two, per agent. A case is paired only with the same
@@ -64,6 +66,7 @@ from farm.reports.models import (
 )
 from farm.reports.runs import find_runs, load_runs
 from farm.reports.stats import paired_sentence
+from farm.reports.trend import trend
 from farm.results import CASE_KEY, RunRecord, StabilityClass, Status, stability_class
 
 if TYPE_CHECKING:
@@ -114,6 +117,7 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
         comparisons=comparisons,
         comparison=_compare(tables.cases, runs[-2].run_id or "", runs[-1].run_id or "", cut) if len(runs) >= 2 else None,
         notes=notes,
+        trend=trend([source.path for source in sources]),
         **_adaptive(tables.cases, cut),
     )
 
@@ -326,11 +330,15 @@ def _percentiles(keys: pa.ChunkedArray, values: pa.ChunkedArray) -> list[Latency
 
 
 def _top(table: pa.Table, keys: list[str], cut: int | None, several: bool) -> tuple[list[dict[str, Any]], int]:
-    """The rows of ``table`` counted by ``keys`` (and by agent, with ``several`` agents), most first."""
+    """The rows of ``table`` counted by ``keys`` (and by agent, with ``several`` agents), most first:
+    ``count``, the rows, and ``cases``, the distinct cases among them (by suite and id: two suites'
+    ``greet`` are two cases)."""
     if several:
         table, keys = _named_agents(table), [*keys, "agent"]
-    grouped = table.group_by(keys).aggregate([([], "count_all"), ("case_id", "count_distinct")])
-    grouped = grouped.sort_by([("count_all", "descending"), ("case_id_count_distinct", "descending")])
+    per_case = table.group_by([*keys, *_CASE]).aggregate([([], "count_all")])
+    counted = per_case.group_by(keys).aggregate([("count_all", "sum"), ([], "count_all")])
+    grouped = pa.table({**{key: counted[key] for key in keys}, "count": counted["count_all_sum"], "cases": counted["count_all"]})
+    grouped = grouped.sort_by([("count", "descending"), ("cases", "descending")])
     rows = grouped.slice(0, cut).to_pylist() if cut else grouped.to_pylist()
     return rows, grouped.num_rows
 
@@ -340,7 +348,7 @@ def _failed_assertions(failed: pa.Table, cut: int | None, several: bool) -> tupl
     rows, total = _top(assertions, ["type", "message"], cut, several)
     return [
         AssertionFailure(
-            type=r["type"], message=r["message"], agent=r.get("agent"), count=r["count_all"], cases=r["case_id_count_distinct"]
+            type=r["type"], message=r["message"], agent=r.get("agent"), count=r["count"], cases=r["cases"]
         )
         for r in rows
     ], total
@@ -351,7 +359,7 @@ def _missed_checkpoints(failed: pa.Table, cut: int | None, several: bool) -> tup
     rows, total = _top(missed, ["checkpoint_id"], cut, several)
     return [
         CheckpointMiss(
-            checkpoint_id=r["checkpoint_id"], agent=r.get("agent"), count=r["count_all"], cases=r["case_id_count_distinct"]
+            checkpoint_id=r["checkpoint_id"], agent=r.get("agent"), count=r["count"], cases=r["cases"]
         )
         for r in rows
     ], total

@@ -19,7 +19,9 @@ judge); with several agents under test, a table ``agents`` with a row
 ``agent-<n>`` per agent (``data-agent``), no pass rate or latency of them all together
 but each agent's own (``pass-rate-<n>``, ``latency-avg-<n>``, ``latency-max-<n>``, a
 histogram ``latency-chart-<n>``), and each case names its agent
-(``data-agent`` on every case section). The script
+(``data-agent`` on every case section). With several suites, whose case ids may repeat (every
+suite may have its ``greet``), each case names its suite before its id (``data-suite`` on every
+case section holds it in any run). The script
 writes how many case sections the filter shows into ``visible-count`` and
 the active filter into ``active-filter``; the filter can also be chosen with
 the URL's fragment (``report.html#failed``). Each case is a
@@ -166,7 +168,7 @@ class HTMLWriter(StreamedReport):
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
 <title>{escape(self.title)}</title>
-<style>{_CSS}{_SHOW_AGENTS if summary.several_agents else ""}</style>
+<style>{_CSS}{_SHOW_AGENTS if summary.several_agents else ""}{_SHOW_SUITES if summary.several_suites else ""}</style>
 </head>
 <body>
 <header>
@@ -240,6 +242,11 @@ span.agent { display: inline; color: var(--muted); margin-right: .5em; }
 """
 """The style that shows each case's agent and the agents table: only in a run of several agents."""
 
+_SHOW_SUITES = """
+span.suite { display: inline; color: var(--muted); margin-right: .5em; }
+"""
+"""The style that shows each case's suite before its id: only in a run of several suites."""
+
 _CSS = """
 :root { --fg: #1f2328; --muted: #656d76; --bg: #fff; --panel: #f6f8fa; --line: #d0d7de;
   --passed: #1a7f37; --failed: #cf222e; --error: #8250df; --timeout: #bc4c00; --skipped: #9a6700; }
@@ -250,7 +257,7 @@ _CSS = """
 body { margin: 0 auto; max-width: 1200px; padding: 1rem 1.5rem 3rem; color: var(--fg); background: var(--bg);
   font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
 h1 { font-size: 1.4rem; margin: .5rem 0; }
-span.agent { display: none; }
+span.agent, span.suite { display: none; }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
 pre { white-space: pre-wrap; word-break: break-word; margin: .2rem 0; padding: .4rem .6rem;
   background: var(--panel); border: 1px solid var(--line); border-radius: 6px; }
@@ -441,13 +448,14 @@ def case_section(result: CaseResult, number: int) -> str:
         meta.insert(0, f"run {result.run_index + 1}")
     if result.attempt > 1:
         meta.insert(0, f"attempt {result.attempt}")
-    agent = escape(result.agent or "")
+    agent, suite = escape(result.agent or ""), escape(result.suite)
     out = [
         f'<details class="case" id="case-{number}" data-status="{status.value}" data-case-id="{escape(result.id)}"'
-        f' data-agent="{agent}"{"" if status is Status.PASSED else " open"}>',
+        f' data-agent="{agent}" data-suite="{suite}"{"" if status is Status.PASSED else " open"}>',
         f'<summary><span class="badge {status.value}">{status.value.upper()}</span>'
-        # shown by the page's style only when the run tested several agents (known once every result is in)
-        f'<span class="agent">{agent}</span>'
+        # shown by the page's style only when the run tested several agents, or ran several suites
+        # (known once every result is in)
+        f'<span class="agent">{agent}</span><span class="suite">{suite}</span>'
         f"<code>{escape(result.id)}</code> {escape(result.name or '')} "
         f'<span class="muted">({escape(" · ".join(meta))})</span></summary>',
         '<div class="case-body">',

@@ -14,9 +14,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from farm.errors import UsageError
-from farm.gate import DEFAULT_MIN_PASS_RATE, Tallies, adaptive_said, cases_of, ended_early, judge, tallies_of, verdict_sentence
+from farm.gate import (
+    DEFAULT_MIN_PASS_RATE,
+    Tallies,
+    adaptive_said,
+    case_label,
+    cases_of,
+    ended_early,
+    judge,
+    several_suites,
+    tallies_of,
+    verdict_sentence,
+)
 from farm.reports.stats import clustered_interval, format_p
 from farm.results import blame_text
+from farm.results._folder import RUN_JSON
 from farm.writers.runinfo import RunGate, RunInfo
 
 __all__ = ["FAILING_ROWS", "append_step_summary", "gate_markdown", "markdown_of", "run_markdown"]
@@ -33,7 +45,7 @@ def markdown_of(paths: Sequence[Path]) -> str:
     if len(paths) != 1:
         raise UsageError("--format md: give one run folder, or a results folder (its latest finished run)")
     path = Path(paths[0])
-    runs = list_runs(path) if path.is_dir() and not (path / "run.json").is_file() else []
+    runs = list_runs(path) if path.is_dir() and not (path / RUN_JSON).is_file() else []
     if not runs:
         return run_markdown(read_run(path).path)
     finished = [run for run in runs if run.status == "finished"]
@@ -95,13 +107,14 @@ def _adaptive(tallies: Tallies) -> list[str]:
     said = adaptive_said(tallies)
     if said is None:
         return []
-    stopped = [(agent, case_id, case) for agent, cases in tallies.items() for case_id, case in cases.items() if case.stopped]
+    suites = several_suites(tallies)
+    stopped = [(agent, key, case) for agent, cases in tallies.items() for key, case in cases.items() if case.stopped]
     stopped.sort(key=lambda row: (row[2].verdict == "above", row[0], row[1]))
     lines = ["### Adaptive repeats", "", _text(said), "", "| Agent | Case | Passed tries | Stopped |", "|---|---|--:|---|"]
-    for agent, case_id, case in stopped[:FAILING_ROWS]:
+    for agent, key, case in stopped[:FAILING_ROWS]:
         assert case.stopped is not None
         lines.append(
-            f"| {_text(agent or '(unnamed)')} | {_text(case_id)} | {case.passes} of {case.tries} | {_text(stop_said(case.stopped, case.tries, case.verdict))} |"
+            f"| {_text(agent or '(unnamed)')} | {_text(case_label(key, suites))} | {case.passes} of {case.tries} | {_text(stop_said(case.stopped, case.tries, case.verdict))} |"
         )
     if len(stopped) > FAILING_ROWS:
         lines += ["", f"… and {len(stopped) - FAILING_ROWS} more."]
@@ -145,10 +158,12 @@ def _comparisons(gate: RunGate) -> list[str]:
 
 
 def _failing(tallies: Tallies, min_pass_rate: float) -> list[str]:
+    """The cases below their gate, each named by its id (and suite, when the run ran several)."""
+    suites = several_suites(tallies)
     failing = [
-        (agent, case_id, case)
+        (agent, key, case)
         for agent, cases in tallies.items()
-        for case_id, case in sorted(
+        for key, case in sorted(
             cases.items(), key=lambda item: (item[1].passes / item[1].tries if item[1].tries else 0.0, item[0])
         )
         if not case.passes_gate(min_pass_rate)
@@ -161,8 +176,8 @@ def _failing(tallies: Tallies, min_pass_rate: float) -> list[str]:
         "| Agent | Case | Passed tries | Errors and timeouts |",
         "|---|---|--:|--:|",
     ]
-    for agent, case_id, case in failing[:FAILING_ROWS]:
-        lines.append(f"| {_text(agent or '(unnamed)')} | {_text(case_id)} | {case.passes} of {case.tries} | {case.broken} |")
+    for agent, key, case in failing[:FAILING_ROWS]:
+        lines.append(f"| {_text(agent or '(unnamed)')} | {_text(case_label(key, suites))} | {case.passes} of {case.tries} | {case.broken} |")
     if len(failing) > FAILING_ROWS:
         lines += ["", f"… and {len(failing) - FAILING_ROWS} more."]
     return [*lines, ""]

@@ -30,6 +30,7 @@ __all__ = [
     "RunSummary",
     "Stability",
     "StatusCounts",
+    "TrendPoint",
     "TokenUsage",
 ]
 
@@ -138,7 +139,7 @@ class AssertionFailure(BaseModel):
     """The agent it failed on, when the runs tested several (each agent's failures counted apart)."""
     count: int
     cases: int
-    """Distinct case ids it failed in."""
+    """Distinct cases (suite and id) it failed in."""
 
 
 class CheckpointMiss(BaseModel):
@@ -149,6 +150,7 @@ class CheckpointMiss(BaseModel):
     """The agent that missed it, when the runs tested several."""
     count: int
     cases: int
+    """Distinct cases (suite and id) that missed it."""
 
 
 class CaseRate(BaseModel):
@@ -368,6 +370,22 @@ class AdaptiveStop(BaseModel):
     """The same in words: "stopped after 2 tries: above the gate"."""
 
 
+class TrendPoint(BaseModel):
+    """One agent's pass rate in one run: a point of the trend over the runs read (:func:`farm.results.read_runs`)."""
+
+    run_id: str
+    started_at: datetime | None = None
+    """The run's start (``run.json``); null when it does not say."""
+    agent: str
+    passed: int
+    judged: int
+    """Case runs that count towards the pass rate: not skipped, and not an error a role made."""
+    pass_rate: float | None = None
+    """``passed / judged``; null when nothing was judged."""
+    verdict: str | None = None
+    """The run's gate verdict (``passed``, ``failed``); null when the run recorded none."""
+
+
 class Report(BaseModel):
     """Everything ``farm report`` prints; ``--json`` prints this."""
 
@@ -395,3 +413,5 @@ class Report(BaseModel):
     """Under adaptive repeats, where each case stopped (those below their gate first; ``--top`` of them)."""
     adaptive_total: int = 0
     """Cases that stopped under adaptive repeats (``adaptive`` may show fewer)."""
+    trend: list[TrendPoint] = Field(default_factory=list)
+    """The pass rate per agent per run, oldest run first."""

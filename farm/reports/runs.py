@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from farm.errors import UsageError
 from farm.results import CASE_RUN_KEY, RunRecord, list_runs, read_run
-from farm.writers.parquet import PARTS_DIR
+from farm.results._folder import PARTS_DIR, table_path
 
 __all__ = ["CASE_RUN_KEY", "RunTables", "find_runs", "load_runs"]
 
@@ -55,7 +55,7 @@ def find_runs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[RunRecord],
         waiting = sorted(run.name for run in runs if not run.finished_tables and run.unconsolidated)
         if waiting and not single:
             notes.append(
-                f"Skipped {len(waiting)} run folder(s) with no cases.parquet yet (still running, or killed "
+                f"Skipped {len(waiting)} run folder(s) with no {table_path('', 'cases')} yet (still running, or killed "
                 f"before consolidating; `farm test --resume` finishes them): {', '.join(waiting[:5])}"
                 + (" …" if len(waiting) > 5 else "")
             )
@@ -63,7 +63,7 @@ def find_runs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[RunRecord],
             here = "it or its subfolders"
             if single and waiting:
                 here = f"it (its {PARTS_DIR}/ are not consolidated yet: resume the run with `farm test --resume`)"
-            raise UsageError(f"Cannot report on {path}, as there is no cases.parquet in {here}.")
+            raise UsageError(f"Cannot report on {path}, as there is no {table_path('', 'cases')} in {here}.")
         found.extend(done)
     unique: dict[Path, RunRecord] = {}
     for run in found:

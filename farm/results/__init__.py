@@ -3,7 +3,8 @@
 The records (:class:`CaseResult` and its parts) are what a run writes: one JSONL line per case
 run, and the rows of the Parquet tables. The reader reads a run folder back as one typed object,
 as inspect-ai's ``read_eval_log`` reads an eval log: :func:`read_run` for one run, :func:`list_runs`
-for every run of a results folder. ``farm report``, ``farm view`` and ``farm rescore`` read runs
+for every run of a results folder, and :func:`read_runs` for a table of many runs as one lazy
+pyarrow dataset (``farm report``'s trend, DuckDB, pandas). ``farm report``, ``farm view`` and ``farm rescore`` read runs
 through it, and so can a notebook::
 
     from farm.results import list_runs
@@ -12,9 +13,10 @@ through it, and so can a notebook::
         print(run.run_id, run.info.status, run.problems)
         cases = run.cases(columns=["agent", "case_id", "status"])  # a pyarrow Table
 
-A case run is named by :data:`CASE_RUN_KEY` everywhere, and a case across runs by :data:`CASE_KEY`
-(its suite and id; ``run.cases(columns=["suite", "case_id"])``, :meth:`RunRecord.suite_of`): every
-comparison of two runs pairs a case only with the same case. The reader (and pyarrow with it) is
+A case run is named within its run by :class:`CaseRunKey`, in every table by :data:`CASE_RUN_KEY`,
+and a case across runs by :data:`CASE_KEY` (its suite and id; ``run.cases(columns=["suite",
+"case_id"])``, :meth:`RunRecord.suite_of`): every comparison of two runs pairs a case only with the
+same case. The run folder's layout is spelled once, in :mod:`farm.results._folder`. The reader (and pyarrow with it) is
 imported on first use: the run path imports this package for its records only.
 The records live in :mod:`farm.results._records`, which the modules beneath the reader (the
 writers, and the config and secrets they use) import directly: this package names the reader.
@@ -24,11 +26,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from farm.results._folder import CASE_RUN_KEY, CaseRunKey
 from farm.results._records import (
     ACTUAL_LIMIT,
     BLAME,
     CASE_KEY,
-    CASE_RUN_KEY,
     OUTPUT_LIMIT,
     SCHEMA_VERSION,
     SIM_FLAGS,
@@ -56,6 +58,7 @@ from farm.results._records import (
 )
 
 if TYPE_CHECKING:
+    from farm.results._dataset import read_runs
     from farm.results._reader import RunRecord, list_runs, read_run
 
 __all__ = [
@@ -69,6 +72,7 @@ __all__ = [
     "AssertionResult",
     "Blame",
     "CaseResult",
+    "CaseRunKey",
     "CheckpointResult",
     "EndedBy",
     "ErrorRole",
@@ -89,6 +93,7 @@ __all__ = [
     "format_usd",
     "list_runs",
     "read_run",
+    "read_runs",
     "stability_class",
 ]
 
@@ -100,4 +105,8 @@ def __getattr__(name: str) -> Any:  # the reader (and pyarrow) on first use
         from farm.results import _reader
 
         return getattr(_reader, name)
+    if name == "read_runs":
+        from farm.results._dataset import read_runs
+
+        return read_runs
     raise AttributeError(f"module 'farm.results' has no attribute {name!r}")

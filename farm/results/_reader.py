@@ -1,8 +1,8 @@
 """The reader of run folders: one typed :class:`RunRecord` per run, whatever state its files are in.
 
-A run is a folder (``run.json``, ``results.jsonl``, the Parquet tables ``cases``, ``turns``,
-``assertions``, and while it goes, their parts in ``.parts/``), or a single results file (a
-JSONL file, or a Parquet cases table). The reader knows that layout, so nothing else does:
+A run is a folder (its layout is :mod:`farm.results._folder`'s: ``run.json``, ``results.jsonl``,
+the Parquet tables, and while it goes, their parts), or a single results file (a JSONL file, or a
+Parquet cases table). The reader reads that layout, so nothing else does:
 a record's tables are the consolidated files and the parts, or, for a run with no Parquet, its
 JSONL. Every row carries :data:`~farm.results.CASE_RUN_KEY`, and the cases table can give each case
 run's ``suite``: the reader works it out from the case's ``source`` and the run's ``run.json``
@@ -32,19 +32,28 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from farm.errors import UsageError
-from farm.results._records import CASE_RUN_KEY, CaseResult
+from farm.results._folder import (
+    CASE_RUN_KEY,
+    LAST_PART_KEY,
+    MARKS,
+    PARTS_DIR,
+    RESULTS_JSONL,
+    RUN_JSON,
+    parts,
+    table_of,
+    table_path,
+)
+from farm.results._records import CaseResult
 from farm.results._suites import LINE, Suites, suite_of
 from farm.writers import (
     ASSERTIONS_SCHEMA,
     CASES_SCHEMA,
-    RUN_JSON,
     SPANS_SCHEMA,
     TURNS_SCHEMA,
     RunInfo,
     read_jsonl_results,
     rows_from_result,
 )
-from farm.writers.parquet import LAST_PART_KEY, PARTS_DIR
 
 __all__ = ["SUITE", "TABLES", "RunRecord", "list_runs", "read_run"]
 
@@ -58,11 +67,7 @@ reads it, so that it pairs cases across runs. A run written before schema 7 has 
 files: the cases table's comes from each ``source``, the other tables' from the case of their id
 (such a run refused an id repeated across its suites)."""
 
-RESULTS_JSONL = "results.jsonl"
-_PART_NAME = re.compile(r"^(?P<table>[a-z]+)-(?P<number>\d+)\.parquet$")
 RUN_NAME = re.compile(r"^[^./\\][^/\\]*$")
-_MARKS = (RUN_JSON, "cases.parquet", RESULTS_JSONL, PARTS_DIR)
-"""A folder holding one of these is a run (``.parts/`` alone: a run still going, or killed)."""
 _KEY_COLUMNS = {name for name in CASE_RUN_KEY if name not in ("agent", SUITE)}
 _REQUIRED = {"cases": _KEY_COLUMNS | {"status"}, "turns": _KEY_COLUMNS, "assertions": _KEY_COLUMNS, "spans": _KEY_COLUMNS}
 """Columns a table must have to be read at all (a farm that wrote no ``agent`` tested one agent)."""
@@ -143,7 +148,7 @@ class RunRecord:
     @property
     def finished_tables(self) -> bool:
         """Whether the consolidated ``cases.parquet`` is there (not only parts, or only JSONL)."""
-        return not self.is_folder or (self.path / "cases.parquet").is_file()
+        return not self.is_folder or table_path(self.path, "cases").is_file()
 
     @property
     def unconsolidated(self) -> bool:
@@ -197,7 +202,7 @@ class RunRecord:
     def signature(self) -> tuple[tuple[str, int, int], ...]:
         """What changes when the run's files change: a cache key for anything read from them."""
         marks = []
-        for name in _MARKS if self.is_folder else ("",):
+        for name in MARKS if self.is_folder else ("",):
             try:
                 stat = (self.path / name if name else self.path).stat()
             except OSError:
@@ -212,18 +217,11 @@ class RunRecord:
         file, then the parts a run still going (or killed) has written so far, oldest first."""
         if not self.is_folder:
             return [self.path] if table == "cases" and self.path.suffix.lower() == ".parquet" else []
-        whole = self.path / f"{table}.parquet"
+        whole = table_path(self.path, table)
         files = [whole] if whole.is_file() else []
-        numbered = []
-        try:
-            for entry in os.scandir(self.path / PARTS_DIR):
-                match = _PART_NAME.match(entry.name)
-                if match and match["table"] == table:
-                    numbered.append((int(match["number"]), Path(entry.path)))
-        except OSError:  # no parts, or consolidation removed them just now
-            pass
+        numbered = parts(self.path).get(table, [])
         merged = _last_part_in(whole) if files and numbered else 0
-        files.extend(path for number, path in sorted(numbered) if number > merged)
+        files.extend(path for number, path in numbered if number > merged)
         return [path for path in files if self._inside(path)]
 
     def cases(self, columns: Sequence[str] | None = None, filters: Any = None) -> pa.Table:
@@ -492,7 +490,7 @@ def read_run(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | Non
     if root is not None and not _resolves_inside(path, Path(root).resolve()):
         raise UsageError(f"Cannot read the run {path}, as it leads out of {root}.")
     if path.is_file():
-        if path.name in ("cases.parquet", "turns.parquet", "assertions.parquet") and (path.parent / "cases.parquet").is_file():
+        if table_of(path) is not None and table_path(path.parent, "cases").is_file():
             return RunRecord(path.parent, root=root)  # a table of a run folder: the run
         if path.suffix.lower() not in (".jsonl", ".ndjson", ".parquet"):
             raise UsageError(f"Cannot read the run {path}, as it is neither a run folder nor a .parquet or .jsonl file.")
@@ -521,7 +519,7 @@ def list_runs(results_dir: str | os.PathLike[str]) -> list[RunRecord]:
 
 def _is_run_folder(path: Path, root: Path | None = None) -> bool:
     """Whether ``path`` holds a run: its ``run.json``, results, tables or parts (inside ``root``, when given)."""
-    return any((path / name).exists() and (root is None or _resolves_inside(path / name, root)) for name in _MARKS)
+    return any((path / name).exists() and (root is None or _resolves_inside(path / name, root)) for name in MARKS)
 
 
 def _resolves_inside(path: Path, root: Path) -> bool:

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
+from farm.results._folder import CASE_RUN_KEY, CaseRunKey, suite_of
+
 __all__ = [
     "CASE_KEY",
     "CASE_RUN_KEY",
@@ -43,11 +45,6 @@ __all__ = [
     "format_usd",
     "stability_class",
 ]
-
-CASE_RUN_KEY = ("run_id", "agent", "suite", "case_id", "run_index", "attempt")
-"""What names one case run, in every table and every figure: a run may test several agents, each
-of its suites may have a case of the same id (every suite its ``greet``), each case runs ``--runs``
-times on each agent, and a retried case has several attempts."""
 
 CASE_KEY = ("suite", "case_id")
 """What names one case across runs, and so what every comparison of two runs pairs cases by (with
@@ -500,15 +497,12 @@ class CaseResult(BaseModel):
 
     @property
     def suite(self) -> str:
-        """The suite of the case within its run (:func:`~farm.results._suites.suite_of` of ``source``)."""
-        from farm.results._suites import suite_of
-
+        """The suite of the case within its run (:func:`~farm.results._folder.suite_of` of ``source``)."""
         return suite_of(self.source)
 
-    def run_key(self, agent: str | None = None) -> tuple[str, str, int, str]:
-        """``(suite, case id, run index, agent)``: what names this case run within its run (``agent``:
-        the agent of a result that names none)."""
-        return (self.suite, self.id, self.run_index, self.agent or agent or "")
+    def run_key(self, agent: str | None = None) -> CaseRunKey:
+        """What names this case run within its run (``agent``: the agent of a result that names none)."""
+        return CaseRunKey(self.suite, self.id, self.run_index, self.agent or agent or "")
 
     def to_json_line(self) -> str:
         return self.model_dump_json(exclude_none=False)

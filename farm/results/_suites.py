@@ -34,42 +34,17 @@ suite they had when they were generated.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Collection
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from farm.inputkind import input_kind
+from farm.results._folder import GENERATED_JSONL, GENERATORS, LINE, MESSAGE, STDIN, suite_of
 
 if TYPE_CHECKING:
     from farm.writers.runinfo import RunInfo
 
-__all__ = ["GENERATED_JSONL", "LINE", "MESSAGE", "STDIN", "Suites", "same_suite", "suite_matcher", "suite_of"]
-
-MESSAGE = "<message>"
-"""The ``source`` of a direct message's case (the suite of a run that does not say its message)."""
-
-STDIN = "<stdin>"
-"""The suite of cases read from stdin (``-i -``)."""
-
-GENERATED_JSONL = "generated.jsonl"
-"""The file in a run's folder that keeps the cases a generator wrote for it (``-i agents:``/``scripts:``)."""
-
-LINE = re.compile(r":\d+$")
-"""The line at the end of a ``source`` (``s.jsonl:12``)."""
-_GENERATORS = ("agents:", "scripts:")
-
-
-def suite_of(source: str | None) -> str:
-    """The suite of a case within its run, from its ``source``: the file without its line
-    (``suites/a.jsonl:3`` is ``suites/a.jsonl``, as the run names it), ``<stdin>``, ``<message>``,
-    or the generator of a generated case (``agents:<id> batch 1, case 2`` is ``agents:<id>``);
-    ``""`` without a source. What, with the case id, names a case within its run."""
-    where = LINE.sub("", source or "")
-    if where.startswith(_GENERATORS):
-        return where.split(" ", 1)[0]
-    return where
-
+__all__ = ["LINE", "MESSAGE", "STDIN", "Suites", "same_suite", "suite_matcher", "suite_of"]
 
 def same_suite(earlier: str, now: str) -> bool:
     """Whether ``earlier``, a suite as an earlier part of a run named it (:func:`suite_of`), is the
@@ -77,7 +52,7 @@ def same_suite(earlier: str, now: str) -> bool:
     reads ``suites/a.jsonl`` as ``/project/suites/a.jsonl``): one path ends with the other."""
     if earlier == now:
         return True
-    if not earlier or not now or any(each.startswith(("<", *_GENERATORS)) for each in (earlier, now)):
+    if not earlier or not now or any(each.startswith(("<", *GENERATORS)) for each in (earlier, now)):
         return False
     a, b = os.path.normpath(earlier), os.path.normpath(now)
     longer, shorter = (a, b) if len(a) >= len(b) else (b, a)
@@ -126,12 +101,12 @@ class Suites:
             return ""
         if where == MESSAGE:
             return self._input or MESSAGE
-        if where == STDIN or where.startswith(_GENERATORS):
+        if where == STDIN or where.startswith(GENERATORS):
             return suite_of(where)  # "agents:gen batch 1, case 2": the generator
         path = _absolute(where, self._cwd)
         if PurePath(path).name == GENERATED_JSONL:
             generator = self._input_of(str(PurePath(path).parent))
-            if generator is not None and generator.startswith(_GENERATORS):
+            if generator is not None and generator.startswith(GENERATORS):
                 return generator.split("?", 1)[0]
         return self._in_project(path)
 

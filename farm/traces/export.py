@@ -15,7 +15,7 @@ with the official SDK and sent with the official OTLP/HTTP exporters:
   context, sent to ``/v1/logs``, and the same as a span event, for backends that read traces only.
 
 Off the run's path: :meth:`OTLPExport.write` only queues the result (a bounded queue: what does
-not fit is counted); a thread of its own builds and sends the batches. A collector that fails a
+not fit is counted); a process of its own builds and sends the batches. A collector that fails a
 batch (after the exporter's own retries) is taken as gone for the rest of the run: what was not
 delivered is counted, and :meth:`OTLPExport.close` says so in one warning line. No case's status
 depends on it. The results reach the writer masked of every secret (:class:`MultiWriter`), so
@@ -28,6 +28,7 @@ import json
 import logging
 import queue
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -77,6 +78,10 @@ _EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http", "opentelemetry.sd
 class OTLPExport:
     """The writer of ``--otlp``: each case run sent to ``endpoint`` (a base URL) as a trace.
 
+    The traces are built and sent by a process of its own (:func:`main`), so that a run pays
+    for a result's JSON and no more: the driver is the run's busiest process. A thread hands
+    the queued results to it; another reads what it says it sent.
+
     ``models``: each agent's model, where its connector names one; ``content``: the turns carry
     their messages (``--otlp-content``); ``warn``: where the one line about what was not
     delivered goes (standard error); ``queue_cases`` and ``close_wait``: :data:`QUEUE_CASES` and
@@ -93,101 +98,148 @@ class OTLPExport:
         close_wait: float = CLOSE_WAIT_S,
     ):
         self.endpoint = endpoint
-        self.run_id = run_id
-        self.models = models or {}
-        self.content = content
+        self.setup = {"endpoint": endpoint, "run_id": run_id, "models": models or {}, "content": content}
         self.warn = warn
         self.written = 0
-        self.dropped = 0
-        """Case runs not sent: the queue was full, or the collector was gone."""
         self.overflow = 0
-        """Of ``dropped``, those that found the queue full."""
+        """Case runs that found the queue full, and were not sent."""
+        self.sent = 0
+        self.failed = 0
+        """Case runs the collector did not take (after the exporter's retries)."""
+        self.dropped = 0
+        """Every case run not delivered, once :meth:`close` ran."""
         self.reason: str | None = None
-        """Why the collector was taken as gone (its first failure)."""
         self._queue: queue.Queue[CaseResult | None] = queue.Queue(queue_cases)
-        self._thread: threading.Thread | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._threads: list[threading.Thread] = []
         self._closed = False
         self._close_wait = close_wait
+        self._start()  # now: its imports overlap the run's start, not its first results
 
     # the ResultWriter interface
 
     def write(self, result: CaseResult) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._send_all, name="farm-otlp-export", daemon=True)
-            self._thread.start()
         self.written += 1
         try:
             self._queue.put_nowait(result)
         except queue.Full:
-            self.dropped += 1
             self.overflow += 1
 
     def flush(self) -> None:
-        """Nothing: the thread sends on its own schedule, and :meth:`close` waits for it."""
+        """Nothing: the export sends on its own schedule, and :meth:`close` waits for it."""
 
     def close(self) -> None:
-        """Send what is left (waiting at most :data:`CLOSE_WAIT_S`), then say in one line what was not delivered."""
+        """Send what is left (waiting at most ``close_wait``), then say in one line what was not delivered."""
         if self._closed:
             return
         self._closed = True
-        if self._thread is not None:
-            deadline = time.monotonic() + self._close_wait
-            while True:  # the sentinel goes in even when the queue is full: the thread empties it
-                try:
-                    self._queue.put(None, timeout=0.1)
-                    break
-                except queue.Full:
-                    if time.monotonic() >= deadline:
-                        break
-            self._thread.join(max(0.0, deadline - time.monotonic()))
-            if self._thread.is_alive():  # what it still holds is not delivered
-                self._given_up = True
-                self.dropped += self._queue.qsize() + self._sending + self._in_flight
-                self.reason = self.reason or f"not sent within {self._close_wait:g} s of the run's end"
+        if self._process is not None:
+            self._finish(time.monotonic() + self._close_wait)
+        self.dropped = self.written - self.sent
         if self.dropped:
             reasons = [f"{self.overflow} found the queue full"] if self.overflow else []
-            reasons += [self.reason] if self.reason else []
+            reasons += [self.reason] if self.reason and self.dropped > self.overflow else []
             print(f"warning: --otlp {self.endpoint}: {self.dropped} of {self.written} case runs were not delivered ({'; '.join(reasons)})", file=self.warn or sys.stderr)
 
-    # the sending thread
+    def _start(self) -> None:
+        command = [sys.executable, "-m", "farm.traces.export", json.dumps(self.setup)]
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self._threads = [threading.Thread(target=self._feed, name="farm-otlp-feed", daemon=True), threading.Thread(target=self._hear, name="farm-otlp-hear", daemon=True)]
+        for thread in self._threads:
+            thread.start()
 
-    _sending = 0
-    """Case runs built and not sent yet."""
-    _in_flight = 0
-    """Case runs being sent."""
-    _given_up = False
-    """The run's end stopped waiting: what the thread still does is counted already."""
+    def _feed(self) -> None:
+        """Each queued result to the export process, as a line of JSON; its stdin closed at the end."""
+        assert self._process is not None and self._process.stdin is not None
+        pipe = self._process.stdin
+        try:
+            while (result := self._queue.get()) is not None:
+                pipe.write(result.model_dump_json().encode() + b"\n")
+                if self._queue.empty():
+                    pipe.flush()
+            pipe.close()
+        except (BrokenPipeError, ValueError, OSError):  # the process ended: what it did not take is counted at the end
+            pass
 
-    def _send_all(self) -> None:
-        sender = _Sender(self.endpoint)
-        builder = _Builder(sender, self.run_id, self.models, self.content)
+    def _hear(self) -> None:
+        """What the export process says: ``sent N`` or ``failed N <why>`` after each send."""
+        assert self._process is not None and self._process.stdout is not None
+        for line in self._process.stdout:
+            said, _, rest = line.decode(errors="replace").strip().partition(" ")
+            count, _, why = rest.partition(" ")
+            if said == "sent":
+                self.sent += int(count)
+            elif said == "failed":
+                self.failed += int(count)
+                self.reason = self.reason or why
+
+    def _finish(self, deadline: float) -> None:
+        assert self._process is not None
+        while True:  # the end's mark goes in even when the queue is full: the feed empties it
+            try:
+                self._queue.put(None, timeout=0.1)
+                break
+            except queue.Full:
+                if time.monotonic() >= deadline or self._process.poll() is not None:
+                    break
+        try:
+            self._process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+            self.reason = self.reason or f"not sent within {self._close_wait:g} s of the run's end"
+        self._threads[1].join(5)
+        if self._process.returncode not in (0, -9) and self.reason is None:
+            self.reason = f"the export stopped (exit code {self._process.returncode})"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The export process: results as JSON lines on stdin, each case run sent as a trace; after
+    each send one line on stdout, ``sent N`` or ``failed N <why>``."""
+    setup = json.loads((argv or sys.argv[1:])[0])
+    results: queue.Queue[CaseResult | None] = queue.Queue(QUEUE_CASES)
+
+    def read() -> None:
+        for line in sys.stdin.buffer:
+            results.put(CaseResult.model_validate_json(line))
+        results.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    _Exporting(setup).run(results)
+
+
+class _Exporting:
+    """The export process's loop: build each case run's trace, send a batch at :data:`BATCH_SPANS`
+    spans or every :data:`SEND_EVERY_S`."""
+
+    def __init__(self, setup: dict[str, Any]):
+        self.sender = _Sender(setup["endpoint"])
+        self.builder = _Builder(self.sender, setup["run_id"], setup["models"], setup["content"])
+        self.built = 0
+
+    def run(self, results: queue.Queue[CaseResult | None]) -> None:
         last = time.monotonic()
-        with sender.quiet():
+        with self.sender.quiet():
             while True:
                 try:
-                    result = self._queue.get(timeout=SEND_EVERY_S)
+                    result: CaseResult | None | bool = results.get(timeout=SEND_EVERY_S)
                 except queue.Empty:
-                    result = False  # type: ignore[assignment]
-                if result:
-                    builder.case(result)
-                    self._sending += 1
-                if result is None or len(sender.spans) >= BATCH_SPANS or (self._sending and time.monotonic() - last >= SEND_EVERY_S):
-                    self._send(sender)
+                    result = False
+                if isinstance(result, CaseResult):
+                    self.builder.case(result)
+                    self.built += 1
+                if result is None or len(self.sender.spans) >= BATCH_SPANS or (self.built and time.monotonic() - last >= SEND_EVERY_S):
+                    self.send()
                     last = time.monotonic()
                 if result is None:
-                    sender.shutdown()
+                    self.sender.shutdown()
                     return
 
-    def _send(self, sender: _Sender) -> None:
-        cases, self._sending = self._sending, 0
-        if not cases:
-            return
-        self._in_flight = cases
-        delivered = sender.send()
-        self._in_flight = 0
-        if not delivered and not self._given_up:
-            self.dropped += cases
-            self.reason = self.reason or sender.reason
+    def send(self) -> None:
+        cases, self.built = self.built, 0
+        if cases:
+            said = f"sent {cases}" if self.sender.send() else f"failed {cases} {self.sender.reason}"
+            print(said, flush=True)
 
 
 class _Sender:
@@ -207,7 +259,9 @@ class _Sender:
 
     def send(self) -> bool:
         """Send what was built; whether the collector took it (once it failed, nothing more is tried)."""
-        spans, logs, self.spans, self.logs = self.spans, self.logs, [], []
+        spans, logs = self.spans[:], self.logs[:]
+        self.spans.clear()  # in place: the builder's processors append to these lists
+        self.logs.clear()
         if self.gone:
             return False
         ok = all(self.span_exporter.export(spans[i : i + BATCH_SPANS]) == SpanExportResult.SUCCESS for i in range(0, len(spans), BATCH_SPANS))
@@ -460,3 +514,7 @@ def _part(value: Any) -> dict[str, Any]:
 
 def _ns(seconds: float | None) -> int | None:
     return int(seconds * 1e9) if seconds else None
+
+
+if __name__ == "__main__":
+    main()

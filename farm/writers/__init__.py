@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from farm.writers.base import MultiWriter, ResultWriter
-    from farm.writers.jsonl import JSONLWriter, finished_keys, read_jsonl_results
+    from farm.writers.jsonl import JSONLWriter, read_jsonl_results
     from farm.writers.parquet import (
         ASSERTIONS_SCHEMA,
         CASES_SCHEMA,
@@ -31,7 +31,6 @@ _MODULE_OF = {
     "MultiWriter": "base",
     "ResultWriter": "base",
     "JSONLWriter": "jsonl",
-    "finished_keys": "jsonl",
     "read_jsonl_results": "jsonl",
     "ASSERTIONS_SCHEMA": "parquet",
     "CASES_SCHEMA": "parquet",
@@ -58,7 +57,6 @@ __all__ = [
     "ResultWriter",
     "RunInfo",
     "consolidate",
-    "finished_keys",
     "read_jsonl_results",
     "read_run_json",
     "rows_from_result",

@@ -15,17 +15,16 @@ import io
 import json
 import os
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from farm.errors import UsageError
 from farm.files import atomic_file
+from farm.results._folder import result_lines
 from farm.results._records import CaseResult
-from farm.results._suites import suite_of
 from farm.writers.base import ClosingWriter
 
-__all__ = ["BROKEN", "JSONLWriter", "drop_broken", "finished_keys", "read_jsonl_results"]
+__all__ = ["BROKEN", "JSONLWriter", "drop_broken", "read_jsonl_results", "result_lines"]
 
 
 class JSONLWriter(ClosingWriter):
@@ -93,42 +92,7 @@ def read_jsonl_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     An undecodable line anywhere else is damage, not a crash, and raises
     :class:`~farm.errors.UsageError` naming the line.
     """
-    return [record for _, record in _records(Path(path))]
-
-
-def finished_keys(path: str | os.PathLike[str], agent: str | None = None, unless: Collection[str] = ()) -> set[tuple[str, str, int, str]]:
-    """``(suite, case id, run_index, agent)`` of every result in ``path`` (:meth:`CaseResult.run_key`):
-    what a resume need not run again. ``agent``: the agent of a result that names none; ``unless``: statuses whose results
-    are run again (``--retry-errors``: ``error``, ``timeout``).
-
-    Reads line by line (no list of all results), skipping a torn last line.
-    """
-    path = Path(path)
-    keys: set[tuple[str, str, int, str]] = set()
-    for number, record in _records(path):
-        case_id = record.get("id")
-        if not isinstance(case_id, str):
-            raise UsageError(f"Cannot resume from {path}:{number}, as the result on that line has no case id.")
-        if record.get("status") not in unless:
-            keys.add(_run_key(record, case_id, agent))
-    return keys
-
-
-def finished_tries(path: str | os.PathLike[str], agent: str | None = None, unless: Collection[str] = ()) -> dict[tuple[str, str, int, str], tuple[str, bool]]:
-    """:func:`finished_keys` with how each ended: its status, and whether a role's error made it
-    an ``error`` (a resume under adaptive repeats counts a case's tries from them)."""
-    tries: dict[tuple[str, str, int, str], tuple[str, bool]] = {}
-    for _, record in _records(Path(path)):
-        status = str(record.get("status"))
-        if isinstance(record.get("id"), str) and status not in unless:
-            tries[_run_key(record, record["id"], agent)] = (status, status == "error" and record.get("error_role") is not None)
-    return tries
-
-
-def _run_key(record: dict[str, Any], case_id: str, agent: str | None) -> tuple[str, str, int, str]:
-    """:meth:`CaseResult.run_key` of a result line, read without validating the whole record."""
-    source = record.get("source")
-    return (suite_of(source if isinstance(source, str) else None), case_id, int(record.get("run_index", 0)), str(record.get("agent") or agent or ""))
+    return [record for _, record in result_lines(Path(path))]
 
 
 BROKEN = ("error", "timeout")
@@ -144,7 +108,7 @@ def drop_broken(path: str | os.PathLike[str]) -> int:
     """
     path = Path(path)
     lines = list(io.BytesIO(path.read_bytes()))  # read once: parsed, then written back as they were
-    keep = {number for number, record in _records(path, lines) if record.get("status") not in BROKEN}
+    keep = {number for number, record in result_lines(path, lines) if record.get("status") not in BROKEN}
     dropped = 0
     with atomic_file(path, "wb") as out:
         for number, raw in enumerate(lines, 1):
@@ -153,33 +117,6 @@ def drop_broken(path: str | os.PathLike[str]) -> int:
             elif raw.strip():
                 dropped += 1
     return dropped
-
-
-def _records(path: Path, lines: Iterable[bytes] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, record)`` for each result line of ``path`` (``lines``: its lines, already
-    read); a bad line is only allowed last."""
-    if lines is None:
-        with open(path, "rb") as file:
-            yield from _records(path, file)
-        return
-    bad: tuple[int, str] | None = None
-    for number, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        if bad is not None:
-            raise UsageError(
-                f"Cannot read results from {path}:{bad[0]}, as that line is not a JSON object "
-                f"({bad[1]}) and is not the last line; only a torn last line is skipped."
-            )
-        try:
-            record = json.loads(raw)
-        except ValueError as exc:  # UnicodeDecodeError included: a cut can split a character
-            bad = (number, str(exc))
-            continue
-        if not isinstance(record, dict):
-            bad = (number, f"a JSON {type(record).__name__}")
-            continue
-        yield number, record
 
 
 def _end_cleanly(path: Path) -> None:

@@ -1,10 +1,11 @@
 """Parquet results: three tables per run, with ``run_id`` on every row.
 
 A run folder holds ``cases.parquet``, ``turns.parquet`` and
-``assertions.parquet`` (zstd). Many run folders read as one dataset::
+``assertions.parquet`` (zstd; :mod:`farm.results._folder` names them). Many run
+folders read as one dataset, every schema version's columns unified::
 
-    duckdb.sql("select status, count(*) from read_parquet('farm-results/*/cases.parquet') group by all")
-    pyarrow.dataset.dataset([f"{d}/cases.parquet" for d in run_dirs])
+    farm.results.read_runs("farm-results")                      # a pyarrow dataset
+    duckdb.sql("select status, count(*) from read_parquet('farm-results/*/cases.parquet', union_by_name=true) group by all")
 
 The columns are the fields of the row models in :mod:`farm.writers.rows`
 (:class:`~farm.writers.rows.CaseRow`, :class:`~farm.writers.rows.TurnRow`,
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from farm.errors import UsageError
 from farm.files import atomic_file
+from farm.results._folder import LAST_PART_KEY, OPTIONAL_TABLES, PARTS_DIR, TABLES, part_path, parts, table_path
 from farm.results._records import CaseResult
 from farm.writers.base import ClosingWriter
 from farm.writers.rows import AssertionRow, CaseRow, KeyRow, Row, SpanRow, TurnRow
@@ -55,17 +56,12 @@ __all__ = [
     "rows_from_result",
 ]
 
-PARTS_DIR = ".parts"
 COMPRESSION = "zstd"
-#: Schema metadata key of a consolidated table: the last part number merged into it.
-LAST_PART_KEY = b"farm.last_part"
 #: A consolidated row group is cut at this many rows or bytes, whichever comes first.
 ROW_GROUP_ROWS = 100_000
 ROW_GROUP_BYTES = 64 << 20
 
-TABLES = ("cases", "turns", "assertions", "spans")
-
-OPTIONAL = frozenset({"spans"})
+OPTIONAL = OPTIONAL_TABLES
 """Tables written only by a run that has rows for them: a run that captured no span has no ``spans.parquet``."""
 
 
@@ -97,9 +93,6 @@ def __getattr__(name: str) -> Any:
     if name in _SCHEMA_NAMES:
         return _schemas()[_SCHEMA_NAMES[name]]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-_PART_NAME = re.compile(r"^(?P<table>[a-z]+)-(?P<number>\d+)\.parquet$")
 
 
 # --- rows ------------------------------------------------------------------
@@ -198,7 +191,7 @@ class ParquetWriter(ClosingWriter):
         after its last case than the rest of its Parquet work."""
         if self._closed:
             return
-        if self._next_part == 1 and not any((self.run_dir / f"{table}.parquet").exists() for table in TABLES):
+        if self._next_part == 1 and not any(table_path(self.run_dir, table).exists() for table in TABLES):
             self._write_tables()
         else:
             self._write_part()
@@ -215,7 +208,7 @@ class ParquetWriter(ClosingWriter):
             if table in OPTIONAL and not rows:
                 continue
             whole = pa.Table.from_pylist(rows, schema=schema.with_metadata({LAST_PART_KEY: b"1"}))
-            with atomic_file(self.run_dir / f"{table}.parquet", "wb") as sink:
+            with atomic_file(table_path(self.run_dir, table), "wb") as sink:
                 pq.write_table(whole, sink, compression=COMPRESSION, row_group_size=max(1, whole.num_rows))
             rows.clear()
         self._next_part = 2
@@ -229,7 +222,7 @@ class ParquetWriter(ClosingWriter):
         for table, rows in self._buffers.items():
             if rows:
                 part = pa.Table.from_pylist(rows, schema=_schemas()[table])
-                with atomic_file(self._parts_dir / f"{table}-{self._next_part:06d}.parquet", "wb") as sink:
+                with atomic_file(part_path(self.run_dir, table, self._next_part), "wb") as sink:
                     pq.write_table(part, sink, compression=COMPRESSION)
         _fsync_dir(self._parts_dir)
         # Buffers are cleared only once every part is in place: a failed write is retried
@@ -255,15 +248,15 @@ def consolidate(run_dir: str | os.PathLike[str]) -> dict[str, int]:
     """
     run_dir = Path(run_dir)
     parts_dir = run_dir / PARTS_DIR
-    parts = _parts(parts_dir)
+    written = parts(run_dir)
     counts = {
-        table: _consolidate_table(run_dir, table, schema, parts.get(table, []))
+        table: _consolidate_table(run_dir, table, schema, written.get(table, []))
         for table, schema in _schemas().items()
-        if table not in OPTIONAL or parts.get(table) or (run_dir / f"{table}.parquet").exists()
+        if table not in OPTIONAL or written.get(table) or table_path(run_dir, table).exists()
     }
     _fsync_dir(run_dir)
     if parts_dir.is_dir():
-        merged = {path for listed in parts.values() for _, path in listed}
+        merged = {path for listed in written.values() for _, path in listed}
         for path in parts_dir.iterdir():
             # Every listed part is in its table now; a *.tmp was never finished.
             if path in merged or path.name.endswith(".tmp"):
@@ -279,7 +272,7 @@ def _consolidate_table(run_dir: Path, table: str, schema: pa.Schema, parts: list
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    target = run_dir / f"{table}.parquet"
+    target = table_path(run_dir, table)
     merged = _last_part_in(target)
     new = [(number, path) for number, path in parts if number > merged]
     if target.exists() and not new:
@@ -329,20 +322,6 @@ def _conform(table: pa.Table, schema: pa.Schema, source: Path) -> pa.Table:
     return table if table.schema.equals(schema) else table.cast(schema)  # a part this farm wrote is already the schema
 
 
-def _parts(parts_dir: Path) -> dict[str, list[tuple[int, Path]]]:
-    """Finished part files by table, in the order they were written."""
-    found: dict[str, list[tuple[int, Path]]] = {}
-    if not parts_dir.is_dir():
-        return found
-    for path in parts_dir.iterdir():
-        match = _PART_NAME.match(path.name)
-        if match and match["table"] in TABLES:
-            found.setdefault(match["table"], []).append((int(match["number"]), path))
-    for listed in found.values():
-        listed.sort()
-    return found
-
-
 def _last_part_in(target: Path) -> int:
     """The last part number merged into a consolidated table (0 when none or no table)."""
     if not target.exists():
@@ -355,8 +334,8 @@ def _last_part_in(target: Path) -> int:
 
 def _last_part_number(run_dir: Path) -> int:
     """The highest part number used in ``run_dir``, written out or already merged."""
-    numbers = [number for listed in _parts(run_dir / PARTS_DIR).values() for number, _ in listed]
-    numbers += [_last_part_in(run_dir / f"{table}.parquet") for table in TABLES]
+    numbers = [number for listed in parts(run_dir).values() for number, _ in listed]
+    numbers += [_last_part_in(table_path(run_dir, table)) for table in TABLES]
     return max(numbers, default=0)
 
 

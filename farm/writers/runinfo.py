@@ -17,10 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from farm.errors import UsageError
 from farm.files import atomic_file
+from farm.results._folder import RUN_JSON
 
 __all__ = ["RUN_JSON", "RUN_INFO_VERSION", "GateComparison", "RunGate", "RunInfo", "RunOptions", "RunPart", "read_run_json", "write_run_json"]
 
-RUN_JSON = "run.json"
 
 RUN_INFO_VERSION = 2
 """Version 2: a typed record, with ``engine`` and ``options`` (version 1 was an untyped dict)."""

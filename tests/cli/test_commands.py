@@ -140,8 +140,10 @@ def test_quiet_prints_one_line_per_failure_and_the_summary(tmp_path: Path, monke
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert lines[0] == "✗ [no] FAILED: turn 1: expected the reply to contain 'pirate'"
     assert "Agent Test Farm" not in result.output and "[ok]" not in result.output
-    assert lines[-2].startswith("2 passed, 1 failed in ")  # pytest's line, not the summary block
-    assert lines[-1].startswith("Gate: failed: 1 of 3 cases below their gate")  # then the verdict, last
+    assert lines[-1].startswith("2 passed, 1 failed in ")  # pytest's line, not the summary block, and no gate asked for
+    assert "Gate:" not in result.output
+    gated = farm("test", "-i", "suite.jsonl", "-q", "--engine", "local", "--min-pass-rate", "1")
+    assert [line for line in gated.output.splitlines() if line.strip()][-1].startswith("Gate: failed: 1 of 3 cases below their gate")  # then the verdict, last
     assert "Summary" not in result.output and "Total:" not in result.output
 
 
@@ -210,3 +212,35 @@ def test_report_compares_a_case_only_with_the_same_case_of_the_same_suite(tmp_pa
     said = " ".join(farm("report", "results").output.split())  # the last two: grown and changed
     assert f"Run {grown.name} and run {changed.name} are compared on the 1 case both ran (the same suite and case id), leaving out 3 cases that only one of them ran." in said
     assert f"{grown.name} -> {changed.name}, on the 1 case both ran" in said
+
+
+def test_version_names_the_farm_python_and_ray_and_exits_0():
+    import platform
+
+    import farm as farm_package
+
+    result = farm("--version")
+    assert result.exit_code == 0
+    assert result.output.startswith(f"agent-test-farm {farm_package.__version__} (Python {platform.python_version()}, Ray ")
+
+
+def test_init_writes_a_starter_that_runs_green_offline_and_never_overwrites(tmp_path: Path, monkeypatch):
+    import sys
+
+    project = tmp_path / "starter"
+    result = farm("init", str(project))
+    assert result.exit_code == 0, result.output
+    assert sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.is_file()) == ["farm.toml", "shop.py", "suites/starter.jsonl"]
+    assert result.output.splitlines()[-1] == f"next: cd {project} && farm test -i suites/starter.jsonl"
+    monkeypatch.chdir(project)
+    monkeypatch.delitem(sys.modules, "shop", raising=False)
+    run = farm("test", "-i", "suites/starter.jsonl", "--engine", "local")
+    assert run.exit_code == 0, run.output
+    (results,) = (project / "farm-results").glob("*/results.jsonl")
+    statuses = {r["id"]: (r["status"], r["mode"]) for r in map(json.loads, results.read_text().splitlines())}
+    assert statuses == {"greets": ("passed", "single"), "prices-then-order": ("passed", "static"), "buys-cheese": ("passed", "dynamic")}
+    (project / "shop.py").write_text("# mine\n")
+    again = farm("init", str(project))
+    assert again.exit_code == 2
+    assert f"farm init: {project / 'farm.toml'} exists; the farm writes no file over one (choose another DIR)" in again.output
+    assert (project / "shop.py").read_text() == "# mine\n"  # nothing written before the refusal

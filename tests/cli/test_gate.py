@@ -269,6 +269,21 @@ def test_a_baseline_pairs_the_same_suite_however_it_was_named_and_says_what_it_l
     )
 
 
+def test_a_case_of_one_suite_failing_every_try_fails_the_gate_whatever_another_suites_case_of_its_id_did(local_project: Path):
+    a = suite(local_project, "ok a", name="a.jsonl")  # c0, passing every try
+    b = suite(local_project, "broken b", name="b.jsonl")  # c0 again, failing every try
+    step_summary = local_project / "summary.md"
+    args = ["test", "-q", "-i", a, "-i", b, "--runs", "2", "--min-pass-rate", "1.0"]
+    result = CliRunner().invoke(app, args, env={"GITHUB_STEP_SUMMARY": str(step_summary)})
+    assert result.exit_code == 1, result.output
+    assert "  c0 (b.jsonl): below the 1 gate: 0 of 2" in result.output and "c0 (a.jsonl)" not in result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last == "Gate: failed: 1 of 2 cases below their gate (every try must pass; an error or a timeout fails it).", last
+    gate = read_run_json(next((local_project / "results").iterdir())).gate
+    assert gate is not None and (gate.verdict, gate.cases, gate.below) == ("failed", 2, 1)
+    assert "| good | c0 (b.jsonl) | 0 of 2 | 0 |" in step_summary.read_text().splitlines()
+
+
 def test_retry_errors_runs_the_errors_again_and_keeps_every_case_once(project: Path):
     path = suite(project, "down once f", "ok g", "down once h")
     first = farm.run(path, quiet=True)

@@ -241,12 +241,13 @@ def test_the_simulator_s_and_the_judges_calls_are_chat_spans_and_a_judge_s_score
 
 
 def test_a_slow_collector_never_holds_the_run_up_what_does_not_fit_is_counted_and_said_once():
-    """The writer only queues: with a collector that does not answer, 50 results are written at
-    once, the queue of 5 keeps what fits, and the end of the run waits no longer than it said."""
+    """The writer only queues: with a collector that does not answer, 60 results of 20 kB are
+    written at once, the queue of 5 (and the pipe to the export process) keeps what fits, and the
+    end of the run waits no longer than it said."""
     import io
     import time
 
-    from farm.results import CaseResult, Status
+    from farm.results import CaseResult, Status, TurnResult
     from farm.traces.export import OTLPExport
 
     release = threading.Event()
@@ -264,17 +265,35 @@ def test_a_slow_collector_never_holds_the_run_up_what_does_not_fit_is_counted_an
     server = ThreadingHTTPServer(("127.0.0.1", 0), Stuck)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     warned = io.StringIO()
-    export = OTLPExport(f"http://127.0.0.1:{server.server_address[1]}", "run-1", warn=warned, queue_cases=5, close_wait=0.5)
+    export = OTLPExport(f"http://127.0.0.1:{server.server_address[1]}", "run-1", warn=warned, queue_cases=5, close_wait=3.0)
     try:
         started = time.monotonic()
-        for n in range(50):
-            export.write(CaseResult(id=f"c{n}", status=Status.PASSED, started_at=time.time()))
+        for n in range(60):
+            export.write(CaseResult(id=f"c{n}", status=Status.PASSED, started_at=time.time(), turns=[TurnResult(turn=1, output="x" * 20_000)]))
         assert time.monotonic() - started < 1.0  # never blocked on the collector
         export.close()
+        assert time.monotonic() - started < 6.0  # the run's end waited its 3 s, not the collector
     finally:
         release.set()
         server.shutdown()
         server.server_close()
     (line,) = warned.getvalue().splitlines()
-    assert export.overflow >= 40 and export.dropped == 50
-    assert line == f"warning: --otlp {export.endpoint}: 50 of 50 case runs were not delivered ({export.overflow} found the queue full; not sent within 0.5 s of the run's end)"
+    assert export.overflow >= 30 and export.dropped == 60 and export.sent == 0
+    assert line == f"warning: --otlp {export.endpoint}: 60 of 60 case runs were not delivered ({export.overflow} found the queue full; not sent within 3 s of the run's end)"
+
+
+def test_more_spans_than_one_batch_all_arrive(collector: Collector):
+    """Batches of 512 spans: 400 case runs of two turns (1200 spans, 800 evaluation records) all reach the collector."""
+    import time
+
+    from farm.results import AssertionResult, CaseResult, Status, TurnResult
+    from farm.traces.export import OTLPExport
+
+    export = OTLPExport(collector.url, "run-1")
+    for n in range(400):
+        turns = [TurnResult(turn=t, output="ok", started_at=time.time(), assertions=[AssertionResult(type="contains", passed=True)]) for t in (1, 2)]
+        export.write(CaseResult(id=f"c{n}", status=Status.PASSED, started_at=time.time(), turns=turns, source="s.jsonl:1"))
+    export.close()
+    assert (export.sent, export.dropped) == (400, 0)
+    assert (len(collector.spans), len(collector.logs)) == (1200, 800)
+    assert len({span.trace_id for span in collector.spans}) == 400

@@ -66,6 +66,7 @@ def test_a_dead_endpoint_stops_the_run_at_once_with_one_sentence(project: tuple[
     said = [line for line in result.output.splitlines() if "cannot be reached" in line]
     assert len(said) == 1 and said[0].startswith(SENTENCE.format(port=port)), result.output
     assert "ERROR" not in result.output  # not one line per case
+    assert "Total" not in result.output and "Gate:" not in result.output  # nor totals of a run that never began
     assert took < 20, f"{took:.1f} s: the cases spent their retries"  # each case alone: 6 requests over ~10 s
     (run_dir,) = (folder / "results").iterdir()
     info = json.loads((run_dir / "run.json").read_text())

@@ -408,14 +408,14 @@ def test_stability_for_repeated_runs(console: Console) -> None:
     summary.add(CaseResult(id="R5", status=Status.SKIPPED))
 
     stats = summary.stability()
-    assert set(stats) == {"R1", "R2", "R3", "R4"}  # skipped runs are not counted
-    r1 = stats["R1"]
+    assert set(stats) == {("", "R1"), ("", "R2"), ("", "R3"), ("", "R4")}  # skipped runs are not counted
+    r1 = stats["", "R1"]
     assert (r1.runs, r1.passes, r1.pass_rate) == (5, 4, 0.8)
     assert r1.stability_class == "mostly_stable"
     assert r1.pass_at_k == 1.0
-    assert stats["R2"].stability_class == "stable"
-    assert stats["R3"].stability_class == "highly_unstable" and stats["R3"].pass_at_k == 1.0
-    assert stats["R4"].pass_at_k == 0.0
+    assert stats["", "R2"].stability_class == "stable"
+    assert stats["", "R3"].stability_class == "highly_unstable" and stats["", "R3"].pass_at_k == 1.0
+    assert stats["", "R4"].pass_at_k == 0.0
 
     ConsoleReporter(console).summary(summary)
     text = text_of(console)
@@ -430,7 +430,7 @@ def test_stability_class_thresholds() -> None:
     for case_id, passes, runs in (("a", 1, 2), ("b", 4, 10), ("c", 8, 10), ("d", 10, 10), ("e", 0, 3)):
         for index in range(runs):
             summary.add(CaseResult(id=case_id, status=Status.PASSED if index < passes else Status.FAILED))
-    classes = {case_id: stat.stability_class for case_id, stat in summary.stability().items()}
+    classes = {case_id: stat.stability_class for (_, case_id), stat in summary.stability().items()}
     assert classes == {"a": "unstable", "b": "highly_unstable", "c": "mostly_stable", "d": "stable", "e": "consistently_failing"}
 
 
@@ -463,7 +463,7 @@ def test_summary_keeps_no_results() -> None:
     for index in range(1000):
         summary.add(passed_case().model_copy(update={"run_index": index}))
     assert len(summary.tallies) == 1
-    assert summary.tallies[(passed_case().agent or "", "T001")].runs == 1000
+    assert summary.tallies[(passed_case().agent or "", passed_case().suite, "T001")].runs == 1000
     assert not any(isinstance(value, (list, CaseResult)) for value in vars(summary).values())
 
 
@@ -608,3 +608,34 @@ def test_a_cost_below_a_cent_keeps_its_significant_digits(console: Console) -> N
     summary.add(passed_case().model_copy(update={"cost_usd": 0.000085, "role_cost_usd": 0.0000123}))
     ConsoleReporter(console).summary(summary)
     assert "  Cost: $0.000085 agent under test, $0.000012 simulator, judge and generator" in lines_of(text_of(console))
+
+
+def test_the_stability_table_names_each_cases_suite_when_the_run_has_several(console: Console) -> None:
+    summary = Summary()
+    for source, status in (("suites/a.jsonl:1", Status.PASSED), ("suites/b.jsonl:1", Status.FAILED)):
+        for index in range(2):
+            summary.add(CaseResult(id="greet", status=status, run_index=index, source=source))
+    ConsoleReporter(console).summary(summary)
+    text = text_of(console)
+    rows = [line for line in lines_of(text) if line.startswith("│") and "greet" in line]
+    assert len(rows) == 2 and "suites/b.jsonl" in rows[0] and "0%" in rows[0] and "suites/a.jsonl" in rows[1] and "100%" in rows[1]
+    assert "Suite" in text and "pass@k (k = runs; passed in at least one of its k tries): 1/2 cases" in text
+
+
+def test_the_stability_table_of_one_suite_has_no_suite_column(console: Console) -> None:
+    summary = Summary()
+    for index in range(2):
+        summary.add(CaseResult(id="greet", status=Status.PASSED, run_index=index, source="suites/a.jsonl:1"))
+    ConsoleReporter(console).summary(summary)
+    assert "suites/a.jsonl" not in text_of(console) and "Suite" not in text_of(console)
+
+
+def test_an_errored_dynamic_case_shows_its_cause_before_its_checkpoints(console: Console) -> None:
+    errored = dynamic_case().model_copy(update={"status": Status.ERROR, "error": "simulator error: the simulator's answer holds no JSON", "error_role": "simulator"})
+    ConsoleReporter(console).case(errored)
+    lines = lines_of(text_of(console))
+    result = next(i for i, line in enumerate(lines) if "Result: ERROR" in line)
+    checkpoints = lines.index("  └─ Checkpoints: 1/2 required reached")
+    assert result < checkpoints
+    assert "simulator error: the simulator's answer holds no JSON" in lines[result]
+    assert sum("Result:" in line for line in lines) == 1

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from farm._run.gating import gate_lines
 from farm.errors import UsageError
 from farm.gate import Baseline, CaseTally, check_min_pass_rate, compare, find_baseline, judge, tally
 from farm.reports.markdown import FAILING_ROWS, gate_markdown
+from farm.results._folder import finished_keys
 from farm.writers import RunInfo, write_run_json
-from farm.writers.jsonl import drop_broken, finished_keys
+from farm.writers.jsonl import drop_broken
 
 
 def rows(agent: str, case_id: str, *statuses: str, role: str | None = None) -> list[tuple[str, str, str, str | None]]:
@@ -23,7 +25,7 @@ def test_a_roles_error_fails_the_gate_but_is_not_one_of_the_agents_tries():
     tallies = tally(
         [*rows("a", "c1", "passed", "passed", "error", role="simulator"), *rows("a", "c2", "error", role="validator")]
     )
-    c1, c2 = tallies["a"]["c1"], tallies["a"]["c2"]
+    c1, c2 = tallies["a"]["", "c1"], tallies["a"]["", "c2"]
     assert (c1.passes, c1.tries, c1.broken) == (2, 2, 1) and not c1.passes_gate(0.5)
     assert (c2.tries, c2.broken) == (0, 1) and not c2.passes_gate(0.5)
     before = Baseline(Path("b"), "run-b", tally(rows("a", "c2", "passed")), Path("now"))
@@ -41,9 +43,9 @@ def test_a_case_passes_its_gate_with_at_least_that_share_of_its_tries():
 
 def test_tallies_leave_skipped_tries_out_and_count_errors():
     tallies = tally([*rows("a", "c1", "passed", "skipped", "failed"), *rows("a", "c2", "skipped"), *rows("b", "c1", "timeout")])
-    assert tallies["a"]["c1"] == CaseTally(passes=1, tries=2, broken=0)
-    assert "c2" not in tallies["a"]
-    assert tallies["b"]["c1"] == CaseTally(passes=0, tries=1, broken=1)
+    assert tallies["a"]["", "c1"] == CaseTally(passes=1, tries=2, broken=0)
+    assert ("", "c2") not in tallies["a"]
+    assert tallies["b"]["", "c1"] == CaseTally(passes=0, tries=1, broken=1)
 
 
 def test_the_verdict_and_its_sentence():
@@ -174,10 +176,41 @@ def test_the_markdown_summary_has_the_verdict_a_row_per_agent_and_the_failing_ca
 
 def test_the_markdown_summary_lists_a_case_whose_only_tries_were_a_roles_errors():
     tallies = tally([*rows("a", "sim-broke", "error", "error", role="simulator"), *rows("a", "bad", "failed")])
-    assert tallies["a"]["sim-broke"].tries == 0  # a role's error is no try of the agent's
+    assert tallies["a"]["", "sim-broke"].tries == 0  # a role's error is no try of the agent's
     lines = gate_markdown(RunInfo(run_id="r9"), judge(tallies, 1.0), tallies).splitlines()
     assert "### Cases that failed their gate (2)" in lines
     assert [line.split(" | ")[1] for line in lines if line.startswith("| a | ")][-2:] == ["bad", "sim-broke"]
+
+
+def in_suite(suite: str, agent: str, case_id: str, *statuses: str) -> list[tuple[str, str, str, None, str]]:
+    """Case runs of ``case_id`` read from the suite file ``suite`` (their ``source``, a line of it)."""
+    return [(agent, case_id, status, None, f"{suite}:1") for status in statuses]
+
+
+def test_two_suites_case_of_one_id_are_two_cases_each_with_its_gate():
+    tallies = tally([*in_suite("a.jsonl", "x", "greet", "passed", "passed"), *in_suite("b.jsonl", "x", "greet", "failed", "failed")])
+    assert tallies["x"] == {("a.jsonl", "greet"): CaseTally(2, 2, source="a.jsonl:1"), ("b.jsonl", "greet"): CaseTally(0, 2, source="b.jsonl:1")}
+    gate = judge(tallies, 1.0)
+    assert (gate.verdict, gate.cases, gate.below) == ("failed", 2, 1)
+    lines = [str(line) for line in gate_lines(gate, tallies)]
+    assert lines == ["  greet (b.jsonl): below the 1 gate: 0 of 2", f"Gate: {gate.sentence}"]  # b's, not a's nor both
+    failing = gate_markdown(RunInfo(run_id="r1"), gate, tallies).splitlines()
+    assert "### Cases that failed their gate (1)" in failing and "| x | greet (b.jsonl) | 0 of 2 | 0 |" in failing
+
+
+def test_a_case_failing_its_gate_in_one_suite_is_not_passed_by_another_suites_case_of_its_id():
+    # 3 passes of 4 would meet a 0.7 gate; b's greet alone, 1 of 2, does not
+    tallies = tally([*in_suite("a.jsonl", "x", "greet", "passed", "passed"), *in_suite("b.jsonl", "x", "greet", "passed", "failed")])
+    gate = judge(tallies, 0.7)
+    assert (gate.verdict, gate.cases, gate.below, gate.flaky) == ("failed", 2, 1, 0)
+    # and a flaky case is flaky in its own suite: 2 of 4 would be one flaky case passing a 0.5 gate
+    flaky = tally([*in_suite("a.jsonl", "x", "greet", "failed", "failed"), *in_suite("b.jsonl", "x", "greet", "passed", "passed")])
+    assert (judge(flaky, 0.5).verdict, judge(flaky, 0.5).flaky) == ("failed", 0)
+
+
+def test_a_run_of_one_suite_names_its_cases_by_id_alone():
+    tallies = tally(in_suite("a.jsonl", "x", "greet", "passed", "failed"))
+    assert [str(line) for line in gate_lines(judge(tallies, 1.0), tallies)][0] == "  greet: below the 1 gate: 1 of 2"
 
 
 def test_retry_errors_drops_the_errors_and_timeouts_from_the_jsonl(tmp_path: Path):

@@ -435,6 +435,24 @@ def test_html_holds_the_numbers_in_elements_with_ids(tmp_path: Path):
     assert "<script>" in text and 'id="filter-failed"' in text
 
 
+def test_html_names_each_cases_suite_when_the_run_has_several(tmp_path: Path):
+    several, one = tmp_path / "several.html", tmp_path / "one.html"
+    writer = HTMLWriter(several, "run-s")
+    for source, status in (("suites/a.jsonl:1", Status.PASSED), ("suites/b.jsonl:1", Status.FAILED)):
+        writer.write(case_result("greet", status, source=source))
+    writer.close()
+    text = several.read_text(encoding="utf-8")
+    assert [(case["data-case-id"], case["data-suite"]) for case in parse_html(text).cases] == [
+        ("greet", "suites/a.jsonl"), ("greet", "suites/b.jsonl"),
+    ]  # fmt: skip
+    assert '<span class="suite">suites/b.jsonl</span><code>greet</code>' in text
+    assert "span.suite { display: inline;" in text  # two greet told apart on the page
+    writer = HTMLWriter(one, "run-o")
+    writer.write(case_result("greet", Status.PASSED, source="suites/a.jsonl:1"))
+    writer.close()
+    assert "span.suite { display: inline;" not in one.read_text(encoding="utf-8")
+
+
 def test_html_latency_histogram_counts_turns_per_bucket(tmp_path: Path):
     path = tmp_path / "report.html"
     writer = HTMLWriter(path, "r")
@@ -741,6 +759,17 @@ def test_cases_with_the_same_id_in_different_suites_are_kept_apart(tmp_path: Pat
     assert "0 passed -> failed" in invoke("report", str(root)).output  # one case regressing while another fixed itself, before
 
 
+def test_an_assertion_failing_in_two_suites_case_of_one_id_failed_in_two_cases(tmp_path: Path):
+    with ParquetWriter(tmp_path / "run") as writer:
+        for suite in ("billing.jsonl", "refunds.jsonl"):
+            for index in range(2):
+                one = result("greet", Status.FAILED, "run", run_index=index)
+                one.source = f"suites/{suite}:1"
+                writer.write(one)
+    (top,) = analyse([tmp_path / "run"]).failed_assertions
+    assert (top.count, top.cases) == (4, 2)  # 4 failures, in two cases named greet: not one
+
+
 def test_a_damaged_run_is_reported_as_far_as_it_reads_and_its_problems_are_notes(results_dir: Path):
     (results_dir / "run-a" / "run.json").write_text(json.dumps({"run_id": "run-a", "started_at": "noon", "runs": float("nan")}))
     turns = results_dir / "run-b" / "turns.parquet"
@@ -756,3 +785,28 @@ def test_a_damaged_run_is_reported_as_far_as_it_reads_and_its_problems_are_notes
     cases.write_bytes(b"")
     with pytest.raises(UsageError, match="no case results in .*run-c.* cannot be read"):
         analyse([results_dir / "run-c"])  # the run named has no case that can be read: no report, never an empty one
+
+
+# --- the trend: the pass rate per agent per run ------------------------------------------
+
+
+def test_the_trend_of_a_results_folder_is_each_agents_pass_rate_per_run_oldest_first(tmp_path: Path):
+    from tests.farm.test_read_runs import write_run
+
+    results = tmp_path / "results"
+    write_run(results / "b-run", "b-run", {"bot": [True, False], "other": [False, False]}, started=1.7e9 + 60, verdict="failed")
+    write_run(results / "a-run", "a-run", {"bot": [True, True], "other": [True, False]}, started=1.7e9 + 120)
+    write_run(results / "c-run", "c-run", {"bot": [False, False], "other": [True, True]}, started=1.7e9)
+    report = analyse([results])
+    assert [(point.run_id, point.agent, point.pass_rate, point.verdict) for point in report.trend] == [
+        ("c-run", "bot", 0.0, "passed"), ("c-run", "other", 1.0, "passed"),
+        ("b-run", "bot", 0.5, "failed"), ("b-run", "other", 0.0, "failed"),
+        ("a-run", "bot", 1.0, "passed"), ("a-run", "other", 0.5, "passed"),
+    ]  # fmt: skip
+    assert [run.run_id for run in report.runs] == ["c-run", "b-run", "a-run"]  # the same order as the runs table
+    out = invoke("report", str(results))
+    assert "Pass rate trend" in out.output
+    section = out.output.split("Pass rate trend")[1].split("Summary")[0]
+    rows = {line.split()[0]: line.split()[1:] for line in section.splitlines() if line.strip().startswith(("bot ", "other "))}
+    assert rows["bot"][-3:] == ["0.0%", "50.0%", "100.0%"] and rows["other"][-3:] == ["100.0%", "0.0%", "50.0%"]
+    assert json.loads(invoke("report", str(results), "--json").output)["trend"][0]["run_id"] == "c-run"

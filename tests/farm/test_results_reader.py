@@ -158,8 +158,8 @@ def test_farm_results_exports_its_records_and_the_reader():
     assert {"CASE_RUN_KEY", "CaseResult", "RunRecord", "list_runs", "read_run"} <= set(farm.results.__all__)
     for name in farm.results.__all__:
         assert getattr(farm.results, name) is not None, name
-    with pytest.raises(AttributeError, match="no attribute 'read_runs'"):
-        farm.results.read_runs  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'read_many'"):
+        farm.results.read_many  # noqa: B018
 
 
 # -- the suite of a case: what pairs it across runs -------------------------------------------------

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from farm.engines import Job, JobKey, Scheduler, StopReason, Worker
+from farm.engines import Job, Scheduler, StopReason, Worker
 from farm.loaded import LoadedCase
-from farm.results import CaseResult, Status
+from farm.results import CaseResult, CaseRunKey, Status
 
 
 def cases(n, prefix="case"):
@@ -54,8 +54,8 @@ def test_jobs_start_in_the_suite_order_case_by_case_across_agents_and_runs():
     s.add(cases(2))
     order = [job.key for _, job in s.assign()]
     assert order == [
-        JobKey("suite.jsonl", "case-0", 0, "A"), JobKey("suite.jsonl", "case-0", 0, "B"), JobKey("suite.jsonl", "case-1", 0, "A"), JobKey("suite.jsonl", "case-1", 0, "B"),
-        JobKey("suite.jsonl", "case-0", 1, "A"), JobKey("suite.jsonl", "case-0", 1, "B"), JobKey("suite.jsonl", "case-1", 1, "A"), JobKey("suite.jsonl", "case-1", 1, "B"),
+        CaseRunKey("suite.jsonl", "case-0", 0, "A"), CaseRunKey("suite.jsonl", "case-0", 0, "B"), CaseRunKey("suite.jsonl", "case-1", 0, "A"), CaseRunKey("suite.jsonl", "case-1", 0, "B"),
+        CaseRunKey("suite.jsonl", "case-0", 1, "A"), CaseRunKey("suite.jsonl", "case-0", 1, "B"), CaseRunKey("suite.jsonl", "case-1", 1, "A"), CaseRunKey("suite.jsonl", "case-1", 1, "B"),
     ]
 
 
@@ -104,11 +104,11 @@ def test_a_case_id_in_two_suites_is_two_cases_and_each_resumes_on_its_own():
     s.add(greet)
     s.close()
     jobs = [job for _, job in s.assign()]
-    assert [job.key for job in jobs] == [JobKey("a.jsonl", "greet", 0, ""), JobKey("b.jsonl", "greet", 0, ""), JobKey("a.jsonl", "greet", 1, ""), JobKey("b.jsonl", "greet", 1, "")]
+    assert [job.key for job in jobs] == [CaseRunKey("a.jsonl", "greet", 0, ""), CaseRunKey("b.jsonl", "greet", 0, ""), CaseRunKey("a.jsonl", "greet", 1, ""), CaseRunKey("b.jsonl", "greet", 1, "")]
     assert [r.suite for job in jobs for r in s.finished(job, result(job))] == ["a.jsonl", "b.jsonl", "a.jsonl", "b.jsonl"]  # neither is taken for the other
     resumed = scheduler(slots=10, runs=2, finished_before=[("a.jsonl", "greet", 0, ""), ("b.jsonl", "greet", 1, "")])
     resumed.add(greet)
-    assert [job.key for _, job in resumed.assign()] == [JobKey("b.jsonl", "greet", 0, ""), JobKey("a.jsonl", "greet", 1, "")]
+    assert [job.key for _, job in resumed.assign()] == [CaseRunKey("b.jsonl", "greet", 0, ""), CaseRunKey("a.jsonl", "greet", 1, "")]
 
 
 def test_adaptive_repeats_count_the_tries_of_each_suite_s_case_apart():
@@ -123,7 +123,7 @@ def test_adaptive_repeats_count_the_tries_of_each_suite_s_case_apart():
 def test_jobs_finished_before_a_resume_are_not_queued():
     s = scheduler(slots=10, agents=["A", "B"], finished_before=[("suite.jsonl", "case-0", 0, "A")])
     s.add(cases(1))
-    assert [j.key for _, j in s.assign()] == [JobKey("suite.jsonl", "case-0", 0, "B")]
+    assert [j.key for _, j in s.assign()] == [CaseRunKey("suite.jsonl", "case-0", 0, "B")]
 
 
 def test_lost_job_is_requeued_first_with_the_next_attempt():
@@ -267,7 +267,7 @@ def test_a_dropped_job_frees_its_slot_and_is_never_reported():
     ((_, job),) = s.assign()
     s.stop()
     s.dropped(job)
-    assert s.done and s.load["a"] == 0 and JobKey("suite.jsonl", "case-0", 0, "") not in s.reported
+    assert s.done and s.load["a"] == 0 and CaseRunKey("suite.jsonl", "case-0", 0, "") not in s.reported
 
 
 def test_a_job_its_worker_was_not_ready_for_runs_again_first_without_spending_an_attempt():

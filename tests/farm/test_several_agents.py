@@ -53,7 +53,7 @@ def test_summary_counts_each_agent_and_keeps_their_cases_apart():
     assert list(summary.agents) == ["v1", "v2"] and summary.several_agents
     assert summary.agents["v1"].count_dict()["passed"] == 2 and summary.agents["v2"].count_dict()["failed"] == 1
     assert summary.agents["v2"].pass_rate == 0.5 and summary.agents["v2"].cost_usd == 0.004
-    assert summary.stability("v2")["greet"].passes == 0 and summary.stability("v1")["greet"].passes == 1
+    assert summary.stability("v2")["", "greet"].passes == 0 and summary.stability("v1")["", "greet"].passes == 1
     assert summary.exit_code == 1  # over all rows
 
 

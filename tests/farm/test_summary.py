@@ -27,7 +27,7 @@ def test_a_roles_error_is_left_out_of_the_agents_figures_but_fails_the_run() -> 
     assert summary.pass_rate == 0.5  # c passed, d (the agent's own error) did not; the role errors are not counted
     assert summary.agents[""].pass_rate == 0.5 and summary.exit_code == 1
     stability = summary.stability()
-    assert (stability["c"].runs, stability["c"].passes) == (1, 1) and "e" not in stability  # e was never judged
+    assert (stability["", "c"].runs, stability["", "c"].passes) == (1, 1) and ("", "e") not in stability  # e was never judged
 
 
 def test_span_runs_from_the_first_start_to_the_last_end() -> None:
@@ -85,3 +85,18 @@ def test_stability_counts_list_every_class_best_first_and_leave_skip_only_cases_
         StabilityClass.HIGHLY_UNSTABLE: 0,
         StabilityClass.CONSISTENTLY_FAILING: 1,
     }
+
+
+def test_two_suites_case_of_one_id_are_tallied_apart_and_a_resumes_other_path_is_one_suite() -> None:
+    summary = Summary()
+    for source, status in (("a.jsonl:1", Status.PASSED), ("b.jsonl:1", Status.FAILED), ("a.jsonl:1", Status.PASSED), ("b.jsonl:1", Status.FAILED)):
+        summary.add(CaseResult(id="greet", status=status, source=source))
+    stability = summary.stability()
+    assert {key: (stat.passes, stat.runs) for key, stat in stability.items()} == {("a.jsonl", "greet"): (2, 2), ("b.jsonl", "greet"): (0, 2)}
+    assert summary.several_suites
+    # a resume from another folder reads a.jsonl by its absolute path: the same suite, the same case
+    summary.add(CaseResult(id="greet", status=Status.PASSED, source="/project/a.jsonl:1"))
+    assert summary.stability()["a.jsonl", "greet"].runs == 3 and len(summary.tallies) == 2
+    one = Summary()
+    one.add(CaseResult(id="greet", status=Status.PASSED, source="a.jsonl:1"))
+    assert not one.several_suites

@@ -25,6 +25,7 @@ from farm.results import (
     ToolCallRecord,
     TurnResult,
 )
+from farm.results._folder import finished_keys
 from farm.writers import (
     ASSERTIONS_SCHEMA,
     CASES_SCHEMA,
@@ -34,7 +35,6 @@ from farm.writers import (
     ParquetWriter,
     ResultWriter,
     consolidate,
-    finished_keys,
     read_jsonl_results,
     read_run_json,
     rows_from_result,
@@ -178,7 +178,7 @@ def test_exports_are_what_is_meant():
     assert sorted(writers.__all__) == sorted(
         [
             "ASSERTIONS_SCHEMA", "CASES_SCHEMA", "RUN_JSON", "SPANS_SCHEMA", "TURNS_SCHEMA", "JSONLWriter", "MultiWriter",
-            "ParquetWriter", "ResultWriter", "RunInfo", "consolidate", "finished_keys", "read_jsonl_results",
+            "ParquetWriter", "ResultWriter", "RunInfo", "consolidate", "read_jsonl_results",
             "read_run_json", "rows_from_result", "write_run_json",
         ]
     )
@@ -251,7 +251,7 @@ def test_docs_results_md_is_current():
         f"{schema_doc.DOC} does not match farm/writers/rows.py; regenerate it from the repository root with: "
         f"{schema_doc.COMMAND}"
     )
-    assert "read_parquet('farm-results/*/cases.parquet')" in text
+    assert "read_parquet('farm-results/*/cases.parquet', union_by_name = true)" in text and "read_runs(\"farm-results\")" in text
 
 
 def test_schema_doc_check_reports_a_stale_page(tmp_path, capsys):
