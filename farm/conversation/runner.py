@@ -231,7 +231,7 @@ class _Conversation:
             turn.error = f"agent error: {exc}"
             raise _Stop(Status.ERROR, str(exc), ended_by="unreachable") from None
         except AgentError as exc:
-            turn.error = f"agent error: {exc}"
+            turn.error, turn.traceback = f"agent error: {exc}", exc.traceback
             raise _Stop(Status.ERROR, f"turn {turn.turn}: {turn.error}", ended_by="agent") from None
         finally:
             queued = wait.seconds if wait is not None else 0.0
