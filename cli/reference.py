@@ -134,12 +134,17 @@ def assertion_types_table() -> str:
     from farm.assertions.registry import checkers, fields_of
 
     lines = ["| type | key | meaning |", "|---|---|---|"]
-    for name, checker in checkers().items():
+    for name, checker in sorted(checkers().items(), key=lambda item: _where(item[1])):
         summary = _markdown(_first_paragraph(inspect.getdoc(checker) or ""))
         lines.append(f"| [`{name}`](#{name}) | | {summary} |")
         for key, meaning in fields_of(name).items():
             lines.append(f"| | `{key}` | {_markdown(meaning)} |")
     return "\n".join(lines) + "\n"
+
+
+def _where(checker: Any) -> tuple[str, int]:
+    """Where a checker is written: the table's order, whichever module registered first."""
+    return checker.__module__, checker.__code__.co_firstlineno
 
 
 def _first_paragraph(text: str) -> str:

@@ -338,7 +338,7 @@ class Turn(BaseModel):
 
 
 class TestCase(BaseModel):
-    """One test case, as loaded from a suite (SPEC 3.2)."""
+    """One test case, as loaded from a suite (docs/reference/cases.md)."""
 
     __test__ = False  # not a pytest class
     model_config = ConfigDict(extra="forbid")
@@ -469,7 +469,7 @@ class TestCase(BaseModel):
 
     @property
     def resolved_mode(self) -> Mode:
-        """The mode the fields select (SPEC 3.1); raises :class:`CaseRuleError`."""
+        """The mode the fields select (docs/reference/cases.md); raises :class:`CaseRuleError`."""
         has_turns = self.turns is not None
         has_dynamic = not has_turns and self.checkpoints is not None  # no simulator: the default one
         if has_turns and self.checkpoints is not None:
@@ -514,7 +514,7 @@ class TestCase(BaseModel):
         return out
 
     def check_rules(self, known_types: set[str]) -> None:
-        """Rules that a schema cannot state (SPEC 3.1, 3.6); raises :class:`CaseRuleError` with
+        """Rules that a schema cannot state; raises :class:`CaseRuleError` with
         the first problem (:func:`farm.suite.validation.rule_problems` lists them all)."""
         from farm.suite.validation import rule_problems
 

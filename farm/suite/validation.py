@@ -1,4 +1,4 @@
-"""Deep checks of a suite: everything that can be known wrong before any agent is called (SPEC 2).
+"""Deep checks of a suite: everything that can be known wrong before any agent is called.
 
 Two layers, each a plain function (a third, the checks of a loaded suite against the config,
 is :mod:`farm.suite.checks`):
@@ -281,7 +281,7 @@ def without_failing_fields(data: dict[str, Any], exc: ValidationError) -> dict[s
 
 
 def rule_problems(case: TestCase, known_types: set[str], modes: bool = True, assertions: list[tuple[str, AssertionSpec]] | None = None) -> list[str]:
-    """What the case model cannot state (SPEC 3.1, 3.6), every problem of it: unknown assertion
+    """What the case model cannot state (docs/reference/cases.md, docs/reference/assertions.md), every problem of it: unknown assertion
     types, then (``modes``) the fields the case's mode needs and its checkpoint ids.
     ``assertions``: :func:`every_assertion` of the case, when the caller has it already."""
     out = []
