@@ -34,8 +34,10 @@ __all__ = [
     "Outcome",
     "Subject",
     "assertion",
+    "checkers",
     "describe",
     "evaluate",
+    "fields_of",
     "known_types",
     "truncate",
 ]
@@ -113,24 +115,36 @@ Describer = Callable[[Any], "str | None"]
 
 _REGISTRY: dict[str, Checker] = {}
 _DESCRIBERS: dict[str, Describer] = {}
+_FIELDS: dict[str, dict[str, str]] = {}
 
 
-def assertion(name: str, describe: Describer | None = None) -> Callable[[Checker], Checker]:
+def assertion(name: str, describe: Describer | None = None, fields: dict[str, str] | None = None) -> Callable[[Checker], Checker]:
     """Register ``fn`` as the checker of assertion type ``name``.
 
     ``describe``, if given, writes the one-line form of what the assertion checks
     (see :func:`describe`); without it the type reads as ``name <expected as JSON>``.
+    ``fields``: the keys the type reads besides those every assertion has (``type``,
+    ``negate``, ``message``, ``options``), each with what it means; ``farm validate``
+    calls any other key unknown, and docs/reference/assertions.md lists them.
     """
 
     def register(fn: Checker) -> Checker:
         if name in _REGISTRY:
             raise ValueError(f"assertion type '{name}' is registered twice")
         _REGISTRY[name] = fn
+        _FIELDS[name] = dict(fields or {})
         if describe is not None:
             _DESCRIBERS[name] = describe
         return fn
 
     return register
+
+
+def fields_of(type_name: str) -> dict[str, str]:
+    """The keys assertion type ``type_name`` reads besides the common ones, each with its meaning
+    (see :func:`assertion`); raises KeyError for an unknown type."""
+    _register_builtin()
+    return dict(_FIELDS[type_name])
 
 
 def describe(type_name: str, expected: Any) -> str:
@@ -148,7 +162,14 @@ def describe(type_name: str, expected: Any) -> str:
     return type_name if expected is None else f"{type_name} {json_text(expected)}"
 
 
+def checkers() -> dict[str, Checker]:
+    """Every registered assertion type's checker, in the order they were registered."""
+    _register_builtin()
+    return dict(_REGISTRY)
+
+
 def known_types() -> set[str]:
+    """Every registered assertion type's name."""
     _register_builtin()
     return set(_REGISTRY)
 

@@ -1,6 +1,6 @@
 """Result records: what a run produces, one :class:`CaseResult` per case run.
 
-These are the JSONL lines (SPEC section 7, the seed's "JSONL Output" shape)
+These are the JSONL lines (docs/reference/outputs.md, the seed's "JSONL Output" shape)
 and the source of the Parquet tables, whose rows :mod:`farm.writers.rows`
 defines. ``SCHEMA_VERSION`` changes whenever a field changes meaning or type.
 """

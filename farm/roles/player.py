@@ -1,4 +1,4 @@
-"""Agent-driven roles (SPEC section 5): simulator, validator, generator, reporter.
+"""Agent-driven roles (docs/reference/roles.md): simulator, validator, generator, reporter.
 
 A role is played by any agent (an LLM on a connector with the built-in prompt,
 or the user's own openai/http/python agent). This module builds each role's
