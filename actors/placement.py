@@ -1,5 +1,5 @@
 """Placement: which session actors a run starts, with what resources, on which nodes, serving
-which agents (SPEC section 4, "Resources").
+which agents (docs/reference/config.md, ``resources``).
 
 Two kinds of session actor:
 

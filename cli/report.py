@@ -1,4 +1,4 @@
-"""``farm report [PATH...]``: analyse one or many runs' results (SPEC sections 2 and 7);
+"""``farm report [PATH...]``: analyse one or many runs' results (docs/reference/cli.md);
 with no path, every run under ``[farm].results_dir``."""
 
 from __future__ import annotations

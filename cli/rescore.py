@@ -1,5 +1,5 @@
 """``farm rescore``: re-evaluate a suite's assertions against the conversations a run recorded
-(SPEC section 2). Parses the options and calls :func:`farm.rescore`."""
+(docs/reference/cli.md). Parses the options and calls :func:`farm.rescore`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``farm test``: run a suite against an agent (SPEC section 2). Parses the options and calls :func:`farm.run`."""
+"""``farm test``: run a suite against an agent (docs/reference/cli.md). Parses the options and calls :func:`farm.run`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``farm view [RESULTS_DIR]``: browse, search and compare runs in a local web app (SPEC section 2)."""
+"""``farm view [RESULTS_DIR]``: browse, search and compare runs in a local web app (docs/reference/cli.md)."""
 
 from __future__ import annotations
 

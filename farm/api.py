@@ -87,7 +87,7 @@ def run(
     name: str | Sequence[str] | None = None,
     json: bool | None = None,
 ) -> RunResult:
-    """Run a suite against an agent; the options are ``farm test``'s (SPEC section 2). One left at
+    """Run a suite against an agent; the options are ``farm test``'s (docs/reference/cli.md). One left at
     None takes the resumed run's value, else ``[farm]``'s, else its default, as
     :data:`farm._run.request.OPTIONS` says for each (the keywords: :data:`RUN_KEYWORDS`)."""
     given = dict(locals())  # first: every keyword, and nothing else

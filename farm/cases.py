@@ -1,4 +1,8 @@
-"""Test-case models: what a user writes in a suite (SPEC section 3).
+"""Test-case models: what a user writes in a suite (docs/reference/cases.md).
+
+The docstring under each field is its entry in docs/reference/cases.md
+(``python -m farm.cli.reference`` writes the tables from them); ``other_spellings``
+lists the keys a model also accepts for one of its fields.
 
 Both spellings of the seed design and of its Go implementation are accepted
 (``assertions``/``assert``, ``assertion``/``assert``, ``name``/``value`` for
@@ -9,7 +13,7 @@ that nothing downstream needs to know there were two.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -36,6 +40,8 @@ class CaseRuleError(FarmError, ValueError):
 
 
 class Mode(StrEnum):
+    """How a case runs: chosen by its fields (:attr:`TestCase.resolved_mode`)."""
+
     SINGLE = "single"
     STATIC = "static"
     DYNAMIC = "dynamic"
@@ -47,10 +53,18 @@ class Options(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     skip: dict[str, Any] | bool | None = None
+    """Passed to the agent as it is: ``{"history": true}`` asks it to skip its stored history,
+    ``{"trace": true}`` its tracing (role calls send ``{"history": true}``)."""
     connector: str | None = None
+    """On a case or a turn: passed to the agent. On a ``simulator`` or an ``agent`` assertion: the
+    connector that role call goes through, instead of the role agent's own."""
     search: Any = None
+    """Passed to the agent as it is (the seed's search switch)."""
     mode: str | None = None
+    """Passed to the agent as it is (the agent's own mode, not the case's)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    """Passed to the agent; a turn's keys are merged over the case's. On a ``simulator``: the
+    persona, goal and anything else its prompt reads."""
 
     def merged(self, other: Options | None) -> Options:
         """These options overridden field by field by ``other`` (metadata merged)."""
@@ -93,15 +107,27 @@ class AssertionSpec(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     type: str
+    """The assertion type (docs/reference/assertions.md); without ``type``, an object with a ``value``
+    is ``equals``, and a bare string is a type with no other key."""
     value: Any = None
+    """What is expected; its meaning is the type's."""
     name: Any = None
+    """``tool_called``, ``span_count``, ``span_latency``: the tool or span name."""
     pattern: str | None = None
+    """``regex``: the pattern."""
     path: str | None = None
+    """``json_path``, ``type``: the JSONPath."""
     negate: bool = False
+    """``true``: the assertion passes when its condition does not hold (an error stays an error)."""
     message: str | None = None
+    """The failure message to record instead of the type's own."""
     ignore_case: bool = False
+    """``contains``, ``not_contains``, ``regex``: ignore case."""
     use: str | None = None
+    """``agent``: the validator; ``script``: the function."""
     options: Options | None = None
+    """``agent``: ``options.connector`` picks the validator call's connector and ``options.metadata``
+    reaches the validator; ``script``: passed to the function."""
 
     @model_validator(mode="before")
     @classmethod
@@ -148,13 +174,23 @@ class AssertionSpec(BaseModel):
 
 
 class Checkpoint(BaseModel):
+    """A goal of a dynamic case: reached once its assertion passes after the ids in ``after``."""
+
     model_config = ConfigDict(extra="forbid")
+    other_spellings: ClassVar[dict[str, str]] = {"assert": "Yao's spelling of ``assertion``."}
 
     id: str
+    """Unique within the case; ``after`` and the results name the checkpoint by it."""
     description: str | None = None
+    """What the checkpoint means, for people (recorded with its result)."""
     assertion: AssertionSpec
+    """The assertion checked after each agent reply until it passes: an object or a bare type name.
+    Text assertions look at the reply and the turn's tool results."""
     after: list[str] = Field(default_factory=list)
+    """Ids of checkpoints that must be reached first (one reached earlier in the same turn counts);
+    until then this one is not checked (no judge call is spent on it). A string is one id."""
     required: bool = True
+    """``false``: reaching it is recorded, but the case does not wait for it and does not fail without it."""
 
     @model_validator(mode="before")
     @classmethod
@@ -174,9 +210,18 @@ class SimulatorSpec(BaseModel):
     ``persona`` are ``options.metadata.goal``/``.persona`` (``max_turns`` is the case's)."""
 
     model_config = ConfigDict(extra="forbid")
+    other_spellings: ClassVar[dict[str, str]] = {
+        "goal": "Yao's shorthand for ``options.metadata.goal``: what the simulated user wants done.",
+        "persona": "Yao's shorthand for ``options.metadata.persona``: who the simulated user is.",
+        "max_turns": "Yao's place for the case's ``max_turns`` (the case's own wins when it sets one).",
+    }
 
     use: str | None = None
+    """The simulator agent, ``agents:<id>`` or ``<id>`` (default: ``--simulator``, else
+    ``[farm].simulator``). A bare string as ``simulator`` is this."""
     options: Options = Field(default_factory=Options)
+    """Sent with every simulator call; ``options.metadata`` fills the prompt's ``{goal}``,
+    ``{persona}`` and reaches a simulator service (docs/simulator.md)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -198,8 +243,12 @@ class SimulatorSpec(BaseModel):
 
 
 class Interactive(BaseModel):
+    """``interactive``: how a person answers this case under ``--interactive``."""
+
     enabled: bool = False
+    """Accepted as the seed design writes it; a person answers only when the run says ``--interactive``."""
     timeout: float = 300.0
+    """How long to wait for the person's answer (a duration)."""
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -254,13 +303,23 @@ def _normalise_assertion_keys(data: dict[str, Any], key: str = "assertions") -> 
 
 
 class Turn(BaseModel):
+    """One scripted turn of a static case; a bare string is a turn with that ``input``."""
+
     model_config = ConfigDict(extra="forbid")
+    other_spellings: ClassVar[dict[str, str]] = {"assert": "Yao's spelling of ``assertions``."}
 
     input: Any = None
+    """What the user says: as a case's ``input``. Under ``--interactive``, a person may answer instead
+    when the agent awaits input."""
     assertions: list[AssertionSpec] = Field(default_factory=list)
+    """Checked against this turn's reply; the first that fails fails the case and stops it. An object,
+    an array (all must pass) or a bare type name."""
     options: Options | None = None
+    """Sent with this turn, merged over the case's ``options`` (field by field, ``metadata`` key by key)."""
     attachments: list[Any] = Field(default_factory=list)
+    """Parts added to this turn's message, as the case's ``attachments`` are."""
     timeout: float | None = None
+    """This turn's timeout (a duration; default ``--turn-timeout``)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -279,40 +338,84 @@ class Turn(BaseModel):
 
 
 class TestCase(BaseModel):
-    """One test case, as loaded from a suite (SPEC 3.2)."""
+    """One test case, as loaded from a suite (docs/reference/cases.md)."""
 
     __test__ = False  # not a pytest class
     model_config = ConfigDict(extra="forbid")
+    other_spellings: ClassVar[dict[str, str]] = {"assert": "Yao's spelling of ``assertions``."}
 
     id: str
+    """Unique within its suite (a number is read as its text); results, ``--run`` and golden files name
+    the case by it, with its suite's name when several suites run."""
     name: str | None = None
+    """A title for people (the console, reports); default: the id."""
     mode: Mode | None = None
+    """``single``, ``static`` or ``dynamic``; optional: the fields choose the mode, and a ``mode`` that
+    disagrees with them is an error of the case (``static`` is accepted for a single-turn case)."""
     description: str | None = None
+    """Free text for the suite's readers; not sent to the agent."""
     input: Any = None
+    """Single-turn: what the user says. Dynamic: the first user message (default: the simulator writes
+    it). A string, a message ``{"role", "content"}`` whose content is text or parts (``text``,
+    ``image``, ``file``, ``audio``), or an array of messages (history sent before the agent answers)."""
     turns: list[Turn] | None = None
+    """Static: the scripted turns, played in order (at most 10000)."""
     simulator: SimulatorSpec | None = None
+    """Dynamic (or static, to continue while the agent awaits input after the last turn): the agent
+    that plays the user. A string is its ``use``."""
     checkpoints: list[Checkpoint] | None = None
+    """Dynamic: what the agent must do; the case passes when every required checkpoint is reached."""
     assertions: list[AssertionSpec] = Field(default_factory=list)
+    """Single-turn: checked against the reply. An object, an array (all must pass) or a bare type name.
+    Static turns and dynamic checkpoints carry their own."""
     final_assertions: list[AssertionSpec] = Field(default_factory=list)
+    """Checked once after the last turn, against the session: text assertions see the last reply,
+    tool assertions every call of the case, and ``json_path`` reads every tool result (in call
+    order) merged with ``variables``."""
     expected: Any = None
+    """Shorthand for an ``equals`` assertion on the (last) reply; ignored, with a warning, when the case
+    has assertions."""
     options: Options = Field(default_factory=Options)
+    """Sent to the agent with every turn (a turn's own are merged over them)."""
     tags: list[str] = Field(default_factory=list)
+    """Labels to select cases by (``--tag``) and to group them in reports; a string is one tag."""
     skip: bool | str = False
+    """``true``, or the reason as a string: the case is not run and counts as skipped."""
     timeout: float | None = None
+    """The whole case's timeout (a duration: ``30s``, ``2m``, ``1h``, ``500ms``, ``2m30s``; default
+    ``--timeout``, 5m); when it passes, the case's status is ``timeout``."""
     max_turns: int = Field(default=20, ge=1, le=10_000)
+    """The most turns the conversation may take (dynamic, or a simulator continuing a static case);
+    ``0`` means the default. Reaching it fails a dynamic case."""
     max_tool_steps: int | None = Field(default=None, ge=1, le=1_000)
     """Agent calls within one turn while tool mocks are answered (default: the agent's, else 8)."""
     attachments: list[Any] = Field(default_factory=list)
+    """Parts added to the first user message: ``{"type": "image" | "file" | "audio", "source": ...}`` or
+    a plain source (its type guessed from the file name). A source is ``file://./receipt.jpg`` (or a bare
+    relative path: against the suite's folder, never outside it), ``https://...`` (images only) or a
+    ``data:`` URL."""
     interactive: Interactive | None = None
+    """How a person answers this case under ``--interactive``."""
     before: str | None = None
+    """A hook run before the case, ``scripts:<id>``: its failure makes the case an error; a dict it
+    returns joins the session's ``variables``."""
     after: str | None = None
+    """A hook run after the case, ``scripts:<id>``; it gets ``{"phase": "after", "case", "result"}``."""
     tool_mocks: dict[str, Any] = Field(default_factory=dict)
+    """Tool name → its result when the agent calls it: a JSON value, or ``"scripts:<id>"`` (a function
+    of the arguments). The farm sends the result back and asks the agent again, within
+    ``max_tool_steps``; a case's mocks win over the agent's."""
     variables: dict[str, Any] = Field(default_factory=dict)
+    """The session's starting variables, read by ``final_assertions``' ``json_path``."""
     user: str | None = None
+    """The user's identity, sent in ``options.metadata.user``."""
     team: str | None = None
+    """The team's identity, sent in ``options.metadata.team``."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    """Free-form data kept with the case (a generator records what it was asked to cover here); not
+    sent to the agent: ``options.metadata`` is."""
     golden: GoldenRule | None = None
-    """Compare the conversation with its golden file: ``true``, ``false``, a rule name, or a :class:`GoldenRule`."""
+    """Compare the conversation with its golden file: ``true``, ``false``, a rule name, or an object ``{text, threshold, use, enabled}``."""
 
     @model_validator(mode="before")
     @classmethod
@@ -366,7 +469,7 @@ class TestCase(BaseModel):
 
     @property
     def resolved_mode(self) -> Mode:
-        """The mode the fields select (SPEC 3.1); raises :class:`CaseRuleError`."""
+        """The mode the fields select (docs/reference/cases.md); raises :class:`CaseRuleError`."""
         has_turns = self.turns is not None
         has_dynamic = not has_turns and self.checkpoints is not None  # no simulator: the default one
         if has_turns and self.checkpoints is not None:

@@ -1,4 +1,7 @@
-"""``farm.toml``: the farm's settings, connectors and agents (SPEC section 4).
+"""``farm.toml``: the farm's settings, connectors and agents (docs/reference/config.md).
+
+The docstring under each field is its entry in docs/reference/config.md
+(``python -m farm.cli.reference`` writes the tables from them).
 
 API keys are never read from the file: a connector names the environment
 variable that holds its key (``api_key_env``), and :meth:`Connector.api_key`
@@ -69,17 +72,29 @@ class Connector(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = ""
+    """The connector's name: its table's key (``[connectors.<name>]``), set by the farm."""
     base_url: str
+    """The endpoint: an OpenAI-compatible API's base URL (``https://api.openai.com/v1``), or an http
+    agent's URL when the agent gives none. Credentials in it are treated as secrets."""
     model: str | None = None
+    """The model sent with every request (``{{model}}`` in an http agent's template)."""
     api_key_env: str | None = None
+    """The environment variable that holds the API key, sent as ``Authorization: Bearer``; read at call
+    time, never written. Named but not set: ``farm test`` stops before anything starts."""
     headers: dict[str, str] = Field(default_factory=dict)
+    """Headers sent with every request; values whose names look secret are masked in every output."""
     rpm: int | None = Field(default=None, ge=1)
+    """Requests per minute, cluster-wide (unset: no limit)."""
     tpm: int | None = Field(default=None, ge=1)
+    """Tokens per minute, cluster-wide (unset: no limit)."""
     max_concurrency: int | None = Field(default=None, ge=1)
+    """Requests in flight at once, cluster-wide (unset: no limit); also sizes ``--parallel``'s default."""
     burst: int | None = Field(default=None, ge=1)
     """Requests that may go at once before the rpm paces them (default: a second's worth, rpm/60, at least 1)."""
     timeout: float = 60.0
+    """One request's timeout (a duration); one that exhausts its retries ends the case as ``timeout``."""
     max_retries: int = Field(default=5, ge=0)
+    """Retries of a request after a 429, a 5xx or a connection error, honouring ``Retry-After``."""
     max_reply_bytes: int = Field(default=10_000_000, ge=1)
     """Largest reply body read, counted after decompression; a larger one is an error of that turn."""
     cache: bool | None = None
@@ -151,7 +166,9 @@ class Resources(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     num_cpus: float | None = None
+    """CPUs per slot (a fraction of one, or whole CPUs)."""
     num_gpus: float | None = None
+    """GPUs per slot (a fraction of one, or whole GPUs)."""
     memory: int | None = None
     """Bytes; ``"4GiB"``, ``"512MB"`` are read as such."""
     custom: dict[str, float] = Field(default_factory=dict)
@@ -207,37 +224,61 @@ class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = ""
+    """The agent's id: its table's key (``[agents."<id>"]``), set by the farm."""
     kind: AgentKind = "openai"
+    """``openai`` (an OpenAI-compatible chat endpoint), ``http`` (a custom JSON endpoint), ``python``
+    (a function); or a role played with a built-in prompt: ``simulator``, ``validator``,
+    ``generator``, ``reporter``."""
     connector: str | None = None
+    """The connector it is reached through (its endpoint, model, key and limits)."""
     description: str | None = None
+    """What the agent does, for people and for a generator's prompt (``{target_description}``)."""
     # kind = "python"
     entry: str | None = None
+    """``kind = "python"``: ``"module:function"``, a sync or async function of ``(messages, options)``
+    returning the reply (docs/reference/roles.md); it must import, or ``farm test`` stops (exit 2)."""
     # kind = "http"
     url: str | None = None
+    """``kind = "http"``: the endpoint (default: the connector's ``base_url``)."""
     method: str = "POST"
+    """``kind = "http"``: the HTTP method."""
     request: Any = None
     """JSON body template; ``{{messages}}``, ``{{input}}``, ``{{options}}``,
     ``{{session_id}}`` and ``{{model}}`` are filled in."""
     content_path: str | None = None
+    """``kind = "http"``: JSONPath of the reply text in the answer (default ``$.content``; a body in
+    OpenAI's ``choices`` shape is read as one when unset)."""
     tool_calls_path: str | None = None
+    """``kind = "http"``: JSONPath of the tool calls, a list of ``{name, arguments}`` (default ``$.tool_calls``)."""
     awaiting_input_path: str | None = None
+    """``kind = "http"``: JSONPath of the agent's own "awaiting input" flag (default ``$.awaiting_input``)."""
     input_hint_path: str | None = None
+    """``kind = "http"``: JSONPath of what the agent expects next (default ``$.input_hint``)."""
     session_header: str | None = None
+    """``kind = "http"``: a header that carries the session id, for server-side sessions; a response's
+    same header is adopted for the rest of the session."""
     # role agents: the agent that plays the role and its prompt
     uses: str | None = None
     """For a role kind: another agent (openai, http or python) that answers the role's calls."""
     prompt: str | None = None
+    """For a role kind: a file (relative to farm.toml) whose text replaces the built-in prompt; the
+    role's ``{placeholders}`` are filled in and every other brace is kept."""
     # the agent under test
     tools: list[Any] = Field(default_factory=list)
     """OpenAI tool definitions passed with every call."""
     tool_mocks: dict[str, Any] = Field(default_factory=dict)
+    """Tool name → its result when the agent calls it: a JSON value, or ``"scripts:<id>"`` (a function of
+    the arguments); a case's ``tool_mocks`` win."""
     max_tool_steps: int | None = Field(default=None, ge=1)
     """Agent calls within one turn while tool mocks are answered (a case's own wins; default 8)."""
     input_tools: list[str] = Field(default_factory=lambda: list(DEFAULT_INPUT_TOOLS))
     """Tool names that mean the agent awaits user input."""
     system_prompt: str | None = None
+    """Prepended to every conversation as a system message."""
     temperature: float | None = None
+    """Sent with every request; a role agent above 0 samples on purpose and is not cached."""
     max_tokens: int | None = None
+    """Sent with every request: the most completion tokens."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Extra fields merged into every request body."""
     generate: dict[str, Any] = Field(default_factory=dict)
@@ -262,6 +303,8 @@ class AgentConfig(BaseModel):
 
 
 class FarmSettings(BaseModel):
+    """``[farm]``: the run's defaults; a command-line option wins over its key."""
+
     model_config = ConfigDict(extra="forbid")
 
     @field_validator("autoscaler_wait", mode="before")
@@ -270,10 +313,15 @@ class FarmSettings(BaseModel):
         return parse_duration(v)
 
     default_agent: str | None = None
+    """The agent under test when ``-n`` is not given."""
     simulator: str | None = None
+    """The simulator of dynamic cases whose ``simulator`` names none (``--simulator`` wins)."""
     validator: str | None = None
+    """The validator of ``agent`` assertions (and ``judge`` golden rules) that name none."""
     results_dir: str = "farm-results"
+    """Where run folders are written, and where ``farm report`` and ``farm view`` look (relative to farm.toml)."""
     scripts_dir: str = "scripts"
+    """The root of ``scripts:<id>`` references (relative to farm.toml); none may leave it."""
     actors: int | None = Field(default=None, ge=1)
     """Session actors to start (default: sized from the cluster)."""
     engine: Literal["auto", "local", "ray"] | None = None
@@ -323,9 +371,13 @@ class FarmConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     farm: FarmSettings = Field(default_factory=FarmSettings)
+    """``[farm]``: the run's defaults."""
     connectors: dict[str, Connector] = Field(default_factory=dict)
+    """``[connectors.<name>]``: endpoints and their limits."""
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    """``[agents."<id>"]``: the agents under test and the role agents."""
     path: Path | None = None
+    """Where the file was read from; set by the farm, not a key."""
 
     def model_post_init(self, __context: Any) -> None:
         for name, conn in self.connectors.items():

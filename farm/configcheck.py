@@ -1,4 +1,4 @@
-"""``farm.toml``'s mistakes, every one at once, each naming its line (SPEC 2 and 4).
+"""``farm.toml``'s mistakes, every one at once, each naming its line (docs/reference/config.md).
 
 :func:`config_problems` walks the parsed file against the config models (which
 :mod:`farm.config` hands it, the keys of each table with them): a key

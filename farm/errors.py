@@ -107,6 +107,10 @@ def _first_of(problems: list[str], otherwise: str) -> str:
 class CaseError(Exception):
     """Something that ends one case, recorded as its ``error``; the rest of the run goes on."""
 
+    traceback: str | None = None
+    """Where an in-process (``python``) agent or role raised: its own frames, masked of secrets and
+    bounded (:func:`farm.agents.python.user_traceback`); None otherwise."""
+
 
 class AgentError(CaseError):
     """A call to an agent failed."""

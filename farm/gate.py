@@ -1,4 +1,4 @@
-"""The CI gate of a run (SPEC sections 2 and 7): whether ``farm test`` exits 0, and why.
+"""The CI gate of a run (docs/reference/outputs.md): whether ``farm test`` exits 0, and why.
 
 Agents are not deterministic, so a case that ran ``--runs N`` times passes its gate when at
 least ``min_pass_rate`` of its tries passed (skipped tries not counted); an error or a timeout

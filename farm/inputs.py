@@ -1,4 +1,4 @@
-"""What ``-i/--input`` names (SPEC section 2), resolved to a :class:`~farm.suite.loader.Suite`.
+"""What ``-i/--input`` names (docs/reference/cli.md), resolved to a :class:`~farm.suite.loader.Suite`.
 
 =======================  ===============================================
 ``suite.jsonl``          a JSONL or JSON file

@@ -52,7 +52,7 @@ def json_text(value: Any) -> str:
 
 
 def arguments_text(arguments: Any) -> str:
-    """Tool arguments as the console tree writes them (SPEC section 7), on one line: ``{amount: 3500, type: "travel"}``."""
+    """Tool arguments as the console tree writes them, on one line: ``{amount: 3500, type: "travel"}``."""
     if arguments is None:
         return ""
     if isinstance(arguments, dict):

@@ -1,6 +1,6 @@
 """What is sent for one user turn: a case's ``input`` and ``attachments`` as OpenAI messages.
 
-``input`` (SPEC 3.2) is a string, one message ``{role, content}`` whose content
+``input`` (docs/reference/cases.md) is a string, one message ``{role, content}`` whose content
 is a string or a list of parts, or a list of messages (history sent before the
 agent answers). Parts and attachments of type ``image``, ``file`` and
 ``audio`` become OpenAI content parts:

@@ -1,4 +1,4 @@
-"""``scripts:<dotted.path>`` references: Python functions under ``scripts_dir`` (SPEC section 6).
+"""``scripts:<dotted.path>`` references: Python functions under ``scripts_dir``.
 
 ``scripts:tests.gen`` (Yao: ``scripts.tests.gen``) is ``scripts/tests/gen.py``, function ``main``;
 ``scripts:tests.gen.generate`` is function ``generate`` in that module. A

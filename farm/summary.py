@@ -105,7 +105,7 @@ class Summary:
     counts: dict[Status, int] = field(default_factory=lambda: {status: 0 for status in Status})
     total_turns: int = 0
     duration_ms: float = 0.0
-    """Sum of the cases' own durations (the summary block's "total time", SPEC section 7)."""
+    """Sum of the cases' own durations (the summary block's "total time")."""
     wall_seconds: float | None = None
     """Wall-clock time of the whole run, when the caller measured it."""
     prompt_tokens: int = 0

@@ -44,7 +44,7 @@ def rescore(
     command: list[str] | None = None,
 ) -> RunResult:
     """Re-evaluate a suite's assertions against the conversations recorded in ``run_dir``
-    (``farm rescore``, SPEC section 2): nothing is sent to the agent under test or the simulator.
+    (``farm rescore``, docs/reference/cli.md): nothing is sent to the agent under test or the simulator.
 
     - ``input``: the suite, by default the run's own (for generated cases, the run's
       ``generated.jsonl``); an edited copy re-judges the same conversations with its

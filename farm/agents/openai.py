@@ -274,7 +274,7 @@ def declared_awaiting(*sources: Any) -> tuple[bool | None, str | None]:
     """``awaiting_input`` and ``input_hint`` from the first object that declares them.
 
     Non-standard fields an agent may add to the message or to the top level
-    of its answer (SPEC 3.5, detection by explicit declaration).
+    of its answer (docs/reference/cases.md, awaiting input: detection by explicit declaration).
     """
     awaiting: bool | None = None
     hint: str | None = None

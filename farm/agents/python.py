@@ -31,6 +31,7 @@ import inspect
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from farm.agents.base import AgentError, AgentResponseError, Message, Reply, stable_options
@@ -140,9 +141,9 @@ class PythonAgent:
         except AgentError:
             raise
         except Exception as exc:
-            raise AgentError(
-                f"agent '{self.config.id}' ({self.config.entry}) raised {type(exc).__name__}: {exc}"
-            ) from exc
+            error = AgentError(f"agent '{self.config.id}' ({self.config.entry}) raised {type(exc).__name__}: {exc}")
+            error.traceback = user_traceback(exc)
+            raise error from exc
         try:
             return reply_from(result)
         except AgentResponseError as exc:
@@ -157,6 +158,26 @@ class PythonAgent:
 
     def __repr__(self) -> str:
         return f"PythonAgent({self.config.id!r}, entry={self.config.entry!r})"
+
+
+TRACEBACK_LIMIT = 8000
+"""The most of a traceback a result keeps, in characters: its end, where the agent raised."""
+
+
+def user_traceback(exc: BaseException) -> str:
+    """``exc``'s traceback as pytest shows a test's: the user's frames only (the farm's and the
+    standard library's, its threads and its event loop, left out), masked of every secret the
+    process knows, then cut to its last :data:`TRACEBACK_LIMIT` characters."""
+    import sysconfig
+    import traceback
+
+    from farm.secrets import process_scrubber
+
+    hidden = (str(Path(__file__).resolve().parents[1]), sysconfig.get_paths()["stdlib"])
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if not str(Path(frame.filename).resolve()).startswith(hidden)]
+    text = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(type(exc), exc))
+    text = process_scrubber().scrub(text)  # first: a cut must not leave a piece of a secret
+    return text if len(text) <= TRACEBACK_LIMIT else "…" + text[-TRACEBACK_LIMIT:]
 
 
 def reply_from(result: Any) -> Reply:

@@ -1,4 +1,4 @@
-"""The built-in assertion types of SPEC 3.6, one checker each.
+"""The built-in assertion types (docs/reference/assertions.md), one checker each.
 
 Importing this module registers them (:mod:`farm.assertions.registry` imports it
 when it loads). Each checker says only whether its condition holds and what it saw;
@@ -162,19 +162,31 @@ def _containment(spec: AssertionSpec, subject: Subject, wanted: bool) -> Outcome
     return Outcome(not wrong, text, f"expected the reply {verb} {', '.join(map(_show, wrong))}")
 
 
-@assertion("contains")
+_IGNORE_CASE = "``true``: compare ignoring case (Unicode case folding). Default ``false``: case-sensitive."
+
+
+@assertion("contains", fields={
+    "value": "The text to find: a string, or a list of strings that must all be found. A number or an object is looked for as its JSON text.",
+    "ignore_case": _IGNORE_CASE,
+})
 def contains(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """The reply (and tool result texts) contains ``value``; a list of values: all of them."""
     return _containment(spec, subject, wanted=True)
 
 
-@assertion("not_contains")
+@assertion("not_contains", fields={
+    "value": "The text that must be absent: a string, or a list of strings none of which may be found.",
+    "ignore_case": _IGNORE_CASE,
+})
 def not_contains(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """The reply (and tool result texts) does not contain ``value``; a list: none of them."""
     return _containment(spec, subject, wanted=False)
 
 
-@assertion("equals")
+@assertion("equals", fields={
+    "value": "The whole expected reply: a string (the same text, or the same JSON), or any other JSON value"
+    " (compared with the JSON in the reply). An assertion object with a ``value`` and no ``type`` is an ``equals``.",
+})
 def equals(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """The reply is exactly ``value``, ignoring whitespace around the reply.
 
@@ -197,7 +209,11 @@ def equals(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> O
     return Outcome(both_json and json_equal(left, right), content, message)
 
 
-@assertion("regex")
+@assertion("regex", fields={
+    "pattern": "The regular expression, in Python's syntax (``(?i)`` at its start ignores case).",
+    "value": "Yao's spelling of ``pattern``.",
+    "ignore_case": "``true``: match ignoring case. Default ``false``: case-sensitive.",
+})
 async def regex(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """A Python-syntax search of ``pattern`` in the reply finds a match; ``ignore_case`` ignores case.
 
@@ -220,7 +236,10 @@ async def regex(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None)
 # --- JSON structure ---------------------------------------------------------
 
 
-@assertion("json_path", describe=_describe_json_path)
+@assertion("json_path", describe=_describe_json_path, fields={
+    "path": "A JSONPath (jsonpath-ng's extended syntax), e.g. ``$.status`` or ``$.items[0].id``.",
+    "value": "The expected value, compared as JSON (``1`` equals ``1.0``, ``true`` is not ``1``); an array means any of its items. Without ``value``, the path only has to match something.",
+})
 def json_path(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """A value at ``path`` in the reply's JSON is JSON-equal to ``value``.
 
@@ -278,7 +297,10 @@ def _whole_json(content: str) -> Any:
     return _loads_or(text, NO_JSON) if text else NO_JSON
 
 
-@assertion("type", describe=_describe_type)
+@assertion("type", describe=_describe_type, fields={
+    "path": "A JSONPath to the values to check; without it, the whole reply is checked.",
+    "value": "The JSON type name: ``string``, ``number``, ``boolean``, ``array``, ``object`` or ``null`` (any case; ``integer`` is not one).",
+})
 def type_(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """Every value at ``path`` (or the whole reply) has the JSON type ``value``.
 
@@ -330,7 +352,10 @@ def _wanted_calls(name: Any) -> list[tuple[str, Any]]:
     return wanted
 
 
-@assertion("tool_called", describe=_describe_tool_called)
+@assertion("tool_called", describe=_describe_tool_called, fields={
+    "name": "The tool: its name, ``{\"name\": ..., \"arguments\": {...}}`` (the expected arguments must be present and JSON-equal; extra ones are fine), or a list of either meaning any of them.",
+    "value": "Yao's spelling of ``name``.",
+})
 def tool_called(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """A tool with this ``name`` was called (``value`` is accepted for ``name``).
 
@@ -369,7 +394,13 @@ _NAME_RULES = (
 matches ``setup`` by suffix (MCP-style namespaces)."""
 
 
-@assertion("tool_result", describe=_describe_tool_result)
+@assertion("tool_result", describe=_describe_tool_result, fields={
+    "tool": "The tool's name, matched as ``tool_called`` matches names (exact, then suffix, then substring).",
+    "result": "The expected result, matched partially: expected keys present and matching, extra keys fine;"
+    " a string ``\"regex:<pattern>\"`` is searched in the actual value. Without ``result``: the tool was called and"
+    " its result carries no error (an ``error`` key, ``is_error``, or a ``status`` of ``error``/``failed``).",
+    "value": "Yao's spelling: ``{\"tool\": ..., \"result\": ...}``.",
+})
 async def tool_result(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """A call of ``tool`` returned a result that matches ``result``.
 
@@ -430,7 +461,9 @@ def _is_error(result: Any) -> bool:
 # --- time, judges, scripts ------------------------------------------------
 
 
-@assertion("latency", describe=_describe_latency)
+@assertion("latency", describe=_describe_latency, fields={
+    "value": "The most milliseconds the turn may take (0 to 86,400,000): the agent's time, not time spent waiting for a rate-limit permit.",
+})
 def latency(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
     """The turn took at most ``value`` milliseconds."""
     limit = spec.value
@@ -440,18 +473,30 @@ def latency(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> 
     return Outcome(took <= limit, took, f"the turn took {took:.0f} ms, more than {limit} ms")
 
 
-@assertion("agent")
+@assertion("agent", fields={
+    "use": "The validator agent, ``agents:<id>`` or ``<id>`` (default: ``[farm].validator``).",
+    "value": "The criteria the validator judges by, when ``criteria`` is not given.",
+    "criteria": "The criteria the validator judges by (the ``{criteria}`` of its prompt).",
+})
 async def agent(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
-    """An LLM validator judges the reply (SPEC section 5)."""
+    """An LLM validator (or your own validator service) judges the reply; it passes on the
+    validator's ``passed``, and its score, reason and suggestions are recorded. ``options.connector``
+    picks the connector of that call (docs/reference/roles.md)."""
     if env is None:
         message = "agent assertions need a validator (none is available in this run)"
         return Outcome(False, message=message, error=True)
     return await env.validate(spec, subject)
 
 
-@assertion("script")
+@assertion("script", fields={
+    "script": "The function: ``scripts:<module>[.<function>]`` (Yao: ``scripts.<module>...``) under ``scripts_dir``; function ``main`` by default.",
+    "use": "The same as ``script``.",
+    "value": "Accepted as Yao's suites write it, and not passed on: give the function what it needs in ``options``.",
+})
 async def script(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
-    """A Python function judges the reply (SPEC section 6)."""
+    """A Python function judges the reply: it is called with the reply text, the case input and the
+    assertion's ``options``, and returns a bool, ``{passed, reason, score}`` or Yao's ``{pass, message}``
+    (docs/reference/roles.md)."""
     if env is None:
         message = "script assertions need a script runner (none is available in this run)"
         return Outcome(False, message=message, error=True)

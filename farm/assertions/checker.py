@@ -14,7 +14,7 @@ from farm.cases import AssertionSpec
 from farm.jsontext import extract_json
 from farm.results._records import SpanRecord, ToolCallRecord
 
-__all__ = ["CHECKERS", "DESCRIBERS", "AssertionEnv", "Checker", "Describer", "Outcome", "Subject", "assertion"]
+__all__ = ["CHECKERS", "DESCRIBERS", "FIELDS", "AssertionEnv", "Checker", "Describer", "Outcome", "Subject", "assertion"]
 
 
 @dataclass
@@ -88,20 +88,27 @@ Describer = Callable[[Any], "str | None"]
 """Writes what an assertion checks from its ``expected`` value, or None for the plain form."""
 
 CHECKERS: dict[str, Checker] = {}
+"""Every registered type's checker, in the order they were registered."""
 DESCRIBERS: dict[str, Describer] = {}
+FIELDS: dict[str, dict[str, str]] = {}
+"""The keys each type reads besides those every assertion has."""
 
 
-def assertion(name: str, describe: Describer | None = None) -> Callable[[Checker], Checker]:
+def assertion(name: str, describe: Describer | None = None, fields: dict[str, str] | None = None) -> Callable[[Checker], Checker]:
     """Register ``fn`` as the checker of assertion type ``name``.
 
     ``describe``, if given, writes the one-line form of what the assertion checks
-    (see :func:`describe`); without it the type reads as ``name <expected as JSON>``.
+    (see :func:`farm.assertions.describe`); without it the type reads as ``name <expected as JSON>``.
+    ``fields``: the keys the type reads besides those every assertion has (``type``,
+    ``negate``, ``message``, ``options``), each with what it means; ``farm validate``
+    calls any other key unknown, and docs/reference/assertions.md lists them.
     """
 
     def register(fn: Checker) -> Checker:
         if name in CHECKERS:
             raise ValueError(f"assertion type '{name}' is registered twice")
         CHECKERS[name] = fn
+        FIELDS[name] = dict(fields or {})
         if describe is not None:
             DESCRIBERS[name] = describe
         return fn

@@ -24,7 +24,7 @@ import inspect
 from typing import Any
 
 from farm.assertions import builtin, traces  # noqa: F401  (importing them registers the built-in types)
-from farm.assertions.checker import CHECKERS, DESCRIBERS, AssertionEnv, Outcome, Subject, assertion
+from farm.assertions.checker import CHECKERS, DESCRIBERS, FIELDS, AssertionEnv, Checker, Outcome, Subject, assertion
 from farm.cases import AssertionSpec
 from farm.excerpts import LENGTH, NOTHING, clip
 from farm.jsontext import as_text, json_text
@@ -35,11 +35,19 @@ __all__ = [
     "Outcome",
     "Subject",
     "assertion",
+    "checkers",
     "describe",
     "evaluate",
+    "fields_of",
     "known_types",
     "truncate",
 ]
+
+
+def fields_of(type_name: str) -> dict[str, str]:
+    """The keys assertion type ``type_name`` reads besides the common ones, each with its meaning
+    (see :func:`assertion`); raises KeyError for an unknown type."""
+    return dict(FIELDS[type_name])
 
 
 def describe(type_name: str, expected: Any) -> str:
@@ -56,7 +64,13 @@ def describe(type_name: str, expected: Any) -> str:
     return type_name if expected is None else f"{type_name} {json_text(expected)}"
 
 
+def checkers() -> dict[str, Checker]:
+    """Every registered assertion type's checker, in the order they were registered."""
+    return dict(CHECKERS)
+
+
 def known_types() -> set[str]:
+    """Every registered assertion type's name."""
     return set(CHECKERS)
 
 

@@ -22,7 +22,7 @@ __all__ = ["PARAMS", "TRACE_TYPES", "params_problem"]
 
 
 class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class ToolExecuted(_Params):
@@ -44,6 +44,7 @@ class Trajectory(_Params):
     """``trajectory``: the tools the agent called, in an order."""
 
     tools: list[str] = Field(min_length=1)
+    """The tool names, at least one."""
     order: Literal["exact", "in_order", "any"] = "in_order"
     """``exact``: these calls and no other, in this order; ``in_order``: these, in this order, others
     between them allowed; ``any``: each of these, in any order."""
@@ -74,13 +75,16 @@ class SpanCount(_Matching):
     """``span_count``: how many spans of an operation (or a name) there are."""
 
     min: int | None = Field(default=None, ge=0)
+    """At least this many (default 1, when ``max`` is not given either)."""
     max: int | None = Field(default=None, ge=0)
+    """At most this many."""
 
 
 class SpanLatency(_Matching):
     """``span_latency``: every matching span took at most ``max_ms``."""
 
     max_ms: float = Field(gt=0)
+    """The most milliseconds each matching span may take (at least one span must match)."""
 
 
 class NoErrorSpans(_Params):
@@ -98,6 +102,11 @@ PARAMS: dict[str, type[BaseModel]] = {
 
 TRACE_TYPES = frozenset(PARAMS)
 _COMMON = frozenset({"type", "negate", "message", "options"})
+
+
+def _fields(model: type[_Params]) -> dict[str, str]:
+    """A params model's fields with their docstrings: the assertion type's own keys."""
+    return {name: info.description or "" for name, info in model.model_fields.items()}
 
 
 def _given(spec: AssertionSpec) -> dict[str, Any]:
@@ -135,8 +144,10 @@ def _called(subject: Subject, tools: list[str]) -> str:
     return f"{subject.trace_scope} called: {', '.join(tools) if tools else 'no tool'}"
 
 
-@assertion("tool_executed")
+@assertion("tool_executed", fields=_fields(ToolExecuted))
 def tool_executed(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """The agent executed tool ``name`` (an ``execute_tool`` span), with ``arguments`` if given: at least once,
+    or ``count``/``min``/``max`` times. ``actual``: the tools called, in order."""
     from farm.assertions.builtin import partial_match
     from farm.traces.capture import arguments_of
 
@@ -158,8 +169,10 @@ def tool_executed(spec: AssertionSpec, subject: Subject, env: AssertionEnv | Non
     return Outcome(passed, tools, message=None if passed else f"expected {wanted}, found {n}; {_called(subject, tools)}")
 
 
-@assertion("trajectory")
+@assertion("trajectory", fields=_fields(Trajectory))
 def trajectory(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """The agent executed ``tools`` in the ``order`` asked (``in_order`` by default). ``actual``: the tools
+    called, in order."""
     params: Trajectory = _params(spec, Trajectory)
     tools = _tools(_spans(subject))
     if params.order == "exact":
@@ -173,8 +186,10 @@ def trajectory(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) 
     return Outcome(passed, tools, message=None if passed else f"expected the tools {', '.join(params.tools)} {wanted}; {_called(subject, tools)}")
 
 
-@assertion("span_count")
+@assertion("span_count", fields=_fields(SpanCount))
 def span_count(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """The number of spans of an ``operation`` (or whose ``name`` matches a glob) is within ``min``..``max``
+    (at least 1 by default). ``actual``: the number."""
     params: SpanCount = _params(spec, SpanCount)
     n = sum(1 for span in _spans(subject) if params.matches(span))
     low = params.min if params.min is not None else (0 if params.max is not None else 1)
@@ -183,8 +198,10 @@ def span_count(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) 
     return Outcome(passed, n, message=None if passed else f"expected {bounds} spans of {params.said()}; {subject.trace_scope} had {n}")
 
 
-@assertion("span_latency")
+@assertion("span_latency", fields=_fields(SpanLatency))
 def span_latency(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """Every span of an ``operation`` (or whose ``name`` matches a glob) took at most ``max_ms``; with no
+    such span it fails. ``actual``: their durations in milliseconds."""
     params: SpanLatency = _params(spec, SpanLatency)
     matching = [span for span in _spans(subject) if params.matches(span)]
     if not matching:
@@ -197,8 +214,9 @@ def span_latency(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None
     return Outcome(False, durations, message=f"{len(slow)} of {len(matching)} spans of {params.said()} took over {params.max_ms:g} ms (the slowest, '{worst.name}', {worst.duration_ms:g} ms)")
 
 
-@assertion("no_error_spans")
+@assertion("no_error_spans", fields=_fields(NoErrorSpans))
 def no_error_spans(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
+    """No span of the agent ended with an error status. ``actual``: the error spans' names (and status messages)."""
     _params(spec, NoErrorSpans)
     errors = [span for span in _spans(subject) if span.status == "error"]
     said = [f"{span.name}" + (f" ({span.status_message})" if span.status_message else "") for span in errors]

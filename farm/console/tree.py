@@ -117,7 +117,7 @@ def print_tree(console: SafeConsole, result: CaseResult, verbose: bool, show_age
         items.append(_awaiting_item(result, verbose))
     broken = result.status in (Status.ERROR, Status.TIMEOUT) and bool(result.checkpoints)
     if broken:  # its cause first: the checkpoints it did not reach follow from it
-        items.append((_result_line(result, verbose, show_agent), []))
+        items.append((_result_line(result, verbose, show_agent), _role_tracebacks(result, verbose)))
     if result.checkpoints:
         items.append(_checkpoints_item(result.checkpoints))
     if result.final_assertions:
@@ -126,7 +126,7 @@ def print_tree(console: SafeConsole, result: CaseResult, verbose: bool, show_age
         head_line.append_text(_status_word("PASSED" if finals_ok else "FAILED"))
         items.append((head_line, [line for a in result.final_assertions for line in (_assertion_line(a, verbose), *_diff_lines(a))]))
     if (_needs_result_line(result) or show_agent) and not broken:
-        items.append((_result_line(result, verbose, show_agent), []))
+        items.append((_result_line(result, verbose, show_agent), _role_tracebacks(result, verbose)))
 
     for index, (item_head, details) in enumerate(items):
         last = index == len(items) - 1
@@ -159,6 +159,8 @@ def _turn_item(result: CaseResult, turn: TurnResult, is_last: bool, verbose: boo
         details.append(Text(f"Simulator flags: {sim_flags_text(turn.sim_flags)}", style="magenta"))
     if turn.error:
         details.append(Text(f"Error: {_message(turn.error, verbose)}", style="red"))
+        if verbose and turn.traceback:
+            details += [Text(line, style="red") for line in turn.traceback.splitlines()]
     for assertion in turn.assertions:
         details += [_assertion_line(assertion, verbose), *_diff_lines(assertion)]
     return head, details
@@ -234,6 +236,18 @@ def _suite_label(result: CaseResult) -> Text:
 
 def _agent_label(result: CaseResult) -> Text:
     return Text(f"{one_line(clip(result.agent or '(unnamed)', VALUE_LIMIT))} ", style="cyan")
+
+
+def _role_tracebacks(result: CaseResult, verbose: bool) -> list[Text]:
+    """With ``-v``: where a python role agent (a simulator, a judge) raised, its own frames."""
+    if not verbose:
+        return []
+    lines = []
+    for call in result.role_log:
+        if call.traceback:
+            lines.append(Text(f"The {call.role} ({call.agent}) raised:", style="red"))
+            lines += [Text(line, style="red") for line in call.traceback.splitlines()]
+    return lines
 
 
 def _result_line(result: CaseResult, verbose: bool, show_agent: bool = False) -> Text:

@@ -1,4 +1,4 @@
-"""Is the agent waiting for the user? Hybrid detection (SPEC 3.5), first rule that applies:
+"""Is the agent waiting for the user? Hybrid detection (docs/reference/cases.md), first rule that applies:
 
 1. the reply declares ``awaiting_input`` itself            -> ``agent_declared``
 2. it calls a tool from the input-requesting set             -> ``tool_requires_confirmation``

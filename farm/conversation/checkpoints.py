@@ -1,4 +1,4 @@
-"""Checkpoint progress in a simulator-driven conversation (SPEC 3.4).
+"""Checkpoint progress in a simulator-driven conversation (docs/reference/cases.md).
 
 Bookkeeping: after each turn the caller (the conversation runner, or a replay
 of a recorded conversation) has the :class:`CheckpointTracker` check the

@@ -1,4 +1,4 @@
-"""The conversation runner: one case, from its first turn to its last (SPEC 3.3-3.5).
+"""The conversation runner: one case, from its first turn to its last (docs/reference/cases.md).
 
 Engine-agnostic: it talks to the agent under test through ``AgentClient`` and
 to everything else (simulator, validators, a human, scripts) through the
@@ -231,7 +231,7 @@ class _Conversation:
             turn.error = f"agent error: {exc}"
             raise _Stop(Status.ERROR, str(exc), ended_by="unreachable") from None
         except AgentError as exc:
-            turn.error = f"agent error: {exc}"
+            turn.error, turn.traceback = f"agent error: {exc}", exc.traceback
             raise _Stop(Status.ERROR, f"turn {turn.turn}: {turn.error}", ended_by="agent") from None
         finally:
             queued = wait.seconds if wait is not None else 0.0
@@ -378,7 +378,7 @@ class _Conversation:
         await self.final_assertions()
 
     async def continue_while_awaiting(self, last: TurnResult) -> TurnResult:
-        """After the last defined turn: the simulator, a person, or skip/fail (SPEC 3.3)."""
+        """After the last defined turn: the simulator, a person, or skip/fail."""
         case = self.case
         simulator = self.simulator_id() if case.simulator is not None else None
         while last.awaiting_input:

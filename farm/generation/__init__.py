@@ -1,4 +1,4 @@
-"""Generation: the cases a generator writes, asked in batches and accepted as they arrive (SPEC 5).
+"""Generation: the cases a generator writes, asked in batches and accepted as they arrive (docs/generation.md).
 
 ``-i agents:<gen>?count=N`` (or ``scripts:<gen>``) is a source of cases
 (:mod:`~farm.generation.sources`) whose suite has no cases yet: its :class:`CaseStream` produces

@@ -1,6 +1,6 @@
 """Result records: what a run produces, one :class:`CaseResult` per case run.
 
-These are the JSONL lines (SPEC section 7, the seed's "JSONL Output" shape)
+These are the JSONL lines (docs/reference/outputs.md, the seed's "JSONL Output" shape)
 and the source of the Parquet tables, whose rows :mod:`farm.writers.rows`
 defines. ``SCHEMA_VERSION`` changes whenever a field changes meaning or type.
 """
@@ -258,6 +258,8 @@ class RoleCall(BaseModel):
     duration_ms: float
     error: str | None = None
     """Why the call failed; None when it answered."""
+    traceback: str | None = None
+    """Where a python role agent raised (its own frames, masked of secrets, bounded); ``-v`` shows it."""
 
 
 class SpanRecord(BaseModel):
@@ -338,6 +340,9 @@ class TurnResult(BaseModel):
     turn while a required checkpoint was unmet. Empty for a turn played well, or not simulated."""
     error: str | None = None
     """What went wrong in this turn, if anything."""
+    traceback: str | None = None
+    """Where an in-process (``python``) agent raised in the turn: its own frames, masked of
+    secrets, at most 8000 characters (its end); ``farm test -v`` and the viewer show it."""
     replies: list[StepReply] = Field(default_factory=list)
     """One entry per agent call of the turn (``steps``), in order: what ``farm rescore`` replays."""
     started_at: float | None = None

@@ -91,14 +91,15 @@ def timed(role: str, request: RoleRequest) -> Iterator[None]:
         return
     started, clock = time.time(), time.perf_counter()
     error: str | None = None
+    raised: str | None = None
     try:
         yield
     except BaseException as exc:
-        error = str(exc) or type(exc).__name__
+        error, raised = str(exc) or type(exc).__name__, getattr(exc, "traceback", None)
         raise
     finally:
         elapsed = round((time.perf_counter() - clock) * 1000, 3)
-        counts.log.append(RoleCall(role=role, agent=request.agent_id, turn=request.turn, started_at=started, duration_ms=elapsed, error=error))
+        counts.log.append(RoleCall(role=role, agent=request.agent_id, turn=request.turn, started_at=started, duration_ms=elapsed, error=error, traceback=raised))
 
 
 def record(role_calls: int, cache_hits: int, cost_usd: float | None = None, requests: int = 0) -> None:

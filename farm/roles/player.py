@@ -1,4 +1,4 @@
-"""Agent-driven roles (SPEC section 5): simulator, validator, generator, reporter.
+"""Agent-driven roles (docs/reference/roles.md): simulator, validator, generator, reporter.
 
 A role is played by any agent (an LLM on a connector with the built-in prompt,
 or the user's own openai/http/python agent). This module builds each role's
@@ -340,7 +340,7 @@ class RolePlayer:
         options = {"skip": {"history": True}, "metadata": {**metadata, "test_mode": self.role}}
         messages = self._messages(conversation, {**metadata, "test_mode": self.role})
         key, cached = self._cached(messages, options)
-        problem = ""
+        problem, raised = "", None
         for _attempt in range(2):  # one retry for an unusable answer
             try:
                 reply = cached if cached is not None else await self.client.send(messages, options)
@@ -350,7 +350,7 @@ class RolePlayer:
                     record(0, 0, reply.cost_usd, 1 + reply.retries)
             except AgentError as exc:
                 record(0, 0, None, 1 + exc.retries)  # sent, and failed: no reply, no known cost
-                problem = f"the {self.role} agent failed: {exc}"
+                problem, raised = f"the {self.role} agent failed: {exc}", exc.traceback
                 continue
             value, reply = _answer(reply)
             if value is not NO_JSON:
@@ -359,8 +359,10 @@ class RolePlayer:
                 return value
             cached = None  # an entry that no longer reads (a changed parser): ask the agent
             said = f"no JSON: {clip(reply.content, 120, NOTHING)!r}" if reply.content.strip() else "nothing"
-            problem = f"the {self.role} answered {said}" + (f"; {_WANTS[self.role]}" if self.role in _WANTS else "")
-        raise RoleError(problem)
+            problem, raised = f"the {self.role} answered {said}" + (f"; {_WANTS[self.role]}" if self.role in _WANTS else ""), None
+        error = RoleError(problem)
+        error.traceback = raised
+        raise error
 
     async def simulate(self, conversation: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
         return simulator_turn(await self._call_json(conversation, metadata))

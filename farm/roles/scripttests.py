@@ -1,4 +1,4 @@
-"""Script tests (SPEC section 6): ``farm test -i scripts.<module>`` runs each ``test_*(t, ctx)``.
+"""Script tests: ``farm test -i scripts.<module>`` runs each ``test_*(t, ctx)``.
 
 ``t`` offers the seed's ``t.assert.*`` family as Python (``t.assert_``),
 ``t.log``, ``t.skip`` and ``t.fail``; ``ctx.agent("id").send(...)`` calls an

@@ -115,6 +115,8 @@ class RoleOutcome(Generic[T]):
     answer: T | None = None
     error: str | None = None
     """The :class:`RoleError`'s message; None when the call answered."""
+    traceback: str | None = None
+    """Where a python role agent raised (:attr:`RoleError.traceback`)."""
     calls: CallTally = field(default_factory=CallTally)
     """The role calls made to answer, and how many of them the role cache answered, for the
     case that asked."""
@@ -125,12 +127,14 @@ class RoleOutcome(Generic[T]):
         try:
             return cls(answer=await call)
         except RoleError as exc:
-            return cls(error=str(exc))
+            return cls(error=str(exc), traceback=exc.traceback)
 
     def unwrap(self) -> T:
         """The answer; raises the :class:`RoleError` again when there is none."""
         if self.error is not None:
-            raise RoleError(self.error)
+            error = RoleError(self.error)
+            error.traceback = self.traceback
+            raise error
         return self.answer  # type: ignore[return-value]  # None only for an answer of type None
 
 

@@ -1,4 +1,4 @@
-"""A loaded suite against the config, before any agent is called (SPEC 2).
+"""A loaded suite against the config, before any agent is called.
 
 :func:`check_suite` checks a loaded suite against the config (when one is found): simulator,
 validator and connector ids, ``file://`` attachments and ``scripts:`` references.

@@ -1,4 +1,4 @@
-"""Loading suites: JSONL and JSON files, a direct message, or JSONL on stdin (SPEC 3.1).
+"""Loading suites: JSONL and JSON files, a direct message, or JSONL on stdin (docs/reference/cases.md).
 
 Two kinds of bad input, treated differently:
 

@@ -1,4 +1,4 @@
-"""Deep checks of a suite: everything that can be known wrong before any agent is called (SPEC 2).
+"""Deep checks of a suite: everything that can be known wrong before any agent is called.
 
 Two layers, each a plain function (a third, the checks of a loaded suite against the config,
 is :mod:`farm.suite.checks`):
@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from farm.assertions.registry import checkers, fields_of
 from farm.assertions.traces import PARAMS as TRACE_PARAMS
 from farm.assertions.traces import params_problem
-from farm.cases import CaseRuleError, Mode, TestCase, Turn
+from farm.cases import CaseRuleError, Checkpoint, Interactive, Mode, Options, SimulatorSpec, TestCase, Turn
 from farm.wording import nearest, shown
 
 if TYPE_CHECKING:
@@ -64,27 +65,15 @@ MAX_LATENCY_MS = 86_400_000
 
 JSON_TYPE_NAMES = ("string", "number", "boolean", "array", "object", "null")
 
-CASE_FIELDS = frozenset({*TestCase.model_fields, "assert"})
-TURN_FIELDS = frozenset({*Turn.model_fields, "assert"})
-SIMULATOR_FIELDS = frozenset({"use", "options", "goal", "persona", "max_turns"})
-CHECKPOINT_FIELDS = frozenset({"id", "description", "assertion", "assert", "after", "required"})
-OPTIONS_FIELDS = frozenset({"skip", "connector", "search", "mode", "metadata"})
-INTERACTIVE_FIELDS = frozenset({"enabled", "timeout"})
+CASE_FIELDS = frozenset({*TestCase.model_fields, *TestCase.other_spellings})
+TURN_FIELDS = frozenset({*Turn.model_fields, *Turn.other_spellings})
+SIMULATOR_FIELDS = frozenset({*SimulatorSpec.model_fields, *SimulatorSpec.other_spellings})
+CHECKPOINT_FIELDS = frozenset({*Checkpoint.model_fields, *Checkpoint.other_spellings})
+OPTIONS_FIELDS = frozenset(Options.model_fields)
+INTERACTIVE_FIELDS = frozenset(Interactive.model_fields)
 ASSERTION_COMMON = frozenset({"type", "negate", "message", "options"})
-ASSERTION_FIELDS: dict[str, frozenset[str]] = {
-    "contains": frozenset({"value", "ignore_case"}),
-    "not_contains": frozenset({"value", "ignore_case"}),
-    "equals": frozenset({"value"}),
-    "regex": frozenset({"pattern", "value", "ignore_case"}),
-    "json_path": frozenset({"path", "value"}),
-    "type": frozenset({"path", "value"}),
-    "tool_called": frozenset({"name", "value"}),
-    "tool_result": frozenset({"tool", "result", "value"}),
-    "latency": frozenset({"value"}),
-    "agent": frozenset({"use", "value", "criteria"}),
-    "script": frozenset({"use", "script", "value"}),
-    **{kind: frozenset(model.model_fields) for kind, model in TRACE_PARAMS.items()},
-}
+ASSERTION_FIELDS: dict[str, frozenset[str]] = {kind: frozenset(fields_of(kind)) for kind in checkers()}
+"""Each assertion type's own keys, as it registered them (:func:`farm.assertions.registry.assertion`)."""
 _ASSERTION_KNOWN = {kind: ASSERTION_COMMON | fields for kind, fields in ASSERTION_FIELDS.items()}
 
 
@@ -292,7 +281,7 @@ def without_failing_fields(data: dict[str, Any], exc: ValidationError) -> dict[s
 
 
 def rule_problems(case: TestCase, known_types: set[str], modes: bool = True, assertions: list[tuple[str, AssertionSpec]] | None = None) -> list[str]:
-    """What the case model cannot state (SPEC 3.1, 3.6), every problem of it: unknown assertion
+    """What the case model cannot state (docs/reference/cases.md, docs/reference/assertions.md), every problem of it: unknown assertion
     types, then (``modes``) the fields the case's mode needs and its checkpoint ids.
     ``assertions``: :func:`every_assertion` of the case, when the caller has it already."""
     out = []

@@ -1,5 +1,5 @@
 """``farm view``: a local, read-only web app to browse, search and compare the runs of a results
-folder (SPEC section 2).
+folder.
 
 :func:`serve` starts it; :class:`~farm.view.server.ViewServer` is the server, whose JSON
 endpoints read the run folders' Parquet tables with pyarrow as they are on disk, so a run that

@@ -382,6 +382,9 @@ class TurnRow(KeyRow):
     """What the simulator did wrong in the turn (``empty``, ``repeat``, ``as_assistant``,
     ``recites_checkpoint``, ``early_end``); empty when nothing."""
     error: str | None
+    traceback: str | None
+    """Where an in-process agent raised in the turn: its own frames, masked of secrets, at most 8000
+    characters; null otherwise."""
 
     @classmethod
     def from_turn(cls, key: Row, turn: TurnResult) -> Row:

@@ -77,7 +77,7 @@ class RunOptions(BaseModel):
 
 
 class GateComparison(BaseModel):
-    """One agent of a run against the baseline run (SPEC section 7's paired comparison)."""
+    """One agent of a run against the baseline run (the paired comparison of docs/results.md)."""
 
     agent: str
     """The agent of this run."""

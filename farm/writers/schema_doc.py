@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from farm.writers.arrowschema import arrow_schema, arrow_type, type_name
 from farm.writers.rows import AssertionRow, CaseRow, RowModel, SpanRow, TurnRow
 
-__all__ = ["COMMAND", "DOC", "TABLES", "column_docs", "column_table", "main", "update"]
+__all__ = ["COMMAND", "DOC", "TABLES", "column_docs", "column_table", "field_docstrings", "main", "update"]
 
 #: The page, relative to the repository root.
 DOC = Path("docs") / "results.md"
@@ -45,8 +45,8 @@ _BLOCK = re.compile(r"(<!-- columns: (?P<table>\w+) -->\n).*?(<!-- end columns -
 def column_docs(row: type[RowModel]) -> dict[str, str]:
     """What each column of ``row`` means: the docstring under its field, or, for a field with none,
     the one under the same-named field of the record it is built from (``row.built_from``)."""
-    own = _field_docstrings(row)
-    lent = _field_docstrings(row.built_from) if row.built_from is not None else {}
+    own = field_docstrings(row)
+    lent = field_docstrings(row.built_from) if row.built_from is not None else {}
     return {name: doc for name in row.model_fields if (doc := own.get(name) or lent.get(name))}
 
 
@@ -121,7 +121,7 @@ def _clause(docstring: str) -> str:
     return text[:1].lower() + text[1:] if text[1:2].islower() else text
 
 
-def _field_docstrings(model: type[BaseModel]) -> dict[str, str]:
+def field_docstrings(model: type[BaseModel]) -> dict[str, str]:
     """The docstrings under the fields of ``model`` and its bases, by field name, read from their
     source: what ``use_attribute_docstrings`` gives a model that does not set it."""
     found: dict[str, str] = {}

@@ -1,5 +1,5 @@
 """A corpus of malformed suites: ``farm validate`` and ``farm test --dry-run`` never give a
-traceback, and print user text literally (SPEC 2: one sentence per problem)."""
+traceback, and print user text literally (one sentence per problem)."""
 
 from __future__ import annotations
 

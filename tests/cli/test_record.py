@@ -1,4 +1,4 @@
-"""The run's record is true (SPEC 7): a turn's ``retries`` count the requests really sent,
+"""The run's record is true: a turn's ``retries`` count the requests really sent,
 a reply cut at the token limit is marked, and ``run.json`` after a resume keeps the first
 part's start and command and lists every part; on both engines, against an OpenAI-compatible
 agent behind a real HTTP server on 127.0.0.1."""

@@ -1,4 +1,4 @@
-"""The built-in assertion types (SPEC 3.6), run through ``evaluate`` as the runner does."""
+"""The built-in assertion types (docs/reference/assertions.md), run through ``evaluate`` as the runner does."""
 
 from __future__ import annotations
 

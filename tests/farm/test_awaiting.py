@@ -1,4 +1,4 @@
-"""Awaiting-input detection (SPEC 3.5)."""
+"""Awaiting-input detection (docs/reference/cases.md)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""``farm validate`` and the load step are deep: every mistake is found before any agent call (SPEC 2)."""
+"""``farm validate`` and the load step are deep: every mistake is found before any agent call."""
 
 from __future__ import annotations
 

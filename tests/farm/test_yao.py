@@ -1,4 +1,4 @@
-"""Suites written for Yao's ``yao agent test`` load unchanged and mean what Yao means (SPEC 3.2, 3.6)."""
+"""Suites written for Yao's ``yao agent test`` load unchanged and mean what Yao means."""
 
 from __future__ import annotations
 

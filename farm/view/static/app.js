@@ -269,7 +269,8 @@ function transcript(repetition) {
       (turn.spans || []).length ? waterfall(turn.spans) : null,
       turn.awaiting_input ? h("div", { class: "awaiting" }, `awaiting input (${turn.awaiting_reason || "?"})` + (turn.input_hint ? `: ${turn.input_hint}` : "")) : null,
       turn.note ? h("div", { class: "note" }, turn.note) : null,
-      turn.error ? h("div", { class: "err" }, turn.error) : null));
+      turn.error ? h("div", { class: "err" }, turn.error) : null,
+      turn.traceback ? h("pre", { class: "err traceback" }, turn.traceback) : null));
     for (const check of checksByTurn.get(turn.turn) || []) items.push(checkView(check));
   }
   if (later.length) {
