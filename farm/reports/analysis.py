@@ -152,8 +152,10 @@ def _named_agents(cases: pa.Table) -> pa.Table:
 
 def _unfinished(run: RunSummary) -> str:
     """A run that did not run every case it planned, said (its figures are of part of it)."""
-    planned = run.counts.total + (run.not_run or 0)
     said = f"run {run.run_id} is {run.status}" if run.status != "finished" else f"run {run.run_id} stopped early"
+    if run.adaptive:  # how many tries it would have made depends on their results: no total was planned
+        return f"{said}: {run.not_run} tries that were due did not run (adaptive repeats); its figures are of the {run.counts.total} that did."
+    planned = run.counts.total + (run.not_run or 0)
     return f"{said}: {run.not_run} of {planned} planned case runs did not run; its figures are of those that did."
 
 
@@ -256,6 +258,7 @@ def _runs(cases: pa.Table, origin: dict[str, RunRecord]) -> list[RunSummary]:
                 agent=", ".join(agent for agent in agents if agent) or None,
                 status=source.status if own else None,
                 not_run=not_run,
+                adaptive=bool(own and source.info.options.adaptive_runs),
             )
         )
     # A run with no start time sorts by its id (ids begin with the start time).

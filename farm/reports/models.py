@@ -96,7 +96,11 @@ class RunSummary(BaseModel):
     """``run.json``'s status (``finished``, ``interrupted``, ``stopped``, ...); null in :attr:`Report.summary`
     and for results without a ``run.json``."""
     not_run: int | None = None
-    """Case runs (cases x runs x agents) the run planned that did not run; null as ``status``."""
+    """Case runs (cases x runs x agents) the run planned that did not run; under adaptive repeats, the
+    tries that were due and did not run; null as ``status``."""
+    adaptive: bool = False
+    """Whether the run repeated its cases adaptively (``--runs auto``, ``MIN..MAX``): how many tries it
+    would have made depends on their results."""
     per_agent: list[RunSummary] = Field(default_factory=list)
     """With several agents under test, each one's own figures (``agent`` names it); empty with one."""
 

@@ -23,10 +23,11 @@ __all__ = ["CaseQuery", "RunCases"]
 
 LISTED = [
     "run_index", "attempt", "suite", "case_id", "name", "status", "agent", "tags", "total_turns", "duration_ms",
-    "cost_usd", "error", "started_at", "stopped",
+    "cost_usd", "error", "started_at", "stopped", "error_role",
 ]  # fmt: skip
 """The columns a run's listing reads; ``suite`` is the reader's, and pairs the run's cases with another's;
-``stopped`` (under adaptive repeats, on a case's last try) makes its comparison count its unbiased estimate."""
+``stopped`` (under adaptive repeats, on a case's last try) makes its comparison count its unbiased estimate;
+``error_role`` leaves a try a role broke out of it."""
 SORTABLE = {"case_id", "name", "status", "agent", "total_turns", "duration_ms", "cost_usd", "started_at", "run_index"}
 MAX_PAGE = 500
 _SEP = "\x1f"

@@ -43,3 +43,17 @@ def test_a_suite_named_relatively_and_absolutely_pairs_and_what_one_side_ran_is_
     stats = data["statistics"]
     assert (stats["paired"], stats["a_only"], stats["difference"]) == (1, 1, -1.0)
     assert stats["pairing"] == "run-a and run-b are compared on the 1 case both ran (the same suite and case id), leaving out 1 case that only one of them ran."
+
+
+def test_a_try_a_role_broke_is_no_failure_of_the_agent_as_the_gate_and_farm_report_count_it(tmp_path: Path):
+    root = tmp_path / "results"
+    config = {"path": str(tmp_path / "farm.toml")}
+    for name, started, broken in (("run-a", T0, False), ("run-b", T0 + 60, True)):
+        with ParquetWriter(root / name) as writer:
+            writer.write(CaseResult(run_id=name, id="steady", status=Status.PASSED, agent="bot", source="s.jsonl:1", started_at=started))
+            error = {"status": Status.ERROR, "error": "simulator error: no JSON", "error_role": "simulator"} if broken else {"status": Status.PASSED}
+            writer.write(CaseResult(run_id=name, id="dyn", agent="bot", source="s.jsonl:2", started_at=started, **error))
+        write_run_json(root / name, RunInfo(run_id=name, status="finished", started_at=started, agent="bot", agents=["bot"], cwd=str(tmp_path), config=config))
+    data = ViewApp(str(root)).answer(["compare"], {"a": ["run-a"], "b": ["run-b"]})
+    assert data["changes"]["regression"] == 0  # the simulator broke, not the agent
+    assert data["statistics"]["paired"] == 1  # only the case judged on both sides
