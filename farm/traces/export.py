@@ -196,6 +196,9 @@ class OTLPExport:
 def main(argv: list[str] | None = None) -> None:
     """The export process: results as JSON lines on stdin, each case run sent as a trace; after
     each send one line on stdout, ``sent N`` or ``failed N <why>``."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the run, whose results it goes on sending
     setup = json.loads((argv or sys.argv[1:])[0])
     results: queue.Queue[CaseResult | None] = queue.Queue(QUEUE_CASES)
 
