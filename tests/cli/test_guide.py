@@ -1,7 +1,7 @@
-"""The README's tour works as written: its suite and farm.toml load, every ``farm`` command of
-it runs in a fresh project and passes against the demo agent, and its Python snippets run.
+"""docs/guide.md works as written: its suite and farm.toml load, every ``farm`` command of it
+runs in a fresh project and passes against the demo agent, and its Python snippets run.
 
-Offline, two things are swapped in the README's farm.toml: the connector's
+Offline, two things are swapped in the guide's farm.toml: the connector's
 ``base_url`` points at the demo agent on 127.0.0.1 (no key), and the role agents
 are the demo's deterministic Python simulator, validator and generator.
 """
@@ -22,11 +22,11 @@ from typer.testing import CliRunner
 from farm.config import load_config
 from farm.suite.loader import load_file
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide.md"
 
 
 def blocks(kind: str) -> list[str]:
-    return re.findall(rf"```{kind}\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
+    return re.findall(rf"```{kind}\n(.*?)```", GUIDE.read_text(encoding="utf-8"), re.DOTALL)
 
 
 def test_every_jsonl_snippet_is_one_object_per_line_and_valid(tmp_path: Path):
@@ -52,8 +52,8 @@ def test_every_toml_snippet_loads(tmp_path: Path):
         assert config.agents
 
 
-def tour_project(root: Path, demo_url: str) -> Path:
-    """The tour's project in ``root``: the README's farm.toml (its connector pointed at the demo
+def guide_project(root: Path, demo_url: str) -> Path:
+    """The guide's project in ``root``: its farm.toml (its connector pointed at the demo
     agent, with no key; its simulator, judge and generator the demo's deterministic functions),
     its suite as ``suite.jsonl`` and its script tests as ``scripts/checks.py``."""
     data = tomllib.loads(blocks("toml")[0])
@@ -78,16 +78,15 @@ def tour_project(root: Path, demo_url: str) -> Path:
     return root
 
 
-#: README commands the tour cannot run here, and where they are tested instead.
+#: The guide's commands that cannot run here, and where they are tested instead.
 ELSEWHERE = {
     "--interactive": "needs a person at a terminal (tests/cli/test_interactive.py)",
-    "ray job submit": "needs a Ray cluster's Jobs API (tests/actors/test_jobs.py)",
     "farm view": "a server that runs until Ctrl-C (tests/farm/view/test_server.py)",
 }
 
 
 def farm_commands() -> list[list[str]]:
-    """Every ``farm`` command of the README's shell blocks, in order, as argument lists."""
+    """Every ``farm`` command of the guide's shell blocks, in order, as argument lists."""
     commands = []
     for block in blocks("bash"):
         for line in block.replace("\\\n", " ").splitlines():
@@ -99,18 +98,18 @@ def farm_commands() -> list[list[str]]:
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_every_farm_command_and_python_snippet_of_the_readme_runs_as_written(tmp_path: Path, demo_server, monkeypatch):
-    """The tour followed step by step in a fresh project: each command exits 0 (the suite's cases
+def test_every_farm_command_and_python_snippet_of_the_guide_runs_as_written(tmp_path: Path, demo_server, monkeypatch):
+    """The guide followed step by step in a fresh project: each command exits 0 (the suite's cases
     pass against the demo agent), and the Python snippets run on the results it wrote."""
     import ray
 
-    monkeypatch.chdir(tour_project(tmp_path, demo_server.url))
+    monkeypatch.chdir(guide_project(tmp_path, demo_server.url))
     runner = CliRunner()
     commands = [["validate", "suite.jsonl"], ["agents"], *farm_commands(), ["report", "farm-results"]]
     generating = next(args for args in commands if args[:2] == ["test", "-i"] and args[2].startswith("agents:gen?"))
     count = int(dict(parse_qsl(generating[2].partition("?")[2]))["count"])
     assert ["test", "-i", "scripts.checks"] in commands and generating[-2:] == ["-o", "generated.jsonl"]
-    first_run = None  # the run of `farm test -i suite.jsonl`: the tour's <run_id>
+    first_run = None  # the run of `farm test -i suite.jsonl`: the guide's <run_id>
 
     def runs() -> set[str]:
         return {p.name for p in Path("farm-results").glob("*/run.json") for p in [p.parent]}
@@ -136,7 +135,7 @@ def test_every_farm_command_and_python_snippet_of_the_readme_runs_as_written(tmp
     assert len(generated) == count and len({case["input"] for case in generated}) == count
     for snippet in blocks("python"):
         if not snippet.startswith("# scripts/"):
-            exec(compile(snippet.replace("<run_id>", first_run or ""), "README.md", "exec"), {})
+            exec(compile(snippet.replace("<run_id>", first_run or ""), "docs/guide.md", "exec"), {})
 
 
 def _toml(value) -> str:
@@ -145,7 +144,7 @@ def _toml(value) -> str:
     return json.dumps(value)
 
 
-def test_the_tour_generates_a_suite_with_the_demo_generator(tmp_path: Path, monkeypatch):
+def test_the_guide_generates_a_suite_with_the_demo_generator(tmp_path: Path, monkeypatch):
     """Step 8 runs as written: the demo's generator writes the cases the demo agent passes."""
     (command,) = [line for text in blocks("bash") for line in text.splitlines() if line.startswith("farm demo -i ")]
     query = re.search(r'-i "([^"]+)"', command).group(1)
