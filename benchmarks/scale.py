@@ -1,7 +1,7 @@
 """Scale: many single-turn cases through one driver — wall time and the driver's peak memory.
 
     python benchmarks/scale.py                       # 20k cases
-    python benchmarks/scale.py --cases 100000 --json # the README's figure
+    python benchmarks/scale.py --cases 100000 --json # figure (c) of benchmarks/README.md
 
 What runs is :func:`farm._run.execution.execute` — what ``farm test`` runs: the cases
 are loaded into the driver, dispatched to session actors on the embedded

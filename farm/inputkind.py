@@ -20,7 +20,7 @@ PATH_RULE = (
     "a folder runs every *.jsonl in it, and a path that does not exist is an error. "
     "Anything else is a message: one single-turn case."
 )
-"""How ``-i`` tells a path from a message, as ``farm test --help`` and the README say it."""
+"""How ``-i`` tells a path from a message, as ``farm test --help`` and docs/guide.md say it."""
 
 InputKind = Literal["file", "message", "stdin", "generator", "script-tests"]
 

@@ -235,7 +235,7 @@ LONGEST = (
     "tests/actors/test_warm.py",  # ~25
     "tests/cli/test_agent_driven.py",  # ~25
     "tests/cli/test_secrets.py",  # ~20
-    "tests/cli/test_readme.py",  # ~20
+    "tests/cli/test_guide.py",  # ~20
 )
 
 

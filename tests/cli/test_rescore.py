@@ -64,7 +64,7 @@ def test_a_folder_that_is_not_a_run_exits_2_with_one_sentence(tmp_path: Path):
 
 
 def test_farm_report_compares_a_run_with_its_rescore_of_an_edited_copy(tmp_path: Path):
-    """The README's flow: rescore an edited copy of the suite (another file), then farm report OLD NEW.
+    """docs/guide.md's flow: rescore an edited copy of the suite (another file), then farm report OLD NEW.
     A rescored case is the case it judged again: it keeps its suite and pairs; a case that could not
     be rescored is no regression."""
     cases = [

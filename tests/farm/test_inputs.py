@@ -227,9 +227,9 @@ def test_several_suites_load_as_one_in_order_and_an_id_may_repeat_across_them_bu
     assert [c.ok for c in messages.cases] == [True, False]  # two messages are the one case 'message' of the suite <message>
 
 
-def test_the_help_and_the_readme_state_the_path_rule():
+def test_the_help_and_the_guide_state_the_path_rule():
     from farm.cli.test import INPUT_HELP
 
-    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    guide = " ".join((Path(__file__).parents[2] / "docs" / "guide.md").read_text().split())
     assert PATH_RULE in INPUT_HELP
-    assert PATH_RULE in readme
+    assert PATH_RULE in guide
