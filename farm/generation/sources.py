@@ -1,8 +1,8 @@
 """Generators as sources of cases (:class:`~farm.suite.sources.CaseSource`): ``-i agents:<id>?k=v``
 (:class:`GeneratorAgent`) and ``-i scripts:<module.fn>?k=v`` (:class:`GeneratorScript`). Each
-gives a suite with no cases yet and a feed (:class:`~farm.generation.feed.GeneratedFeed`) whose
-:class:`~farm.generation.stream.CaseStream` writes them as the run goes, its query checked (:func:`~farm.generation.query.check_query`) before
-anything runs.
+gives a suite with no cases yet and its feed (:class:`~farm.generation.feed.GeneratedFeed`),
+whose :class:`~farm.generation.stream.CaseStream` writes them as the run goes, its query checked
+(:func:`~farm.generation.query.check_query`) before anything runs.
 """
 
 from __future__ import annotations
