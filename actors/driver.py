@@ -74,13 +74,12 @@ class _Pump:
         self.actors, self.scheduler, self.health = actors, scheduler, health
         self.in_flight: dict[Any, tuple[str, Job]] = {}
         self.finished = Finished(on_result, scheduler.add(actors.roles.for_cases(plan.cases)))
-        self.feed = ThreadFeed(plan.stream, lambda: actors.roles.generate, plan.on_generation) if plan.stream else None
-        if self.feed is None:
-            scheduler.close()
+        self.feed = ThreadFeed(plan.feed, lambda: actors.roles.generate, plan.on_progress)  # a static suite's ends at once
+        self.take_arrivals(0.0)
 
     @property
     def generating(self) -> bool:
-        return self.feed is not None and self.feed.open
+        return self.feed.open
 
     def run(self) -> None:
         try:
@@ -107,8 +106,7 @@ class _Pump:
             self.finished.record_all()
             raise
         finally:
-            if self.feed is not None:
-                self.feed.close()
+            self.feed.close()
 
     def submit(self) -> None:
         if self.scheduler.stopped:
@@ -117,7 +115,7 @@ class _Pump:
             self.in_flight[self.actors.run(worker, job)] = (worker, job)
 
     def take_arrivals(self, wait: float) -> None:
-        if self.feed is None or not self.feed.open:
+        if not self.feed.open:
             return
         for batch in self.feed.take(wait):
             self.finished.add(self.scheduler.add(self.actors.roles.for_cases(batch)))

@@ -100,7 +100,7 @@ def start_actors(plan: RunPlan, queue_share: float, human: str | None, traces: s
     limiters, limits = start_limiters(plan.config, list(plan.config.connectors), scope)
     token = uuid.uuid4().hex
     attributing = any(settings.attribute for settings in plan.agent_settings.values())
-    roles = RunRoles(RoleSetup(token, plan.config, limits, plan.settings.cache), scope, _pool_size(nodes, specs), plan.stream is not None, attributing)
+    roles = RunRoles(RoleSetup(token, plan.config, limits, plan.settings.cache), scope, _pool_size(nodes, specs), not plan.feed.closed, attributing)
     setups = {
         spec.name: SessionSetup(token, spec.name, plan.config, plan.agent_settings, plan.connector_override, spec.concurrency, roles.names, limits, human, traces)
         for spec in specs

@@ -408,8 +408,8 @@ def _request(bundles: list[dict[str, float]]) -> None:
 
 def conversations(plan: RunPlan) -> dict[str, int] | None:
     """Case runs each agent of ``plan`` has to do in this part (at least 1: every agent gets an
-    actor); None while a generator streams more."""
-    if plan.stream is not None:
+    actor); None while a feed hands over more (a generator's)."""
+    if not plan.feed.closed:
         return None
     per_agent = len(plan.cases) * plan.runs
     finished = Counter(key[3] for key in plan.skip_keys)  # (suite, case id, run index, agent)

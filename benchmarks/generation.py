@@ -93,7 +93,7 @@ def generate(config_path: Path, count: int, batch: int, seed: int) -> dict[str, 
     from farm.roles.services import LocalRoles
 
     config = load_config(config_path)
-    stream = resolve_input(f"agents:gen?count={count}&batch={batch}&seed={seed}", config, "target").stream
+    stream = resolve_input(f"agents:gen?count={count}&batch={batch}&seed={seed}", config, "target").feed.stream
     assert stream is not None
 
     preload()  # a run imports its HTTP client's transport at start-up: not generation's time

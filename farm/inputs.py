@@ -186,19 +186,25 @@ def resolve_input(
 ) -> Suite:
     """The suite ``value`` names (its source's cases, :class:`~farm.suite.sources.Loading` says the
     rest). A generator (``agents:``, ``scripts:``) gives a suite with no cases yet and its
-    :class:`~farm.generation.CaseStream` as ``stream``."""
+    :class:`~farm.generation.feed.GeneratedFeed` as ``feed``."""
     return source_of(value).load(Loading(config, agent_id, stdin, compact, cache))
 
 
 def load_inputs(
-    inputs: Sequence[CaseSource], config: FarmConfig, agent_id: str | None, stdin: TextIO | None = None, compact: bool = False, cache: RoleCache | None = None
+    inputs: Sequence[CaseSource],
+    config: FarmConfig,
+    agent_id: str | None,
+    stdin: TextIO | None = None,
+    compact: bool = False,
+    cache: RoleCache | None = None,
+    simulator: str | None = None,
 ) -> Suite:
     """The cases of every source of ``inputs`` (as :func:`expand_inputs` made them), as one suite in
     their order. A case id may repeat across suites: a case is named by its suite and id
     (:func:`~farm.results._suites.suite_of`), and every suite may have its ``greet``. An id repeated
     within one suite is a problem of the later case, as the loader finds it in a file; so is a
     second direct message (both are the case ``message`` of the suite ``<message>``)."""
-    loading = Loading(config, agent_id, stdin, compact, cache)
+    loading = Loading(config, agent_id, stdin, compact, cache, simulator)
     if len(inputs) == 1:
         return inputs[0].load(loading)
     from farm.results._suites import suite_of

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from farm._run.closing import Say
-from farm._run.generating import generation_record
 from farm._run.phases import Planned
 from farm.errors import UsageError
 
@@ -33,8 +32,8 @@ def plan_run(prepared: Prepared) -> Planned:
     which are done (a resume), the baseline, the engine; each mistake said before anything runs."""
     from farm._run.gating import load_baseline
 
-    options, cfg, suite, stream = prepared.options, prepared.cfg, prepared.suite, prepared.suite.stream
-    if not suite.cases and stream is None:
+    options, cfg, suite = prepared.options, prepared.cfg, prepared.suite
+    if not suite.expected:
         raise UsageError(f"{suite.description}: no test cases to {'rescore' if prepared.rescoring else 'run'}")
     recorder = _golden(prepared)
     if options.interactive and prepared.rescoring is None and (options.skip_interactive or not sys.stdin.isatty()):
@@ -50,8 +49,7 @@ def plan_run(prepared: Prepared) -> Planned:
         for settings in plan.agent_settings.values():
             settings.trace_receiver = receiver.url
     info = _run_info(prepared, agent_id, agents, connectors)
-    cases = max(len(suite.cases), stream.asked if stream else 0)
-    hook_info: dict[str, Any] = {"input": options.input, "agent": agent_id, "agents": agents, "connector": connectors.get(agent_id), "run_id": prepared.run_id, "cases": cases}
+    hook_info: dict[str, Any] = {"input": options.input, "agent": agent_id, "agents": agents, "connector": connectors.get(agent_id), "run_id": prepared.run_id, "cases": suite.expected}
     if prepared.rescoring is not None:
         hook_info["rescored_from"] = info.rescored_from
     return Planned(prepared, agent_id, agents, connectors, plan, info, engine, jsonl, skip_keys, recorder, against, hook_info, receiver)
@@ -161,17 +159,16 @@ def _engine_plan(prepared: Prepared, agents: list[str], connectors: dict[str, st
     from farm._run.setup import build_plan
     from farm.engines import Terminal, choose_engine, make_engine
 
-    options, cfg, suite, stream, rescoring = prepared.options, prepared.cfg, prepared.suite, prepared.suite.stream, prepared.rescoring
+    options, cfg, suite, rescoring = prepared.options, prepared.cfg, prepared.suite, prepared.rescoring
     engine_name = choose_engine(
         options.engine,
         address=options.address,
-        conversations=max(len(suite.cases), stream.asked if stream else 0) * options.runs * len(agents) - len(skip_keys),
+        conversations=suite.expected * options.runs * len(agents) - len(skip_keys),
         resources=any(cfg.agents[each].declares_resources for each in agents if each in cfg.agents),
     )
     terminal = Terminal(sys.stdin, Say(prepared.view.console)) if options.interactive and rescoring is None else None
     fields = {"parallel": _parallel(prepared, connectors), "runs": options.runs, "skip_keys": skip_keys, "terminal": terminal, "driver_calls": prepared.driver_calls}
     plan = build_plan(cfg, agents, suite, options, prepared.run_id, replay=rescoring.replay if rescoring else None, **fields)
-    plan.stream = stream
     engine = make_engine(engine_name, **({"address": options.address} if engine_name == "ray" else {}))  # a cluster not there: said before anything runs
     return plan, engine
 
@@ -180,7 +177,7 @@ def _run_info(prepared: Prepared, agent_id: str, agents: list[str], connectors: 
     """What ``run.json`` starts as; a rescore's names the run it replays."""
     from farm.writers import RunInfo
 
-    options, previous, stream, rescoring = prepared.options, prepared.previous, prepared.suite.stream, prepared.rescoring
+    options, previous, rescoring = prepared.options, prepared.previous, prepared.rescoring
     return RunInfo(
         run_id=prepared.run_id,
         command=options.command or ["farm.run", *options.inputs],
@@ -193,7 +190,7 @@ def _run_info(prepared: Prepared, agent_id: str, agents: list[str], connectors: 
         connectors=connectors,
         config=prepared.cfg.safe_dump(),
         options=options.recorded,
-        generation=generation_record(stream.stats, previous) if stream is not None else None,
+        generation=prepared.suite.feed.record(previous),
         parts=previous.recorded_parts() if previous is not None else [],
         rescored_from={"run_id": rescoring.source_id, "run_dir": str(rescoring.source)} if rescoring else None,
     )

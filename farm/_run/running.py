@@ -8,7 +8,9 @@ A rescore is a run whose :class:`Rescoring` replays recorded turns where agents 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,18 +26,19 @@ from farm._run.closing import (
     say_stopped,
     show_dry_run,
 )
-from farm._run.generating import GenerationShown, generate, generated, generator_calls
 from farm._run.phases import Planned, Prepared, Rescoring
 from farm._run.planning import plan_run
 from farm._run.request import ResolvedOptions, RunRequest
 from farm._run.result import RunResult, new_run_id
 from farm.errors import InputError
+from farm.feed import RunEnd
 from farm.results._folder import RUN_JSON
 from farm.suite.loader import MESSAGE
 
 if TYPE_CHECKING:
     from farm._run.execution import RunOutputs
     from farm.config import FarmConfig
+    from farm.loaded import LoadedCase
     from farm.summary import Summary
     from farm.writers import RunInfo
     from farm.writers.base import ResultWriter
@@ -81,7 +84,7 @@ def prepare_run(
     agent_id = agents[0] if agents else None
     dry = options.dry_run
     with tally() as driver_calls:  # a generator's call, before the run
-        suite = prepare(cfg, options.inputs, agent_id, options.match, options.tags, dry, options.cache)
+        suite = prepare(cfg, options.inputs, agent_id, options.match, options.tags, dry, options.cache, options.simulator)
     budget, budget_from = options.max_cost, _budget_source(options)
     calls = not dry and rescoring is None
     check_before_run(
@@ -94,40 +97,30 @@ def prepare_run(
         max_cost_from=budget_from,
         dry_run=not calls,
     )
-    if suite.problems and suite.stream is None and calls:  # as pytest stops on a collection error
+    if suite.problems and calls:  # as pytest stops on a collection error
         raise InputError(suite.problems)
     view = RunView(options.console, json_events=options.json_events, quiet=options.quiet, verbose=options.verbose)
     run_id = (previous.run_id if previous else None) or new_run_id()
     run_dir = Path(options.resume) if options.resume is not None else cfg.results_dir / run_id
-    prepared = Prepared(options, cfg, previous, agent_id, agents, suite, view, run_id, run_dir, driver_calls, rescoring)
-    if suite.stream is not None:  # generated cases: they run as their batches arrive (farm.generation)
-        suite.stream.default_simulator = options.simulator
-        if not dry:
-            _open_stream(prepared)
-    return prepared
+    if not dry:  # the cases its feed has at once (a resumed run's generated ones), the selection kept for what arrives
+        suite.cases += suite.feed.open(run_dir, _selection(options) if options.match or options.tags else None)
+    return Prepared(options, cfg, previous, agent_id, agents, suite, view, run_id, run_dir, driver_calls, rescoring)
 
 
-def _open_stream(prepared: Prepared) -> None:
-    """Start a generation that streams into the run: a resumed run's cases first, the selection kept."""
-    from farm.agents.transport import preload
+def _selection(options: ResolvedOptions) -> Callable[[list[LoadedCase]], list[LoadedCase]]:
+    """The run's selection (``--run``, ``--tag``), for the cases that arrive from a feed."""
     from farm.suite.loader import Suite
 
-    options, stream = prepared.options, prepared.suite.stream
-    assert stream is not None
-    preload()  # the generator's first request would import the HTTP transport inside the run
-    prepared.suite.cases = Suite(stream.open(prepared.run_dir)).select(options.match, options.tags).cases  # a resumed run's
-    if options.match or options.tags:
-        stream.keep = lambda cases: Suite(cases).select(options.match, options.tags).cases
+    return lambda cases: Suite(cases).select(options.match, options.tags).cases
 
 
 def dry_run(prepared: Prepared) -> RunResult:
-    """``--dry-run``: the cases (generated here, when a generator makes them) printed, and written with ``-o``."""
-    options, view = prepared.options, prepared.view
-    if prepared.suite.stream is not None:  # the generation alone
-        try:
-            generate(prepared.suite, prepared.cfg, options.cache, view.console, options.quiet, options.match, options.tags)
-        except KeyboardInterrupt:
-            return RunResult(130, interrupted=True)
+    """``--dry-run``: the cases (and those its feed would hand over, made here) printed, and written with ``-o``."""
+    options, view, suite = prepared.options, prepared.view, prepared.suite
+    try:
+        suite.cases += suite.feed.here(prepared.cfg, options.cache, view.console, options.quiet, _selection(options))
+    except KeyboardInterrupt:
+        return RunResult(130, interrupted=True)
     given = prepared.options.given.output  # -o alone: a resumed run's results file is not where its cases go
     output = Path(given) if given else None
     return RunResult(exit_code=show_dry_run(prepared.suite, output, view.console, options.quiet))
@@ -140,35 +133,27 @@ def execute_run(planned: Planned) -> RunResult:
     from farm.writers.jsonl import drop_broken
 
     prepared = planned.prepared
-    options, view, stream, info, rescoring = (
-        prepared.options,
-        prepared.view,
-        prepared.suite.stream,
-        planned.info,
-        prepared.rescoring,
-    )
+    options, view, feed, info, rescoring = prepared.options, prepared.view, prepared.suite.feed, planned.info, prepared.rescoring
     if options.before:
         global_hook(prepared.cfg, options.before, {"phase": "before", **planned.hook_info})
     outputs, reports = _outputs(planned)
-    count = len(prepared.suite.cases) if stream is None else stream.asked
     progress = rescoring is not None or not options.interactive  # a live bar would draw over the questions
     message = prepared.suite.description == MESSAGE
     plan = planned.plan
+    plan.on_progress = feed.watch(info, view, prepared.previous)  # a generation's progress line
     adaptive = plan.sequential is not None  # the tries are not known ahead: the line counts cases decided
     total = plan.cases_to_decide if adaptive else plan.total
     view.start(
         planned.agents,
         options.input,
-        count,
+        plan.case_count,
         _header(planned),
         total,
         progress=progress,
-        generating=stream is not None,
+        generating=not feed.closed,
         message=message,
         adaptive=adaptive,
     )
-    if stream is not None:
-        planned.plan.on_generation = GenerationShown(info, view, prepared.previous)
     watch = Watch(planned)
     if options.retry_errors:
         drop_broken(planned.jsonl)  # their new results replace them: every case once
@@ -234,21 +219,18 @@ def _outputs(planned: Planned) -> tuple[RunOutputs, list[ReportFile]]:
 
 
 def _finish(planned: Planned, summary: Summary, watch: Watch, reports: list[ReportFile], again: str | None) -> RunResult:
-    """After the run: the generation's line, why it stopped early, the summary and the gate, the
-    reporter and the ``after`` hook; the exit code from all of them."""
+    """After the run: what its feed adds (a generation's line), why it stopped early, the summary
+    and the gate, the reporter and the ``after`` hook; the exit code from all of them."""
     from farm._run.gating import show_gate
     from farm.engines import StopReason
 
     prepared = planned.prepared
-    options, view, stream, info, run_dir = prepared.options, prepared.view, prepared.suite.stream, planned.info, prepared.run_dir
+    options, view, info, run_dir = prepared.options, prepared.view, planned.info, prepared.run_dir
     console, quiet = view.console, options.quiet
-    if stream is not None:
-        count_after_run(run_dir, summary, generator_calls(stream, prepared.previous))  # made while the run went
-        view.stop()
-        if stream.stats.kept == 0 and options.resume is None:
-            remove_run(run_dir, planned.jsonl)  # nothing ran: no folder is left as if it had (exit 2, below)
-        generated(stream, console, quiet)
     view.stop()
+    count = partial(count_after_run, run_dir, summary)
+    end = RunEnd(run_dir, summary, prepared.previous, console, quiet, options.resume is not None, count, partial(remove_run, run_dir, planned.jsonl))
+    feed_failed = prepared.suite.feed.after_run(end)
     say_stopped(console, info.stop_reason, summary, options.max_cost, again or "")  # -q too: why a run ended early
     if watch.reach.unreachable is not None:
         console.print(f"[red]error:[/red] {escape(watch.reach.unreachable)}", soft_wrap=True, highlight=False, emoji=False)
@@ -266,7 +248,7 @@ def _finish(planned: Planned, summary: Summary, watch: Watch, reports: list[Repo
         code = max(code, 1)
     if watch.reach.unreachable is not None:
         code = 1 if watch.reach.answers else 2  # an endpoint that could not be reached at all: nothing was tested
-    if stream is not None and stream.error is not None:
+    if feed_failed:
         code = max(code, 1)  # the generator's failure cut the suite short: a role's error, never a green run
     if not report_and_after(planned, summary, watch):
         code = 1

@@ -41,8 +41,10 @@ def prepare(
     tags: Sequence[str],
     dry_run: bool,
     cache: bool = True,
+    simulator: str | None = None,
 ) -> Suite:
-    """The selected cases of ``inputs``, for ``agent_id`` (the first agent under test), checked to be configured."""
+    """The selected cases of ``inputs``, for ``agent_id`` (the first agent under test), checked to be
+    configured; ``simulator``: the run's default one (``--simulator``)."""
     from farm.inputs import expand_inputs, load_inputs
 
     expanded = expand_inputs(inputs)  # a mistyped path is said first: it is why no agent would be tested
@@ -57,7 +59,7 @@ def prepare(
     from farm.roles.cache import RoleCache
 
     role_cache = RoleCache.for_config(cfg) if cache else None
-    return load_inputs(expanded, cfg, agent_id, compact=not dry_run, cache=role_cache).select(match, tags)
+    return load_inputs(expanded, cfg, agent_id, compact=not dry_run, cache=role_cache, simulator=simulator).select(match, tags)
 
 
 def run_settings(cfg: FarmConfig, agent_id: str, run_id: str, options: ResolvedOptions) -> RunSettings:
@@ -110,6 +112,7 @@ def build_plan(cfg: FarmConfig, agents: list[str], suite: Suite, options: Resolv
     return RunPlan(
         config=cfg,
         cases=suite.cases,
+        feed=suite.feed,
         settings=agent_settings[agents[0]],
         agent_settings=agent_settings,
         fail_fast=options.fail_fast,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from farm.engines.scheduler import Job, Scheduler, StopReason, Worker
 from farm.errors import EngineLost, UsageError
+from farm.feed import CLOSED, CaseFeed
 from farm.results import CaseResult, CaseRunKey
 from farm.roles.types import CallTally
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:  # the runner and the case model: importing the scheduler load
     from farm.config import FarmConfig
     from farm.conversation.replay import Replay
     from farm.conversation.runner import RunSettings
-    from farm.generation import CaseStream, GenerationStats
     from farm.loaded import LoadedCase
     from farm.sequential import Sequential
     from farm.traces.receiver import SpanSink
@@ -111,10 +111,11 @@ class RunPlan:
     """Set under adaptive repeats (``--runs auto``, ``MIN..MAX``): the rule that stops each case."""
     tried_before: dict[CaseRunKey, tuple[str, bool]] = field(default_factory=dict)
     """Under adaptive repeats, on a resume: how each case run in ``skip_keys`` ended (status, a role's error)."""
-    stream: CaseStream | None = None
-    """Cases that arrive while the run goes (a generator's), after ``cases``."""
-    on_generation: Callable[[GenerationStats], None] | None = None
-    """Told how the generation goes, after each batch (the progress line)."""
+    feed: CaseFeed = CLOSED
+    """What hands over the cases that arrive while the run goes, after ``cases``: a static suite's
+    is closed (nothing arrives), a generator's gives each batch as it is accepted."""
+    on_progress: Callable[[Any], None] | None = None
+    """Told how the feed goes, after each batch (a generation's progress line)."""
     when_idle: Callable[[], None] | None = None
     """Work for the first moment the run's loop has nothing to do, its first requests out (the local
     engine): the Parquet writer's pyarrow, loaded then rather than before the first request."""
@@ -157,7 +158,7 @@ class RunPlan:
     @property
     def case_count(self) -> int:
         """Cases of the run (those known so far; a generator may add more)."""
-        return max(len(self.cases), self.stream.asked) if self.stream is not None else len(self.cases)
+        return max(len(self.cases), self.feed.asked)
 
     @property
     def cases_to_decide(self) -> int:

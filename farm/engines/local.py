@@ -88,9 +88,7 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
         arrived.append(item)
         wake.set()
 
-    feed = asyncio.ensure_future(pump(plan.stream, roles.generate, put, plan.on_generation)) if plan.stream is not None else None
-    if feed is None:
-        scheduler.close()
+    feed = asyncio.ensure_future(pump(plan.feed, roles.generate, put, plan.on_progress))  # a static suite's ends at once
     running: dict[asyncio.Future[CaseResult], Job] = {}
     failed: list[BaseException] = []
     closing = False  # the run is ending (done, failed or interrupted): no case starts any more
@@ -144,7 +142,7 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
         raise
     finally:
         closing = True
-        pending: list[asyncio.Future[Any]] = [*running, *([feed] if feed is not None else [])]
+        pending: list[asyncio.Future[Any]] = [*running, feed]
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)

@@ -1,8 +1,9 @@
 """Generation: the cases a generator writes, asked in batches and accepted as they arrive (docs/generation.md).
 
 ``-i agents:<gen>?count=N`` (or ``scripts:<gen>``) is a source of cases
-(:mod:`~farm.generation.sources`) whose suite has no cases yet: its :class:`CaseStream` produces
-them while the run goes, from one of:
+(:mod:`~farm.generation.sources`) whose suite has no cases yet: its feed
+(:class:`~farm.generation.feed.GeneratedFeed`, a :class:`~farm.feed.CaseFeed`) hands over the
+cases its :class:`CaseStream` produces while the run goes, from one of:
 
 - the generation cache (:mod:`~farm.generation.cache`): a generation that ran to its end, kept
   whole, read back when the same command runs again;
@@ -19,7 +20,7 @@ generates only what is missing. What the generator is asked is checked and read 
 
 API (the engine gives ``generate``: one generator role call)::
 
-    stream = suite.stream                   # from farm.inputs.resolve_input
+    stream = suite.feed.stream              # from farm.inputs.resolve_input
     resumed = stream.open(run_dir)          # cases already in generated.jsonl
     async for cases in stream.batches(generate, on_progress):
         ...                                 # run them

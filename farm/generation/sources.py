@@ -1,8 +1,8 @@
 """Generators as sources of cases (:class:`~farm.suite.sources.CaseSource`): ``-i agents:<id>?k=v``
 (:class:`GeneratorAgent`) and ``-i scripts:<module.fn>?k=v`` (:class:`GeneratorScript`). Each
-gives a suite with no cases yet and the :class:`~farm.generation.stream.CaseStream` that writes
-them as the run goes, its query checked (:func:`~farm.generation.query.check_query`) before
-anything runs.
+gives a suite with no cases yet and its feed (:class:`~farm.generation.feed.GeneratedFeed`),
+whose :class:`~farm.generation.stream.CaseStream` writes them as the run goes, its query checked
+(:func:`~farm.generation.query.check_query`) before anything runs.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from farm.errors import UsageError
+from farm.generation.feed import GeneratedFeed
 from farm.generation.query import check_query
 from farm.generation.stream import CaseStream
 from farm.inputkind import typed_query
@@ -78,7 +79,8 @@ class GeneratorAgent:
         params = {**generator.generate, **query}
         metadata = generator_metadata(config, loading.agent_id, params)
         stream = CaseStream(f"agents:{generator_id}", config, params, metadata, agent_id=generator_id, cache=loading.cache)
-        return Suite([], f"agents:{generator_id} ({stream.asked} cases to generate)", stream=stream)
+        stream.default_simulator = loading.simulator
+        return Suite([], f"agents:{generator_id} ({stream.asked} cases to generate)", GeneratedFeed(stream))
 
 
 @dataclass(frozen=True)
@@ -94,4 +96,5 @@ class GeneratorScript:
         fn = ScriptResolver(config.scripts_dir).resolve(ref)
         check_query(f"-i scripts:{ref}", params, set(), strict=False)
         stream = CaseStream(f"scripts:{ref}", config, params, generator_metadata(config, loading.agent_id, params), script=fn)
-        return Suite([], f"scripts:{ref} ({stream.asked} cases to generate)", stream=stream)
+        stream.default_simulator = loading.simulator
+        return Suite([], f"scripts:{ref} ({stream.asked} cases to generate)", GeneratedFeed(stream))

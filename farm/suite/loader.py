@@ -25,6 +25,7 @@ from farm.assertions import known_types
 from farm.assertions.traces import PARAMS as TRACE_PARAMS
 from farm.cases import TestCase
 from farm.errors import InputError, UsageError
+from farm.feed import CLOSED, CaseFeed
 from farm.loaded import LoadedCase
 from farm.suite.validation import (
     TooLargeInteger,
@@ -55,10 +56,15 @@ validated once, not again when it is checked and when it starts, for ~3 KiB a si
 class Suite:
     cases: list[LoadedCase] = field(default_factory=list)
     description: str = ""
-    stream: Any = None
-    """The generator whose cases arrive while the run goes (``-i agents:``/``scripts:``), a
-    :class:`farm.generation.CaseStream`; ``cases`` then starts empty. Typed loosely: generation
-    stands on the suite, not the suite on generation."""
+    feed: CaseFeed = CLOSED
+    """What hands over the cases that arrive while the run goes: none for a static suite
+    (:data:`~farm.feed.CLOSED`), a generator's (``-i agents:``/``scripts:``,
+    :class:`~farm.generation.feed.GeneratedFeed`), whose ``cases`` start empty."""
+
+    @property
+    def expected(self) -> int:
+        """Cases the run counts on: those there, or as many as its feed is asked for."""
+        return max(len(self.cases), self.feed.asked)
 
     @property
     def problems(self) -> list[str]:
@@ -84,7 +90,7 @@ class Suite:
             if wanted and (case is None or not wanted.issubset(case.tags)):
                 continue
             kept.append(c)
-        return Suite(kept, self.description, self.stream)
+        return Suite(kept, self.description, self.feed)
 
 
 def describe_validation_error(exc: ValidationError) -> str:

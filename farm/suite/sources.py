@@ -8,9 +8,9 @@ source                      its cases                             where
                             or of a glob's)
 :class:`Message`            one single-turn case                  here
 :class:`Stdin`              JSONL on stdin                        here
-a generator agent, a        none yet: a stream that writes them   :mod:`farm.generation.sources`
-script generator            as the run goes (and the generation
-                            cache, when it ran before)
+a generator agent, a        none yet: a feed that hands them      :mod:`farm.generation.sources`
+script generator            over as the run goes (and the
+                            generation cache, when it ran before)
 script tests                one case per ``test_*`` function      :mod:`farm.roles.scripttests`
 ==========================  ====================================  ======================
 """
@@ -46,6 +46,8 @@ class Loading:
     cache: Any = None
     """The role cache a generator's whole generation is kept in (a :class:`~farm.roles.cache.RoleCache`;
     None: ``--no-cache``)."""
+    simulator: str | None = None
+    """The run's default simulator (``--simulator``): a generator checks its dynamic cases with it."""
 
 
 class CaseSource(Protocol):
@@ -62,7 +64,8 @@ class CaseSource(Protocol):
         ...
 
     def load(self, loading: Loading) -> Suite:
-        """Its cases: all of them, or, for a generator, none yet and the ``stream`` that writes them."""
+        """Its cases: all of them (its feed closed), or, for a generator, none yet and the ``feed``
+        that hands them over as they arrive (:mod:`farm.feed`)."""
         ...
 
 

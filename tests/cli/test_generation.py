@@ -280,7 +280,7 @@ def test_on_the_ray_engine_generator_calls_run_in_a_role_pool(tmp_path: Path, ag
         pool = start_pool(["gen-pool-test-0", "gen-pool-test-1"], setup)
         try:
             roles = PoolRoles(RolePools(generators=list(pool), setup=setup))
-            stream = resolve_input("agents:gen?count=120", config, "target").stream
+            stream = resolve_input("agents:gen?count=120", config, "target").feed.stream
             assert stream is not None
             cases = collect(stream, roles.generate)
             assert len(cases) == 120 and len({c.id for c in cases}) == 120

@@ -48,8 +48,8 @@ def config(tmp_path: Path):
 
 def stream_of(config, query: str, cache: RoleCache | None = None) -> CaseStream:
     suite = resolve_input(f"agents:gen?{query}", config, "target", cache=cache)
-    assert suite.cases == [] and suite.stream is not None
-    return suite.stream
+    assert suite.cases == [] and suite.feed.stream is not None
+    return suite.feed.stream
 
 
 class Writer:
@@ -286,7 +286,7 @@ def test_a_finished_generation_is_cached_whole_and_read_back_without_a_generator
     before = len(writer.requests)
     collect(no_cache, writer)
     assert len(writer.requests) > before
-    sampling = resolve_input("agents:hot?count=5", config, "target", cache=cache).stream
+    sampling = resolve_input("agents:hot?count=5", config, "target", cache=cache).feed.stream
     assert sampling is not None and sampling._whole_key() is None  # a generator that samples is not cached
 
 
@@ -326,7 +326,7 @@ def test_script_generators_stream_generator_and_async_generator_functions(config
     (tmp_path / "scripts" / "gens.py").write_text(SCRIPTS)
 
     def script_stream(ref: str) -> CaseStream:
-        stream = resolve_input(f"scripts:{ref}", config, "target").stream
+        stream = resolve_input(f"scripts:{ref}", config, "target").feed.stream
         assert stream is not None
         return stream
 

@@ -134,8 +134,8 @@ def test_a_file_stdin_and_a_message_resolve_to_cases(project: Path):
 
 def generated(suite, config) -> list:
     """The cases a generator suite's stream writes, generated in this process."""
-    assert suite.cases == [] and suite.stream is not None
-    return [c.materialized() for c in generate_locally(suite.stream, config)]
+    assert suite.cases == [] and suite.feed.stream is not None
+    return [c.materialized() for c in generate_locally(suite.feed.stream, config)]
 
 
 def test_a_generator_agent_gives_a_stream_that_writes_the_cases(project: Path):
@@ -182,7 +182,7 @@ def test_a_generate_table_with_a_misspelt_key_is_one_sentence_naming_farm_toml(p
     with pytest.raises(UsageError, match=r"farm\.toml: agents\.typo\.generate: unknown parameter 'cuont' \(did you mean 'count'\?\)"):
         resolve_input("agents:typo", config, "target")
     own = resolve_input("agents:gen?region=emea", config, "target")  # a service of its own may read its own parameters
-    assert own.stream is not None and own.stream.metadata["region"] == "emea"
+    assert own.feed.stream is not None and own.feed.stream.metadata["region"] == "emea"
 
 
 def test_a_value_that_looks_like_a_path_is_one_and_anything_else_a_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
