@@ -200,13 +200,17 @@ def test_backoff_pauses_every_holder(limiters, callers, limits_of):
     while not (paused_until := ray.get(actor.stats.remote())["paused_until"]) and time.time() < deadline:
         time.sleep(0.01)
     paused_at = paused_until - 1.0  # when the limiter itself paused (the message may travel slowly under load)
-    stamps = [s for r in ray.get(refs) for s in r]
+    per_holder = [sorted(r) for r in ray.get(refs)]
+    stamps = [s for r in per_holder for s in r]
 
     assert paused_until, "the limiter never heard of the backoff"
     assert any(s < paused_at for s in stamps)
-    # every holder hears of the pause within one sync (0.1 s) and its answer
-    assert not [s for s in stamps if paused_at + 0.25 <= s < paused_at + 0.95]
-    assert any(s >= paused_at + 1.0 for s in stamps)  # and the connector resumes
+    # every holder pauses: its grants, some 10 a second before, stop for most of the 1 s pause (a holder
+    # that never heard of it would go on at its rhythm); however slowly the word travels, within half of it
+    for grants in per_holder:
+        after = [s for s in grants if s >= paused_at]
+        assert after and after[-1] >= paused_at + 1.0, grants  # and it resumes
+        assert max(b - a for a, b in zip([paused_at, *after], after, strict=False)) >= 0.5, grants
 
 
 def test_a_dead_holders_slots_come_back_after_the_lease(limiters, ray_session):
