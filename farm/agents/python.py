@@ -45,6 +45,7 @@ from farm.agents.openai import (
 )
 from farm.config import AgentConfig
 from farm.errors import UsageError
+from farm.wording import nearest
 
 __all__ = ["SYNC_THREADS", "PythonAgent", "load_entry", "reply_from"]
 
@@ -113,6 +114,8 @@ class PythonAgent:
 
     def __init__(self, agent_config: AgentConfig, fn: Callable[..., Any] | None = None):
         self.config = agent_config
+        self.role_answers = False
+        """A role's agent: a dict it returns is its answer (a simulator's ``{"input": …}``), not a reply."""
         self.fn = fn if fn is not None else load_entry(agent_config.entry, agent_config.id)
         self._threads: ThreadPoolExecutor | None = None
 
@@ -145,7 +148,7 @@ class PythonAgent:
             error.traceback = user_traceback(exc)
             raise error from exc
         try:
-            return reply_from(result)
+            return reply_from(result, answers=self.role_answers)
         except AgentResponseError as exc:
             raise AgentResponseError(
                 f"Cannot read the reply of agent '{self.config.id}' ({self.config.entry}): {exc}"
@@ -180,8 +183,14 @@ def user_traceback(exc: BaseException) -> str:
     return text if len(text) <= TRACEBACK_LIMIT else "…" + text[-TRACEBACK_LIMIT:]
 
 
-def reply_from(result: Any) -> Reply:
-    """What a Python agent returned, as a :class:`Reply`."""
+REPLY_KEYS = ("content", "tool_calls", "awaiting_input", "input_hint", "finish_reason", "usage")
+"""What a python agent's dict reply may hold (or ``choices``: an OpenAI completion as it is)."""
+
+
+def reply_from(result: Any, answers: bool = False) -> Reply:
+    """What a Python agent returned, as a :class:`Reply`. A dict with neither ``content`` nor
+    ``tool_calls`` is an error (read as an empty reply, it would pass every ``not_contains``),
+    unless it is a role's answer (``answers``), which the role reads whole."""
     if isinstance(result, Reply):
         return result
     if isinstance(result, str):
@@ -189,6 +198,10 @@ def reply_from(result: Any) -> Reply:
     if isinstance(result, dict):
         if "choices" in result:
             return parse_completion(result)
+        if not answers and "content" not in result and not result.get("tool_calls"):
+            keys = ", ".join(map(repr, list(result)[:8])) or "none"
+            hint = "".join(nearest(str(key), REPLY_KEYS) for key in result)[:60]
+            raise AgentResponseError(f"it returned a dict with no 'content' nor 'tool_calls' (its keys: {keys}){hint}; a dict reply has 'content' (text) and may have {', '.join(REPLY_KEYS[1:])}")
         content = result.get("content")
         return Reply(
             content=content_text(content),

@@ -259,6 +259,10 @@ class RolePlayer:
     ):
         self.role = role
         self.client = client
+        from farm.agents.python import PythonAgent
+
+        if isinstance(client, PythonAgent):  # a python agent playing the role may answer with a dict, read whole
+            client.role_answers = True
         self.prompt = prompt or PROMPTS[role]
         self.builtin_prompt = builtin_prompt
         self.cache = cache

@@ -107,3 +107,46 @@ def test_a_raising_python_simulator_keeps_its_frames_in_the_role_log_and_shows_t
     assert failed["role"] == "simulator" and f'{module}.py", line 7, in customer' in failed["traceback"]
     assert failed["traceback"].rstrip().endswith("KeyError: 'persona'")
     assert "The simulator (customer) raised:" in result.output and "_next_line" in result.output
+
+
+SILENT = '''
+def answers_elsewhere(messages, options):
+    return {"answer": "Hello"}  # a dict reply without 'content'
+
+
+def simulate(messages, options):
+    return {"input": "and then?", "goal_achieved": len(messages) > 2}  # a role's dict is its answer
+'''
+
+SILENT_TOML = """
+[farm]
+default_agent = "dict"
+simulator = "sim"
+results_dir = "results"
+
+[agents.dict]
+kind = "python"
+entry = "{module}:answers_elsewhere"
+
+[agents.sim]
+kind = "python"
+entry = "{module}:simulate"
+"""
+
+
+def test_a_dict_reply_without_content_is_an_error_not_an_empty_reply_that_passes_not_contains(python_project, tmp_path: Path, monkeypatch):
+    python_project(SILENT, SILENT_TOML, {})
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "suite.jsonl").write_text(json.dumps({"id": "polite", "input": "hi", "assertions": [{"type": "not_contains", "value": "sorry"}]}) + "\n")
+    result = CliRunner().invoke(app, ["test", "-i", "suite.jsonl", "--engine", "local", "-q"], catch_exceptions=False)
+    assert result.exit_code == 1, result.output  # never a pass on an empty reply
+    (run_dir,) = (tmp_path / "results").iterdir()
+    (record,) = map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())
+    assert record["status"] == "error"
+    assert "it returned a dict with no 'content' nor 'tool_calls' (its keys: 'answer')" in record["error"]
+
+
+def test_a_python_simulator_may_still_answer_with_a_dict(python_project, tmp_path: Path, monkeypatch):
+    from farm.agents.python import reply_from
+
+    assert reply_from({"input": "x"}, answers=True).raw == {"input": "x"}  # a role reads the dict whole
