@@ -68,6 +68,7 @@ from farm.reports.runs import find_runs, load_runs
 from farm.reports.stats import paired_sentence
 from farm.reports.trend import trend
 from farm.results import CASE_KEY, RunRecord, StabilityClass, Status, stability_class
+from farm.wording import plural
 
 if TYPE_CHECKING:
     from farm.sequential import Sequential
@@ -153,6 +154,8 @@ def _named_agents(cases: pa.Table) -> pa.Table:
 def _unfinished(run: RunSummary) -> str:
     """A run that did not run every case it planned, said (its figures are of part of it)."""
     said = f"run {run.run_id} is {run.status}" if run.status != "finished" else f"run {run.run_id} stopped early"
+    if not run.not_run:  # stopped after its last case had started: nothing planned is missing
+        return f"{said}; its figures are of the {plural(run.counts.total, 'case run')} it ended."
     if run.adaptive:  # how many tries it would have made depends on their results: no total was planned
         return f"{said}: {run.not_run} tries that were due did not run (adaptive repeats); its figures are of the {run.counts.total} that did."
     planned = run.counts.total + (run.not_run or 0)

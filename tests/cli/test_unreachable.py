@@ -74,6 +74,8 @@ def test_a_dead_endpoint_stops_the_run_at_once_with_one_sentence(project: tuple[
     rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert len(rows) < 40 and {r["status"] for r in rows} == {"error"}  # dispatch stopped
     assert (info["gate"]["verdict"], info["gate"]["stopped"], info["gate"]["not_run"]) == ("failed", "unreachable", 40 - len(rows))
+    report = " ".join(CliRunner().invoke(app, ["report", str(run_dir)]).output.split())
+    assert f"run {info['run_id']} is stopped: {40 - len(rows)} of 40 planned case runs did not run" in report
 
 
 def test_a_dead_endpoint_beside_one_that_answers_stops_the_run_with_exit_1(project: tuple[Path, int]):

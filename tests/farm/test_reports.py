@@ -810,3 +810,11 @@ def test_the_trend_of_a_results_folder_is_each_agents_pass_rate_per_run_oldest_f
     rows = {line.split()[0]: line.split()[1:] for line in section.splitlines() if line.strip().startswith(("bot ", "other "))}
     assert rows["bot"][-3:] == ["0.0%", "50.0%", "100.0%"] and rows["other"][-3:] == ["100.0%", "0.0%", "50.0%"]
     assert json.loads(invoke("report", str(results), "--json").output)["trend"][0]["run_id"] == "c-run"
+
+
+def test_a_stopped_run_with_nothing_left_to_run_is_not_said_to_miss_0_of_its_case_runs():
+    from farm.reports.analysis import _unfinished
+    from farm.reports.models import RunSummary, StatusCounts
+
+    said = _unfinished(RunSummary(run_id="r1", status="stopped", not_run=0, counts=StatusCounts(total=1)))
+    assert said == "run r1 is stopped; its figures are of the 1 case run it ended."
