@@ -256,8 +256,8 @@ class _Sender:
         self.log_exporter = OTLPLogExporter(endpoint=f"{endpoint}/v1/logs", timeout=EXPORT_TIMEOUT_S)
         self.spans: list[Any] = []
         self.logs: list[Any] = []
-        self.gone = False
-        self.reason: str | None = None
+        self.reason: str | None = _unreachable(endpoint)
+        self.gone = self.reason is not None
         self._said: list[str] = []
 
     def send(self) -> bool:
@@ -294,6 +294,21 @@ class _Sender:
             for each, propagate in zip(loggers, before, strict=True):
                 each.removeHandler(handler)
                 each.propagate = propagate
+
+
+def _unreachable(endpoint: str) -> str | None:
+    """Why nothing listens at ``endpoint`` (a connection refused at once, say), or None: a collector
+    that is not there costs the run no exporter's retries, which would wait seconds for it."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = urlsplit(endpoint)
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+        with socket.create_connection((url.hostname or "127.0.0.1", port), timeout=2.0):
+            return None
+    except (OSError, ValueError) as exc:
+        return (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__).lower()
 
 
 class _Said(logging.Handler):
