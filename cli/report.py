@@ -12,6 +12,7 @@ import typer
 from farm.cli.options import configured_results_dir
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -22,7 +23,9 @@ from farm.results import format_usd as _usd
 from farm.wording import plural
 
 if TYPE_CHECKING:
-    from farm.reports.models import CaseChange, CaseDelta, CaseRate, Latency, PairedComparison, Report, RunSummary
+    from datetime import datetime
+
+    from farm.reports.models import CaseChange, CaseDelta, CaseRate, Latency, PairedComparison, Report, RunSummary, TrendPoint
     from farm.results import StabilityClass
 
 __all__ = ["render", "report"]
@@ -198,23 +201,50 @@ TREND_RUNS = 12
 
 
 def _trend(report: Report, console: Console) -> None:
-    """The pass rate per agent (a row each) per run (a column each, oldest first), of the latest runs."""
+    """The pass rate of each agent in each of the latest runs, a run a row, the newest last.
+
+    A run is named by its id and its start to the second (runs often start within a minute of each
+    other). Each agent has its own column while they fit the console; more agents than fit, and the
+    table is a row per run and agent instead, so that no figure is ever cut."""
     runs = list(dict.fromkeys(point.run_id for point in report.trend))
     if len(runs) < 2:
         return
     shown = runs[-TREND_RUNS:]
-    rates = {(point.run_id, point.agent): point.pass_rate for point in report.trend}
-    started = {point.run_id: point.started_at for point in report.trend}
-    agents = sorted({point.agent for point in report.trend})
-    earlier = f" (the latest {len(shown)} of {len(runs)})" if len(shown) < len(runs) else ""
-    table = _table(
-        f"Pass rate trend{earlier}",
-        ("Agent", "left"),
-        *((f"{started[run]:%m-%d %H:%M}" if started[run] else run, "right") for run in shown),
-    )
-    for agent in agents:
-        table.add_row(Text(agent or "(unknown)"), *(_rate(rates[run, agent]) if (run, agent) in rates else "" for run in shown))
+    older = len(runs) - len(shown)
+    points = [point for point in report.trend if point.run_id in set(shown)]
+    agents = sorted({point.agent for point in points})
+    title = f"Pass rate trend (oldest first, the latest {len(shown)} of {len(runs)} runs)" if older else "Pass rate trend (oldest first)"
+    table = _trend_per_run(title, shown, points, agents)
+    if Measurement.get(console, console.options.update_width(10_000), table).maximum > console.width:
+        table = _trend_per_agent(title, points)
     console.print(table)
+    if older:
+        console.print(Text(f"  … and {plural(older, 'older run')} (--json has every run's)", style="dim"))
+
+
+def _trend_per_run(title: str, runs: list[str], points: list[TrendPoint], agents: list[str]) -> Table:
+    """A row per run: its id, its start, then each agent's pass rate in a column of its own."""
+    rates = {(point.run_id, point.agent): point.pass_rate for point in points}
+    started = {point.run_id: point.started_at for point in points}
+    table = _table(title, ("Run", "left", True), ("Started", "left", True), *((agent or _UNNAMED, "right") for agent in agents))
+    for run in runs:
+        table.add_row(Text(run), _second(started[run]), *(_rate(rates[run, agent]) if (run, agent) in rates else "" for agent in agents))
+    return table
+
+
+def _trend_per_agent(title: str, points: list[TrendPoint]) -> Table:
+    """A row per run and agent: for more agents than fit the console side by side."""
+    table = _table(title, ("Run", "left", True), ("Started", "left", True), ("Agent", "left", True), ("Pass rate", "right"))
+    for point in points:
+        table.add_row(Text(point.run_id), _second(point.started_at), Text(point.agent or _UNNAMED), _rate(point.pass_rate))
+    return table
+
+
+_UNNAMED = "(unknown)"
+
+
+def _second(started: datetime | None) -> str:
+    return f"{started:%Y-%m-%d %H:%M:%S}" if started else "—"
 
 
 def _run_row(table: Table, run: RunSummary, row: RunSummary, per_agent: bool, priced: bool) -> None:

@@ -17,11 +17,14 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from farm.cli.app import app
+from farm.cli.report import PIPE_WIDTH
+from rich.console import Console
 from typer.testing import CliRunner
 
 from farm._run.events import EventWriter
 from farm.errors import UsageError
 from farm.reports import HTMLWriter, JUnitWriter, analyse
+from farm.reports.models import Report
 from farm.results import (
     SCHEMA_VERSION,
     AssertionResult,
@@ -807,6 +810,55 @@ def test_the_trend_of_a_results_folder_is_each_agents_pass_rate_per_run_oldest_f
     out = invoke("report", str(results))
     assert "Pass rate trend" in out.output
     section = out.output.split("Pass rate trend")[1].split("Summary")[0]
-    rows = {line.split()[0]: line.split()[1:] for line in section.splitlines() if line.strip().startswith(("bot ", "other "))}
-    assert rows["bot"][-3:] == ["0.0%", "50.0%", "100.0%"] and rows["other"][-3:] == ["100.0%", "0.0%", "50.0%"]
+    rows = {line.split()[0]: line.split()[3:] for line in section.splitlines() if line.strip().endswith("%")}
+    assert list(rows) == ["c-run", "b-run", "a-run"]  # a run a row, the newest last
+    assert rows == {"c-run": ["0.0%", "100.0%"], "b-run": ["50.0%", "0.0%"], "a-run": ["100.0%", "50.0%"]}
     assert json.loads(invoke("report", str(results), "--json").output)["trend"][0]["run_id"] == "c-run"
+
+
+def trend_lines(report: Report, width: int) -> list[str]:
+    """The trend table as a console of ``width`` columns prints it (as a terminal, or piped)."""
+    from farm.cli.report import _trend
+
+    out = io.StringIO()
+    _trend(report, Console(file=out, width=width, highlight=False, color_system=None))
+    return out.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("width", [80, PIPE_WIDTH])
+def test_the_trend_of_runs_started_in_one_minute_tells_each_run_apart_at_80_columns_and_piped(tmp_path: Path, width: int):
+    from tests.farm.test_read_runs import write_run
+
+    results = tmp_path / "results"
+    for n in range(14):  # 14 runs a few seconds apart, as a loop of farm test makes them
+        passes = [index < n % 5 for index in range(4)]
+        write_run(results / f"run-{n:02d}", f"20261206-0523{n:02d}-abc{n:03d}", {"support-bot": passes, "billing-assistant": [True, *passes[1:]]}, started=1.7e9 + 4 * n)
+    report = analyse([results])
+    lines = trend_lines(report, width)
+    assert max(len(line) for line in lines) <= width
+    assert "the latest 12 of 14 runs" in lines[1] and "… and 2 older runs (--json has every run's)" in lines[-1]
+    header = next(line for line in lines if line.lstrip().startswith("Run"))
+    assert header.split() == ["Run", "Started", "billing-assistant", "support-bot"]
+    rows = [line.split() for line in lines if line.lstrip().startswith("20261206-")]
+    assert [row[0] for row in rows] == [f"20261206-0523{n:02d}-abc{n:03d}" for n in range(2, 14)]  # the newest last
+    assert [row[2] for row in rows[:2]] == ["22:13:28", "22:13:32"]  # to the second: the same minute, two runs
+    for n, row in zip(range(2, 14), rows, strict=True):
+        passed = n % 5
+        assert row[3:] == [f"{(passed + (passed == 0)) / 4:.1%}", f"{passed / 4:.1%}"]  # every figure whole
+
+
+def test_the_trend_of_more_agents_than_fit_side_by_side_is_a_row_per_run_and_agent(tmp_path: Path):
+    from tests.farm.test_read_runs import write_run
+
+    results = tmp_path / "results"
+    agents = [f"assistant-number-{n}" for n in range(5)]
+    for n in range(3):
+        write_run(results / f"r{n}", f"20261206-05230{n}-def000", {agent: [True, n > 0] for agent in agents}, started=1.7e9 + n)
+    lines = trend_lines(analyse([results]), 80)
+    assert max(len(line) for line in lines) <= 80
+    header = next(line for line in lines if line.lstrip().startswith("Run"))
+    assert header.split() == ["Run", "Started", "Agent", "Pass", "rate"]
+    rows = [line.split() for line in lines if line.lstrip().startswith("20261206-")]
+    assert len(rows) == 15 and {row[3] for row in rows} == set(agents)
+    assert [row[4] for row in rows if row[0] == "20261206-052300-def000"] == ["50.0%"] * 5
+    assert [row[4] for row in rows if row[0] == "20261206-052302-def000"] == ["100.0%"] * 5
