@@ -372,9 +372,10 @@ def _agents(report: Report, console: Console) -> None:
             ("95 % interval", "right"),
             *(((f"pass^{stats.k}", "right"),) if stats.k else ()),
         )
+        twins = _ids_in_several_suites(stats.flaky, report.shared_case_ids)
         for case in stats.flaky:
             flaky.add_row(
-                Text(_case_label(case.case_id, case.name)),
+                Text(_case_label(case.case_id, case.name, case.suite if case.case_id in twins else None)),
                 str(case.tries),
                 str(case.passes),
                 _rate(case.pass_rate),
@@ -434,7 +435,7 @@ def _paired(report: Report, console: Console) -> None:
             (f"Worse on {comparison.b}", comparison.worse, comparison.b_worse, "red"),
         ):
             if rows:
-                console.print(_deltas_table(title, comparison, rows, row_style))
+                console.print(_deltas_table(title, comparison, rows, row_style, report.shared_case_ids))
                 _more(console, total - len(rows), "cases")
 
 
@@ -460,9 +461,9 @@ def _paired_title(comparison: PairedComparison) -> str:
     return f"{comparison.a} -> {comparison.b}, on the {plural(comparison.cases, 'case')} both ran"
 
 
-def _deltas_table(title: str, comparison: PairedComparison, rows: list[CaseDelta], style: str) -> Table:
+def _deltas_table(title: str, comparison: PairedComparison, rows: list[CaseDelta], style: str, shared: list[str]) -> Table:
     table = _table(title, ("Case", "left"), (comparison.a, "right"), (comparison.b, "right"))
-    twins = _ids_in_several_suites(rows)
+    twins = _ids_in_several_suites(rows, shared)
     for row in rows:
         table.add_row(
             Text(_case_label(row.case_id, row.name, row.suite if row.case_id in twins else None), style=style),
@@ -527,10 +528,10 @@ def _stability(report: Report, console: Console) -> None:
         )
     several_agents = len(stability.agents) > 1
     if stability.flaky:
-        console.print(_rates_table("Flaky cases (passed in some runs, not in others)", stability.flaky, several_agents))
+        console.print(_rates_table("Flaky cases (passed in some runs, not in others)", stability.flaky, several_agents, report.shared_case_ids))
         _more(console, stability.flaky_total - len(stability.flaky), "flaky cases")
     if stability.least_stable:
-        console.print(_rates_table("Pass rate per case (lowest first)", stability.least_stable, several_agents))
+        console.print(_rates_table("Pass rate per case (lowest first)", stability.least_stable, several_agents, report.shared_case_ids))
 
 
 def _adaptive(report: Report, console: Console) -> None:
@@ -550,7 +551,7 @@ def _classes(classes: dict[StabilityClass, int]) -> str:
     return ", ".join(f"{count} {name}" for name, count in classes.items() if count) or "none ran"
 
 
-def _rates_table(title: str, rows: list[CaseRate], several_agents: bool) -> Table:
+def _rates_table(title: str, rows: list[CaseRate], several_agents: bool, shared: list[str]) -> Table:
     table = _table(
         title,
         ("Case", "left"),
@@ -561,7 +562,7 @@ def _rates_table(title: str, rows: list[CaseRate], several_agents: bool) -> Tabl
         ("Class", "left"),
         ("Statuses", "left"),
     )
-    twins = _ids_in_several_suites(rows)
+    twins = _ids_in_several_suites(rows, shared)
     for row in rows:
         statuses = ", ".join(f"{count} {status}" for status, count in row.statuses.items())
         table.add_row(
@@ -604,11 +605,11 @@ def _comparison(report: Report, console: Console) -> None:
         ("Failed -> passed", comparison.fixes, comparison.fixes_total, "green"),
     ):
         if rows:
-            console.print(_changes_table(title, rows, style, several_agents=any(row.agent for row in rows)))
+            console.print(_changes_table(title, rows, style, any(row.agent for row in rows), report.shared_case_ids))
             _more(console, total - len(rows), "cases")
 
 
-def _changes_table(title: str, rows: list[CaseChange], style: str, several_agents: bool) -> Table:
+def _changes_table(title: str, rows: list[CaseChange], style: str, several_agents: bool, shared: list[str]) -> Table:
     table = _table(
         title,
         ("Case", "left"),
@@ -617,7 +618,7 @@ def _changes_table(title: str, rows: list[CaseChange], style: str, several_agent
         ("After", "left"),
         ("Error", "left"),
     )
-    twins = _ids_in_several_suites(rows)
+    twins = _ids_in_several_suites(rows, shared)
     for row in rows:
         table.add_row(
             Text(_case_label(row.case_id, row.name, row.suite if row.case_id in twins else None), style=style),
@@ -649,12 +650,14 @@ def _case_label(case_id: str, name: str | None, suite: str | None = None) -> str
     return f"{label} ({suite})" if suite else label
 
 
-def _ids_in_several_suites(rows: list) -> set[str]:
-    """Case ids that more than one suite uses: their rows name the suite too."""
+def _ids_in_several_suites(rows: list, shared: list[str]) -> set[str]:
+    """Case ids that more than one suite uses, among ``rows`` or in the runs read (``shared``, as
+    :attr:`Report.shared_case_ids` has them): their rows name the suite too, even the one row of an
+    id whose other suite's case is not listed (as it passed)."""
     suites: dict[str, set[str]] = {}
     for row in rows:
         suites.setdefault(row.case_id, set()).add(row.suite)
-    return {case_id for case_id, found in suites.items() if len(found) > 1}
+    return {case_id for case_id, found in suites.items() if len(found) > 1} | set(shared)
 
 
 def _rate(rate: float | None) -> str:

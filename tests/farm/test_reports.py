@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from farm.cli.app import app
-from farm.cli.report import PIPE_WIDTH
+from farm.cli.report import PIPE_WIDTH, render
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -862,3 +862,24 @@ def test_the_trend_of_more_agents_than_fit_side_by_side_is_a_row_per_run_and_age
     assert len(rows) == 15 and {row[3] for row in rows} == set(agents)
     assert [row[4] for row in rows if row[0] == "20261206-052300-def000"] == ["50.0%"] * 5
     assert [row[4] for row in rows if row[0] == "20261206-052302-def000"] == ["100.0%"] * 5
+
+
+def test_a_case_id_two_suites_of_a_run_use_is_a_row_per_suite_and_names_its_suite_where_the_other_is_not_listed(tmp_path: Path):
+    with ParquetWriter(tmp_path / "run") as writer:  # farm test -i suites/a.jsonl -i suites/b.jsonl --runs 2
+        for suite, status in (("a.jsonl", Status.PASSED), ("b.jsonl", Status.FAILED)):
+            for index in range(2):
+                for case_id in ("greets", f"{suite[0]}-other"):
+                    one = result(case_id, status, "run", run_index=index)
+                    one.source = f"suites/{suite}:1"
+                    writer.write(one)
+    report = analyse([tmp_path / "run"])
+    assert report.shared_case_ids == ["greets"]
+    assert [(row.case_id, row.suite, row.runs, row.passes) for row in report.stability.least_stable] == [
+        ("b-other", "suites/b.jsonl", 2, 0), ("greets", "suites/b.jsonl", 2, 0),
+    ]  # fmt: skip
+    assert invoke("report", str(tmp_path / "run")).exit_code == 0
+    printed = io.StringIO()
+    render(report, Console(file=printed, width=PIPE_WIDTH, highlight=False, color_system=None))
+    per_case = printed.getvalue().split("Pass rate per case")[1]
+    assert "greets — Case greets (suites/b.jsonl)" in per_case  # a.jsonl's greets passed: it is not listed, and this one is not it
+    assert "b-other — Case b-other " in per_case and "b-other — Case b-other (" not in per_case  # an id of one suite: no suite
