@@ -12,6 +12,7 @@ import typer
 from farm.cli.options import configured_results_dir
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -22,7 +23,9 @@ from farm.results import format_usd as _usd
 from farm.wording import plural
 
 if TYPE_CHECKING:
-    from farm.reports.models import CaseChange, CaseDelta, CaseRate, Latency, PairedComparison, Report, RunSummary
+    from datetime import datetime
+
+    from farm.reports.models import CaseChange, CaseDelta, CaseRate, Latency, PairedComparison, Report, RunSummary, TrendPoint
     from farm.results import StabilityClass
 
 __all__ = ["render", "report"]
@@ -198,23 +201,50 @@ TREND_RUNS = 12
 
 
 def _trend(report: Report, console: Console) -> None:
-    """The pass rate per agent (a row each) per run (a column each, oldest first), of the latest runs."""
+    """The pass rate of each agent in each of the latest runs, a run a row, the newest last.
+
+    A run is named by its id and its start to the second (runs often start within a minute of each
+    other). Each agent has its own column while they fit the console; more agents than fit, and the
+    table is a row per run and agent instead, so that no figure is ever cut."""
     runs = list(dict.fromkeys(point.run_id for point in report.trend))
     if len(runs) < 2:
         return
     shown = runs[-TREND_RUNS:]
-    rates = {(point.run_id, point.agent): point.pass_rate for point in report.trend}
-    started = {point.run_id: point.started_at for point in report.trend}
-    agents = sorted({point.agent for point in report.trend})
-    earlier = f" (the latest {len(shown)} of {len(runs)})" if len(shown) < len(runs) else ""
-    table = _table(
-        f"Pass rate trend{earlier}",
-        ("Agent", "left"),
-        *((f"{started[run]:%m-%d %H:%M}" if started[run] else run, "right") for run in shown),
-    )
-    for agent in agents:
-        table.add_row(Text(agent or "(unknown)"), *(_rate(rates[run, agent]) if (run, agent) in rates else "" for run in shown))
+    older = len(runs) - len(shown)
+    points = [point for point in report.trend if point.run_id in set(shown)]
+    agents = sorted({point.agent for point in points})
+    title = f"Pass rate trend (oldest first, the latest {len(shown)} of {len(runs)} runs)" if older else "Pass rate trend (oldest first)"
+    table = _trend_per_run(title, shown, points, agents)
+    if Measurement.get(console, console.options.update_width(10_000), table).maximum > console.width:
+        table = _trend_per_agent(title, points)
     console.print(table)
+    if older:
+        console.print(Text(f"  … and {plural(older, 'older run')} (--json has every run's)", style="dim"))
+
+
+def _trend_per_run(title: str, runs: list[str], points: list[TrendPoint], agents: list[str]) -> Table:
+    """A row per run: its id, its start, then each agent's pass rate in a column of its own."""
+    rates = {(point.run_id, point.agent): point.pass_rate for point in points}
+    started = {point.run_id: point.started_at for point in points}
+    table = _table(title, ("Run", "left", True), ("Started", "left", True), *((agent or _UNNAMED, "right") for agent in agents))
+    for run in runs:
+        table.add_row(Text(run), _second(started[run]), *(_rate(rates[run, agent]) if (run, agent) in rates else "" for agent in agents))
+    return table
+
+
+def _trend_per_agent(title: str, points: list[TrendPoint]) -> Table:
+    """A row per run and agent: for more agents than fit the console side by side."""
+    table = _table(title, ("Run", "left", True), ("Started", "left", True), ("Agent", "left", True), ("Pass rate", "right"))
+    for point in points:
+        table.add_row(Text(point.run_id), _second(point.started_at), Text(point.agent or _UNNAMED), _rate(point.pass_rate))
+    return table
+
+
+_UNNAMED = "(unknown)"
+
+
+def _second(started: datetime | None) -> str:
+    return f"{started:%Y-%m-%d %H:%M:%S}" if started else "—"
 
 
 def _run_row(table: Table, run: RunSummary, row: RunSummary, per_agent: bool, priced: bool) -> None:
@@ -342,9 +372,10 @@ def _agents(report: Report, console: Console) -> None:
             ("95 % interval", "right"),
             *(((f"pass^{stats.k}", "right"),) if stats.k else ()),
         )
+        twins = _ids_in_several_suites(stats.flaky, report.shared_case_ids)
         for case in stats.flaky:
             flaky.add_row(
-                Text(_case_label(case.case_id, case.name)),
+                Text(_case_label(case.case_id, case.name, case.suite if case.case_id in twins else None)),
                 str(case.tries),
                 str(case.passes),
                 _rate(case.pass_rate),
@@ -404,7 +435,7 @@ def _paired(report: Report, console: Console) -> None:
             (f"Worse on {comparison.b}", comparison.worse, comparison.b_worse, "red"),
         ):
             if rows:
-                console.print(_deltas_table(title, comparison, rows, row_style))
+                console.print(_deltas_table(title, comparison, rows, row_style, report.shared_case_ids))
                 _more(console, total - len(rows), "cases")
 
 
@@ -430,9 +461,9 @@ def _paired_title(comparison: PairedComparison) -> str:
     return f"{comparison.a} -> {comparison.b}, on the {plural(comparison.cases, 'case')} both ran"
 
 
-def _deltas_table(title: str, comparison: PairedComparison, rows: list[CaseDelta], style: str) -> Table:
+def _deltas_table(title: str, comparison: PairedComparison, rows: list[CaseDelta], style: str, shared: list[str]) -> Table:
     table = _table(title, ("Case", "left"), (comparison.a, "right"), (comparison.b, "right"))
-    twins = _ids_in_several_suites(rows)
+    twins = _ids_in_several_suites(rows, shared)
     for row in rows:
         table.add_row(
             Text(_case_label(row.case_id, row.name, row.suite if row.case_id in twins else None), style=style),
@@ -497,10 +528,10 @@ def _stability(report: Report, console: Console) -> None:
         )
     several_agents = len(stability.agents) > 1
     if stability.flaky:
-        console.print(_rates_table("Flaky cases (passed in some runs, not in others)", stability.flaky, several_agents))
+        console.print(_rates_table("Flaky cases (passed in some runs, not in others)", stability.flaky, several_agents, report.shared_case_ids))
         _more(console, stability.flaky_total - len(stability.flaky), "flaky cases")
     if stability.least_stable:
-        console.print(_rates_table("Pass rate per case (lowest first)", stability.least_stable, several_agents))
+        console.print(_rates_table("Pass rate per case (lowest first)", stability.least_stable, several_agents, report.shared_case_ids))
 
 
 def _adaptive(report: Report, console: Console) -> None:
@@ -520,7 +551,7 @@ def _classes(classes: dict[StabilityClass, int]) -> str:
     return ", ".join(f"{count} {name}" for name, count in classes.items() if count) or "none ran"
 
 
-def _rates_table(title: str, rows: list[CaseRate], several_agents: bool) -> Table:
+def _rates_table(title: str, rows: list[CaseRate], several_agents: bool, shared: list[str]) -> Table:
     table = _table(
         title,
         ("Case", "left"),
@@ -531,7 +562,7 @@ def _rates_table(title: str, rows: list[CaseRate], several_agents: bool) -> Tabl
         ("Class", "left"),
         ("Statuses", "left"),
     )
-    twins = _ids_in_several_suites(rows)
+    twins = _ids_in_several_suites(rows, shared)
     for row in rows:
         statuses = ", ".join(f"{count} {status}" for status, count in row.statuses.items())
         table.add_row(
@@ -574,11 +605,11 @@ def _comparison(report: Report, console: Console) -> None:
         ("Failed -> passed", comparison.fixes, comparison.fixes_total, "green"),
     ):
         if rows:
-            console.print(_changes_table(title, rows, style, several_agents=any(row.agent for row in rows)))
+            console.print(_changes_table(title, rows, style, any(row.agent for row in rows), report.shared_case_ids))
             _more(console, total - len(rows), "cases")
 
 
-def _changes_table(title: str, rows: list[CaseChange], style: str, several_agents: bool) -> Table:
+def _changes_table(title: str, rows: list[CaseChange], style: str, several_agents: bool, shared: list[str]) -> Table:
     table = _table(
         title,
         ("Case", "left"),
@@ -587,7 +618,7 @@ def _changes_table(title: str, rows: list[CaseChange], style: str, several_agent
         ("After", "left"),
         ("Error", "left"),
     )
-    twins = _ids_in_several_suites(rows)
+    twins = _ids_in_several_suites(rows, shared)
     for row in rows:
         table.add_row(
             Text(_case_label(row.case_id, row.name, row.suite if row.case_id in twins else None), style=style),
@@ -619,12 +650,14 @@ def _case_label(case_id: str, name: str | None, suite: str | None = None) -> str
     return f"{label} ({suite})" if suite else label
 
 
-def _ids_in_several_suites(rows: list) -> set[str]:
-    """Case ids that more than one suite uses: their rows name the suite too."""
+def _ids_in_several_suites(rows: list, shared: list[str]) -> set[str]:
+    """Case ids that more than one suite uses, among ``rows`` or in the runs read (``shared``, as
+    :attr:`Report.shared_case_ids` has them): their rows name the suite too, even the one row of an
+    id whose other suite's case is not listed (as it passed)."""
     suites: dict[str, set[str]] = {}
     for row in rows:
         suites.setdefault(row.case_id, set()).add(row.suite)
-    return {case_id for case_id, found in suites.items() if len(found) > 1}
+    return {case_id for case_id, found in suites.items() if len(found) > 1} | set(shared)
 
 
 def _rate(rate: float | None) -> str:

@@ -119,8 +119,15 @@ def analyse(paths: Sequence[str | os.PathLike[str]], top: int = 10) -> Report:
         comparison=_compare(tables.cases, runs[-2].run_id or "", runs[-1].run_id or "", cut) if len(runs) >= 2 else None,
         notes=notes,
         trend=trend([source.path for source in sources]),
+        shared_case_ids=_shared_case_ids(tables.cases),
         **_adaptive(tables.cases, cut),
     )
+
+
+def _shared_case_ids(cases: pa.Table) -> list[str]:
+    """The case ids more than one suite uses."""
+    suites = cases.group_by(["case_id"], use_threads=False).aggregate([("suite", "count_distinct")])
+    return sorted(suites.filter(pc.greater(suites["suite_count_distinct"], 1))["case_id"].to_pylist())
 
 
 def _adaptive(cases: pa.Table, cut: int | None) -> dict[str, Any]:

@@ -419,3 +419,6 @@ class Report(BaseModel):
     """Cases that stopped under adaptive repeats (``adaptive`` may show fewer)."""
     trend: list[TrendPoint] = Field(default_factory=list)
     """The pass rate per agent per run, oldest run first."""
+    shared_case_ids: list[str] = Field(default_factory=list)
+    """Case ids that more than one suite of the runs read uses (sorted): each of them names two
+    cases or more, so a row of one names its suite too, even where the other suites' cases are not listed."""

@@ -181,7 +181,8 @@ def _and(mask: Any, more: Any) -> Any:
 
 
 def _facets(table: pa.Table) -> dict[str, Any]:
-    """What the filters offer: the statuses, agents and tags of the run, with counts."""
+    """What the filters offer: the statuses, agents and tags of the run, with counts; and its suites,
+    as a run of more than one lists each case's suite (an id may repeat across them)."""
 
     def counted(column: pa.Array | pa.ChunkedArray) -> list[dict[str, Any]]:
         if len(column) == 0:
@@ -193,6 +194,7 @@ def _facets(table: pa.Table) -> dict[str, Any]:
     return {
         "status": counted(table["status"]),
         "agent": counted(table["agent"]),
+        "suite": counted(table["suite"]),
         "tag": counted(pc.list_flatten(table["tags"]))[:200],
         "total": table.num_rows,
     }

@@ -17,11 +17,14 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from farm.cli.app import app
+from farm.cli.report import PIPE_WIDTH, render
+from rich.console import Console
 from typer.testing import CliRunner
 
 from farm._run.events import EventWriter
 from farm.errors import UsageError
 from farm.reports import HTMLWriter, JUnitWriter, analyse
+from farm.reports.models import Report
 from farm.results import (
     SCHEMA_VERSION,
     AssertionResult,
@@ -807,8 +810,9 @@ def test_the_trend_of_a_results_folder_is_each_agents_pass_rate_per_run_oldest_f
     out = invoke("report", str(results))
     assert "Pass rate trend" in out.output
     section = out.output.split("Pass rate trend")[1].split("Summary")[0]
-    rows = {line.split()[0]: line.split()[1:] for line in section.splitlines() if line.strip().startswith(("bot ", "other "))}
-    assert rows["bot"][-3:] == ["0.0%", "50.0%", "100.0%"] and rows["other"][-3:] == ["100.0%", "0.0%", "50.0%"]
+    rows = {line.split()[0]: line.split()[3:] for line in section.splitlines() if line.strip().endswith("%")}
+    assert list(rows) == ["c-run", "b-run", "a-run"]  # a run a row, the newest last
+    assert rows == {"c-run": ["0.0%", "100.0%"], "b-run": ["50.0%", "0.0%"], "a-run": ["100.0%", "50.0%"]}
     assert json.loads(invoke("report", str(results), "--json").output)["trend"][0]["run_id"] == "c-run"
 
 
@@ -818,3 +822,72 @@ def test_a_stopped_run_with_nothing_left_to_run_is_not_said_to_miss_0_of_its_cas
 
     said = _unfinished(RunSummary(run_id="r1", status="stopped", not_run=0, counts=StatusCounts(total=1)))
     assert said == "run r1 is stopped; its figures are of the 1 case run it ended."
+
+
+def trend_lines(report: Report, width: int) -> list[str]:
+    """The trend table as a console of ``width`` columns prints it (as a terminal, or piped)."""
+    from farm.cli.report import _trend
+
+    out = io.StringIO()
+    _trend(report, Console(file=out, width=width, highlight=False, color_system=None))
+    return out.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("width", [80, PIPE_WIDTH])
+def test_the_trend_of_runs_started_in_one_minute_tells_each_run_apart_at_80_columns_and_piped(tmp_path: Path, width: int):
+    from tests.farm.test_read_runs import write_run
+
+    results = tmp_path / "results"
+    for n in range(14):  # 14 runs a few seconds apart, as a loop of farm test makes them
+        passes = [index < n % 5 for index in range(4)]
+        write_run(results / f"run-{n:02d}", f"20261206-0523{n:02d}-abc{n:03d}", {"support-bot": passes, "billing-assistant": [True, *passes[1:]]}, started=1.7e9 + 4 * n)
+    report = analyse([results])
+    lines = trend_lines(report, width)
+    assert max(len(line) for line in lines) <= width
+    assert "the latest 12 of 14 runs" in lines[1] and "… and 2 older runs (--json has every run's)" in lines[-1]
+    header = next(line for line in lines if line.lstrip().startswith("Run"))
+    assert header.split() == ["Run", "Started", "billing-assistant", "support-bot"]
+    rows = [line.split() for line in lines if line.lstrip().startswith("20261206-")]
+    assert [row[0] for row in rows] == [f"20261206-0523{n:02d}-abc{n:03d}" for n in range(2, 14)]  # the newest last
+    assert [row[2] for row in rows[:2]] == ["22:13:28", "22:13:32"]  # to the second: the same minute, two runs
+    for n, row in zip(range(2, 14), rows, strict=True):
+        passed = n % 5
+        assert row[3:] == [f"{(passed + (passed == 0)) / 4:.1%}", f"{passed / 4:.1%}"]  # every figure whole
+
+
+def test_the_trend_of_more_agents_than_fit_side_by_side_is_a_row_per_run_and_agent(tmp_path: Path):
+    from tests.farm.test_read_runs import write_run
+
+    results = tmp_path / "results"
+    agents = [f"assistant-number-{n}" for n in range(5)]
+    for n in range(3):
+        write_run(results / f"r{n}", f"20261206-05230{n}-def000", {agent: [True, n > 0] for agent in agents}, started=1.7e9 + n)
+    lines = trend_lines(analyse([results]), 80)
+    assert max(len(line) for line in lines) <= 80
+    header = next(line for line in lines if line.lstrip().startswith("Run"))
+    assert header.split() == ["Run", "Started", "Agent", "Pass", "rate"]
+    rows = [line.split() for line in lines if line.lstrip().startswith("20261206-")]
+    assert len(rows) == 15 and {row[3] for row in rows} == set(agents)
+    assert [row[4] for row in rows if row[0] == "20261206-052300-def000"] == ["50.0%"] * 5
+    assert [row[4] for row in rows if row[0] == "20261206-052302-def000"] == ["100.0%"] * 5
+
+
+def test_a_case_id_two_suites_of_a_run_use_is_a_row_per_suite_and_names_its_suite_where_the_other_is_not_listed(tmp_path: Path):
+    with ParquetWriter(tmp_path / "run") as writer:  # farm test -i suites/a.jsonl -i suites/b.jsonl --runs 2
+        for suite, status in (("a.jsonl", Status.PASSED), ("b.jsonl", Status.FAILED)):
+            for index in range(2):
+                for case_id in ("greets", f"{suite[0]}-other"):
+                    one = result(case_id, status, "run", run_index=index)
+                    one.source = f"suites/{suite}:1"
+                    writer.write(one)
+    report = analyse([tmp_path / "run"])
+    assert report.shared_case_ids == ["greets"]
+    assert [(row.case_id, row.suite, row.runs, row.passes) for row in report.stability.least_stable] == [
+        ("b-other", "suites/b.jsonl", 2, 0), ("greets", "suites/b.jsonl", 2, 0),
+    ]  # fmt: skip
+    assert invoke("report", str(tmp_path / "run")).exit_code == 0
+    printed = io.StringIO()
+    render(report, Console(file=printed, width=PIPE_WIDTH, highlight=False, color_system=None))
+    per_case = printed.getvalue().split("Pass rate per case")[1]
+    assert "greets — Case greets (suites/b.jsonl)" in per_case  # a.jsonl's greets passed: it is not listed, and this one is not it
+    assert "b-other — Case b-other " in per_case and "b-other — Case b-other (" not in per_case  # an id of one suite: no suite

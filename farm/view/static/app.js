@@ -184,6 +184,8 @@ async function runPage(mine, name, params) {
   const columns = [
     { key: "status", title: "Status", cell: (c) => badge(c.status) },
     { key: "case_id", title: "Case", cell: (c) => h("a", { href: caseHref(name, c), class: "case-link" }, c.case_id) },
+    // a run of several suites: an id may be two suites' cases, each row says whose
+    ...((cases.facets.suite || []).length > 1 ? [{ key: null, title: "Suite", class: "suite", cell: (c) => c.suite || "—" }] : []),
     { key: "name", title: "Name", cell: (c) => c.name || "" },
     { key: null, title: "Tags", cell: (c) => (c.tags || []).map((t) => h("span", { class: "tag" }, t)) },
     { key: "agent", title: "Agent", cell: (c) => c.agent || "—" },

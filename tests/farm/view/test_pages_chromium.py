@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from farm.results import Status
 from farm.view import ViewApp, ViewServer
 
-from .conftest import FIRST, SECOND, SUITE
+from .conftest import FIRST, SECOND, SUITE, T0, plain_case, write_run
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 
@@ -196,3 +197,25 @@ def test_compare_side_by_side_shows_each_agents_own_transcript(server: ViewServe
     pair = page.ids["pair"]  # each reply once, in its own agent's column, not both in both
     assert pair.count("answer number 3") == 1 and pair.count("reply lacks 'answer'") == 1  # B's failed check, once
     assert pair.index("answer number 3") < pair.index("nothing useful 3")  # support-bot (a) left, helper-bot (b) right
+
+
+def test_a_run_of_two_suites_sharing_a_case_id_lists_each_rows_suite(tmp_path: Path):
+    cases = []
+    for suite, status in (("/suites/a.jsonl", Status.PASSED), ("/suites/b.jsonl", Status.FAILED)):
+        case = plain_case(FIRST, 1, status)
+        case.id, case.source = "greets", f"{suite}:1"
+        cases.append(case)
+    write_run(tmp_path / "results", FIRST, cases, started=T0)
+    server = ViewServer(ViewApp(str(tmp_path / "results")))
+    server.start()
+    try:
+        rows = shown(server, f"#/run/{FIRST}", tmp_path).tables["cases"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [row[:3] for row in rows] == [["passed", "greets", "/suites/a.jsonl"], ["failed", "greets", "/suites/b.jsonl"]]
+
+
+def test_a_run_of_one_suite_lists_no_suite(server: ViewServer, tmp_path: Path):
+    rows = shown(server, f"#/run/{FIRST}?status=failed", tmp_path).tables["cases"]
+    assert [row[2] for row in rows] == ["Books a trip", "FAQ 3"]  # the name follows the case id: no suite column

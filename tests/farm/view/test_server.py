@@ -11,7 +11,7 @@ import pytest
 from farm.reports.stats import wilson_interval
 from farm.view import ViewApp, ViewServer, is_loopback
 
-from .conftest import AGENTS, FIRST, GOING, SECOND
+from .conftest import AGENTS, FIRST, GOING, SECOND, SUITE
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +123,7 @@ def test_cases_filter_search_sort_and_page(server: ViewServer):
     failed = get_json(server, f"/api/runs/{FIRST}/cases?status=failed")
     assert failed["total"] == 2 and [row["case_id"] for row in failed["rows"]] == ["book-trip", "faq-03"]
     assert failed["rows"][1]["error"] == "turn 1: contains: reply lacks 'answer' (3)"
+    assert {row["suite"] for row in failed["rows"]} == {SUITE} and failed["facets"]["suite"] == [{"value": SUITE, "count": 10}]  # the page lists suites when a run has two
     assert get_json(server, f"/api/runs/{FIRST}/cases?q=ZEBRA")["rows"][0]["case_id"] == "faq-07"  # an input
     assert get_json(server, f"/api/runs/{FIRST}/cases?q=on+its+way")["rows"][0]["case_id"] == "refund-flow"  # a reply
     assert get_json(server, f"/api/runs/{FIRST}/cases?tag=billing")["total"] == 4
