@@ -412,7 +412,7 @@ class FarmConfig(BaseModel):
             return self.agents[agent_id]
         except KeyError:
             if self.path is None and not self.agents:
-                raise UsageError(f"{NO_CONFIG}; agent '{shown(agent_id)}' is not configured: write one, or give --config PATH") from None
+                raise UsageError(f"{NO_CONFIG}; agent '{shown(agent_id)}' is not configured: write one, give --config PATH, or run `farm init` for a starter project") from None
             known = ", ".join(sorted(self.agents)) or "none"
             where = f" in {self.path}" if self.path else ""
             raise UsageError(f"agent '{shown(agent_id)}' is not configured{where}{nearest(agent_id, self.agents)} (configured: {known})") from None
