@@ -80,6 +80,11 @@ MISTAKES = {
         "field 'assertions[0].use': agent 'jduge' is not configured",
     ),
     "a case's unknown field": (None, [{"id": "typo", "inptu": "hi"}], "field 'inptu': unknown field (did you mean 'input'?)"),
+    "a case's value of the wrong kind": (
+        None,
+        [{"id": "negated", "input": "hi", "assertions": [{"type": "contains", "value": "x", "negate": "ture"}]}],
+        "field 'assertions[0].negate': 'ture' is not true or false",
+    ),
     "a budget with no price": (('results_dir = "results"', 'results_dir = "results"\nmax_cost = 1.0'), [], "no connector in"),
     "a connector key that is not set": (
         ('base_url = "{url}/v1"', 'base_url = "{url}/v1"\napi_key_env = "FARM_TEST_UNSET_KEY"'),
