@@ -32,6 +32,7 @@ from farm.suite.validation import (
     case_problems,
     every_assertion,
     known_only,
+    mode_typo,
     raw_problems,
     rule_problems,
     schema_problems,
@@ -142,7 +143,8 @@ def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], bas
     case, whole = _model(known_only(raw) if found else raw, problems)
     assertions = every_assertion(case) if case is not None else []
     if case is not None:
-        problems += rule_problems(case, known, modes=whole, assertions=assertions)
+        modes = whole and not (found and mode_typo(raw))
+        problems += rule_problems(case, known, modes=modes, assertions=assertions)
         problems += case_problems(case, assertions)
     if problems:
         loaded.fail(problems)

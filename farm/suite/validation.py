@@ -35,7 +35,7 @@ from farm.assertions.registry import checkers, fields_of
 from farm.assertions.traces import PARAMS as TRACE_PARAMS
 from farm.assertions.traces import params_problem
 from farm.cases import CaseRuleError, Checkpoint, Interactive, Mode, Options, SimulatorSpec, TestCase, Turn
-from farm.wording import nearest, shown
+from farm.wording import nearest, nearest_name, shown
 
 if TYPE_CHECKING:
     from farm.cases import AssertionSpec, TestCase
@@ -48,6 +48,7 @@ __all__ = [
     "TooLargeInteger",
     "raw_problems",
     "known_only",
+    "mode_typo",
     "schema_problems",
     "field_path",
     "without_failing_fields",
@@ -111,6 +112,17 @@ def raw_problems(raw: dict[str, Any]) -> list[str]:
     out: list[str] = []
     _walk_fields(raw, lambda data, key, where, known: out.append(_unknown(where, key, known)))
     return out
+
+
+MODE_FIELDS = frozenset({"input", "turns", "checkpoints", "simulator"})
+"""The fields whose presence makes a case single-turn, static or dynamic."""
+
+
+def mode_typo(raw: dict[str, Any]) -> bool:
+    """Whether an unknown field of the case is a misspelling of a field that sets its mode
+    (``checkpoint`` for ``checkpoints``): what its mode then lacks follows from the typo, and is not
+    said as a second mistake that points at the wrong fix."""
+    return any(key not in CASE_FIELDS and nearest_name(key, CASE_FIELDS) in MODE_FIELDS for key in raw)
 
 
 def known_only(raw: dict[str, Any]) -> dict[str, Any]:

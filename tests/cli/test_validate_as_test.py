@@ -85,6 +85,11 @@ MISTAKES = {
         [{"id": "negated", "input": "hi", "assertions": [{"type": "contains", "value": "x", "negate": "ture"}]}],
         "field 'assertions[0].negate': 'ture' is not true or false",
     ),
+    "a misspelt checkpoints": (
+        None,
+        [{"id": "typo", "simulator": {"use": "agents:sim"}, "checkpoint": DYNAMIC["checkpoints"]}],
+        "field 'checkpoint': unknown field (did you mean 'checkpoints'?)",
+    ),
     "a budget with no price": (('results_dir = "results"', 'results_dir = "results"\nmax_cost = 1.0'), [], "no connector in"),
     "a connector key that is not set": (
         ('base_url = "{url}/v1"', 'base_url = "{url}/v1"\napi_key_env = "FARM_TEST_UNSET_KEY"'),

@@ -245,3 +245,19 @@ def test_a_refused_value_is_said_in_the_farms_words_at_the_farms_field_path(tmp_
     problems = load(tmp_path, {"id": "a", "input": "x", **case}).problems
     assert problems and problems[0].split(": ", 1)[1] == said, problems
     assert not any("Input should" in p for p in problems)
+
+
+@pytest.mark.parametrize(
+    "case, said",
+    [
+        (
+            {"simulator": {"use": "agents:sim"}, "checkpoint": [{"id": "c", "assertion": {"type": "contains", "value": "v"}}]},
+            "field 'checkpoint': unknown field (did you mean 'checkpoints'?)",
+        ),
+        ({"inptu": "hi"}, "field 'inptu': unknown field (did you mean 'input'?)"),
+        ({"turn": [{"input": "hi"}]}, "field 'turn': unknown field (did you mean 'turns'?)"),
+    ],
+)
+def test_a_misspelt_mode_field_is_the_one_problem_not_the_mode_it_leaves(tmp_path, case, said):
+    problems = load(tmp_path, {"id": "a", **case}).problems
+    assert [p.split(": ", 1)[1] for p in problems] == [said]
