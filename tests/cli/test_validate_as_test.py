@@ -90,6 +90,16 @@ MISTAKES = {
         [{"id": "typo", "simulator": {"use": "agents:sim"}, "checkpoint": DYNAMIC["checkpoints"]}],
         "field 'checkpoint': unknown field (did you mean 'checkpoints'?)",
     ),
+    "a line that is not JSON beside a case with a mistake": (
+        None,
+        ['{"id": "comma", "input": "hi"},', {"id": "typo", "inptu": "hi"}],
+        "suite.jsonl:3: not valid JSON: a trailing comma at column 31 (a line holds one case, with nothing after it)",
+    ),
+    "a case's mistake after a line that is not JSON": (
+        None,
+        ['{"id": "comma", "input": "hi"},', {"id": "typo", "inptu": "hi"}],
+        "suite.jsonl:4: field 'inptu': unknown field (did you mean 'input'?)",
+    ),
     "a budget with no price": (('results_dir = "results"', 'results_dir = "results"\nmax_cost = 1.0'), [], "no connector in"),
     "a connector key that is not set": (
         ('base_url = "{url}/v1"', 'base_url = "{url}/v1"\napi_key_env = "FARM_TEST_UNSET_KEY"'),
@@ -97,7 +107,8 @@ MISTAKES = {
         "reads its key from $FARM_TEST_UNSET_KEY, which is not set",
     ),
 }
-"""Each mistake: a change to ``farm.toml`` (old, new), cases added to the suite, and what both commands say."""
+"""Each mistake: a change to ``farm.toml`` (old, new), cases added to the suite (a string: the line as
+written), and what both commands say."""
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +126,7 @@ def test_validate_refuses_what_test_refuses_with_the_same_sentence(mistake: str,
         text = text.replace(change[0], change[1])
     (tmp_path / "farm.toml").write_text(text.replace("{url}", server.url))
     (tmp_path / "roles.py").write_text(ROLES)
-    (tmp_path / "suite.jsonl").write_text("".join(json.dumps(c) + "\n" for c in [DYNAMIC, JUDGED, *cases]))
+    (tmp_path / "suite.jsonl").write_text("".join((c if isinstance(c, str) else json.dumps(c)) + "\n" for c in [DYNAMIC, JUDGED, *cases]))
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("FARM_TEST_UNSET_KEY", raising=False)
     monkeypatch.syspath_prepend(str(tmp_path))
