@@ -68,7 +68,11 @@ MISTAKES = {
         "farm.toml:3: key 'simulator': agent 'simm' is not configured (did you mean 'sim'?)",
     ),
     "a [farm].validator that names no agent": (('validator = "judge"', 'validator = "jduge"'), [], "key 'validator': agent 'jduge' is not configured"),
-    "a python entry whose function does not exist": (('entry = "roles:simulate"', 'entry = "roles:simulat"'), [], "has no attribute 'simulat'"),
+    "a python entry whose function does not exist": (
+        ('entry = "roles:simulate"', 'entry = "roles:simulat"'),
+        [],
+        "farm.toml:15: key 'entry': module 'roles' has no attribute 'simulat' (did you mean 'simulate'?)",
+    ),
     "a case's simulator.use that names no agent": (
         None,
         [{**DYNAMIC, "id": "own", "simulator": {"use": "agents:usr"}}],
@@ -152,3 +156,18 @@ def test_the_project_without_a_mistake_passes_both(tmp_path: Path, server: JSONS
     tested = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "suite.jsonl"], catch_exceptions=False)
     assert tested.exit_code == 0, tested.output
     assert "2 passed" in tested.output
+
+
+def test_a_config_problem_is_the_configs_and_the_valid_suite_is_counted(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
+    """An agent's entry that does not import is one problem of farm.toml: the suite is still checked and its cases counted."""
+    (tmp_path / "farm.toml").write_text(BASE_TOML.replace("{url}", server.url).replace('entry = "roles:judge"', 'entry = "roles:jduge"'))
+    (tmp_path / "roles.py").write_text(ROLES)
+    (tmp_path / "suite.jsonl").write_text("".join(json.dumps(c) + "\n" for c in [DYNAMIC, JUDGED]))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    checked = CliRunner().invoke(app, ["validate", "suite.jsonl"], catch_exceptions=False)
+    assert checked.exit_code == 2
+    assert checked.output.splitlines() == [
+        "error: farm.toml:19: key 'entry': module 'roles' has no attribute 'jduge' (did you mean 'judge'?)",
+        "2 valid case(s) in 1 file(s); 1 problem(s)",
+    ]
