@@ -15,7 +15,7 @@ from typer.core import TyperGroup
 from typer.main import get_command_from_info
 from typer.models import CommandInfo
 
-from farm.errors import ConfigError, FarmError, InputError
+from farm.errors import ConfigError, FarmError, InputError, UsageError
 
 __all__ = ["YOUNG_THRESHOLD", "app", "err_console", "fail", "main"]
 
@@ -30,6 +30,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "view": ("farm.cli.view", "Browse and compare runs in a local web app."),
 }
 """Command name → (its module, which defines a function of that name; its line in ``farm --help``)."""
+
+
+MISSING_ARGUMENTS = {
+    "validate": "name the suite files (or folders) to check, e.g. farm validate suites/",
+}
+"""What a command says when its arguments are left out (others: see its ``--help``)."""
 
 
 class _Commands(MutableMapping[str, Any]):
@@ -73,6 +79,19 @@ class _Group(TyperGroup):
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         with formatter.section("Commands"):
             formatter.write_dl([(name, short_help) for name, (_, short_help) in COMMANDS.items()])
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; an argument it needs and was not given is said as the farm says a
+        mistake (one sentence, exit 2), not as click's ``Missing argument 'FILE'``."""
+        try:
+            return super().invoke(ctx)
+        except _missing_parameter() as exc:
+            if getattr(exc.param, "param_type_name", None) != "argument" or exc.ctx is None:
+                raise
+            name = exc.ctx.info_name or ""
+            usage = _usage_name(exc.param)
+            hint = MISSING_ARGUMENTS.get(name, f"give {usage} (see farm {name} --help)")
+            fail(UsageError(f"farm {name} {usage}: {hint}"))
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
         name, command, rest = super().resolve_command(ctx, args)
@@ -126,6 +145,13 @@ def fail(exc: FarmError) -> None:
     for problem in problems:
         err_console.print(Text.assemble(("error:", "red"), " ", problem), highlight=False)
     raise typer.Exit(2)
+
+
+def _missing_parameter() -> tuple[type[Any], ...]:
+    """click's ``MissingParameter``, and that of the click typer carries in itself (from 0.2x): of
+    those loaded, as one not loaded cannot have been raised (and a run imports no click of its own)."""
+    modules = (sys.modules.get(name) for name in ("typer._click.exceptions", "click.exceptions"))
+    return tuple(module.MissingParameter for module in modules if module is not None and hasattr(module, "MissingParameter"))
 
 
 def _usage_name(self: Any) -> str:

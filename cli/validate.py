@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 if TYPE_CHECKING:
+    from farm.errors import UsageError
     from farm.suite.loader import Suite
 
 __all__ = ["validate"]
@@ -36,7 +37,7 @@ def validate(
     valid = files = 0
     for value in inputs:  # each as `farm test -i VALUE` would run it
         try:
-            suite, count = _checked(value, config, name or [], simulator)
+            suite, count, refused = _checked(value, config, name or [], simulator)
         except (InputError, ConfigError) as exc:  # a farm.toml beside several files: its problems once
             problems.extend(p for p in exc.problems if p not in problems)
             continue
@@ -44,6 +45,8 @@ def validate(
             if str(exc) not in problems:
                 problems.append(str(exc))
             continue
+        if refused is not None and str(refused) not in problems:  # the config's, said once
+            problems.append(str(refused))
         files += count
         problems.extend(suite.problems)
         warnings.extend(suite.warnings)
@@ -56,13 +59,15 @@ def validate(
     raise typer.Exit(2 if problems else 0)
 
 
-def _checked(value: str, config: str | None, agents: list[str], simulator: str | None) -> tuple[Suite, int]:
+def _checked(value: str, config: str | None, agents: list[str], simulator: str | None) -> tuple[Suite, int, UsageError | None]:
     """The suite ``value`` names, loaded and checked by :func:`~farm.suite.checks.check_before_run`
-    (with the agent under test: ``agents``, else ``[farm].default_agent``), and its file count."""
+    (with the agent under test: ``agents``, else ``[farm].default_agent``), its file count, and
+    what that check refused of the command or the config (an agent's entry that does not import):
+    that is the config's problem, and the suite's cases are still checked and counted."""
     from farm.config import find_config, load_config
     from farm.errors import UsageError
     from farm.inputs import expand_inputs, input_path, load_inputs
-    from farm.suite.checks import check_before_run
+    from farm.suite.checks import check_before_run, check_suite
 
     inputs = expand_inputs(value, flag="")
     if any(each.kind != "file" for each in inputs):
@@ -70,5 +75,9 @@ def _checked(value: str, config: str | None, agents: list[str], simulator: str |
     cfg = load_config(find_config(config, input_path(value)))
     suite = load_inputs(inputs, cfg, None)
     tested = agents or ([cfg.farm.default_agent] if cfg.farm.default_agent else [])
-    check_before_run(suite, cfg, tested, simulator=simulator, max_cost=cfg.farm.max_cost)
-    return suite, len(inputs)
+    try:
+        check_before_run(suite, cfg, tested, simulator=simulator, max_cost=cfg.farm.max_cost)
+    except UsageError as exc:
+        check_suite(suite, cfg, default_simulator=simulator)  # again is harmless: what it marked stays marked
+        return suite, len(inputs), exc
+    return suite, len(inputs), None

@@ -17,10 +17,10 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from pydantic_core import PydanticCustomError
 
-from farm.configcheck import config_problems
+from farm.configcheck import config_problems, key_place
 from farm.durations import parse_duration
 from farm.errors import ConfigError, UsageError
 from farm.results._records import Usage
@@ -378,6 +378,8 @@ class FarmConfig(BaseModel):
     """``[agents."<id>"]``: the agents under test and the role agents."""
     path: Path | None = None
     """Where the file was read from; set by the farm, not a key."""
+    _shown: str | None = PrivateAttr(default=None)
+    """The file as the user named it (``farm.toml``), as its problems begin."""
 
     def model_post_init(self, __context: Any) -> None:
         for name, conn in self.connectors.items():
@@ -407,12 +409,23 @@ class FarmConfig(BaseModel):
     def golden_dir(self) -> Path | None:
         return self.resolve_path(self.farm.golden_dir) if self.farm.golden_dir else None
 
+    def place(self, *key: str) -> str:
+        """How a problem of ``key`` (its tables and its name) begins, as the file's other problems
+        do: ``farm.toml:12: key 'entry'`` (found when a problem needs it, not at every load)."""
+        if self.path is None:
+            return f"key '{'.'.join(key)}'"
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        return key_place(self._shown or str(self.path), text, key)
+
     def agent(self, agent_id: str) -> AgentConfig:
         try:
             return self.agents[agent_id]
         except KeyError:
             if self.path is None and not self.agents:
-                raise UsageError(f"{NO_CONFIG}; agent '{shown(agent_id)}' is not configured: write one, or give --config PATH") from None
+                raise UsageError(f"{NO_CONFIG}; agent '{shown(agent_id)}' is not configured: write one, give --config PATH, or run `farm init` for a starter project") from None
             known = ", ".join(sorted(self.agents)) or "none"
             where = f" in {self.path}" if self.path else ""
             raise UsageError(f"agent '{shown(agent_id)}' is not configured{where}{nearest(agent_id, self.agents)} (configured: {known})") from None
@@ -481,6 +494,7 @@ def load_config(path: Path | None) -> FarmConfig:
         raise ConfigError(problems)
     assert config is not None
     config.path = path.resolve()
+    config._shown = str(path)
     return config
 
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from farm.wording import nearest, shown
 
-__all__ = ["config_problems", "key_lines"]
+__all__ = ["config_problems", "key_lines", "key_place"]
 
 Path_ = tuple[str, ...]
 
@@ -134,6 +134,13 @@ def _line(lines: dict[Path_, int], path: Path_) -> int | None:
         if path[:depth] in lines:
             return lines[path[:depth]]
     return None
+
+
+def key_place(name: str, text: str, path: Path_) -> str:
+    """How a problem of the key at ``path`` begins, as every problem of the file does:
+    ``farm.toml:12: key 'entry'`` (``name``: the file as the user wrote it, ``text``: its text)."""
+    line = _line(key_lines(text), path)
+    return f"{name}:{line}: key '{shown(path[-1])}'" if line else f"{name}: key '{_where(path)}'"
 
 
 # -- what is wrong ---------------------------------------------------------------------------

@@ -8,13 +8,19 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["nearest", "plural", "shown"]
+__all__ = ["nearest", "nearest_name", "plural", "shown"]
 
 
 def nearest(name: str, known: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest known name, or nothing."""
+    close = nearest_name(name, known)
+    return f" (did you mean '{close}'?)" if close else ""
+
+
+def nearest_name(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest to ``name``, if one is close enough to suggest."""
     close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+    return close[0] if close else None
 
 
 def plural(count: int, noun: str) -> str:

@@ -52,7 +52,7 @@ def prepare(
         if cfg.path is None:
             from farm.config import NO_CONFIG
 
-            raise UsageError(f"{NO_CONFIG}, so no agent to test: write one (with [farm].default_agent), or give --config PATH")
+            raise UsageError(f"{NO_CONFIG}, so no agent to test: write one (with [farm].default_agent), give --config PATH, or run `farm init` for a starter project")
         raise UsageError("no agent to test: give -n/--name or set [farm].default_agent in farm.toml")
     if agent_id is not None and not dry_run:
         cfg.agent(agent_id)  # fail early, naming the configured agents

@@ -45,7 +45,7 @@ from farm.agents.openai import (
 )
 from farm.config import AgentConfig
 from farm.errors import UsageError
-from farm.wording import nearest
+from farm.wording import nearest, nearest_name
 
 __all__ = ["SYNC_THREADS", "PythonAgent", "load_entry", "reply_from"]
 
@@ -53,12 +53,14 @@ SYNC_THREADS = 256
 """Threads a sync agent's replies run on at most, per process, when the agent sets no ``concurrency``."""
 
 
-def load_entry(entry: str | None, agent_id: str) -> Callable[..., Any]:
+def load_entry(entry: str | None, agent_id: str, where: str | None = None) -> Callable[..., Any]:
     """The callable named by ``module:function`` (``function`` may be dotted, e.g. ``Agent.answer``).
 
-    Raises :class:`UsageError` naming the agent's ``entry`` when it cannot be used.
+    Raises :class:`UsageError` naming the agent's ``entry`` when it cannot be used: ``where`` is
+    how the problem begins (``farm.toml:12: key 'entry'``; default ``agents."<id>".entry``), and a
+    misspelt function names the module's nearest public one.
     """
-    where = f'agents."{agent_id}".entry'
+    where = where or f'agents."{agent_id}".entry'
     if not entry or ":" not in entry:
         raise UsageError(f"{where}: '{entry or ''}' is not of the form 'module:function'")
     module_name, _, attribute = entry.partition(":")
@@ -70,11 +72,15 @@ def load_entry(entry: str | None, agent_id: str) -> Callable[..., Any]:
     except Exception as exc:  # ImportError, or whatever the module raises while it loads
         raise UsageError(f"{where}: module '{module_name}' cannot be imported: {type(exc).__name__}: {exc}") from None
     target: Any = module
+    found: list[str] = []
     for name in attribute.split("."):
         try:
             target = getattr(target, name)
         except AttributeError:
-            raise UsageError(f"{where}: module '{module_name}' has no attribute '{attribute}'") from None
+            close = nearest_name(name, _callables(target))
+            hint = f" (did you mean '{'.'.join([*found, close])}'?)" if close else ""
+            raise UsageError(f"{where}: module '{module_name}' has no attribute '{attribute}'{hint}") from None
+        found.append(name)
     if not callable(target):
         raise UsageError(f"{where}: '{entry}' is a {type(target).__name__}, not a function")
     return target
@@ -82,6 +88,20 @@ def load_entry(entry: str | None, agent_id: str) -> Callable[..., Any]:
 
 _SOURCE_SEEN: dict[str, tuple[float, int]] = {}
 """The source file's (mtime, size) of each agent module when this process loaded it."""
+
+
+def _callables(owner: Any) -> list[str]:
+    """The public names of ``owner`` that can be called: what an entry may name there."""
+    names = []
+    for name in dir(owner):
+        if name.startswith("_"):
+            continue
+        try:
+            if callable(getattr(owner, name)):
+                names.append(name)
+        except Exception:  # a property or module attribute that raises: not an entry
+            continue
+    return names
 
 
 def _fresh(module: Any) -> Any:

@@ -142,7 +142,7 @@ def check_run(config: FarmConfig, agent_id: str, connector_override: str | None,
             folder = str(config.base_dir)
             if folder not in sys.path:
                 sys.path.insert(0, folder)
-            load_entry(agent.entry, current)
+            load_entry(agent.entry, current, config.place("agents", current, "entry"))
         name = override or agent.connector
         if name:
             conn = config.connector(name)

@@ -2,9 +2,9 @@
 
 Two kinds of bad input, treated differently:
 
-- a line that is not JSON at all stops the load before anything runs:
-  :class:`~farm.errors.InputError` lists every such line as ``file:line: problem``;
-- a case that parses but breaks a rule (unknown assertion type, invalid mode
+- a ``.json`` file that is not JSON stops its load before anything runs: an
+  :class:`~farm.errors.InputError` says ``file:line: not valid JSON: ...``;
+- a JSONL line that is not JSON, or a case that parses but breaks a rule (unknown assertion type, invalid mode
   mix, missing or duplicate ``id``, a wrong field) becomes a :class:`~farm.loaded.LoadedCase`
   with ``error`` set: the run reports it as an ``error`` result and the rest of
   the suite runs.
@@ -32,6 +32,7 @@ from farm.suite.validation import (
     case_problems,
     every_assertion,
     known_only,
+    mode_typo,
     raw_problems,
     rule_problems,
     schema_problems,
@@ -39,7 +40,7 @@ from farm.suite.validation import (
 )
 from farm.wording import shown
 
-__all__ = ["MESSAGE", "SMALL_SUITE", "Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error"]
+__all__ = ["MESSAGE", "SMALL_SUITE", "Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error", "json_problem"]
 
 FILE_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
@@ -119,6 +120,10 @@ def parse_cases(items: Iterable[tuple[str, Any]], base_dir: str | None = None, c
 
 
 def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], base_dir: str | None) -> LoadedCase:
+    if isinstance(raw, _Unparsed):
+        loaded = LoadedCase(id=source, source=source, base_dir=base_dir)
+        loaded.fail([raw.problem])
+        return loaded
     if not isinstance(raw, dict):
         loaded = LoadedCase(id=source, source=source, raw=raw, base_dir=base_dir)
         loaded.fail(["a case must be a JSON object"])
@@ -142,7 +147,8 @@ def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], bas
     case, whole = _model(known_only(raw) if found else raw, problems)
     assertions = every_assertion(case) if case is not None else []
     if case is not None:
-        problems += rule_problems(case, known, modes=whole, assertions=assertions)
+        modes = whole and not (found and mode_typo(raw))
+        problems += rule_problems(case, known, modes=modes, assertions=assertions)
         problems += case_problems(case, assertions)
     if problems:
         loaded.fail(problems)
@@ -218,13 +224,69 @@ def _loads(text: str) -> Any:
     return value
 
 
+def _column(doc: str, pos: int) -> int:
+    return pos - doc.rfind("\n", 0, pos)
+
+
+def _before(doc: str, pos: int) -> int:
+    """Where the last character before ``pos`` that is not whitespace is (-1: none)."""
+    end = len(doc[:pos].rstrip(_WS))
+    return end - 1
+
+
+def json_problem(exc: json.JSONDecodeError, shift: int = 0, jsonl: bool = True) -> tuple[int, str]:
+    """What is wrong with JSON text, in the farm's words (json's own are Python's: ``Extra data``),
+    naming the column, and where in the text that is (a trailing comma is before the error json
+    found). ``shift``: columns the text was cut from the start of its line; ``jsonl``: the text is
+    one line of a JSONL file, not a whole ``.json`` file."""
+    doc, pos, msg = exc.doc, exc.pos, exc.msg
+    whole = "object" if doc.lstrip(_WS).startswith("{") else "array" if doc.lstrip(_WS).startswith("[") else "value"
+
+    def said(where: int, what: str) -> tuple[int, str]:
+        return where, "not valid JSON: " + what.replace("{at}", f"column {_column(doc, where) + shift}")
+
+    char = doc[pos] if pos < len(doc) else ""
+    comma = _before(doc, pos)
+    if msg == "Extra data":
+        if doc[pos:].strip(_WS) == ",":
+            return said(pos, "a trailing comma at {at}" + (" (a line holds one case, with nothing after it)" if jsonl else ""))
+        return said(pos, f"something follows the {whole} at {{at}}" + (" (a line holds one case)" if jsonl else " (a .json file holds one array or object)"))
+    if char and char in "}]" and comma >= 0 and doc[comma] == ",":
+        return said(comma, f"a trailing comma at {{at}} (JSON allows none before '{char}')")
+    if char == "'" and msg.startswith(("Expecting value", "Expecting property name")):
+        return said(pos, "a single quote at {at} (JSON strings and keys take double quotes)")
+    if pos >= len(doc.rstrip(_WS)) and msg.startswith("Expecting"):
+        return said(pos, f"the text ends at {{at}} before the {whole} is closed")
+    words = {
+        "Expecting value": "a value (text in double quotes, a number, true, false, null, an object or an array) is expected",
+        "Expecting property name enclosed in double quotes": "a key in double quotes is expected",
+        "Expecting ',' delimiter": "a comma (or the closing bracket) is expected",
+        "Expecting ':' delimiter": "a colon after the key is expected",
+        "Unterminated string starting at": "a string that starts here is not closed",
+        "Invalid control character at": "a raw control character (a tab or line break) inside a string at {at}; write it escaped (\\t, \\n)",
+        "Invalid \\escape": "an unknown escape inside a string",
+        "Invalid \\uXXXX escape": "an invalid \\u escape inside a string",
+        "nested too deeply to read": "nested too deeply to read at {at}",
+    }
+    what = words.get(msg, msg[:1].lower() + msg[1:])
+    return said(pos, what if "{at}" in what else what + " at {at}")
+
+
+class _Unparsed:
+    """A JSONL line that is not JSON: a case of its own whose one problem is that."""
+
+    def __init__(self, problem: str):
+        self.problem = problem
+
+
 def load_text(text: str, name: str, base_dir: str | None = None, compact: bool = False, small: int = 0) -> Suite:
     """JSONL text: one case per line; blank lines and ``//`` comments are ignored.
 
     Lines end only at ``\n`` (``\r\n`` too): a raw U+2028 inside a string is valid JSON.
+    A line that is not JSON is a case with that one problem: the other lines are still loaded
+    and checked, so that every problem of the file is said at once.
     """
     items: list[tuple[str, Any]] = []
-    problems: list[str] = []
     for number, line in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
         stripped = line.strip(_WS)
         if not stripped or stripped.startswith("//"):
@@ -232,9 +294,7 @@ def load_text(text: str, name: str, base_dir: str | None = None, compact: bool =
         try:
             items.append((f"{name}:{number}", _loads(stripped)))
         except json.JSONDecodeError as exc:
-            problems.append(f"{name}:{number}: not valid JSON: {exc.msg} (column {exc.colno})")
-    if problems:
-        raise InputError(problems)
+            items.append((f"{name}:{number}", _Unparsed(json_problem(exc, len(line) - len(line.lstrip(_WS)))[1])))
     return Suite(parse_cases(items, base_dir, compact, small), name)
 
 
@@ -248,7 +308,8 @@ def _json_items(text: str, name: str) -> list[tuple[str, Any]]:
     try:
         _loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError([f"{name}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})"]) from None
+        where, problem = json_problem(exc, jsonl=False)
+        raise InputError([f"{name}:{line_of(where)}: {problem}"]) from None
     start = len(text) - len(text.lstrip(_WS))
     if text.startswith("[", start):
         return [(f"{name}:{line_of(pos)}", value) for pos, value in _array_members(text, start)]

@@ -24,6 +24,8 @@ problem stays one line.
 from __future__ import annotations
 
 import copy
+import json
+import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +35,7 @@ from farm.assertions.registry import checkers, fields_of
 from farm.assertions.traces import PARAMS as TRACE_PARAMS
 from farm.assertions.traces import params_problem
 from farm.cases import CaseRuleError, Checkpoint, Interactive, Mode, Options, SimulatorSpec, TestCase, Turn
-from farm.wording import nearest, shown
+from farm.wording import nearest, nearest_name, shown
 
 if TYPE_CHECKING:
     from farm.cases import AssertionSpec, TestCase
@@ -46,7 +48,9 @@ __all__ = [
     "TooLargeInteger",
     "raw_problems",
     "known_only",
+    "mode_typo",
     "schema_problems",
+    "field_path",
     "without_failing_fields",
     "rule_problems",
     "case_problems",
@@ -108,6 +112,17 @@ def raw_problems(raw: dict[str, Any]) -> list[str]:
     out: list[str] = []
     _walk_fields(raw, lambda data, key, where, known: out.append(_unknown(where, key, known)))
     return out
+
+
+MODE_FIELDS = frozenset({"input", "turns", "checkpoints", "simulator"})
+"""The fields whose presence makes a case single-turn, static or dynamic."""
+
+
+def mode_typo(raw: dict[str, Any]) -> bool:
+    """Whether an unknown field of the case is a misspelling of a field that sets its mode
+    (``checkpoint`` for ``checkpoints``): what its mode then lacks follows from the typo, and is not
+    said as a second mistake that points at the wrong fix."""
+    return any(key not in CASE_FIELDS and nearest_name(key, CASE_FIELDS) in MODE_FIELDS for key in raw)
 
 
 def known_only(raw: dict[str, Any]) -> dict[str, Any]:
@@ -245,17 +260,81 @@ def _assertions(value: Any, where: str, unknown: Unknown) -> None:
 
 
 def schema_problems(exc: ValidationError) -> list[str]:
-    """Every error of the case model, one problem each, naming its field."""
+    """Every error of the case model, one problem each, naming its field as the other checks do
+    (``assertions[0].negate``) and saying what is wrong in the farm's words, not pydantic's."""
     out = []
     for err in exc.errors():
-        loc = ".".join(shown(str(p)) for p in err["loc"] if not str(p).startswith("function-"))
-        msg = shown(err["msg"].removeprefix("Value error, "))
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field"
-        elif err["type"] == "missing":
-            msg = "required field is missing"
+        loc = field_path(err["loc"])
+        msg = shown(_plain(err))
         out.append(f"field '{loc}': {msg}" if loc else msg)
     return out
+
+
+def field_path(loc: Iterable[Any]) -> str:
+    """``('assertions', 0, 'negate')`` as the farm names a field: ``assertions[0].negate``."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif not str(part).startswith("function-"):  # a validator's own step, not a field
+            path += f".{shown(str(part))}" if path else shown(str(part))
+    return path
+
+
+_WHAT_IT_IS_NOT = {
+    "bool_type": "is not true or false",
+    "bool_parsing": "is not true or false",
+    "int_type": "is not a whole number",
+    "int_parsing": "is not a whole number",
+    "int_from_float": "is not a whole number",
+    "float_type": "is not a number",
+    "float_parsing": "is not a number",
+    "finite_number": "is not a finite number",
+    "string_type": "is not text (a string in double quotes)",
+    "list_type": "is not a list (an array: [...])",
+    "tuple_type": "is not a list (an array: [...])",
+    "dict_type": "is not an object ({...})",
+    "model_type": "is not an object ({...})",
+    "model_attributes_type": "is not an object ({...})",
+}
+"""pydantic's error types of a value of the wrong kind, as the farm says them after the value."""
+
+
+def _plain(err: Any) -> str:
+    """What is wrong with one field, in a plain sentence."""
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    if kind in ("value_error", "assertion_error"):
+        return str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if not str(err.get("msg", "")).startswith("Input should"):
+        return str(err["msg"])  # a check of the farm's own, raised under pydantic's name
+    if kind in _WHAT_IT_IS_NOT:
+        return f"{_echo(value)} {_WHAT_IT_IS_NOT[kind]}"
+    if kind in ("literal_error", "enum"):
+        choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        return f"{_echo(value)} is not one of {', '.join(choices)}{nearest(str(value), choices)}"
+    bounds = {"greater_than_equal": "at least", "greater_than": "more than", "less_than_equal": "at most", "less_than": "less than"}
+    if kind in bounds:
+        limit = next(iter(ctx.values()), "")
+        return f"must be {bounds[kind]} {limit}, not {_echo(value)}"
+    if kind in ("too_short", "too_long"):
+        return f"{_echo(value)} has too {'few' if kind == 'too_short' else 'many'} items"
+    return f"{_echo(value)} is not a value this field takes"
+
+
+def _echo(value: Any) -> str:
+    """A value from the case, as the problem quotes it: a string in quotes, the rest as JSON."""
+    if isinstance(value, str):
+        text = value if len(value) <= 40 else value[:37] + "..."
+        return f"'{text}'"
+    try:
+        text = json.dumps(value, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def without_failing_fields(data: dict[str, Any], exc: ValidationError) -> dict[str, Any] | None:

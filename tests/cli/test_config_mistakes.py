@@ -82,3 +82,11 @@ def test_without_a_farm_toml_its_absence_is_the_cause(tmp_path: Path, monkeypatc
     unnamed = farm("test", "-i", "hello", cwd=tmp_path, monkeypatch=monkeypatch)
     assert unnamed.exit_code == 2
     assert unnamed.output.startswith("error: no farm.toml in this folder (nor beside the input file or in its parents), so no agent to test")
+    for said in (result, unnamed):  # a new user's way out is the starter project
+        assert said.output.strip().endswith("or run `farm init` for a starter project"), said.output
+
+
+def test_validate_without_files_says_what_to_name(tmp_path: Path, monkeypatch):
+    result = farm("validate", cwd=tmp_path, monkeypatch=monkeypatch)
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: farm validate FILE...: name the suite files (or folders) to check, e.g. farm validate suites/"

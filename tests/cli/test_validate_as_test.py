@@ -68,7 +68,11 @@ MISTAKES = {
         "farm.toml:3: key 'simulator': agent 'simm' is not configured (did you mean 'sim'?)",
     ),
     "a [farm].validator that names no agent": (('validator = "judge"', 'validator = "jduge"'), [], "key 'validator': agent 'jduge' is not configured"),
-    "a python entry whose function does not exist": (('entry = "roles:simulate"', 'entry = "roles:simulat"'), [], "has no attribute 'simulat'"),
+    "a python entry whose function does not exist": (
+        ('entry = "roles:simulate"', 'entry = "roles:simulat"'),
+        [],
+        "farm.toml:15: key 'entry': module 'roles' has no attribute 'simulat' (did you mean 'simulate'?)",
+    ),
     "a case's simulator.use that names no agent": (
         None,
         [{**DYNAMIC, "id": "own", "simulator": {"use": "agents:usr"}}],
@@ -80,6 +84,26 @@ MISTAKES = {
         "field 'assertions[0].use': agent 'jduge' is not configured",
     ),
     "a case's unknown field": (None, [{"id": "typo", "inptu": "hi"}], "field 'inptu': unknown field (did you mean 'input'?)"),
+    "a case's value of the wrong kind": (
+        None,
+        [{"id": "negated", "input": "hi", "assertions": [{"type": "contains", "value": "x", "negate": "ture"}]}],
+        "field 'assertions[0].negate': 'ture' is not true or false",
+    ),
+    "a misspelt checkpoints": (
+        None,
+        [{"id": "typo", "simulator": {"use": "agents:sim"}, "checkpoint": DYNAMIC["checkpoints"]}],
+        "field 'checkpoint': unknown field (did you mean 'checkpoints'?)",
+    ),
+    "a line that is not JSON beside a case with a mistake": (
+        None,
+        ['{"id": "comma", "input": "hi"},', {"id": "typo", "inptu": "hi"}],
+        "suite.jsonl:3: not valid JSON: a trailing comma at column 31 (a line holds one case, with nothing after it)",
+    ),
+    "a case's mistake after a line that is not JSON": (
+        None,
+        ['{"id": "comma", "input": "hi"},', {"id": "typo", "inptu": "hi"}],
+        "suite.jsonl:4: field 'inptu': unknown field (did you mean 'input'?)",
+    ),
     "a budget with no price": (('results_dir = "results"', 'results_dir = "results"\nmax_cost = 1.0'), [], "no connector in"),
     "a connector key that is not set": (
         ('base_url = "{url}/v1"', 'base_url = "{url}/v1"\napi_key_env = "FARM_TEST_UNSET_KEY"'),
@@ -87,7 +111,8 @@ MISTAKES = {
         "reads its key from $FARM_TEST_UNSET_KEY, which is not set",
     ),
 }
-"""Each mistake: a change to ``farm.toml`` (old, new), cases added to the suite, and what both commands say."""
+"""Each mistake: a change to ``farm.toml`` (old, new), cases added to the suite (a string: the line as
+written), and what both commands say."""
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +130,7 @@ def test_validate_refuses_what_test_refuses_with_the_same_sentence(mistake: str,
         text = text.replace(change[0], change[1])
     (tmp_path / "farm.toml").write_text(text.replace("{url}", server.url))
     (tmp_path / "roles.py").write_text(ROLES)
-    (tmp_path / "suite.jsonl").write_text("".join(json.dumps(c) + "\n" for c in [DYNAMIC, JUDGED, *cases]))
+    (tmp_path / "suite.jsonl").write_text("".join((c if isinstance(c, str) else json.dumps(c)) + "\n" for c in [DYNAMIC, JUDGED, *cases]))
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("FARM_TEST_UNSET_KEY", raising=False)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -131,3 +156,18 @@ def test_the_project_without_a_mistake_passes_both(tmp_path: Path, server: JSONS
     tested = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "suite.jsonl"], catch_exceptions=False)
     assert tested.exit_code == 0, tested.output
     assert "2 passed" in tested.output
+
+
+def test_a_config_problem_is_the_configs_and_the_valid_suite_is_counted(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
+    """An agent's entry that does not import is one problem of farm.toml: the suite is still checked and its cases counted."""
+    (tmp_path / "farm.toml").write_text(BASE_TOML.replace("{url}", server.url).replace('entry = "roles:judge"', 'entry = "roles:jduge"'))
+    (tmp_path / "roles.py").write_text(ROLES)
+    (tmp_path / "suite.jsonl").write_text("".join(json.dumps(c) + "\n" for c in [DYNAMIC, JUDGED]))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    checked = CliRunner().invoke(app, ["validate", "suite.jsonl"], catch_exceptions=False)
+    assert checked.exit_code == 2
+    assert checked.output.splitlines() == [
+        "error: farm.toml:19: key 'entry': module 'roles' has no attribute 'jduge' (did you mean 'judge'?)",
+        "2 valid case(s) in 1 file(s); 1 problem(s)",
+    ]

@@ -612,8 +612,10 @@ def broken(messages, options):
 
 
 def test_python_agent_bad_entries_name_the_entry(tmp_path):
-    write_module(tmp_path, "farm_test_fine_module", "VALUE = 3\n")
+    write_module(tmp_path, "farm_test_fine_module", "VALUE = 3\ndef assistant(m, o):\n    return ''\nclass Bot:\n    def answer(self, m, o):\n        return ''\n")
     cases = {
+        "farm_test_fine_module:assistent": r"has no attribute 'assistent' \(did you mean 'assistant'\?\)$",
+        "farm_test_fine_module:Bot.answr": r"has no attribute 'Bot.answr' \(did you mean 'Bot.answer'\?\)$",
         "farm_test_no_such_module:fn": r"agents\.\"py\"\.entry: module 'farm_test_no_such_module' cannot be imported",
         "farm_test_fine_module:missing": r"module 'farm_test_fine_module' has no attribute 'missing'",
         "farm_test_fine_module:VALUE": r"is a int, not a function",

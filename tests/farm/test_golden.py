@@ -267,7 +267,7 @@ def test_an_invalid_golden_value_names_file_line_and_field():
     ]
     suite = load_text("\n".join(json.dumps(c) for c in lines), "suite.jsonl")
     errors = {c.id: (c.source, c.error) for c in suite.cases}
-    assert errors["a"] == ("suite.jsonl:1", "field 'golden.text': Input should be 'exact', 'similar' or 'judge'")
+    assert errors["a"] == ("suite.jsonl:1", "field 'golden.text': 'fuzzy' is not one of exact, similar, judge")
     assert errors["b"][1] == "field 'golden': must be true, false, a rule name (exact, similar, judge) or an object {text, threshold, use, enabled}"
     assert errors["c"][1] == "field 'golden.txt': unknown field"
     assert errors["d"] == ("suite.jsonl:4", "field 'golden': 'fuzzy' is not a rule (exact, similar, judge)")

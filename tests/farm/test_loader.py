@@ -29,9 +29,45 @@ def test_jsonl_skips_blanks_and_comments_and_keeps_lines(tmp_path):
 
 def test_every_non_json_line_is_listed(tmp_path):
     path = write(tmp_path, "s.jsonl", '{"id": "a", "input": "x"}\n{nope\n{"id": "b"\n')
-    with pytest.raises(InputError) as info:
-        load_file(path)
-    assert [p.split(": ")[0] for p in info.value.problems] == [f"{path}:2", f"{path}:3"]
+    suite = load_file(path)
+    assert [p.split(": ")[0] for p in suite.problems] == [f"{path}:2", f"{path}:3"]
+    assert [c.id for c in suite.cases if c.ok] == ["a"]
+
+
+def test_a_line_that_is_not_json_hides_no_other_line(tmp_path):
+    """Every problem of the file at once: a line that does not parse is that line's one problem."""
+    lines = [
+        '{"id": "a", "input": "hi", "assertions": [{"type": "contains", "value": "x"}]},',
+        '{"id": "b", "input": "hi", "assertions": [{"type": "regex", "pattern": "(("}]}',
+        '{"id": "c", "input": "hi", "max_turn": 3}',
+        '{"id": "d", "input": "hi"}',
+        '  {"id": "e", "input": "hi",}',
+    ]
+    path = write(tmp_path, "bad.jsonl", "\n".join(lines) + "\n")
+    suite = load_file(path, display="bad.jsonl")
+    assert suite.problems == [
+        "bad.jsonl:1: not valid JSON: a trailing comma at column 79 (a line holds one case, with nothing after it)",
+        "bad.jsonl:2: field 'assertions[0]': invalid regex '((': missing ) at position 2",
+        "bad.jsonl:3: field 'max_turn': unknown field (did you mean 'max_turns'?)",
+        "bad.jsonl:5: not valid JSON: a trailing comma at column 28 (JSON allows none before '}')",
+    ]
+    assert [c.id for c in suite.cases if c.ok] == ["d"]
+
+
+@pytest.mark.parametrize(
+    "line, said",
+    [
+        ('{"id": "a"} {"id": "b"}', "something follows the object at column 13 (a line holds one case)"),
+        ("{'id': 'a'}", "a single quote at column 2 (JSON strings and keys take double quotes)"),
+        ('{"id": "a", "input": "x"', "the text ends at column 25 before the object is closed"),
+        ('{"id" "a"}', "a colon after the key is expected at column 7"),
+        ('{"id": "a" "input": "x"}', "a comma (or the closing bracket) is expected at column 12"),
+        ('{"id": "a", "tags": [1, 2,]}', "a trailing comma at column 26 (JSON allows none before ']')"),
+    ],
+)
+def test_json_mistakes_are_said_in_the_farms_words(tmp_path, line, said):
+    (problem,) = load_file(write(tmp_path, "s.jsonl", line + "\n"), display="s.jsonl").problems
+    assert problem == f"s.jsonl:1: not valid JSON: {said}"
 
 
 @pytest.mark.parametrize(
@@ -99,7 +135,14 @@ def test_broken_json_file_names_its_line(tmp_path):
     path = write(tmp_path, "s.json", '[\n {"id": "a"},\n {oops}\n]')
     with pytest.raises(InputError) as info:
         load_file(path)
-    assert info.value.problems[0].startswith(f"{path}:3: not valid JSON")
+    assert info.value.problems == [f"{path}:3: not valid JSON: a key in double quotes is expected at column 3"]
+
+
+def test_a_json_file_that_does_not_parse_is_one_problem_at_its_line(tmp_path):
+    path = write(tmp_path, "s.json", '[\n {"id": "a", "input": "x"},\n]\n')
+    with pytest.raises(InputError) as info:
+        load_file(path, display="s.json")
+    assert info.value.problems == ["s.json:2: not valid JSON: a trailing comma at column 27 (JSON allows none before ']')"]
 
 
 def test_missing_file_is_a_usage_error(tmp_path):
