@@ -169,15 +169,12 @@ class _Conversation:
         """A turn of a case run sent out as a trace (``--otlp``) whose agent's spans are not captured:
         the turn's span id, named in a remote agent's ``traceparent`` so that its own spans join
         the trace in the backend they go to."""
-        from farm.traces.parent import TRACEPARENT, new_span_id, new_trace_id
+        from farm.traces.parent import new_span_id, new_trace_id, parent_of_requests
 
         self.result.trace_id = self.result.trace_id or new_trace_id()
         turn.span_id = new_span_id()
-        token = TRACEPARENT.set(f"00-{self.result.trace_id}-{turn.span_id}-01")
-        try:
+        with parent_of_requests(self.result.trace_id, turn.span_id):
             yield
-        finally:
-            TRACEPARENT.reset(token)
 
     async def settle_spans(self) -> None:
         """After a remote agent's turn: wait (up to ``trace_wait``) for its spans, which its

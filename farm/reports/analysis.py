@@ -73,7 +73,7 @@ from farm.wording import plural
 if TYPE_CHECKING:
     from farm.sequential import Sequential
 
-__all__ = ["analyse"]
+__all__ = ["analyse", "role_errors"]
 
 QUANTILES = (0.5, 0.95, 0.99)
 
@@ -189,7 +189,7 @@ def _rule(source: RunRecord, run_id: str) -> Sequential | None:
 
 
 def _status_counts(cases: pa.Table) -> StatusCounts:
-    counts = StatusCounts(total=cases.num_rows, role_errors=_sum(pc.cast(_role_errors(cases), pa.int64())))
+    counts = StatusCounts(total=cases.num_rows, role_errors=_sum(pc.cast(role_errors(cases), pa.int64())))
     for entry in pc.value_counts(cases["status"]).to_pylist():
         if entry["values"] in Status.__members__.values():
             setattr(counts, entry["values"], entry["counts"])
@@ -382,7 +382,7 @@ def _flags(cases: pa.Table) -> pa.Table:
     status = cases["status"]
     # a case farm rescore could not judge (rescorable false) neither passed nor failed: it was not judged;
     # nor was one a role failed (a dead simulator, a judge that answered no JSON): the agent's figures leave it out
-    role_error = _role_errors(cases)
+    role_error = role_errors(cases)
     judged = pc.and_(pc.invert(pc.fill_null(pc.equal(cases["rescorable"], False), False)), pc.invert(role_error))
     return (
         cases.append_column("is_pass", pc.cast(pc.equal(status, Status.PASSED.value), pa.int64()))
@@ -391,7 +391,7 @@ def _flags(cases: pa.Table) -> pa.Table:
     )
 
 
-def _role_errors(cases: pa.Table) -> pa.ChunkedArray | pa.Array:
+def role_errors(cases: pa.Table) -> pa.ChunkedArray | pa.Array:
     """Per case run: an error of a role, not of the agent (``error_role`` set; runs before it was recorded: none)."""
     if "error_role" not in cases.column_names:
         return pa.array([False] * cases.num_rows, pa.bool_())

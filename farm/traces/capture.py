@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
 from farm.errors import FarmError
 from farm.results import SpanRecord
-from farm.traces.parent import TRACEPARENT
+from farm.traces.parent import parent_of_requests
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Span
@@ -265,11 +265,8 @@ class CaseTrace:
         parent = trace.set_span_in_context(self.root)
         with self.tracer.start_as_current_span(f"invoke_agent {self.agent}", context=parent, kind=SpanKind.CLIENT, attributes=attributes) as span:
             turn = TurnSpans(format(span.get_span_context().span_id, "016x"))
-            token = TRACEPARENT.set(f"00-{self.trace_id:032x}-{turn.span_id}-01")
-            try:
+            with parent_of_requests(f"{self.trace_id:032x}", turn.span_id):
                 yield turn
-            finally:
-                TRACEPARENT.reset(token)
         self.collect(turn)
 
     def collect(self, turn: TurnSpans) -> None:

@@ -98,23 +98,24 @@ class OTLPExport:
         close_wait: float = CLOSE_WAIT_S,
     ):
         self.endpoint = endpoint
-        self.setup = {"endpoint": endpoint, "run_id": run_id, "models": models or {}, "content": content}
         self.warn = warn
         self.written = 0
         self.overflow = 0
         """Case runs that found the queue full, and were not sent."""
         self.sent = 0
-        self.failed = 0
-        """Case runs the collector did not take (after the exporter's retries)."""
         self.dropped = 0
         """Every case run not delivered, once :meth:`close` ran."""
         self.reason: str | None = None
         self._queue: queue.Queue[CaseResult | None] = queue.Queue(queue_cases)
-        self._process: subprocess.Popen[bytes] | None = None
-        self._threads: list[threading.Thread] = []
         self._closed = False
         self._close_wait = close_wait
-        self._start()  # now: its imports overlap the run's start, not its first results
+        # started now: its imports overlap the run's start, not its first results
+        setup = {"endpoint": endpoint, "run_id": run_id, "models": models or {}, "content": content}
+        command = [sys.executable, "-m", "farm.traces.export", json.dumps(setup)]
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        threading.Thread(target=self._feed, name="farm-otlp-feed", daemon=True).start()
+        self._hearing = threading.Thread(target=self._hear, name="farm-otlp-hear", daemon=True)
+        self._hearing.start()
 
     # the ResultWriter interface
 
@@ -133,25 +134,17 @@ class OTLPExport:
         if self._closed:
             return
         self._closed = True
-        if self._process is not None:
-            self._finish(time.monotonic() + self._close_wait)
+        self._finish(time.monotonic() + self._close_wait)
         self.dropped = self.written - self.sent
         if self.dropped:
             reasons = [f"{self.overflow} found the queue full"] if self.overflow else []
             reasons += [self.reason] if self.reason and self.dropped > self.overflow else []
             print(f"warning: --otlp {self.endpoint}: {self.dropped} of {self.written} case runs were not delivered ({'; '.join(reasons)})", file=self.warn or sys.stderr)
 
-    def _start(self) -> None:
-        command = [sys.executable, "-m", "farm.traces.export", json.dumps(self.setup)]
-        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        self._threads = [threading.Thread(target=self._feed, name="farm-otlp-feed", daemon=True), threading.Thread(target=self._hear, name="farm-otlp-hear", daemon=True)]
-        for thread in self._threads:
-            thread.start()
-
     def _feed(self) -> None:
         """Each queued result to the export process, as a line of JSON; its stdin closed at the end."""
-        assert self._process is not None and self._process.stdin is not None
         pipe = self._process.stdin
+        assert pipe is not None
         try:
             while (result := self._queue.get()) is not None:
                 pipe.write(result.model_dump_json().encode() + b"\n")
@@ -163,18 +156,16 @@ class OTLPExport:
 
     def _hear(self) -> None:
         """What the export process says: ``sent N`` or ``failed N <why>`` after each send."""
-        assert self._process is not None and self._process.stdout is not None
+        assert self._process.stdout is not None
         for line in self._process.stdout:
             said, _, rest = line.decode(errors="replace").strip().partition(" ")
             count, _, why = rest.partition(" ")
             if said == "sent":
                 self.sent += int(count)
-            elif said == "failed":
-                self.failed += int(count)
+            elif said == "failed":  # what it did not send is counted at the end, from what it sent
                 self.reason = self.reason or why
 
     def _finish(self, deadline: float) -> None:
-        assert self._process is not None
         while True:  # the end's mark goes in even when the queue is full: the feed empties it
             try:
                 self._queue.put(None, timeout=0.1)
@@ -188,7 +179,7 @@ class OTLPExport:
             self._process.kill()
             self._process.wait()
             self.reason = self.reason or f"not sent within {self._close_wait:g} s of the run's end"
-        self._threads[1].join(5)
+        self._hearing.join(5)
         if self._process.returncode not in (0, -9) and self.reason is None:
             self.reason = f"the export stopped (exit code {self._process.returncode})"
 

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from farm.reports.analysis import role_errors
 from farm.reports.stats import CaseResult, clustered_interval, difference_sentence, paired_cases, paired_sentence, wilson_interval
 from farm.results import CASE_KEY, RunRecord, Status
 from farm.sequential import Sequential
@@ -151,14 +152,13 @@ def _outcomes(cases: RunCases, side: Side, keys: list[str]) -> pa.Table:
     status = table["status"]
     # a try a role broke (a dead simulator, a judge that answered no JSON) judged nothing of the agent:
     # left out, as the gate and farm report leave it out
-    role_error = pc.fill_null(pc.and_(pc.equal(status, Status.ERROR.value), pc.is_valid(table["error_role"])), False) if "error_role" in table.column_names else None
-    failing = pc.is_in(status, value_set=_FAILING)
+    failing = pc.and_(pc.is_in(status, value_set=_FAILING), pc.invert(role_errors(table)))
     grouped = pa.table({
         "suite": table["suite"],
         "case_id": table["case_id"],
         "agent": pc.fill_null(table["agent"], ""),
         "passed": pc.cast(pc.equal(status, Status.PASSED.value), pa.int32()),
-        "failed": pc.cast(failing if role_error is None else pc.and_(failing, pc.invert(role_error)), pa.int32()),
+        "failed": pc.cast(failing, pa.int32()),
         "skipped": pc.cast(pc.equal(status, Status.SKIPPED.value), pa.int32()),
         "stopped": table["stopped"],
     }).group_by(keys).aggregate([("passed", "sum"), ("failed", "sum"), ("skipped", "sum"), ("stopped", "max")])  # fmt: skip
