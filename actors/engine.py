@@ -114,6 +114,8 @@ def _ray_messages_to(path: Path) -> Callable[[], None] | None:
     worker.print_to_stdstream = to_file
 
     def restore() -> None:
+        nonlocal told
+        told = True  # the run has ended: a message Ray's log thread hands over late goes to the file, never after the verdict
         worker.print_to_stdstream = original
 
     return restore
