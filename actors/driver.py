@@ -29,6 +29,7 @@ from farm.engines import EngineLost, Job, RunPlan, Scheduler, StopReason
 from farm.engines.feed import ThreadFeed
 from farm.engines.finished import Finished
 from farm.engines.health import Answer, WorkerHealth
+from farm.interrupts import redeliver
 from farm.results import CaseResult
 
 __all__ = ["run_plan"]
@@ -84,6 +85,7 @@ class _Pump:
     def run(self) -> None:
         try:
             while True:
+                redeliver()  # an interrupt Python swallowed where it landed
                 self.take_arrivals(0.0)
                 # refill the freed slots before the slower work of writing and printing
                 # the results, so that the actors never wait for the driver's console

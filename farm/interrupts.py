@@ -6,6 +6,11 @@ written to the results file but not yet counted in the summary (the gate then co
 case fewer than the file holds), or a case that ended taken off its queue but not yet
 written (lost, though it ran). :func:`uninterrupted` marks such a step; an interrupt that
 comes during one is raised as the step ends.
+
+Python also swallows an exception raised where nothing can catch it (a weakref callback, a
+``__del__``: "Exception ignored in ..."), and an interrupt that lands there would be lost
+with the run going on to its end. The engines' loops call :func:`redeliver` at each turn:
+an interrupt raised and never taken is raised again there.
 """
 
 from __future__ import annotations
@@ -17,12 +22,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Interrupts", "interrupts_ignored", "quiet_interrupts", "uninterrupted"]
+__all__ = ["Interrupts", "interrupts_ignored", "quiet_interrupts", "redeliver", "uninterrupted"]
 
 _held = 0
 """How deep the main thread is in :func:`uninterrupted` steps."""
 _waiting = False
 """An interrupt came during such a step and is raised as the outermost one ends."""
+_untaken = False
+"""An interrupt was raised and the run has not taken it (:meth:`Interrupts.take`)."""
 
 
 class Interrupts:
@@ -39,14 +46,20 @@ class Interrupts:
         self.previous: dict[int, Any] = {}
 
     def _handler(self, signum: int, frame: Any) -> None:
-        global _waiting
+        global _waiting, _untaken
         if self.fired:
             return
         self.fired = True
+        _untaken = True
         if _held:
             _waiting = True
             return
         raise KeyboardInterrupt()
+
+    def take(self) -> None:
+        """The run caught the interrupt: :func:`redeliver` raises it no more."""
+        global _untaken
+        _untaken = False
 
     def __enter__(self) -> Interrupts:
         if threading.current_thread() is threading.main_thread():
@@ -59,10 +72,18 @@ class Interrupts:
             signal.signal(sig, self._handler)
 
     def __exit__(self, *exc: object) -> None:
-        global _waiting
+        global _waiting, _untaken
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)
-        _waiting = False
+        _waiting = _untaken = False
+
+
+def redeliver() -> None:
+    """At a point of a run's loop where an interrupt may be raised: raise one that came and was
+    lost (swallowed where it landed), as the run has not taken it. Outside a step of
+    :func:`uninterrupted`, which raises a held one itself."""
+    if _untaken and not _held and threading.current_thread() is threading.main_thread():
+        raise KeyboardInterrupt()
 
 
 @contextmanager

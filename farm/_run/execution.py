@@ -176,6 +176,7 @@ def execute(
             part.start(on_phase, interrupts)
             part.run()
         except KeyboardInterrupt:
+            interrupts.take()
             part.interrupted = True
         except EngineLost as exc:
             part.lost = str(exc)

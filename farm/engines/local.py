@@ -28,6 +28,7 @@ from farm.engines import Job, RunPlan, StopReason, Worker
 from farm.engines.feed import Arrival, pump
 from farm.engines.finished import Finished
 from farm.engines.worker import CaseWorker
+from farm.interrupts import redeliver
 from farm.ratelimit import local_limiters
 from farm.results import CaseResult
 from farm.roles.cache import RoleCache
@@ -122,6 +123,7 @@ async def _run(plan: RunPlan, on_result: Callable[[CaseResult], None]) -> StopRe
                 await wake.wait()
                 wake.clear()
                 await asyncio.sleep(0)  # the cases just started send their requests first
+            redeliver()  # an interrupt Python swallowed where it landed
             if failed:
                 raise failed[0]
             for item in arrived:

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from typer.testing import CliRunner
 
 import farm
 from farm.demo.server import JSONServer, Response
-from farm.interrupts import Interrupts, uninterrupted
+from farm.interrupts import Interrupts, redeliver, uninterrupted
 from farm.writers.runinfo import read_run_json
 from tests.scripted import ScriptedAgent, farm_toml
 
@@ -127,3 +128,34 @@ def test_an_interrupt_during_an_uninterrupted_step_comes_as_it_ends(main_thread)
             steps.append("outer ended")
         steps.append("after")  # never: the interrupt came as the step ended
     assert steps == ["inner ended", "outer ended"]
+
+
+class _Watched:
+    pass
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # Python's "Exception ignored"
+def test_an_interrupt_python_swallows_where_it_lands_comes_again_where_the_run_loops(main_thread):
+    with Interrupts() as interrupts:
+        watched = _Watched()
+        # a weakref callback: Python prints "Exception ignored" for what it raises and goes on
+        ref = weakref.ref(watched, lambda _: interrupt())
+        del watched  # the interrupt lands in the callback and is lost: this test goes on
+        assert ref() is None and interrupts.fired
+        with pytest.raises(KeyboardInterrupt):
+            redeliver()
+        with pytest.raises(KeyboardInterrupt):  # until the run takes it
+            redeliver()
+        interrupts.take()
+        redeliver()  # taken: the run's clean-up goes on uncut
+    redeliver()  # and no later run inherits it
+
+
+def test_an_interrupt_the_run_took_at_once_is_not_raised_again(main_thread):
+    with Interrupts() as interrupts:
+        with pytest.raises(KeyboardInterrupt):
+            interrupt()
+        interrupts.take()
+        redeliver()
+        interrupt()  # a second Ctrl-C while the run cleans up: ignored
+        redeliver()
