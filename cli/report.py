@@ -253,7 +253,7 @@ def _run_row(table: Table, run: RunSummary, row: RunSummary, per_agent: bool, pr
     table.add_row(
         Text(run.run_id or ""),
         *((Text(row.agent or ""),) if per_agent else ()),
-        f"{run.started_at:%m-%d %H:%M}" if run.started_at else "",
+        f"{run.started_at:%m-%d %H:%M:%S}" if run.started_at else "",
         str(counts.total), str(counts.passed), str(counts.failed), str(counts.skipped), str(counts.error), str(counts.timeout),
         _rate(counts.pass_rate),
         *((_usd(row.cost_usd),) if priced else ()),

@@ -855,6 +855,19 @@ def test_the_trend_of_runs_started_in_one_minute_tells_each_run_apart_at_80_colu
         assert row[3:] == [f"{(passed + (passed == 0)) / 4:.1%}", f"{passed / 4:.1%}"]  # every figure whole
 
 
+def test_the_runs_table_tells_apart_two_runs_started_in_one_minute(tmp_path: Path):
+    from datetime import datetime
+
+    from tests.farm.test_read_runs import write_run
+
+    results = tmp_path / "results"
+    for n in range(2):
+        write_run(results / f"r{n}", f"run-{n}", {"bot": [True]}, started=1.7e9 + 4 * n)
+    section = invoke("report", str(results)).output.split("Pass rate trend")[0]
+    rows = {line.split()[0]: line.split()[2] for line in section.splitlines() if line.lstrip().startswith("run-")}
+    assert rows == {f"run-{n}": f"{datetime.fromtimestamp(1.7e9 + 4 * n).astimezone():%H:%M:%S}" for n in range(2)}
+
+
 def test_the_trend_of_more_agents_than_fit_side_by_side_is_a_row_per_run_and_agent(tmp_path: Path):
     from tests.farm.test_read_runs import write_run
 
