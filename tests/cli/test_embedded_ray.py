@@ -97,7 +97,7 @@ def descendants(root: int) -> dict[int, tuple[bytes, str]]:
     return out
 
 
-def still_alive(seen: dict[int, tuple[bytes, str]], seconds: float = 10.0) -> list[str]:
+def still_alive(seen: dict[int, tuple[bytes, str]], seconds: float = 30.0) -> list[str]:
     """Those of ``seen`` still running after ``seconds`` at most (the same processes, by start time)."""
     deadline = time.monotonic() + seconds
     while True:
@@ -113,7 +113,7 @@ def still_alive(seen: dict[int, tuple[bytes, str]], seconds: float = 10.0) -> li
         time.sleep(0.2)
 
 
-def wait_until_gone(marker: str, seconds: float = 5.0) -> list[str]:
+def wait_until_gone(marker: str, seconds: float = 15.0) -> list[str]:
     deadline = time.monotonic() + seconds
     left = marked_processes(marker)
     while left and time.monotonic() < deadline:
@@ -148,7 +148,7 @@ def write_project(tmp_path: Path, url: str, cases: list[dict]) -> Path:
 
 
 def test_sigint_stops_an_embedded_run_quickly_then_resume_finishes_it_and_leaves_no_process_or_file(tmp_path, scripted):
-    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.5"} for i in range(10)])
+    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.5"} for i in range(24)])
     env, marker = embedded_env(tmp_path)
     proc = start_farm(tmp_path, suite, env)
     try:
@@ -175,9 +175,9 @@ def test_sigint_stops_an_embedded_run_quickly_then_resume_finishes_it_and_leaves
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     ids = [json.loads(line)["id"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
-    assert sorted(ids) == sorted(f"c{i}" for i in range(10)), "exactly one result per case"
+    assert sorted(ids) == sorted(f"c{i}" for i in range(24)), "exactly one result per case"
     info = json.loads((run_dir / "run.json").read_text())
-    assert info["status"] == "finished" and info["counts"]["passed"] == 10 and info["ray"]["address"] == "local"
+    assert info["status"] == "finished" and info["counts"]["passed"] == 24 and info["ray"]["address"] == "local"
     timings = info["timings"]
     assert 0 < timings["engine_ready_s"] <= timings["first_result_s"] <= timings["last_result_s"] <= timings["closed_s"]
     assert "Traceback" not in resumed.stderr and "Raylet" not in resumed.stderr + resumed.stdout
@@ -203,7 +203,7 @@ def test_kill_9_of_the_farm_leaves_no_ray_process_and_resume_completes_both_tabl
         proc.kill()
         proc.wait()
     assert still_alive(started) == [], "processes of the embedded Ray outlived a kill -9 of the farm"
-    assert wait_until_gone(marker, 1.0) == [], "processes of the embedded Ray outlived a kill -9 of the farm"
+    assert wait_until_gone(marker) == [], "processes of the embedded Ray outlived a kill -9 of the farm"
 
     [run_dir] = (tmp_path / "results").iterdir()
     resumed = subprocess.run(
@@ -218,7 +218,7 @@ def test_kill_9_of_the_farm_leaves_no_ray_process_and_resume_completes_both_tabl
 
 
 def test_a_dead_embedded_ray_stops_the_run_with_one_sentence_and_resume_runs_the_rest(tmp_path, scripted):
-    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.3"} for i in range(16)])
+    suite = write_project(tmp_path, scripted.url, [{"id": f"c{i}", "input": "slow 0.3"} for i in range(40)])
     env, marker = embedded_env(tmp_path)
     proc = start_farm(tmp_path, suite, env)
     try:
@@ -239,7 +239,7 @@ def test_a_dead_embedded_ray_stops_the_run_with_one_sentence_and_resume_runs_the
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert all(r["status"] == "passed" for r in records), "no case is blamed for the lost node"
     assert json.loads((run_dir / "run.json").read_text())["status"] == "stopped"
-    assert still_alive(started) == [] and wait_until_gone(marker, 1.0) == []
+    assert still_alive(started) == [] and wait_until_gone(marker) == []
 
     resumed = subprocess.run(
         [sys.executable, "-m", "farm.cli", "test", "--resume", str(run_dir), "--engine", "local", "--config", str(tmp_path / "farm.toml")],
@@ -247,4 +247,4 @@ def test_a_dead_embedded_ray_stops_the_run_with_one_sentence_and_resume_runs_the
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     ids = sorted(json.loads(line)["id"] for line in (run_dir / "results.jsonl").read_text().splitlines())
-    assert ids == sorted(f"c{i}" for i in range(16))
+    assert ids == sorted(f"c{i}" for i in range(40))

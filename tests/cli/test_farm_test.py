@@ -274,19 +274,23 @@ def test_fail_fast_starts_none_of_the_calls_queued_on_the_actors(project: Path):
 
 def test_waits_for_rate_limit_permits_are_not_agent_time(tmp_path: Path, scripted: JSONServer, engine: str):
     """At rpm 60 the third case waits ~2 s for its permit: longer than its turn and case
-    timeouts, but not agent time, so it passes its latency assertion and records the wait."""
+    timeouts, but not agent time, so it passes its latency assertion and records the wait.
+    (A case whose session actor starts late waits less: the pacing is checked by the grants.)"""
     (tmp_path / "farm.toml").write_text(farm_toml(scripted.url, engine=engine, rpm=60))
-    fast = {"input": "slow 0.05", "assertions": [{"type": "latency", "value": 400}]}
+    fast = {"input": "slow 0.05", "assertions": [{"type": "latency", "value": 900}]}
     suite = write_suite(tmp_path, [{"id": f"c{i}", **fast} for i in range(3)])
     out = tmp_path / "out.jsonl"
     result = farm("test", "-i", str(suite), "-o", str(out), "--parallel", "3", "--turn-timeout", "1s", "--timeout", "1500ms", "--config", str(tmp_path / "farm.toml"))
     assert result.exit_code == 0, result.output
-    turns = [r["turns"][0] for r in results(out).values()]
-    assert all(t["duration_ms"] < 400 for t in turns), turns
-    assert max(t["queued_ms"] for t in turns) >= 1500, "the last case waited for two permits"
+    got = results(out).values()
+    turns = [r["turns"][0] for r in got]
+    assert all(t["duration_ms"] < 900 for t in turns), turns
+    granted = sorted(r["started_at"] + r["turns"][0]["queued_ms"] / 1000 for r in got)
+    assert granted[-1] - granted[0] >= 1.8, granted  # a permit a second
+    most = max(t["queued_ms"] for t in turns)
+    assert most >= 1000, "a case waited past its turn timeout for its permit"
     [turns_parquet] = (tmp_path / "results").glob("*/turns.parquet")
-    table = pq.read_table(turns_parquet)
-    assert max(table.column("queued_ms").to_pylist()) >= 1500
+    assert max(pq.read_table(turns_parquet).column("queued_ms").to_pylist()) == most
 
 
 def test_a_small_suite_at_a_generous_rpm_does_not_wait_a_second_for_its_last_case(tmp_path: Path, scripted: JSONServer, engine: str):
@@ -296,8 +300,15 @@ def test_a_small_suite_at_a_generous_rpm_does_not_wait_a_second_for_its_last_cas
     out = tmp_path / "out.jsonl"
     result = farm("test", "-i", str(suite), "-o", str(out), "--parallel", "10", "--config", str(tmp_path / "farm.toml"))
     assert result.exit_code == 0, result.output
-    granted = sorted(r["started_at"] + r["turns"][0]["queued_ms"] / 1000 for r in results(out).values())
-    assert 0.2 < granted[-1] - granted[0] < 0.6, granted  # the last two are paced, and not a second later
+    got = results(out).values()
+    granted = sorted(r["started_at"] + r["turns"][0]["queued_ms"] / 1000 for r in got)
+    queued = sorted(r["turns"][0]["queued_ms"] for r in got)
+    assert granted[-1] - granted[0] > 0.2, granted  # the last two are paced
+    # and not a second later (a 1-second window held them ~1000 ms): on Ray the waits also hold the
+    # limiter actor's round trips on a loaded machine, and a session actor's late start spreads the grants
+    assert queued[-1] < 900, queued
+    if engine == "local":
+        assert granted[-1] - granted[0] < 0.6, granted
 
 
 def test_a_case_stopped_at_its_first_turn_is_headed_so(project: Path):

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -60,14 +61,24 @@ def run_dirs(tmp_path: Path) -> list[Path]:
     return sorted(p.parent for p in (tmp_path / "results").glob("*/run.json"))
 
 
+def release_once_a_case_ended(tmp_path: Path, llm: LikeAnLLM, seconds: float = 120.0) -> None:
+    """Let ``llm`` answer again once a run under ``tmp_path`` wrote a result (a bound, not a timing)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not any(p.stat().st_size for p in (tmp_path / "results").glob("*/results.jsonl")):
+        time.sleep(0.05)
+    llm.release()
+
+
 def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_count_runs_exactly_that_many_distinct_generated_cases_and_again_without_a_generator_call(tmp_path: Path, agent, engine: str):
     count = 200 if engine == "local" else 120
-    # on Ray, a generator slow enough to outlast the start of the session actors and role pools
-    llm = LikeAnLLM(latency=0.1 if engine == "local" else 0.5)
+    # the generator answers three batches, then holds its answers until a case has ended: the cases
+    # run while generation goes on (however long the session actors and role pools take to start)
+    llm = LikeAnLLM(latency=0.1, answer_first=3)
+    threading.Thread(target=release_once_a_case_ended, args=(tmp_path, llm), daemon=True).start()
     server = project(tmp_path, agent.url, llm, engine=engine, concurrency=2 if engine == "local" else 1)
     try:
         result = farm_test(tmp_path, "-i", f"agents:gen?count={count}")

@@ -289,7 +289,7 @@ def test_more_spans_than_one_batch_all_arrive(collector: Collector):
     from farm.results import AssertionResult, CaseResult, Status, TurnResult
     from farm.traces.export import OTLPExport
 
-    export = OTLPExport(collector.url, "run-1")
+    export = OTLPExport(collector.url, "run-1", close_wait=120)  # a bound on a loaded machine
     for n in range(400):
         turns = [TurnResult(turn=t, output="ok", started_at=time.time(), assertions=[AssertionResult(type="contains", passed=True)]) for t in (1, 2)]
         export.write(CaseResult(id=f"c{n}", status=Status.PASSED, started_at=time.time(), turns=turns, source="s.jsonl:1"))

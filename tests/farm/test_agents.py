@@ -555,9 +555,10 @@ def python_config(folder: Path, entry: str) -> FarmConfig:
 
 def test_python_agent_sync_runs_in_a_thread_and_returns_a_dict(tmp_path):
     write_module(tmp_path, "farm_test_sync_agent", """
-import threading, time
+import threading
+together = threading.Barrier(3, timeout=30)
 def answer(messages, options):
-    time.sleep(0.3)
+    together.wait()  # all three calls at once, or this breaks
     messages.append({"role": "user", "content": "mutated"})
     return {"content": "sync: " + messages[0]["content"], "tool_calls": [{"name": "ask_user", "arguments": {"q": 1}}],
             "awaiting_input": True, "input_hint": "h", "usage": {"prompt_tokens": 2, "completion_tokens": 1},
@@ -568,12 +569,9 @@ def answer(messages, options):
     history = list(USER)
 
     async def go():
-        started = time.monotonic()
-        replies = await asyncio.gather(*(client.send(history, {"session_id": "s"}) for _ in range(3)))
-        return replies, time.monotonic() - started
+        return await asyncio.gather(*(client.send(history, {"session_id": "s"}) for _ in range(3)))
 
-    replies, elapsed = run(go())
-    assert elapsed < 0.8  # three 0.3 s calls overlapped: none blocked the loop
+    replies = run(go())  # the three calls met at the barrier (a call that blocked the loop would break it)
     reply = replies[0]
     assert reply.content == "sync: Hello"
     assert reply.tool_calls[0].name == "ask_user" and reply.tool_calls[0].arguments == {"q": 1}
@@ -771,12 +769,14 @@ def test_a_sync_python_agent_with_a_concurrency_runs_that_many_replies_at_once()
     inside, most = 0, 0
     lock = threading.Lock()
 
+    together = threading.Barrier(3, timeout=30)  # three at once, or a call breaks it
+
     def counted(messages, options):
         nonlocal inside, most
         with lock:
             inside += 1
             most = max(most, inside)
-        time.sleep(0.02)
+        together.wait()
         with lock:
             inside -= 1
         return "ok"

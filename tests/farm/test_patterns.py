@@ -46,7 +46,7 @@ def test_a_runaway_search_stops_at_its_limit():
     started = time.monotonic()
     with pytest.raises(PatternTimeout, match=r"ran past 300ms"):
         asyncio.run(search(RUNAWAY, EVIL, limit=0.3))
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 5.0  # stopped, not left to run its minutes
 
 
 def test_a_runaway_search_does_not_block_the_event_loop():
@@ -65,7 +65,7 @@ def test_a_runaway_search_does_not_block_the_event_loop():
         task.cancel()
         return ticks
 
-    assert asyncio.run(main()) >= 20  # ~50 ticks of 10 ms fit in 0.5 s when the loop is free
+    assert asyncio.run(main()) >= 10  # ~50 ticks of 10 ms fit in 0.5 s when the loop is free (1 when it is held)
 
 
 def test_a_negated_runaway_regex_still_fails():
@@ -107,16 +107,15 @@ def test_runaway_case_fails_alone_and_innocent_cases_on_the_same_loop_finish_qui
         results = await asyncio.gather(*(one(case) for case in loaded))
         return {r.id: r for r in results}, finished
 
-    started = time.monotonic()
     results, finished = asyncio.run(main())
-    assert time.monotonic() - started < 5.0
     for n in range(3):
         assert results[f"innocent-{n}"].status == "passed"
-        assert finished[f"innocent-{n}"] < 0.5, finished  # not held up by the runaway searches
+        # not held up by the runaway searches, which take their 1 s (a held loop ends them all together)
+        assert finished[f"innocent-{n}"] < finished["runaway"] / 2, finished
     for case_id in ("runaway", "runaway-tool"):
         result = results[case_id]
         assert result.status == "failed", result.error
         assert "ran past 1s" in result.error
-    assert finished["runaway"] < 3.0
+    assert finished["runaway"] < 6.0  # stopped at its limit, not left to run
     assert results["issue"].status == "failed" and "expected the reply to match" in results["issue"].error
-    assert finished["issue"] < 0.5
+    assert finished["issue"] < finished["runaway"] / 2
