@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from farm.durations import parse_duration
 from farm.errors import FarmError
+from farm.wording import nearest
 
 __all__ = [
     "AssertionSpec",
@@ -337,6 +338,17 @@ class Turn(BaseModel):
         return None if v is None else parse_duration(v)
 
 
+_FALSE_WORDS = frozenset({"false", "no", "off", "0", "none", "null"})
+"""Texts of ``skip`` that read as "do not skip": a string is a reason to skip, so these are refused."""
+
+
+def _json_type(value: Any) -> str:
+    """What a JSON value is, as a message names it (``an array``, ``true``)."""
+    if isinstance(value, bool) or value is None:
+        return "null" if value is None else str(value).lower()
+    return "an array" if isinstance(value, list) else "an object" if isinstance(value, dict) else type(value).__name__
+
+
 class TestCase(BaseModel):
     """One test case, as loaded from a suite (docs/reference/cases.md)."""
 
@@ -422,8 +434,8 @@ class TestCase(BaseModel):
     def _aliases(cls, data: Any) -> Any:
         if isinstance(data, dict):
             data = dict(data)
-            if "id" in data and not isinstance(data["id"], str) and data["id"] is not None:
-                data["id"] = str(data["id"])
+            if isinstance(data.get("id"), int | float) and not isinstance(data["id"], bool):
+                data["id"] = str(data["id"])  # a number is read as its text
             _normalise_assertion_keys(data)
             if "final_assertions" in data:
                 data["final_assertions"] = _normalise_assertions(data["final_assertions"])
@@ -454,17 +466,33 @@ class TestCase(BaseModel):
             return {"enabled": v}
         if isinstance(v, str):
             if v not in _TEXT_RULES:  # said here: pydantic would name 'golden.text', which the user never wrote
-                raise ValueError(f"{v!r} is not a rule ({', '.join(_TEXT_RULES)})")
+                raise ValueError(f"{v!r} is not a rule{nearest(v, _TEXT_RULES)}: the rules are {', '.join(_TEXT_RULES)}")
             return {"text": v}
         if v is not None and not isinstance(v, dict):
             raise ValueError("must be true, false, a rule name (exact, similar, judge) or an object {text, threshold, use, enabled}")
         return v
 
-    @field_validator("id")
+    @field_validator("id", mode="before")
     @classmethod
-    def _non_empty_id(cls, v: str) -> str:
+    def _text_id(cls, v: Any) -> Any:
+        if not isinstance(v, str):  # a number is text by now; pydantic would make `true` a type error of its own words
+            raise ValueError(f"must be text or a number, not {_json_type(v)}")
         if not v.strip():
             raise ValueError("must not be empty")
+        return v
+
+    @field_validator("skip", mode="before")
+    @classmethod
+    def _skip(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.strip().lower() in _FALSE_WORDS:
+            raise ValueError(f"{v!r} is text, so it would skip the case with {v!r} as the reason; write false (no quotes) to run it")
+        return v
+
+    @field_validator("max_turns", "max_tool_steps", mode="before")
+    @classmethod
+    def _whole(cls, v: Any) -> Any:
+        if isinstance(v, bool):  # pydantic reads true as 1
+            raise ValueError(f"must be a whole number, not {str(v).lower()}")
         return v
 
     @property

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 from farm.excerpts import DOTS, clip
+from farm.wording import nearest, shown
 
 __all__ = ["MAX_ATTACHMENT_BYTES", "attachment_part", "content_text", "user_messages"]
 
@@ -102,9 +103,22 @@ def content_text(content: Any, *, separator: str = "\n", others: Literal["skip",
     return separator.join(texts)
 
 
+ROLES = ("user", "assistant", "system", "developer", "tool")
+"""The roles a message of a case's input may have (OpenAI's chat roles)."""
+
+MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
+"""The keys a message of a case's input may have."""
+
+
 def _message(value: Any, where: str, base_dir: Path | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"{where} is a {type(value).__name__}; a message is an object {{role, content}}")
+    for key in value:
+        if key not in MESSAGE_KEYS:
+            raise ValueError(f"{where} has an unknown key '{shown(str(key))}'{nearest(str(key), MESSAGE_KEYS)}; a message is an object {{role, content}}")
+    role = value.get("role", "user")
+    if role not in ROLES:
+        raise ValueError(f"{where} has the role {json.dumps(role, ensure_ascii=False)}{nearest(str(role), ROLES)}; a role is one of {', '.join(ROLES)}")
     if "content" not in value and "tool_calls" not in value:
         raise ValueError(f"{where} has no content; a message is an object {{role, content}}")
     message = copy.deepcopy(value)

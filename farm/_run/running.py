@@ -153,6 +153,7 @@ def execute_run(planned: Planned) -> RunResult:
         generating=not feed.closed,
         message=message,
         adaptive=adaptive,
+        warnings=prepared.suite.warnings,
     )
     watch = Watch(planned)
     if options.retry_errors:

@@ -59,19 +59,21 @@ class RunView:
         generating: bool = False,
         message: bool = False,
         adaptive: bool = False,
+        warnings: Sequence[str] = (),
     ) -> None:
         """The header (the agent or agents under test, input, ``extra`` lines), then a progress line
         over ``total`` case runs unless ``progress`` is False (interactive questions would be drawn over).
         ``generating``: ``cases`` is how many the generator is asked for (none is there yet);
         ``message``: the input was read as a message, not a path (the header and ``-q``'s line say so);
-        ``adaptive``: ``total`` is the cases to decide under adaptive repeats, and the line counts them."""
+        ``adaptive``: ``total`` is the cases to decide under adaptive repeats, and the line counts them;
+        ``warnings``: what the suite wrote that the run ignores (``farm validate`` says it too), a line each."""
         if not self.show:
             return
         several = [agents] if isinstance(agents, str) else agents
         self.reporter.note_message = message
         shown = f"message {input!r}" if message else input
         self.reporter.header(
-            ", ".join(several), shown, cases, extra, agents=several if len(several) > 1 else (), generating=generating
+            ", ".join(several), shown, cases, extra, agents=several if len(several) > 1 else (), generating=generating, warnings=warnings
         )
         if progress:
             self.reporter.start_progress(total, adaptive)

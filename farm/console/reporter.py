@@ -68,12 +68,15 @@ class ConsoleReporter:
         extra: dict[str, str] | None = None,
         agents: Sequence[str] = (),
         generating: bool = False,
+        warnings: Sequence[str] = (),
     ) -> None:
-        """The banner: agent, input with its case count, any ``extra`` lines, then the "Running Tests" rule.
+        """The banner: agent, input with its case count, any ``extra`` lines, the suite's ``warnings``
+        (``-q`` prints those alone), then the "Running Tests" rule.
         ``agents``: every agent under test when the run tests several (each case then names its agent).
         ``generating``: ``count`` cases are being generated (the run starts before they are all there)."""
         self.show_agents = self.show_agents or len(agents) > 1  # -q prints no banner but labels its lines too
         if self.quiet:
+            self._warnings(warnings)
             return
         self._section("Agent Test Farm", "═")
         cases = "test case" if count == 1 else "test cases"
@@ -84,9 +87,14 @@ class ConsoleReporter:
         self._info("Input", f"{input_desc} ({'generating ' if generating else ''}{count} {cases})")
         for key, value in (extra or {}).items():
             self._info(key, value)
+        self._warnings(warnings)
         self.console.print()
         self._section("Running Tests", "─")
         self.console.print()
+
+    def _warnings(self, warnings: Sequence[str]) -> None:
+        for warning in warnings:
+            self.console.print(Text.assemble(("warning: ", "yellow"), warning), soft_wrap=True)
 
     # -- one case
 

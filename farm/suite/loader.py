@@ -38,7 +38,7 @@ from farm.suite.validation import (
     schema_problems,
     without_failing_fields,
 )
-from farm.wording import shown
+from farm.wording import nearest, nearest_name, shown
 
 __all__ = ["MESSAGE", "SMALL_SUITE", "Suite", "load_file", "load_text", "load_message", "parse_cases", "describe_validation_error", "json_problem"]
 
@@ -132,12 +132,10 @@ def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], bas
     case_id = _id_text(raw_id) if raw_id not in (None, "") else source
     loaded = LoadedCase(id=case_id, source=source, raw=raw, base_dir=base_dir)
     problems: list[str] = []
-    if raw_id in (None, ""):
-        problems.append("field 'id': required field is missing")
-    elif case_id in seen:
+    if case_id in seen:  # (a missing or empty id: the model says which)
         loaded.id = f"{case_id}@{source}"
         problems.append(f"field 'id': duplicate id '{shown(case_id)}' (first at {shown(seen[case_id])})")
-    else:
+    elif raw_id not in (None, ""):
         seen[case_id] = source
     found = raw_problems(raw)
     if found and not any("unknown field" in p for p in found):  # out of bounds: nothing more can be read safely
@@ -156,7 +154,7 @@ def _parse_one(source: str, raw: Any, known: set[str], seen: dict[str, str], bas
         return loaded
     assert case is not None
     if raw.get("expected") is not None and case.expected is None:
-        loaded.warnings.append("field 'expected': ignored, because the case has assertions (they win, as in Yao)")
+        loaded.warnings.append("field 'expected': ignored, because the case has assertions (they win); keep one of the two")
     loaded.case = case
     judged = any(spec.type == "agent" for _, spec in assertions) or (case.golden is not None and case.golden.text == "judge")
     loaded.needs = (case.simulator is not None or case.checkpoints is not None, judged)
@@ -202,22 +200,44 @@ def _big_int(digits: str) -> Any:
         return TooLargeInteger(len(digits.lstrip("-")))
 
 
-_DECODER = json.JSONDecoder(parse_int=_big_int)
+class _DuplicateKey(ValueError):
+    """An object of a case gives one key twice: JSON would keep the last silently (an assertion
+    list given twice would drop the first)."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.problem = f"the key '{shown(key)}' is given twice in one object (only the last would be read)"
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
+_DECODER = json.JSONDecoder(parse_int=_big_int, object_pairs_hook=_pairs)
+_SYNTAX = json.JSONDecoder(parse_int=_big_int)
+"""Reads a whole ``.json`` suite for its syntax: a key given twice is said of its case, at its line."""
 _WS = " \t\r\n"
 """JSON's whitespace: U+2028, U+2029 and U+0085 are not, and may sit raw inside a string."""
 
 
-def _decode(text: str, pos: int = 0) -> tuple[Any, int]:
-    """``raw_decode`` whose every failure is a ``json.JSONDecodeError``."""
+def _decode(text: str, pos: int = 0, decoder: json.JSONDecoder = _DECODER) -> tuple[Any, int]:
+    """``raw_decode`` whose every failure is a ``json.JSONDecodeError`` (or a :class:`_DuplicateKey`)."""
     try:
-        return _DECODER.raw_decode(text, pos)
+        return decoder.raw_decode(text, pos)
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply to read", text, pos) from None
 
 
-def _loads(text: str) -> Any:
+def _loads(text: str, decoder: json.JSONDecoder = _DECODER) -> Any:
     start = len(text) - len(text.lstrip(_WS))
-    value, end = _decode(text, start)
+    value, end = _decode(text, start, decoder)
     rest = len(text) - len(text[end:].lstrip(_WS))
     if rest != len(text):
         raise json.JSONDecodeError("Extra data", text, rest)
@@ -295,6 +315,8 @@ def load_text(text: str, name: str, base_dir: str | None = None, compact: bool =
             items.append((f"{name}:{number}", _loads(stripped)))
         except json.JSONDecodeError as exc:
             items.append((f"{name}:{number}", _Unparsed(json_problem(exc, len(line) - len(line.lstrip(_WS)))[1])))
+        except _DuplicateKey as exc:
+            items.append((f"{name}:{number}", _Unparsed(exc.problem)))
     return Suite(parse_cases(items, base_dir, compact, small), name)
 
 
@@ -306,7 +328,7 @@ def _json_items(text: str, name: str) -> list[tuple[str, Any]]:
         return text.count("\n", 0, pos) + 1
 
     try:
-        _loads(text)
+        _loads(text, _SYNTAX)
     except json.JSONDecodeError as exc:
         where, problem = json_problem(exc, jsonl=False)
         raise InputError([f"{name}:{line_of(where)}: {problem}"]) from None
@@ -314,7 +336,8 @@ def _json_items(text: str, name: str) -> list[tuple[str, Any]]:
     if text.startswith("[", start):
         return [(f"{name}:{line_of(pos)}", value) for pos, value in _array_members(text, start)]
     if text.startswith("{", start):
-        members = _object_members(text, start)
+        members = _object_members(text, start, _SYNTAX)
+        keys = [key for key, _, _ in members]
         cases = [(pos, value) for key, pos, value in members if key == "cases"]
         if len(cases) > 1:
             raise InputError([f"{name}:{line_of(cases[1][0])}: field 'cases' is given twice"])
@@ -322,9 +345,22 @@ def _json_items(text: str, name: str) -> list[tuple[str, Any]]:
             pos, value = cases[0]
             if not isinstance(value, list):
                 raise InputError([f"{name}:{line_of(pos)}: field 'cases' must be an array of cases"])
+            if others := [(key, p) for key, p, _ in members if key != "cases"]:
+                key, p = others[0]
+                raise InputError([f"{name}:{line_of(p)}: field '{shown(key)}': unknown field of a suite{nearest(key, ['cases'])} (a .json suite is {{\"cases\": [...]}}, each case's fields its own)"])
             return [(f"{name}:{line_of(p)}", v) for p, v in _array_members(text, pos)]
-        return [(f"{name}:{line_of(start)}", {key: value for key, _, value in members})]
-    return [(f"{name}:{line_of(start)}", _decode(text, start)[0])]
+        if len(keys) == 1 and isinstance(members[0][2], list) and nearest_name(keys[0], ["cases"]):
+            raise InputError([f"{name}:{line_of(members[0][1])}: field '{shown(keys[0])}': unknown field (did you mean 'cases'?)"])
+        return [(f"{name}:{line_of(start)}", _member(text, start))]
+    return [(f"{name}:{line_of(start)}", _member(text, start))]
+
+
+def _member(text: str, pos: int) -> Any:
+    """The case at ``pos`` of a ``.json`` suite, or a stand-in whose one problem is a key given twice."""
+    try:
+        return _decode(text, pos)[0]
+    except _DuplicateKey as exc:
+        return _Unparsed(exc.problem)
 
 
 def _skip(text: str, pos: int) -> int:
@@ -338,23 +374,23 @@ def _array_members(text: str, start: int) -> list[tuple[int, Any]]:
     out = []
     pos = _skip(text, start + 1)
     while text[pos] != "]":
-        value, end = _decode(text, pos)
-        out.append((pos, value))
+        end = _decode(text, pos, _SYNTAX)[1]
+        out.append((pos, _member(text, pos)))
         pos = _skip(text, end)
         if text[pos] == ",":
             pos = _skip(text, pos + 1)
     return out
 
 
-def _object_members(text: str, start: int) -> list[tuple[str, int, Any]]:
+def _object_members(text: str, start: int, decoder: json.JSONDecoder = _DECODER) -> list[tuple[str, int, Any]]:
     """``(key, value position, value)`` of each member of the (valid) object at ``start``,
     keys decoded (``"\\u0063ases"`` is ``cases``) and duplicates kept."""
     out = []
     pos = _skip(text, start + 1)
     while text[pos] != "}":
-        key, end = _decode(text, pos)
+        key, end = _decode(text, pos, decoder)
         pos = _skip(text, _skip(text, end) + 1)  # past the colon
-        value, end = _decode(text, pos)
+        value, end = _decode(text, pos, decoder)
         out.append((key, pos, value))
         pos = _skip(text, end)
         if text[pos] == ",":

@@ -91,8 +91,15 @@ class TooLargeInteger:
         return f"<an integer of {self.digits} digits>"
 
 
+_MODELS = (TestCase, Turn, SimulatorSpec, Checkpoint)
+_SPELLINGS = frozenset(name for model in _MODELS for name in model.other_spellings) - {name for model in _MODELS for name in model.model_fields}
+"""Other spellings a field is read by and no field's own name (``assert``): a typo is pointed to a field's own name first."""
+
+
 def _unknown(where: str, key: str, known: Iterable[str]) -> str:
-    return f"field '{where}{shown(key)}': unknown field{nearest(key, known)}"
+    own = [name for name in known if name not in _SPELLINGS]
+    close = nearest_name(key, own) or nearest_name(key, known)
+    return f"field '{where}{shown(key)}': unknown field" + (f" (did you mean '{close}'?)" if close else "")
 
 
 # -- the case as written ---------------------------------------------------------------

@@ -327,3 +327,14 @@ def test_a_connector_timeout_that_spends_its_retries_is_a_timeout(tmp_path: Path
     got = results(out)["stuck"]
     assert got["status"] == "timeout", got["error"]
     assert "no answer came within the 0.2 s timeout" in got["error"] and "3 requests" in got["error"]
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_field_the_run_ignores_is_said_before_it_runs_as_validate_says_it(tmp_path: Path, scripted: JSONServer, quiet: bool):
+    (tmp_path / "farm.toml").write_text(farm_toml(scripted.url, engine="local"))
+    suite = write_suite(tmp_path, [{"id": "a", "input": "Hello", "expected": "NOPE", "assertions": [{"type": "contains", "value": "Hello"}]}])
+    said = f"{suite}:1: field 'expected': ignored, because the case has assertions (they win); keep one of the two"
+    result = farm("test", "-i", str(suite), *(["-q"] if quiet else []), "--config", str(tmp_path / "farm.toml"))
+    assert result.exit_code == 0, result.output
+    assert f"warning: {said}\n" in result.output
+    assert f"warning: {said}\n" in farm("validate", str(suite), "--config", str(tmp_path / "farm.toml")).output

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from farm.config import load_config
-from farm.errors import UsageError
+from farm.errors import InputError, UsageError
 from farm.suite.checks import check_for_run, check_suite
 from farm.suite.loader import load_file
 
@@ -74,7 +74,7 @@ def test_assertion_mistakes_name_file_line_and_field(tmp_path, assertion, words)
 
 @pytest.mark.parametrize("case, words", [
     ({"id": "a", "input": "x", "tagz": ["t"]}, ["'tagz'", "did you mean 'tags'"]),
-    ({"id": "a", "turns": [{"input": "x", "asserts": []}]}, ["'turns[0].asserts'", "did you mean 'assert'"]),
+    ({"id": "a", "turns": [{"input": "x", "asserts": []}]}, ["'turns[0].asserts'", "did you mean 'assertions'"]),
     ({"id": "a", "simulator": {"use": "sim", "metadata": {"x": 1}}, "checkpoints": [{"id": "c", "assert": {"type": "contains", "value": "x"}}]}, ["'simulator.metadata'", "unknown field"]),
     ({"id": "a", "checkpoints": [{"id": "c", "assertion": {"type": "contains", "value": "ok"}, "afterr": ["c"]}]}, ["'checkpoints[0].afterr'", "did you mean 'after'"]),
     ({"id": "a", "input": "x", "options": {"metadata": {}, "conector": "llm"}}, ["'options.conector'"]),
@@ -93,6 +93,15 @@ def test_assertion_mistakes_name_file_line_and_field(tmp_path, assertion, words)
     ({"id": "a", "input": "x", "attachments": ["file://missing.png"]}, ["does not exist"]),
     ({"id": "a", "input": "x", "assertions": [{"type": "script", "script": "scripts.nope.Check"}]}, ["assertions[0].script", "exists"]),
     ({"id": "a", "input": "x", "before": "scripts:../escape"}, ["'before'", "not a dotted module path"]),
+    ({"id": "a", "input": "x", "skip": "false"}, ["'skip'", "'false' is text", "write false (no quotes)"]),
+    ({"id": ["a"], "input": "x"}, ["'id'", "must be text or a number, not an array"]),
+    ({"id": True, "input": "x"}, ["'id'", "not true"]),
+    ({"input": "x"}, ["'id'", "required field is missing"]),  # once
+    ({"id": " ", "input": "x"}, ["'id'", "must not be empty"]),  # once, and not "missing"
+    ({"id": "a", "input": "x", "max_turns": True}, ["'max_turns'", "must be a whole number, not true"]),
+    ({"id": "a", "input": "x", "golden": "simlar"}, ["'golden'", "did you mean 'similar'"]),
+    ({"id": "a", "input": [{"role": "usr", "content": "x"}]}, ["'input'", "input[0] has the role \"usr\" (did you mean 'user'?)"]),
+    ({"id": "a", "input": {"rol": "user", "content": "x"}}, ["'input'", "unknown key 'rol' (did you mean 'role'?)"]),
 ])
 def test_case_mistakes_name_file_line_and_field(tmp_path, case, words):
     text = problem(tmp_path, case)
@@ -261,3 +270,25 @@ def test_a_refused_value_is_said_in_the_farms_words_at_the_farms_field_path(tmp_
 def test_a_misspelt_mode_field_is_the_one_problem_not_the_mode_it_leaves(tmp_path, case, said):
     problems = load(tmp_path, {"id": "a", **case}).problems
     assert [p.split(": ", 1)[1] for p in problems] == [said]
+
+
+def test_a_key_given_twice_is_a_problem_of_its_case_not_the_last_one_read(tmp_path):
+    (tmp_path / "s.jsonl").write_text(
+        '{"id": "ok", "input": "x"}\n'
+        '{"id": "a", "input": "x", "assertions": [{"type": "contains", "value": "NOPE"}], "assertions": []}\n'
+    )
+    suite = load_file(tmp_path / "s.jsonl")
+    assert suite.problems == [f"{tmp_path / 's.jsonl'}:2: the key 'assertions' is given twice in one object (only the last would be read)"]
+    (tmp_path / "s.json").write_text('{"cases": [\n  {"id": "ok", "input": "x"},\n  {"id": "a", "input": {"role": "user", "role": "user", "content": "x"}}\n]}\n')
+    assert load_file(tmp_path / "s.json").problems == [f"{tmp_path / 's.json'}:3: the key 'role' is given twice in one object (only the last would be read)"]
+
+
+@pytest.mark.parametrize("text, said", [
+    ('{"case": [{"id": "a", "input": "x"}]}', "s.json:1: field 'case': unknown field (did you mean 'cases'?)"),
+    ('{"cases": [{"id": "a", "input": "x"}],\n "defaults": {"tags": ["t"]}}', "s.json:2: field 'defaults': unknown field of a suite"),
+])
+def test_a_json_suite_with_a_key_beside_its_cases_is_refused(tmp_path, text, said):
+    (tmp_path / "s.json").write_text(text)
+    with pytest.raises(InputError) as refused:
+        load_file(tmp_path / "s.json", display="s.json")
+    assert refused.value.problems[0].startswith(said), refused.value.problems
