@@ -19,7 +19,8 @@ INPUT_HELP = (
     "A value that looks like a path is read as one: an existing file or folder, a glob (* or [...]), "
     "or a value with no whitespace that has a path separator or a file extension; "
     "a folder runs every *.jsonl in it, and a path that does not exist is an error. "
-    "Anything else is a message: one single-turn case."
+    "Anything else is a message: one single-turn case (a one-word message that is the name of a suite file "
+    "here or a folder down is an error too)."
 )
 """``-i``'s help: what it takes, then :data:`farm.inputs.PATH_RULE` (a test holds the two together)."""
 

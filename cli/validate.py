@@ -26,6 +26,7 @@ def validate(
         list[str] | None, typer.Option("-n", "--name", metavar="AGENT", help="The agent under test, as farm test's -n (default: [farm].default_agent).")
     ] = None,
     simulator: Annotated[str | None, typer.Option("--simulator", metavar="AGENT", help="The default simulator the run would use.")] = None,
+    golden: Annotated[str | None, typer.Option("--golden", metavar="DIR", help="The golden folder the run would use, as farm test's --golden (default: [farm].golden_dir).")] = None,
 ) -> None:
     """Check suites deeply, as farm test does before its first call (fields, regex, JSONPath, every
     agent and script they name, the config, the agents' entries); exit 2 on any problem."""
@@ -34,10 +35,10 @@ def validate(
     console = Console(highlight=False, soft_wrap=True, emoji=False)
     problems: list[str] = []
     warnings: list[str] = []
-    valid = files = 0
+    valid = files = cases = 0
     for value in inputs:  # each as `farm test -i VALUE` would run it
         try:
-            suite, count, refused = _checked(value, config, name or [], simulator)
+            suite, count, refused = _checked(value, config, name or [], simulator, golden)
         except (InputError, ConfigError) as exc:  # a farm.toml beside several files: its problems once
             problems.extend(p for p in exc.problems if p not in problems)
             continue
@@ -51,6 +52,9 @@ def validate(
         problems.extend(suite.problems)
         warnings.extend(suite.warnings)
         valid += sum(1 for c in suite.cases if c.ok)
+        cases += len(suite.cases)
+    if files and not cases and not problems:  # as farm test -i FILE... would refuse them
+        problems.append(f"{' '.join(inputs)}: no test cases to run")
     for problem in problems:
         console.print(Text.assemble(("error:", "red"), " ", problem))
     for warning in warnings:
@@ -59,11 +63,13 @@ def validate(
     raise typer.Exit(2 if problems else 0)
 
 
-def _checked(value: str, config: str | None, agents: list[str], simulator: str | None) -> tuple[Suite, int, UsageError | None]:
+def _checked(value: str, config: str | None, agents: list[str], simulator: str | None, golden: str | None) -> tuple[Suite, int, UsageError | None]:
     """The suite ``value`` names, loaded and checked by :func:`~farm.suite.checks.check_before_run`
     (with the agent under test: ``agents``, else ``[farm].default_agent``), its file count, and
     what that check refused of the command or the config (an agent's entry that does not import):
     that is the config's problem, and the suite's cases are still checked and counted."""
+    from pathlib import Path
+
     from farm.config import find_config, load_config
     from farm.errors import UsageError
     from farm.inputs import expand_inputs, input_path, load_inputs
@@ -76,7 +82,7 @@ def _checked(value: str, config: str | None, agents: list[str], simulator: str |
     suite = load_inputs(inputs, cfg, None)
     tested = agents or ([cfg.farm.default_agent] if cfg.farm.default_agent else [])
     try:
-        check_before_run(suite, cfg, tested, simulator=simulator, max_cost=cfg.farm.max_cost)
+        check_before_run(suite, cfg, tested, simulator=simulator, max_cost=cfg.farm.max_cost, golden_dir=Path(golden) if golden else cfg.golden_dir)
     except UsageError as exc:
         check_suite(suite, cfg, default_simulator=simulator)  # again is harmless: what it marked stays marked
         return suite, len(inputs), exc

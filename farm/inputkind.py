@@ -18,7 +18,8 @@ PATH_RULE = (
     "A value that looks like a path is read as one: an existing file or folder, a glob (* or [...]), "
     "or a value with no whitespace that has a path separator or a file extension; "
     "a folder runs every *.jsonl in it, and a path that does not exist is an error. "
-    "Anything else is a message: one single-turn case."
+    "Anything else is a message: one single-turn case (a one-word message that is the name of a suite file "
+    "here or a folder down is an error too)."
 )
 """How ``-i`` tells a path from a message, as ``farm test --help`` and docs/guide.md say it."""
 

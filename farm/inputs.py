@@ -70,7 +70,9 @@ def expand_inputs(values: str | Sequence[str], flag: str = "-i ") -> list[CaseSo
     seen: set[Path] = set()
     for value in given:
         kind = input_kind(value)
-        found = [SuiteFile(path) for path in _files(value, flag)] if kind == "file" else [source_of(value, kind)]
+        if kind == "message":
+            _not_a_suites_name(value, flag)
+        found = _suite_files(value, flag) if kind == "file" else [source_of(value, kind)]
         for each in found:
             if each.kind == "file":
                 key = Path(each.value).resolve()
@@ -85,6 +87,33 @@ def expand_inputs(values: str | Sequence[str], flag: str = "-i ") -> list[CaseSo
 
 
 _ALONE = {"stdin": "stdin (-)", "generator": "a generator", "script-tests": "a module of script tests"}
+
+
+def _not_a_suites_name(value: str, flag: str) -> None:
+    """A one-word message that is the name of a suite file here or a folder down (``-i starter``
+    beside ``suites/starter.jsonl``) is a :class:`UsageError`: the user meant the suite."""
+    if any(c.isspace() for c in value.strip()) or not value.strip():
+        return
+    for entry in _entries(Path(".")):
+        for each in [entry, *(_entries(entry) if entry.is_dir() else [])]:
+            if each.is_file() and each.stem == value.strip():
+                raise UsageError(
+                    f"{flag}{shown(value)}: read as a message, but {shown(str(each))} is a suite file: give its path"
+                    f" ({flag}{shown(str(each))}), or a message of more than one word"
+                )
+
+
+def _suite_files(value: str, flag: str) -> list[SuiteFile]:
+    """The suite files ``value`` names: itself, a folder's ``*.jsonl``, or a glob's matches. A folder's
+    other suite-like files (``.json``, ``.ndjson``: attachments and mocks as often as suites) are not
+    run, and its first file says so, a line each."""
+    files = [SuiteFile(each) for each in _files(value, flag)]
+    path = Path(value)
+    if path.is_dir():
+        skipped = sorted(child.name for child in path.iterdir() if child.suffix in FILE_SUFFIXES and child.suffix != ".jsonl" and child.is_file())
+        notes = tuple(f"{flag}{shown(value)}: {shown(name)} is not run: a folder runs its *.jsonl files (give it as {flag}{shown(str(path / name))} to run it)" for name in skipped)
+        files[0] = SuiteFile(files[0].value, notes=notes)
+    return files
 
 
 def _files(value: str, flag: str) -> list[str]:
@@ -221,6 +250,6 @@ def load_inputs(
             else:
                 first[key] = loaded.source
             cases.append(loaded)
-    return Suite(cases, input_text([each.value for each in inputs]))
+    return Suite(cases, input_text([each.value for each in inputs]), notes=[note for suite in suites for note in suite.notes])
 
 

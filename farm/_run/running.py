@@ -73,8 +73,7 @@ def prepare_run(
     """Load the selected cases (a generator's calls counted for the run) and check everything that
     needs no agent call, as ``farm validate`` does (:func:`~farm.suite.checks.check_before_run`);
     the run's id, folder and console. ``previous``: the run resumed; ``rescoring``: the run
-    rescored, whose agents are not called (so not checked) and whose cases with problems are
-    judged as errors."""
+    rescored, whose agents are not called (so not checked)."""
     from farm._run.setup import prepare
     from farm._run.view import RunView
     from farm.roles.cache import tally
@@ -96,8 +95,11 @@ def prepare_run(
         max_cost=budget,
         max_cost_from=budget_from,
         dry_run=not calls,
+        golden_dir=Path(options.golden) if options.golden is not None else cfg.golden_dir,
+        recording=options.update_golden is not None,
+        reporter=options.reporter,
     )
-    if suite.problems and calls:  # as pytest stops on a collection error
+    if suite.problems and not dry:  # as pytest stops on a collection error (a rescore's edited suite too)
         raise InputError(suite.problems)
     view = RunView(options.console, json_events=options.json_events, quiet=options.quiet, verbose=options.verbose)
     run_id = (previous.run_id if previous else None) or new_run_id()

@@ -51,6 +51,7 @@ from farm.suite.loader import FILE_SUFFIXES
 __all__ = [
     "GoldenRecorder",
     "attach",
+    "check_folder",
     "compare",
     "golden_folders",
     "golden_path",
@@ -173,6 +174,20 @@ def attach(cases: Iterable[LoadedCase], folder: Path | None, *, every: bool, inp
     """
     cases = list(cases)
     folders = golden_folders(loaded.source for loaded in cases)
+    for loaded, case_id, rule in _compared(cases, folder, every):
+        assert folder is not None
+        loaded.golden = _load(rule, golden_path(folder, case_id, loaded.source, folders.get(suite_of(loaded.source))), folder, input)
+
+
+def check_folder(cases: Iterable[LoadedCase], folder: Path | None) -> None:
+    """A case that sets ``golden`` when the run has no golden folder is a :class:`UsageError`
+    (``farm validate`` checks it as ``farm test`` does, without reading any golden file)."""
+    for _ in _compared(cases, folder, every=False):
+        pass
+
+
+def _compared(cases: Iterable[LoadedCase], folder: Path | None, every: bool) -> Iterable[tuple[LoadedCase, str, GoldenRule]]:
+    """Each case that compares with its golden conversation, with its id and rule."""
     for loaded in cases:
         if not loaded.ok or loaded.script is not None:
             continue
@@ -190,7 +205,7 @@ def attach(cases: Iterable[LoadedCase], folder: Path | None, *, every: bool, inp
                 f"{loaded.source}: field 'golden': case '{case.id}' compares with a golden conversation, "
                 "but the run has no golden folder: give --golden DIR or set [farm].golden_dir in farm.toml"
             )
-        loaded.golden = _load(rule, golden_path(folder, case.id, loaded.source, folders.get(suite_of(loaded.source))), folder, input)
+        yield loaded, case.id, rule
 
 
 def _load(rule: GoldenRule, path: Path, folder: Path, input: str) -> GoldenCheck:

@@ -228,6 +228,9 @@ def check_before_run(
     max_cost: float | None = None,
     max_cost_from: str = "[farm].max_cost",
     dry_run: bool = False,
+    golden_dir: Path | None = None,
+    recording: bool = False,
+    reporter: str | None = None,
 ) -> None:
     """Every check ``farm test`` makes before its first agent call, which ``farm validate`` makes
     too, so that nothing passes one that the other refuses: the agents under test are configured
@@ -235,6 +238,10 @@ def check_before_run(
     :func:`check_suite`), and, unless ``dry_run``, every agent the run calls is usable (a
     ``python`` entry that imports, a key that is set: :func:`check_run`), the ``-c`` connector is
     configured, every key can be sent and a budget has a price to count against.
+
+    ``golden_dir``: the run's golden folder (``--golden``, else ``[farm].golden_dir``), which a
+    case that sets ``golden`` needs unless the run is ``recording`` them (``--update-golden``);
+    ``reporter``: the agent that writes the run's report (``-r``), which must be configured and usable.
 
     A mistake of the command or the config is a :class:`UsageError`; the suite's problems stay on
     its cases (:attr:`Suite.problems`), for the caller to list.
@@ -246,6 +253,16 @@ def check_before_run(
     tested: list[str | None] = [*agents] or [None]
     for each in tested:
         check_for_run(suite, config, each, simulator=simulator, connector=connector, dry_run=dry_run)
+    if not recording:
+        from farm.conversation.golden import check_folder
+
+        check_folder(suite.cases, golden_dir)
     if not dry_run:
         config.check_keys()  # a key with a stray newline
         check_budget(config, max_cost, max_cost_from)
+        if reporter is not None:
+            try:
+                config.agent(reporter)
+                check_run(config, reporter, None)
+            except UsageError as exc:
+                raise UsageError(f"-r {shown(reporter)}: {exc}") from None

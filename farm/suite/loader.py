@@ -61,6 +61,8 @@ class Suite:
     """What hands over the cases that arrive while the run goes: none for a static suite
     (:data:`~farm.feed.CLOSED`), a generator's (``-i agents:``/``scripts:``,
     :class:`~farm.generation.feed.GeneratedFeed`), whose ``cases`` start empty."""
+    notes: list[str] = field(default_factory=list)
+    """What the inputs left out that a user may have meant to run (said first among the warnings)."""
 
     @property
     def expected(self) -> int:
@@ -74,7 +76,7 @@ class Suite:
 
     @property
     def warnings(self) -> list[str]:
-        return [f"{c.source}: {w}" for c in self.cases for w in c.warnings]
+        return [*self.notes, *(f"{c.source}: {w}" for c in self.cases for w in c.warnings)]
 
     def select(self, pattern: str | None = None, tags: Iterable[str] = ()) -> Suite:
         """Only the cases whose id matches ``pattern`` (``re.search``) and that carry every tag."""
@@ -91,7 +93,7 @@ class Suite:
             if wanted and (case is None or not wanted.issubset(case.tags)):
                 continue
             kept.append(c)
-        return Suite(kept, self.description, self.feed)
+        return Suite(kept, self.description, self.feed, self.notes)
 
 
 def describe_validation_error(exc: ValidationError) -> str:

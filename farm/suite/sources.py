@@ -75,9 +75,13 @@ class SuiteFile:
 
     value: str
     kind: Literal["file"] = "file"
+    notes: tuple[str, ...] = ()
+    """What the run should say of how the file was found (a folder's files it does not run)."""
 
     def load(self, loading: Loading) -> Suite:
-        return load_file(Path(self.value), display=self.value, compact=loading.compact, small=SMALL_SUITE)
+        suite = load_file(Path(self.value), display=self.value, compact=loading.compact, small=SMALL_SUITE)
+        suite.notes += self.notes
+        return suite
 
 
 @dataclass(frozen=True)

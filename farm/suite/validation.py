@@ -390,6 +390,11 @@ def rule_problems(case: TestCase, known_types: set[str], modes: bool = True, ass
         ids = [cp.id for cp in case.checkpoints or []]
         if not ids:
             out.append("field 'checkpoints': must hold at least one checkpoint")
+        elif not any(cp.required for cp in case.checkpoints or []):
+            out.append(
+                "field 'checkpoints': every checkpoint is required: false, so the conversation would pass at the"
+                " agent's first reply whatever it said; make at least one required"
+            )
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             out.append(f"field 'checkpoints': duplicate checkpoint id(s): {', '.join(shown(d) for d in dupes)}")

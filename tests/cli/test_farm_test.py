@@ -294,21 +294,19 @@ def test_waits_for_rate_limit_permits_are_not_agent_time(tmp_path: Path, scripte
 
 
 def test_a_small_suite_at_a_generous_rpm_does_not_wait_a_second_for_its_last_case(tmp_path: Path, scripted: JSONServer, engine: str):
-    """rpm 500, burst 8: ten cases, eight at once, then one every 122 ms (not the tenth after 1 s)."""
-    (tmp_path / "farm.toml").write_text(farm_toml(scripted.url, engine=engine, rpm=500, burst=8))
+    """rpm 500, burst 8: ten cases, eight at once, then one every 122 ms (not the tenth after 1 s).
+    One session actor on Ray: the ten start together, whenever it and the limiter are up."""
+    toml = farm_toml(scripted.url, engine=engine, rpm=500, burst=8).replace("[farm]\n", "[farm]\nactors = 1\n", 1)
+    (tmp_path / "farm.toml").write_text(toml)
     suite = write_suite(tmp_path, [{"id": f"c{i}", "input": "Hello"} for i in range(10)])
     out = tmp_path / "out.jsonl"
     result = farm("test", "-i", str(suite), "-o", str(out), "--parallel", "10", "--config", str(tmp_path / "farm.toml"))
     assert result.exit_code == 0, result.output
-    got = results(out).values()
-    granted = sorted(r["started_at"] + r["turns"][0]["queued_ms"] / 1000 for r in got)
-    queued = sorted(r["turns"][0]["queued_ms"] for r in got)
+    granted = sorted(r["started_at"] + r["turns"][0]["queued_ms"] / 1000 for r in results(out).values())
     assert granted[-1] - granted[0] > 0.2, granted  # the last two are paced
-    # and not a second later (a 1-second window held them ~1000 ms): on Ray the waits also hold the
-    # limiter actor's round trips on a loaded machine, and a session actor's late start spreads the grants
-    assert queued[-1] < 900, queued
-    if engine == "local":
-        assert granted[-1] - granted[0] < 0.6, granted
+    # and not a second later (a 1-second window held them ~1 s); on Ray each grant is a round trip
+    # to the limiter actor, slower on a loaded machine
+    assert granted[-1] - granted[0] < (0.6 if engine == "local" else 0.9), granted
 
 
 def test_a_case_stopped_at_its_first_turn_is_headed_so(project: Path):

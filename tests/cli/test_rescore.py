@@ -51,6 +51,12 @@ def test_rescore_an_edited_suite_after_the_agent_is_gone(tmp_path: Path):
     assert json.loads((new_dir / "run.json").read_text())["rescored_from"]["run_id"] == run_dir.name
     assert "not rescorable" in junit.read_text()
 
+    typo = write(tmp_path / "typo.jsonl", [{**cases[0], "asserts": cases[0].pop("assertions")}, cases[1]])
+    refused = farm("rescore", str(run_dir), "-i", str(typo), "--config", str(config))
+    assert refused.exit_code == 2, refused.output  # a suite with a problem stops a rescore as it stops a run
+    assert f"{typo}:1: field 'asserts': unknown field (did you mean 'assertions'?)" in refused.output
+    assert len(list((tmp_path / "results").iterdir())) == 2  # and writes no run folder
+
     events = farm("rescore", str(run_dir), "--config", str(config), "--run", "^greet$", "--json")
     assert events.exit_code == 0
     kinds = [json.loads(line)["event"] for line in events.stdout.splitlines() if line.startswith("{")]

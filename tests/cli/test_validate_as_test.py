@@ -104,6 +104,22 @@ MISTAKES = {
         ['{"id": "comma", "input": "hi"},', {"id": "typo", "inptu": "hi"}],
         "suite.jsonl:4: field 'inptu': unknown field (did you mean 'input'?)",
     ),
+    "a case that compares with a golden conversation and no golden folder": (
+        None,
+        [{"id": "gold", "input": "hi", "golden": True}],
+        "field 'golden': case 'gold' compares with a golden conversation, but the run has no golden folder",
+    ),
+    "a dynamic case whose every checkpoint is optional": (
+        None,
+        [{**DYNAMIC, "id": "optional", "checkpoints": [{**DYNAMIC["checkpoints"][0], "required": False}]}],
+        "field 'checkpoints': every checkpoint is required: false",
+    ),
+    "a key given twice": (
+        None,
+        ['{"id": "twice", "input": "hi", "assertions": [{"type": "contains", "value": "NOPE"}], "assertions": []}'],
+        "suite.jsonl:3: the key 'assertions' is given twice in one object",
+    ),
+    "a message with a misspelt role": (None, [{"id": "role", "input": [{"role": "usr", "content": "hi"}]}], "(did you mean 'user'?)"),
     "a budget with no price": (('results_dir = "results"', 'results_dir = "results"\nmax_cost = 1.0'), [], "no connector in"),
     "a connector key that is not set": (
         ('base_url = "{url}/v1"', 'base_url = "{url}/v1"\napi_key_env = "FARM_TEST_UNSET_KEY"'),
@@ -171,3 +187,51 @@ def test_a_config_problem_is_the_configs_and_the_valid_suite_is_counted(tmp_path
         "error: farm.toml:19: key 'entry': module 'roles' has no attribute 'jduge' (did you mean 'judge'?)",
         "2 valid case(s) in 1 file(s); 1 problem(s)",
     ]
+
+
+def project(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch, cases: list[dict], suite: str = "suite.jsonl") -> None:
+    (tmp_path / "farm.toml").write_text(BASE_TOML.replace("{url}", server.url))
+    (tmp_path / "roles.py").write_text(ROLES)
+    (tmp_path / suite).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / suite).write_text("".join(json.dumps(c) + "\n" for c in cases))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def test_an_empty_suite_is_refused_by_both(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
+    project(tmp_path, server, monkeypatch, [])
+    checked = CliRunner().invoke(app, ["validate", "suite.jsonl"], catch_exceptions=False)
+    tested = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "suite.jsonl"], catch_exceptions=False)
+    assert (checked.exit_code, tested.exit_code) == (2, 2)
+    assert "suite.jsonl: no test cases to run" in checked.output and "suite.jsonl: no test cases to run" in tested.output
+
+
+def test_a_reporter_that_is_not_configured_is_refused_before_any_call(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
+    project(tmp_path, server, monkeypatch, [JUDGED])
+    before = server.requests
+    tested = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "suite.jsonl", "-r", "jduge"], catch_exceptions=False)
+    assert tested.exit_code == 2, tested.output
+    assert "-r jduge: agent 'jduge' is not configured" in tested.output and "(did you mean 'judge'?)" in tested.output
+    assert server.requests == before and not (tmp_path / "results").exists()
+
+
+def test_a_one_word_message_that_names_a_suite_file_is_refused(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
+    project(tmp_path, server, monkeypatch, [JUDGED], suite="suites/smoke.jsonl")
+    before = server.requests
+    tested = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "smoke"], catch_exceptions=False)
+    assert tested.exit_code == 2, tested.output
+    assert "-i smoke: read as a message, but suites/smoke.jsonl is a suite file: give its path (-i suites/smoke.jsonl)" in tested.output
+    assert server.requests == before
+    message = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "Hello"], catch_exceptions=False)
+    assert message.exit_code == 0 and "(-i was a message, not a suite file)" in message.output  # a word that names no suite
+
+
+def test_a_folders_suite_files_it_does_not_run_are_said(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
+    project(tmp_path, server, monkeypatch, [JUDGED], suite="suites/a.jsonl")
+    (tmp_path / "suites" / "b.json").write_text(json.dumps([{"id": "failing", "input": "hi", "assertions": [{"type": "contains", "value": "NOPE"}]}]))
+    said = "suites: b.json is not run: a folder runs its *.jsonl files (give it as "
+    tested = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "suites"], catch_exceptions=False)
+    assert tested.exit_code == 0, tested.output
+    assert f"warning: -i {said}-i suites/b.json to run it)" in tested.output
+    checked = CliRunner().invoke(app, ["validate", "suites"], catch_exceptions=False)
+    assert f"warning: {said}suites/b.json to run it)" in checked.output
