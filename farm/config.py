@@ -16,18 +16,33 @@ import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from pydantic_core import PydanticCustomError
 
-from farm.configcheck import config_problems, key_place
+from farm.configcheck import config_problems, key_place, toml_problem
 from farm.durations import parse_duration
 from farm.errors import ConfigError, UsageError
+from farm.jsonpaths import path_problem
 from farm.results._records import Usage
 from farm.secrets import MASK, redact_url, register
+from farm.sequential import pass_rate_problem
 from farm.wording import nearest, shown
 
-__all__ = ["AgentConfig", "Connector", "FarmConfig", "FarmSettings", "Price", "Resources", "find_config", "load_config"]
+__all__ = [
+    "HTTP_METHODS",
+    "AgentConfig",
+    "Connector",
+    "FarmConfig",
+    "FarmSettings",
+    "Price",
+    "Resources",
+    "find_config",
+    "load_config",
+    "otlp_problem",
+    "url_problem",
+]
 
 CONFIG_NAME = "farm.toml"
 
@@ -35,6 +50,45 @@ NO_CONFIG = f"no {CONFIG_NAME} in this folder (nor beside the input file or in i
 """The cause of a mistake when no ``farm.toml`` was found (:func:`find_config`'s places)."""
 
 DEFAULT_INPUT_TOOLS = ("request_confirmation", "ask_user", "get_user_input")
+
+
+HTTP_METHODS = ("POST", "PUT", "PATCH", "GET", "DELETE")
+"""The methods an http agent sends its request with (``method``; POST unless it says another)."""
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is not a URL the farm can send to (one with ``http://`` or ``https://`` and a
+    host), or None; a URL written without its scheme is given back with one, as a suggestion."""
+    try:
+        parts = urlsplit(url.strip())
+        fine = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an unclosed [IPv6] host, a port that is no number
+        fine = False
+    if fine:
+        return None
+    bare = url.strip()
+    hint = f" (did you mean 'http://{shown(bare)}'?)" if bare and "://" not in bare and not any(c.isspace() for c in bare) else ""
+    return f"'{shown(url)}' is not a URL: a URL begins with http:// or https:// and a host{hint}"
+
+
+def otlp_problem(endpoint: str) -> str | None:
+    """Why ``endpoint`` is not an OTLP/HTTP endpoint's base URL (``--otlp``, ``[farm].otlp_endpoint``), or None."""
+    url = endpoint.strip().rstrip("/").removesuffix("/v1/traces")
+    if url.startswith(("http://", "https://")) and not url.endswith("://"):
+        return None
+    return f"'{shown(endpoint)}' is not an http(s) URL of an OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318)"
+
+
+def _checked(problem: Any) -> Any:
+    """A field validator from a ``*_problem`` function: its sentence is the key's problem."""
+
+    def check(value: Any) -> Any:
+        said = problem(value) if value is not None else None
+        if said:
+            raise ValueError(said)
+        return value
+
+    return check
 
 
 def _finite(value: Any) -> Any:
@@ -102,6 +156,8 @@ class Connector(BaseModel):
     role agent sets a temperature above 0); an agent's own ``cache`` wins."""
     price: Price | None = None
     """What its tokens cost; every call it serves then records ``cost_usd``. Unset: no cost, never a guessed one."""
+
+    _url = field_validator("base_url")(_checked(url_problem))
 
     def cost(self, usage: Usage) -> float | None:
         """The USD ``usage`` costs on this connector; None when it has no ``price``."""
@@ -236,12 +292,13 @@ class AgentConfig(BaseModel):
     # kind = "python"
     entry: str | None = None
     """``kind = "python"``: ``"module:function"``, a sync or async function of ``(messages, options)``
-    returning the reply (docs/reference/roles.md); it must import, or ``farm test`` stops (exit 2)."""
+    returning the reply (docs/reference/roles.md); it must import and take those two arguments, or
+    ``farm test`` and ``farm validate`` stop (exit 2)."""
     # kind = "http"
     url: str | None = None
     """``kind = "http"``: the endpoint (default: the connector's ``base_url``)."""
     method: str = "POST"
-    """``kind = "http"``: the HTTP method."""
+    """``kind = "http"``: the HTTP method: ``POST``, ``PUT``, ``PATCH``, ``GET`` or ``DELETE``."""
     request: Any = None
     """JSON body template; ``{{messages}}``, ``{{input}}``, ``{{options}}``,
     ``{{session_id}}`` and ``{{model}}`` are filled in."""
@@ -292,9 +349,32 @@ class AgentConfig(BaseModel):
     concurrency: int | None = Field(default=None, ge=1)
     """Conversations one slot's actor runs at once (default: 1 when CPUs or GPUs are declared)."""
 
+    _url = field_validator("url")(_checked(url_problem))
+    _paths = field_validator("content_path", "tool_calls_path", "awaiting_input_path", "input_hint_path")(_checked(path_problem))
+
+    @field_validator("method")
+    @classmethod
+    def _method(cls, v: str) -> str:
+        method = v.strip().upper()
+        if method not in HTTP_METHODS:
+            raise ValueError(f"'{shown(v)}' is not a method an http agent sends with: {', '.join(HTTP_METHODS[:-1])} or {HTTP_METHODS[-1]}{nearest(method, HTTP_METHODS)}")
+        return method
+
     @property
     def is_role(self) -> bool:
         return self.kind in ("simulator", "validator", "generator", "reporter")
+
+    def lacks(self, connector: str | None) -> tuple[str, str] | None:
+        """The key this agent needs and lacks, and why, when it is reached through ``connector``
+        (its own, or the one ``-c`` or a case puts in its place): None when it has what it needs.
+        The one rule of what a kind needs, for the checks before a run and for the client's build."""
+        if self.is_role and not self.uses and not connector:
+            return "uses", f'a {self.kind} agent needs "uses" (the agent that plays it) or a "connector"'
+        if self.kind == "openai" and not connector:
+            return "connector", 'kind "openai" needs a connector (set connector = "<name>", or pass -c)'
+        if self.kind == "http" and not self.url and not connector:
+            return "url", 'kind "http" needs a url (or a connector, whose base_url it is sent to)'
+        return None
 
     @property
     def declares_resources(self) -> bool:
@@ -334,8 +414,8 @@ class FarmSettings(BaseModel):
     max_cost: float | None = Field(default=None, gt=0)
     """A run's budget in USD when ``--max-cost`` is not given: nothing more is dispatched once it is spent."""
     min_pass_rate: float | None = None
-    """The share of its tries a repeated case must pass when ``--min-pass-rate`` is not given (default 1.0;
-    checked, with the flag's words, where the run's options are resolved)."""
+    """The share of its tries a repeated case must pass when ``--min-pass-rate`` is not given (0 < R <= 1;
+    default 1.0)."""
     traces: bool = False
     """Capture the spans the agent makes in every case run, not only in those that assert on
     traces: they are kept in the results and ``spans.parquet`` (docs/traces.md)."""
@@ -363,6 +443,8 @@ class FarmSettings(BaseModel):
     error of the simulator, the farm's part having failed, which ``--retry-errors`` runs again."""
 
     _finite_budget = field_validator("max_cost", mode="before")(_finite)
+    _gate = field_validator("min_pass_rate")(_checked(pass_rate_problem))
+    _otlp = field_validator("otlp_endpoint")(_checked(otlp_problem))
 
 
 class FarmConfig(BaseModel):
@@ -415,7 +497,7 @@ class FarmConfig(BaseModel):
         if self.path is None:
             return f"key '{'.'.join(key)}'"
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = _read(self.path)
         except (OSError, UnicodeDecodeError):
             text = ""
         return key_place(self._shown or str(self.path), text, key)
@@ -439,9 +521,18 @@ class FarmConfig(BaseModel):
             raise UsageError(f"connector '{shown(name)}' is not configured{where}{nearest(name, self.connectors)} (configured: {known})") from None
 
     def check_keys(self) -> None:
-        """Raise :class:`UsageError` for a connector whose key in the environment cannot be sent (before a run)."""
-        for connector in self.connectors.values():
-            connector.api_key()
+        """Raise :class:`UsageError` for a connector whose key in the environment cannot be sent (before a
+        run), naming the line of its ``api_key_env``."""
+        for name in self.connectors:
+            self.api_key(name)
+
+    def api_key(self, connector: str) -> str | None:
+        """The key of ``connector`` from the environment (:meth:`Connector.api_key`); one that cannot
+        be sent is a :class:`UsageError` naming the line of its ``api_key_env``."""
+        try:
+            return self.connector(connector).api_key()
+        except UsageError as exc:
+            raise UsageError(f"{self.place('connectors', connector, 'api_key_env')}: {exc}") from None
 
     def safe_dump(self) -> dict[str, Any]:
         """The resolved configuration without secrets, for ``run.json``."""
@@ -464,6 +555,10 @@ def find_config(explicit: str | None, input_path: Path | None = None) -> Path | 
     """``--config``, else ``./farm.toml``, else the input file's folder and its parents."""
     if explicit:
         path = Path(explicit)
+        if path.is_dir():
+            inside = path / CONFIG_NAME
+            hint = f"; did you mean --config {inside}?" if inside.is_file() else f" (it holds no {CONFIG_NAME}); give the file's path"
+            raise UsageError(f"--config: {explicit} is a folder, not a {CONFIG_NAME} file{hint}")
         if not path.is_file():
             raise UsageError(f"--config: {explicit} does not exist")
         return path
@@ -483,10 +578,10 @@ def load_config(path: Path | None) -> FarmConfig:
     if path is None:
         return FarmConfig()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read(path)
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(_toml_error(path, exc)) from None
+        raise UsageError(toml_problem(str(path), text, exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     problems, config = config_problems(str(path), text, data, FarmConfig, _tables())
@@ -514,10 +609,6 @@ def _tables() -> dict[str, frozenset[str]]:
     }
 
 
-def _toml_error(path: Path, exc: tomllib.TOMLDecodeError) -> str:
-    """``farm.toml:3: not valid TOML: ...``, the line in front as everywhere else."""
-    message = str(exc)
-    found = re.search(r"\s*\(at line (\d+), column \d+\)$", message)
-    if found is None:
-        return f"{path}: not valid TOML: {message}"
-    return f"{path}:{found[1]}: not valid TOML: {message[: found.start()]}"
+def _read(path: Path) -> str:
+    """The text of ``farm.toml``, without the byte-order mark some editors write first (as the suites are read)."""
+    return path.read_text(encoding="utf-8-sig")

@@ -7,11 +7,13 @@ did-you-mean, :func:`farm.wording.nearest`), and every error of the
 models is said in the farm's words, not pydantic's. ``tomllib`` gives no line
 numbers, so :func:`key_lines` finds them by reading the text: ``[table]`` and
 ``[[array]]`` headers, dotted and quoted keys, and inline tables written on one
-line, which is how ``farm.toml`` files are written.
+line, which is how ``farm.toml`` files are written. A file that is not TOML at all is said by
+:func:`toml_problem`, in the farm's words rather than ``tomllib``'s.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import re
 from collections.abc import Iterator
@@ -21,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from farm.wording import nearest, shown
 
-__all__ = ["config_problems", "key_lines", "key_place"]
+__all__ = ["config_problems", "key_lines", "key_place", "toml_problem"]
 
 Path_ = tuple[str, ...]
 
@@ -267,3 +269,102 @@ def config_problems(name: str, text: str, data: dict[str, Any], model: type[Base
                 add(loc[:-1], f"key '{shown(loc[-1])}': required, and missing from [{_where(loc[:-1])}]")
     problems = [message for _, message in sorted(found, key=lambda item: item[0])]
     return problems, made if not problems else None
+
+
+# -- a file that is not TOML ------------------------------------------------------------------
+
+_TOML_AT = re.compile(r"\s*\((?:at line (\d+), column (\d+)|at end of document)\)$")
+
+_TOML_WORDS = {
+    "Invalid statement": "a line that is neither key = value nor a [table] header",
+    "Expected ']' at the end of a table declaration": "a [table] header is not closed with ]",
+    "Expected ']]' at the end of an array declaration": "an [[array]] header is not closed with ]]",
+    "Unclosed array": "an array [...] is not closed with ]",
+    "Unclosed inline table": "an inline table { ... } is not closed with } on its line",
+    "Expected '=' after a key in a key/value pair": "a key without '= value' (text goes in quotes: key = \"text\")",
+    "Expected newline or end of document after a statement": "something follows the value on its line (one key = value a line; text goes in quotes)",
+    "Unterminated string": "a multi-line string is not closed",
+    "Unescaped '\\' in a string": "a backslash in a \"string\" begins an escape: write \\\\, or put the text in 'single quotes'",
+    "Invalid hex value": "a \\u or \\U escape is not a number of hex digits",
+    "Escaped character is not a Unicode scalar value": "a \\u or \\U escape names no character",
+    "Invalid initial character for a key part": "a key begins with a character a bare key cannot hold (letters, digits, - and _; put other keys in quotes)",
+    "Invalid date or datetime": "not a valid date or time",
+}
+"""``tomllib``'s messages, by their words, in the farm's; those that name the key are :func:`_toml_said`'s."""
+
+
+def toml_problem(name: str, text: str, error: Exception) -> str:
+    """``name:LINE:COL: not valid TOML: ...``: what ``tomllib`` refused in ``text`` (``error``, a
+    ``TOMLDecodeError``), in the farm's words, naming the key or table when the line shows it."""
+    message = str(error)
+    found = _TOML_AT.search(message)
+    said = message[: found.start()] if found else message
+    if found is None or found[1] is None:
+        return f"{name}: not valid TOML: {_toml_said(said, text, None, 0)} before the file ends"
+    line, column = int(found[1]), int(found[2])
+    return f"{name}:{line}:{column}: not valid TOML: {_toml_said(said, text, line, column)}"
+
+
+def _toml_said(said: str, text: str, line: int | None, column: int) -> str:
+    """``tomllib``'s ``said`` about ``line`` (from 1; None: the end of the file) at ``column``, in the farm's words."""
+    lines = text.splitlines()
+    written = lines[line - 1] if line and line <= len(lines) else ""
+    table = _table_at(lines, line) if line else ()
+    key = _key(written, 0) if line and not written.lstrip().startswith("[") else None
+    named = f"key '{shown('.'.join(key[0]))}': " if key else ""
+    if said in _TOML_WORDS:
+        return _TOML_WORDS[said]
+    if said.startswith(("Illegal character ", "Found invalid character ")):
+        try:
+            char = str(ast.literal_eval(said.split(" character ", 1)[1]))
+        except (ValueError, SyntaxError):
+            char = ""
+        if char in ("\n", "\r", ""):
+            return f"{named}a string is not closed on its line (end it with its quote)"
+        return f"{named}a control character in a string: write it as the escape \\u{ord(char[0]):04x}"
+    if said.startswith("Expected ") and said[len("Expected "):] in ("\"'\"", "'\"'"):
+        return "a string is not closed"
+    if said == "Invalid value":
+        value = re.split(r"[\s,#\]}]", written[column - 1 :], maxsplit=1)[0] if written else ""
+        if value.lower() in ("true", "false"):
+            return f"{named}write {value.lower()} in lower case, as TOML does"
+        if value and key and _BARE.fullmatch(value):
+            return f"{named}{shown(value)} is not a TOML value; text goes in quotes: {shown(key[0][-1])} = \"{shown(value)}\""
+        return f"{named}not a TOML value (text goes in quotes, \"like this\")" if value else f"{named}no value after '='"
+    before = key_lines("\n".join(lines[: line - 1])) if line else {}
+    header = _header_of(written)
+    if said.startswith("Cannot declare ") and said.endswith(" twice"):
+        try:
+            header = tuple(str(part) for part in ast.literal_eval(said[len("Cannot declare ") : -len(" twice")]))
+        except (ValueError, SyntaxError):
+            pass
+        said = "Cannot overwrite a value"
+    if said == "Cannot overwrite a value" and header:
+        first = f" (first at line {before[header]})" if header in before else ""
+        return f"table [{_where(header)}] is declared twice{first}; write its keys under one header"
+    if said == "Cannot overwrite a value" and key:
+        path = table + tuple(key[0])
+        first = f" (first at line {before[path]})" if path in before else ""
+        inside = f" in [{_where(table)}]" if table else ""
+        return f"key '{shown('.'.join(key[0]))}' is given twice{inside}{first}; keep one"
+    if said.startswith("Duplicate inline table key "):
+        return f"key {said[len('Duplicate inline table key ') :]} is given twice in one inline table {{ ... }}"
+    if said.startswith(("Cannot mutate immutable namespace", "Cannot redefine namespace")):
+        return f"{named}a table written whole (an inline {{ ... }} or a [table]) is added to again; write each table in one place"
+    return f"{named}not TOML as written"
+
+
+def _header_of(written: str) -> Path_ | None:
+    """The table a ``[header]`` or ``[[header]]`` line names; None for any other line."""
+    header = _HEADER.match(written) if written.lstrip().startswith("[") else None
+    found = _key(header[1], 0) if header else None
+    return tuple(found[0]) if found else None
+
+
+def _table_at(lines: list[str], line: int) -> Path_:
+    """The table that ``line`` (from 1) of ``lines`` is in: the last ``[header]`` above it."""
+    for written in reversed(lines[: line - 1]):
+        header = _header_of(written)
+        if header is not None:
+            return header
+    return ()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from farm.errors import UsageError
 from farm.results import Status
 from farm.results._suites import suite_of
-from farm.sequential import DEFAULT_MIN_PASS_RATE
+from farm.sequential import DEFAULT_MIN_PASS_RATE, pass_rate_problem
 from farm.summary import TriedCase
 from farm.wording import plural
 from farm.writers.runinfo import GateComparison, RunGate, RunInfo
@@ -253,8 +253,9 @@ def adaptive_said(tallies: Tallies) -> str | None:
 
 def check_min_pass_rate(value: float, where: str = "--min-pass-rate") -> float:
     """``value`` when it is a share of tries (0 < R <= 1); else a usage error naming ``where``."""
-    if not 0.0 < value <= 1.0:
-        raise UsageError(f"{where}: {value:g} is not a share of tries between 0 (excluded) and 1, e.g. 0.8")
+    problem = pass_rate_problem(value)
+    if problem:
+        raise UsageError(f"{where}: {problem}")
     return value
 
 

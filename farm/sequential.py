@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from farm.writers.runinfo import RunOptions
 
-__all__ = ["AUTO", "DEFAULT_ALPHA", "DEFAULT_DELTA", "DEFAULT_MIN_PASS_RATE", "Runs", "Sequential", "Stop", "parse_runs", "stop_said"]
+__all__ = ["AUTO", "DEFAULT_ALPHA", "DEFAULT_DELTA", "DEFAULT_MIN_PASS_RATE", "Runs", "Sequential", "Stop", "parse_runs", "pass_rate_problem", "stop_said"]
 
 Stop = Literal["decided_above", "decided_below", "max_tries"]
 """Why a case under adaptive repeats stopped: decided above or below its gate, or no decision
@@ -38,6 +38,15 @@ within ``MAX`` tries (judged then by the fixed-N rule)."""
 DEFAULT_MIN_PASS_RATE = 1.0
 """Every try must pass, unless ``--min-pass-rate`` or ``[farm].min_pass_rate`` says less: the gate
 (:mod:`farm.gate`) judges a case by it, and the sequential rule decides around it."""
+
+
+def pass_rate_problem(value: float) -> str | None:
+    """Why ``value`` cannot be a gate (a share of tries, 0 < R <= 1), or None: the words of
+    ``--min-pass-rate`` and of ``[farm].min_pass_rate`` alike."""
+    if isinstance(value, (int, float)) and 0.0 < value <= 1.0:
+        return None
+    return f"{value:g} is not a share of tries between 0 (excluded) and 1, e.g. 0.8"
+
 
 DEFAULT_ALPHA = 0.05
 """The error level of each decision (``--alpha``)."""

@@ -344,14 +344,16 @@ def _otlp(given: str | None, where: dict[str, str]) -> str | None:
     every OpenTelemetry SDK reads it); a base URL, to which ``/v1/traces`` and ``/v1/logs`` are added."""
     import os
 
+    from farm.config import otlp_problem
+
     if given is None and os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         given, where["otlp"] = os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"], "OTEL_EXPORTER_OTLP_ENDPOINT"
     if not given:
         return None
-    url = str(given).strip().rstrip("/").removesuffix("/v1/traces")
-    if not url.startswith(("http://", "https://")) or "://" == url[-3:]:
-        raise UsageError(f"{where.get('otlp', '--otlp')}: '{given}' is not an http(s) URL of an OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318)")
-    return url
+    problem = otlp_problem(str(given))
+    if problem:
+        raise UsageError(f"{where.get('otlp', '--otlp')}: {problem}")
+    return str(given).strip().rstrip("/").removesuffix("/v1/traces")
 
 
 def locate(request: RunRequest, previous: RunInfo | None) -> FarmConfig:

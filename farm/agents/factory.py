@@ -65,20 +65,20 @@ def _build(
         name = connector_override or agent.connector
         return config.connector(name) if name else None
 
+    lacking = agent.lacks(connector_override or agent.connector)
+    if lacking is not None:  # farm test and farm validate refuse it first, naming its line (farm.suite.checks)
+        raise UsageError(f"{where}: {lacking[1]}")
+
     if agent.is_role:
         if agent.uses:
             return _build(config, agent.uses, connector_override, limiter_for, (*chain, agent_id), http)
         conn = connector()
-        if conn is None:
-            raise UsageError(
-                f'{where}: a {agent.kind} agent needs "uses" (the agent that plays it) or a "connector"'
-            )
+        assert conn is not None
         return OpenAIAgent(conn, agent, http=http, limiter=limiter_for(conn.name))
 
     if agent.kind == "openai":
         conn = connector()
-        if conn is None:
-            raise UsageError(f'{where}: kind "openai" needs a connector (set connector = "<name>", or pass -c)')
+        assert conn is not None
         return OpenAIAgent(conn, agent, http=http, limiter=limiter_for(conn.name))
 
     if agent.kind == "http":

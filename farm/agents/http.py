@@ -34,8 +34,6 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
-from jsonpath_ng.ext import parse as parse_jsonpath
-
 from farm.agents.base import AgentResponseError, Message, Reply, stable_options
 from farm.agents.openai import (
     as_bool,
@@ -50,6 +48,7 @@ from farm.agents.retry import request_json, with_retries
 from farm.agents.transport import HTTPClient, HTTPReply
 from farm.config import AgentConfig, Connector
 from farm.errors import UsageError
+from farm.jsonpaths import parse_path
 
 __all__ = ["DEFAULT_TEMPLATE", "HTTPAgent", "PLACEHOLDERS", "fill_template"]
 
@@ -130,7 +129,7 @@ class HTTPAgent:
         where = f'agents."{agent_config.id}"'
         url = agent_config.url or (connector.base_url if connector else None)
         if not url:
-            raise UsageError(f"{where}: kind \"http\" needs a url (or a connector with a base_url)")
+            raise UsageError(f"{where}: kind \"http\" needs a url (or a connector, whose base_url it is sent to)")
         self.config = agent_config
         self.url = url
         self.connector = connector if connector is not None else Connector(name=agent_config.id, base_url=url)
@@ -143,9 +142,9 @@ class HTTPAgent:
         for field, default in _DEFAULT_PATHS.items():
             expression = getattr(agent_config, field) or default
             try:
-                self.paths[field] = parse_jsonpath(expression)
-            except Exception as exc:  # jsonpath-ng raises several types for bad syntax
-                raise UsageError(f"{where}.{field}: '{expression}' is not a JSONPath ({exc})") from None
+                self.paths[field] = parse_path(expression)
+            except ValueError as exc:  # the config refuses it as it loads; an AgentConfig made in code may not have been
+                raise UsageError(f"{where}.{field}: {exc}") from None
         self.limiter: Limiter = limiter or NoLimit()
         self._owns_http = http is None
         self._http = http if http is not None else HTTPClient()

@@ -83,7 +83,38 @@ def load_entry(entry: str | None, agent_id: str, where: str | None = None) -> Ca
         found.append(name)
     if not callable(target):
         raise UsageError(f"{where}: '{entry}' is a {type(target).__name__}, not a function")
+    takes = _wrong_signature(target)
+    if takes is not None:
+        raise UsageError(f"{where}: '{entry}' {takes}; an agent function takes (messages, options)")
     return target
+
+
+def _wrong_signature(fn: Any) -> str | None:
+    """What ``fn`` takes when it cannot be called as ``fn(messages, options)`` (every agent, and
+    every python function playing a role, is called so), or None: defaults, ``*args`` and
+    ``**kwargs`` are fine. A callable whose signature Python cannot tell (a builtin) is let be."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        pass
+    else:
+        return None
+    if not signature.parameters:
+        return "takes no arguments"
+    parts, starred = [], False
+    for parameter in signature.parameters.values():
+        if parameter.kind is parameter.KEYWORD_ONLY and not starred:
+            parts.append("*")
+            starred = True
+        prefix = "*" if parameter.kind is parameter.VAR_POSITIONAL else "**" if parameter.kind is parameter.VAR_KEYWORD else ""
+        starred = starred or parameter.kind is parameter.VAR_POSITIONAL
+        default = "=..." if parameter.default is not parameter.empty else ""
+        parts.append(f"{prefix}{parameter.name}{default}")
+    return f"takes ({', '.join(parts)})"
 
 
 _SOURCE_SEEN: dict[str, tuple[float, int]] = {}

@@ -16,12 +16,11 @@ import re
 import time
 from typing import Any
 
-from jsonpath_ng.ext import parse as parse_jsonpath
-
 from farm.assertions import patterns as _patterns
 from farm.assertions.checker import AssertionEnv, Outcome, Subject, assertion
 from farm.cases import AssertionSpec
 from farm.excerpts import clip
+from farm.jsonpaths import parse_path
 from farm.jsontext import NO_JSON, arguments_text, as_text, extract_json, json_text
 
 __all__ = ["json_equal", "json_type", "partial_match"]
@@ -140,11 +139,7 @@ def _needs(spec: AssertionSpec, what: str) -> Outcome:
 
 def _find(path: str, document: Any) -> list[Any]:
     """The values ``path`` matches in ``document``; raises ValueError for a bad path."""
-    try:
-        expression = parse_jsonpath(path)
-    except Exception as exc:  # the lexer and parser raise more than JSONPathError
-        raise ValueError(f"invalid JSONPath {path!r}: {exc}") from exc
-    return [match.value for match in expression.find(document)]
+    return [match.value for match in parse_path(path).find(document)]
 
 
 # --- text -----------------------------------------------------------------

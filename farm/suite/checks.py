@@ -134,6 +134,11 @@ def check_run(config: FarmConfig, agent_id: str, connector_override: str | None,
             continue
         seen.add(current)
         agent = config.agent(current)
+        name = override or agent.connector
+        lacking = agent.lacks(name)
+        if lacking is not None:  # else its client cannot be made, and every case calling it would end in error
+            key, why = lacking
+            raise UsageError(f"{config.place('agents', current, key)}: {why}")
         if agent.kind == "python":  # its entry must import (the agents' clients load only then: farm validate stays quick)
             import sys
 
@@ -143,12 +148,12 @@ def check_run(config: FarmConfig, agent_id: str, connector_override: str | None,
             if folder not in sys.path:
                 sys.path.insert(0, folder)
             load_entry(agent.entry, current, config.place("agents", current, "entry"))
-        name = override or agent.connector
         if name:
             conn = config.connector(name)
-            if conn.api_key_env and not conn.api_key():
+            if conn.api_key_env and not config.api_key(name):
                 raise UsageError(
-                    f"connector '{name}' (used by agent '{current}') reads its key from ${conn.api_key_env}, which is not set"
+                    f"{config.place('connectors', name, 'api_key_env')}: connector '{name}' (used by agent '{current}')"
+                    f" reads its key from ${conn.api_key_env}, which is not set"
                 )
         if agent.is_role and agent.uses:
             todo.append((agent.uses, override))

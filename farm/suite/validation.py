@@ -456,14 +456,13 @@ def assertion_problem(spec: AssertionSpec) -> str | None:
             except (RecursionError, OverflowError, ValueError) as exc:  # InvalidPattern is a ValueError
                 return f"invalid regex {pattern!r}: {shown(str(exc))}"
     if kind in ("json_path", "type") and spec.path is not None:
-        from jsonpath_ng.ext import parse as parse_jsonpath
+        from farm.jsonpaths import path_problem
 
         if not spec.path.strip():
             return "'path' is empty"
-        try:
-            parse_jsonpath(spec.path)
-        except Exception as exc:  # jsonpath-ng's lexer and parser raise several kinds
-            return f"invalid JSONPath {spec.path!r}: {shown(str(exc))}"
+        problem = path_problem(spec.path)
+        if problem:
+            return f"'path': {problem}"
     if kind == "json_path" and not spec.path:
         return "a 'json_path' assertion needs a 'path' (a JSONPath such as $.status)"
     if kind == "type":

@@ -90,3 +90,34 @@ def test_validate_without_files_says_what_to_name(tmp_path: Path, monkeypatch):
     result = farm("validate", cwd=tmp_path, monkeypatch=monkeypatch)
     assert result.exit_code == 2
     assert result.output.strip() == "error: farm validate FILE...: name the suite files (or folders) to check, e.g. farm validate suites/"
+
+
+def test_a_farm_toml_that_begins_with_a_byte_order_mark_is_read_and_its_lines_counted(tmp_path: Path, server: JSONServer, monkeypatch):
+    """Some editors write a BOM first: the file is read as the suites are, and its problems keep their lines."""
+    (tmp_path / "farm.toml").write_text("\ufeff" + good_toml(server.url), encoding="utf-8")
+    (tmp_path / "s.jsonl").write_text(json.dumps({"id": "a", "input": "x", "assertions": [{"type": "contains", "value": "fine"}]}) + "\n")
+    checked = farm("validate", "s.jsonl", cwd=tmp_path, monkeypatch=monkeypatch)
+    assert checked.exit_code == 0, checked.output
+    tested = farm("test", "-q", "--engine", "local", "-i", "s.jsonl", cwd=tmp_path, monkeypatch=monkeypatch)
+    assert tested.exit_code == 0, tested.output
+
+    (tmp_path / "farm.toml").write_text("\ufeff" + good_toml(server.url).replace("max_conc", "x").replace("base_url", "bse_url"), encoding="utf-8")
+    broken = farm("validate", "s.jsonl", cwd=tmp_path, monkeypatch=monkeypatch)
+    assert broken.exit_code == 2
+    assert "error: farm.toml:6: key 'bse_url': unknown key (did you mean 'base_url'?)" in broken.output
+
+
+def test_a_folder_given_as_config_is_said_to_be_one_and_its_farm_toml_suggested(tmp_path: Path, server: JSONServer, monkeypatch):
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "s.jsonl").write_text(json.dumps({"id": "a", "input": "x"}) + "\n")
+    before = server.requests
+    for command in (["validate", "s.jsonl"], ["test", "-i", "s.jsonl"]):
+        empty = farm(*command, "--config", "suites", cwd=tmp_path, monkeypatch=monkeypatch)
+        assert empty.exit_code == 2
+        assert "error: --config: suites is a folder, not a farm.toml file (it holds no farm.toml); give the file's path" in empty.output
+    (tmp_path / "suites" / "farm.toml").write_text(good_toml(server.url))
+    for command in (["validate", "s.jsonl"], ["test", "-i", "s.jsonl"]):
+        holding = farm(*command, "--config", "suites", cwd=tmp_path, monkeypatch=monkeypatch)
+        assert holding.exit_code == 2
+        assert "error: --config: suites is a folder, not a farm.toml file; did you mean --config suites/farm.toml?" in holding.output
+    assert server.requests == before

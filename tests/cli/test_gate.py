@@ -314,7 +314,7 @@ def test_gate_options_that_cannot_be_are_usage_errors(project: Path):
     toml = project / "farm.toml"
     toml.write_text(toml.read_text().replace('[farm]\n', '[farm]\nmin_pass_rate = 0\n', 1))
     result = runner.invoke(app, ["test", "-i", path])
-    assert result.exit_code == 2 and "farm.toml: [farm].min_pass_rate: 0 is not a share of tries" in result.output
+    assert result.exit_code == 2 and "farm.toml:3: key 'min_pass_rate': 0 is not a share of tries" in result.output
     assert not (project / "results").exists() or not any((project / "results").iterdir())
 
 

@@ -46,6 +46,12 @@ def simulate(messages, options):
 
 def judge(messages, options):
     return json.dumps({"passed": True, "reason": "fine"})
+
+def bare():
+    return "hi"
+
+def one(messages):
+    return "hi"
 """
 
 DYNAMIC = {"id": "dyn", "checkpoints": [{"id": "said", "assertion": {"type": "contains", "value": "fine"}}], "max_turns": 2}
@@ -124,7 +130,83 @@ MISTAKES = {
     "a connector key that is not set": (
         ('base_url = "{url}/v1"', 'base_url = "{url}/v1"\napi_key_env = "FARM_TEST_UNSET_KEY"'),
         [],
-        "reads its key from $FARM_TEST_UNSET_KEY, which is not set",
+        "farm.toml:9: key 'api_key_env': connector 'local' (used by agent 'target') reads its key from $FARM_TEST_UNSET_KEY, which is not set",
+    ),
+    "an http agent with no url nor connector": (
+        ('[agents.target]\nconnector = "local"', '[agents.target]\nkind = "http"'),
+        [],
+        "farm.toml:10: key 'url': kind \"http\" needs a url (or a connector, whose base_url it is sent to)",
+    ),
+    "an openai agent with no connector": (
+        ('[agents.target]\nconnector = "local"', '[agents.target]\nkind = "openai"'),
+        [],
+        "farm.toml:10: key 'connector': kind \"openai\" needs a connector (set connector = \"<name>\", or pass -c)",
+    ),
+    "a role agent with neither uses nor connector": (
+        ('[agents.sim]\nkind = "python"\nentry = "roles:simulate"', '[agents.sim]\nkind = "simulator"'),
+        [],
+        "farm.toml:13: key 'uses': a simulator agent needs \"uses\" (the agent that plays it) or a \"connector\"",
+    ),
+    "a connector's base_url without its scheme": (
+        ('base_url = "{url}/v1"', 'base_url = "localhost:8000/v1"'),
+        [],
+        "farm.toml:8: key 'base_url': 'localhost:8000/v1' is not a URL: a URL begins with http:// or https:// and a host"
+        " (did you mean 'http://localhost:8000/v1'?)",
+    ),
+    "an http agent's url that is no URL": (
+        ('[agents.target]\nconnector = "local"', '[agents.target]\nkind = "http"\nurl = "not a url"'),
+        [],
+        "farm.toml:12: key 'url': 'not a url' is not a URL: a URL begins with http:// or https:// and a host",
+    ),
+    "an http agent's method that is no method": (
+        ('[agents.target]\nconnector = "local"', '[agents.target]\nkind = "http"\nconnector = "local"\nmethod = "FETCH"'),
+        [],
+        "farm.toml:13: key 'method': 'FETCH' is not a method an http agent sends with: POST, PUT, PATCH, GET or DELETE",
+    ),
+    "an http agent's content_path that is no JSONPath": (
+        ('[agents.target]\nconnector = "local"', '[agents.target]\nkind = "http"\nconnector = "local"\ncontent_path = "$.[[["'),
+        [],
+        "farm.toml:13: key 'content_path': '$.[[[' is not a JSONPath (at character 4)",
+    ),
+    "a min_pass_rate above 1": (
+        ('results_dir = "results"', 'results_dir = "results"\nmin_pass_rate = 2'),
+        [],
+        "farm.toml:6: key 'min_pass_rate': 2 is not a share of tries between 0 (excluded) and 1, e.g. 0.8",
+    ),
+    "an otlp_endpoint that is no URL": (
+        ('results_dir = "results"', 'results_dir = "results"\notlp_endpoint = "notaurl"'),
+        [],
+        "farm.toml:6: key 'otlp_endpoint': 'notaurl' is not an http(s) URL of an OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318)",
+    ),
+    "a python agent's function that takes no arguments": (
+        ('entry = "roles:simulate"', 'entry = "roles:bare"'),
+        [],
+        "farm.toml:15: key 'entry': 'roles:bare' takes no arguments; an agent function takes (messages, options)",
+    ),
+    "a python role function that takes one argument": (
+        ('entry = "roles:judge"', 'entry = "roles:one"'),
+        [],
+        "farm.toml:19: key 'entry': 'roles:one' takes (messages); an agent function takes (messages, options)",
+    ),
+    "a string that is not closed": (
+        ('default_agent = "target"', 'default_agent = "target'),
+        [],
+        "farm.toml:2:24: not valid TOML: key 'default_agent': a string is not closed on its line (end it with its quote)",
+    ),
+    "text without quotes": (
+        ('default_agent = "target"', "default_agent = target"),
+        [],
+        'farm.toml:2:17: not valid TOML: key \'default_agent\': target is not a TOML value; text goes in quotes: default_agent = "target"',
+    ),
+    "a key given twice": (
+        ('results_dir = "results"', 'results_dir = "results"\nsimulator = "judge"'),
+        [],
+        "farm.toml:6:20: not valid TOML: key 'simulator' is given twice in [farm] (first at line 3); keep one",
+    ),
+    "a table declared twice": (
+        ('[agents.grader]', '[agents.sim]\nmodel = "m"\n\n[agents.grader]'),
+        [],
+        "farm.toml:21:12: not valid TOML: table [agents.sim] is declared twice (first at line 13); write its keys under one header",
     ),
 }
 """Each mistake: a change to ``farm.toml`` (old, new), cases added to the suite (a string: the line as

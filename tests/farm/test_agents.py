@@ -432,8 +432,10 @@ def test_fill_template_replaces_whole_values_and_substitutes_text():
 def test_http_agent_rejects_unknown_placeholders_and_bad_paths():
     with pytest.raises(UsageError, match=r'agents\."h"\.request: unknown placeholder \{\{prompt\}\}'):
         HTTPAgent(None, agent(id="h", kind="http", url="http://x.test", request={"p": "{{prompt}}"}))
-    with pytest.raises(UsageError, match=r'agents\."h"\.content_path'):
-        HTTPAgent(None, agent(id="h", kind="http", url="http://x.test", content_path="$.[[["))
+    with pytest.raises(ValueError, match=r"'\$\.\[\[\[' is not a JSONPath \(at character 4\)"):  # the config refuses it as it is made
+        agent(id="h", kind="http", url="http://x.test", content_path="$.[[[")
+    with pytest.raises(UsageError, match=r'agents\."h"\.content_path: .* is not a JSONPath'):  # and the agent, one made without checks
+        HTTPAgent(None, AgentConfig.model_construct(id="h", kind="http", url="http://x.test", content_path="$.[[["))
     with pytest.raises(UsageError, match="needs a url"):
         HTTPAgent(None, agent(id="h", kind="http"))
 

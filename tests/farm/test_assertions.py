@@ -276,7 +276,7 @@ def test_json_path_uses_the_given_document_for_final_assertions():
 def test_json_path_invalid_path_is_an_error():
     result = check({"type": "json_path", "path": "$.[", "value": 1}, '{"a": 1}')
     assert not result.passed and result.error
-    assert "invalid JSONPath" in result.message
+    assert "'$.[' is not a JSONPath (it ends too soon)" in result.message
 
 
 # --- type ------------------------------------------------------------------

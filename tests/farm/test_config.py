@@ -56,10 +56,10 @@ def test_no_file_means_the_defaults():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("[farm\n", ":1: not valid TOML: "),
+        ("[farm\n", ":1:6: not valid TOML: a [table] header is not closed with ]"),
         ("[farm]\nunknown = 1\n", ":2: key 'unknown': unknown key"),
-        ('[connectors.c]\nbase_url = "u"\nrpm = 0\n', ":3: key 'rpm': must be at least 1, not 0"),
-        ('[connectors.c]\nbase_url = "u"\ntimeout = "soon"\n', ":3: key 'timeout': 'soon' is not a duration"),
+        ('[connectors.c]\nbase_url = "http://u"\nrpm = 0\n', ":3: key 'rpm': must be at least 1, not 0"),
+        ('[connectors.c]\nbase_url = "http://u"\ntimeout = "soon"\n', ":3: key 'timeout': 'soon' is not a duration"),
         ('[agents.a]\nkind = "robot"\n', ":2: key 'kind': 'robot' is not one of openai, http, python, simulator, validator, generator, reporter"),
         ('[agents.a]\nkind = "opnai"\n', ":2: key 'kind': 'opnai' is not one of openai, http, python, simulator, validator, generator, reporter (did you mean 'openai'?)"),
         ('[agents.a]\nconnector = "nowhere"\n', ":2: key 'connector': connector 'nowhere' is not configured"),
@@ -153,7 +153,7 @@ def test_the_key_is_read_from_the_environment_at_call_time(tmp_path: Path, monke
 def test_a_key_with_a_stray_newline_is_a_usage_error_that_does_not_show_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     config = load_config(write(tmp_path, GOOD))
     monkeypatch.setenv("FARM_TEST_CONFIG_KEY", "sk-stray-secret\n")
-    with pytest.raises(UsageError, match=r"\$FARM_TEST_CONFIG_KEY, the API key of connector 'llm', ends with") as caught:
+    with pytest.raises(UsageError, match=r"farm\.toml:9: key 'api_key_env': \$FARM_TEST_CONFIG_KEY, the API key of connector 'llm', ends with") as caught:
         config.check_keys()
     assert "sk-stray-secret" not in str(caught.value)
     assert config.connector("llm").redacted()["api_key"] == "$FARM_TEST_CONFIG_KEY (set, with a stray newline or space)"
@@ -186,6 +186,43 @@ def test_find_config_prefers_the_explicit_path_then_the_working_folder_then_the_
     assert Path("farm.toml").resolve() == own.resolve()
     with pytest.raises(UsageError, match="--config: nope.toml does not exist"):
         find_config("nope.toml", suite)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[farm]\nresults_dir = "out\n', ":2:19: not valid TOML: key 'results_dir': a string is not closed on its line (end it with its quote)"),
+        ("[farm]\ntraces = True\n", ":2:10: not valid TOML: key 'traces': write true in lower case, as TOML does"),
+        ('a = 1\na = 2\n', ":2:6: not valid TOML: key 'a' is given twice (first at line 1); keep one"),
+        ('[agents.a]\nresources.num_cpus = 1\nresources = {}\n', ":3:15: not valid TOML: key 'resources' is given twice in [agents.a] (first at line 2); keep one"),
+        ('[agents."my a"]\nkind = "http"\n\n[agents."my a"]\n', ':4:15: not valid TOML: table [agents."my a"] is declared twice (first at line 1); write its keys under one header'),
+        ("[farm]\nresults_dir = 'a\nsimulator = 'b'\n", ":2:17: not valid TOML: key 'results_dir': a string is not closed on its line (end it with its quote)"),
+        ('[farm]\nresults_dir = "a\x01"\n', ":2:17: not valid TOML: key 'results_dir': a control character in a string: write it as the escape \\u0001"),
+        ('[farm]\nresults_dir = "C:\\dir"\n', ":2:20: not valid TOML: a backslash in a \"string\" begins an escape: write \\\\, or put the text in 'single quotes'"),
+        ("[farm]\nactors = [1, 2\n", ": not valid TOML: an array [...] is not closed with ] before the file ends"),
+        ("[farm]\nactors = \n", ":2:10: not valid TOML: key 'actors': no value after '='"),
+    ],
+)
+def test_a_file_that_is_not_toml_is_said_in_the_farms_words_with_line_and_column(tmp_path: Path, text: str, message: str):
+    path = write(tmp_path, text)
+    with pytest.raises(UsageError) as caught:
+        load_config(path)
+    assert str(caught.value) == f"{path}{message}"
+
+
+@pytest.mark.parametrize("key", ["content_path", "tool_calls_path", "awaiting_input_path", "input_hint_path"])
+def test_every_jsonpath_of_an_http_agent_is_checked_as_the_file_loads(tmp_path: Path, key: str):
+    path = write(tmp_path, f'[agents.h]\nkind = "http"\nurl = "http://127.0.0.1:9/chat"\n{key} = "$.a]"\n')
+    with pytest.raises(UsageError) as caught:
+        load_config(path)
+    assert str(caught.value) == f"{path}:4: key '{key}': '$.a]' is not a JSONPath (at character 4)"
+
+
+def test_an_http_agents_method_is_read_in_capitals_and_a_typo_named(tmp_path: Path):
+    agent = load_config(write(tmp_path, '[agents.h]\nkind = "http"\nurl = "https://h.test/chat"\nmethod = "put"\n')).agent("h")
+    assert agent.method == "PUT"
+    with pytest.raises(UsageError, match=r":4: key 'method': 'PSOT' is not a method an http agent sends with: POST, PUT, PATCH, GET or DELETE \(did you mean 'POST'\?\)"):
+        load_config(write(tmp_path, '[agents.h]\nkind = "http"\nurl = "https://h.test/chat"\nmethod = "PSOT"\n'))
 
 
 RESOURCES = '[agents.heavy]\nkind = "python"\nentry = "m:f"\n'

@@ -55,7 +55,7 @@ def one(assertion: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("assertion, words", [
     ({"type": "regex", "value": "([a-z"}, ["assertions[0]", "invalid regex"]),
-    ({"type": "json_path", "path": "$$[[", "value": 1}, ["assertions[0]", "invalid JSONPath"]),
+    ({"type": "json_path", "path": "$$[[", "value": 1}, ["assertions[0]", "'path': '$$[[' is not a JSONPath (at character 2)"]),
     ({"type": "type", "path": "$.n", "value": "integer"}, ["unknown type name 'integer'", "number"]),
     ({"type": "contains"}, ["'contains' assertion needs a 'value'"]),
     ({"type": "equals"}, ["needs a 'value'"]),
