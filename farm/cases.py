@@ -12,6 +12,7 @@ that nothing downstream needs to know there were two.
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, get_args
 
@@ -77,29 +78,48 @@ class Options(BaseModel):
         return Options(**{**data, **over, "metadata": metadata})
 
 
-def _normalise_assertions(value: Any) -> list[dict[str, Any]]:
-    """An object, an array, or a bare type string, as a list of objects."""
+def _normalise_assertions(value: Any) -> list[Any]:
+    """An object, an array, or a bare type string, as a list. Each item is then read as an
+    :class:`AssertionSpec`, which refuses one that is neither an object nor a type name where it
+    is (``assertions[0]``)."""
     if value is None:
         return []
     if isinstance(value, (str, dict)):
-        value = [value]
+        return [value]
     if not isinstance(value, list):
         raise ValueError("must be an object, an array of objects or a type name")
-    out = []
-    for item in value:
-        if isinstance(item, str):
-            item = {"type": item}
-        if not isinstance(item, dict):
-            raise ValueError("every assertion must be an object or a type name")
-        out.append(item)
-    return out
+    return value
 
 
 def _pop_alias(data: dict[str, Any], primary: str, alias: str) -> None:
     if alias in data:
-        if primary in data and data[primary] is not None:
-            raise ValueError(f"give either '{primary}' or '{alias}', not both")
-        data[primary] = data.pop(alias)
+        _one_of(data, primary, alias)
+        value = data.pop(alias)
+        if data.get(primary) is None:
+            data[primary] = value
+
+
+def _one_of(data: dict[str, Any], first: str, second: str) -> None:
+    """Refuses ``data`` giving two spellings of one field different values: the farm would keep
+    one and drop the other without a word (the same value twice, as a model written back out
+    holds an alias it copied, drops nothing)."""
+    if data.get(first) is not None and data.get(second) is not None and data[first] != data[second]:
+        raise ValueError(f"give one of '{first}' and '{second}', not both")
+
+
+_SPELLINGS: dict[str, tuple[tuple[str, str], ...]] = {
+    "regex": (("pattern", "value"),),
+    "tool_called": (("name", "value"),),
+    "tool_result": (("result", "value"), ("tool", "value")),
+    "agent": (("criteria", "value"),),
+}
+"""Each assertion type's pairs of keys that say one thing (the farm's, then Yao's): a case gives one."""
+
+
+def _said(value: Any) -> str:
+    """A value a case wrote, short, as a problem quotes it."""
+    text = json.dumps(value, default=repr)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class AssertionSpec(BaseModel):
@@ -133,8 +153,12 @@ class AssertionSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _aliases(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
+        if isinstance(data, str):
+            return {"type": data}
+        if isinstance(data, AssertionSpec):
             return data
+        if not isinstance(data, dict):
+            raise ValueError(f"every assertion must be an object or a type name, not {_said(data)}")
         data = dict(data)
         if "type" not in data:
             if "value" not in data:
@@ -144,6 +168,9 @@ class AssertionSpec(BaseModel):
         # script: `use` or Yao's `script`
         if kind == "script":
             _pop_alias(data, "use", "script")
+        # two spellings of one field: both given would silently keep one
+        for first, second in _SPELLINGS.get(kind, ()):
+            _one_of(data, first, second)
         # tool_result: `tool`/`result`, or Yao's `value: {tool, result}`
         if kind == "tool_result" and isinstance(data.get("value"), dict) and "tool" not in data:
             value = data.pop("value")
@@ -185,8 +212,9 @@ class Checkpoint(BaseModel):
     description: str | None = None
     """What the checkpoint means, for people (recorded with its result)."""
     assertion: AssertionSpec
-    """The assertion checked after each agent reply until it passes: an object or a bare type name.
-    Text assertions look at the reply and the turn's tool results."""
+    """The assertion checked after each agent reply until it passes: one assertion, an object or a
+    bare type name (not an array: give each condition its own checkpoint). Text assertions look at the reply
+    and the turn's tool results."""
     after: list[str] = Field(default_factory=list)
     """Ids of checkpoints that must be reached first (one reached earlier in the same turn counts);
     until then this one is not checked (no judge call is spent on it). A string is one id."""
@@ -199,11 +227,16 @@ class Checkpoint(BaseModel):
         if isinstance(data, dict):
             data = dict(data)
             _pop_alias(data, "assertion", "assert")
-            if isinstance(data.get("assertion"), str):
-                data["assertion"] = {"type": data["assertion"]}
             if isinstance(data.get("after"), str):
                 data["after"] = [data["after"]]
         return data
+
+    @field_validator("assertion", mode="before")
+    @classmethod
+    def _one_assertion(cls, v: Any) -> Any:
+        if isinstance(v, list):  # said here: the result of a checkpoint is one assertion's
+            raise ValueError("a checkpoint takes one assertion (an object or a type name), not an array; give each condition its own checkpoint")
+        return v
 
 
 class SimulatorSpec(BaseModel):
@@ -298,9 +331,9 @@ def _has_assertions(data: dict[str, Any]) -> bool:
 
 
 def _normalise_assertion_keys(data: dict[str, Any], key: str = "assertions") -> None:
+    """``assert`` as ``assertions``; the value is read as a list by the field's own validator, so a
+    wrong one is named by its field (``turns[0].assertions``)."""
     _pop_alias(data, key, "assert")
-    if key in data:
-        data[key] = _normalise_assertions(data[key])
 
 
 class Turn(BaseModel):
@@ -336,6 +369,11 @@ class Turn(BaseModel):
     @classmethod
     def _duration(cls, v: Any) -> float | None:
         return None if v is None else parse_duration(v)
+
+    @field_validator("assertions", mode="before")
+    @classmethod
+    def _assertions(cls, v: Any) -> list[Any]:
+        return _normalise_assertions(v)
 
 
 _FALSE_WORDS = frozenset({"false", "no", "off", "0", "none", "null"})
@@ -437,8 +475,6 @@ class TestCase(BaseModel):
             if isinstance(data.get("id"), int | float) and not isinstance(data["id"], bool):
                 data["id"] = str(data["id"])  # a number is read as its text
             _normalise_assertion_keys(data)
-            if "final_assertions" in data:
-                data["final_assertions"] = _normalise_assertions(data["final_assertions"])
             if isinstance(data.get("simulator"), str):
                 data["simulator"] = {"use": data["simulator"]}
             if isinstance(data.get("simulator"), dict) and "max_turns" in data["simulator"]:
@@ -458,6 +494,11 @@ class TestCase(BaseModel):
     @classmethod
     def _duration(cls, v: Any) -> float | None:
         return None if v is None else parse_duration(v)
+
+    @field_validator("assertions", "final_assertions", mode="before")
+    @classmethod
+    def _assertions(cls, v: Any) -> list[Any]:
+        return _normalise_assertions(v)
 
     @field_validator("golden", mode="before")
     @classmethod

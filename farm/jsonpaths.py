@@ -16,7 +16,8 @@ from farm.wording import shown
 
 __all__ = ["parse_path", "path_problem"]
 
-_AT = re.compile(r"(?:at \d+:|col )(\d+)")
+_AT = re.compile(r"(?:at |line )(\d+)(?::|, col )(\d+)")
+"""Where jsonpath-ng's parser (``at 1:3``) and lexer (``line 1, col 3``) say the mistake is."""
 
 
 def parse_path(expression: str) -> Any:
@@ -29,7 +30,7 @@ def parse_path(expression: str) -> Any:
     try:
         return parse(expression)
     except Exception as exc:  # jsonpath-ng's lexer and parser raise several kinds, with their own words
-        raise ValueError(f"{shown(repr(expression))} is not a JSONPath ({_where(str(exc))})") from None
+        raise ValueError(f"{shown(repr(expression))} is not a JSONPath ({_where(expression, str(exc))})") from None
 
 
 def path_problem(expression: str) -> str | None:
@@ -41,11 +42,17 @@ def path_problem(expression: str) -> str | None:
     return None
 
 
-def _where(error: str) -> str:
-    """Where jsonpath-ng's ``error`` says the expression breaks, counted from 1."""
+def _where(expression: str, error: str) -> str:
+    """Where jsonpath-ng's ``error`` says ``expression`` breaks, counted from 1 in the whole expression."""
     if "EOF in string" in error:
         return "a quote is not closed"
-    if "end of string" in error:
+    if "end of string" in error or "Unexpected EOF" in error:
         return "it ends too soon"
     found = _AT.search(error)
-    return f"at character {int(found[1]) + 1}" if found else "it cannot be read as one"
+    if found is None:
+        return "it cannot be read as one"
+    line, column = int(found[1]), int(found[2])
+    if line <= 1:
+        return f"at character {column + 1}"  # jsonpath-ng counts the first line's columns from 0
+    before = sum(len(text) + 1 for text in expression.split("\n")[: line - 1]) - 1  # a later line's: from its newline
+    return f"at character {before + column + 1}"

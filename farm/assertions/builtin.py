@@ -150,6 +150,8 @@ def _containment(spec: AssertionSpec, subject: Subject, wanted: bool) -> Outcome
     if spec.value is None:
         return _needs(spec, "a 'value' (the text to find)" if wanted else "a 'value' (the text that must be absent)")
     values = spec.value if isinstance(spec.value, list) else [spec.value]
+    if not values or "" in values:  # found in every reply: it would pass (or fail) whatever the agent said
+        return _needs(spec, "a 'value' that is not empty (an empty one matches every reply)")
     text = subject.searchable_text()
     fold = str.casefold if spec.ignore_case else str
     wrong = [value for value in map(as_text, values) if (fold(value) in fold(text)) != wanted]
@@ -161,7 +163,7 @@ _IGNORE_CASE = "``true``: compare ignoring case (Unicode case folding). Default 
 
 
 @assertion("contains", fields={
-    "value": "The text to find: a string, or a list of strings that must all be found. A number or an object is looked for as its JSON text.",
+    "value": "The text to find: a string, or a list of strings that must all be found (none empty: every reply holds the empty text). A number or an object is looked for as its JSON text.",
     "ignore_case": _IGNORE_CASE,
 })
 def contains(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:
@@ -170,7 +172,7 @@ def contains(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) ->
 
 
 @assertion("not_contains", fields={
-    "value": "The text that must be absent: a string, or a list of strings none of which may be found.",
+    "value": "The text that must be absent: a string, or a list of strings none of which may be found (none empty).",
     "ignore_case": _IGNORE_CASE,
 })
 def not_contains(spec: AssertionSpec, subject: Subject, env: AssertionEnv | None) -> Outcome:

@@ -10,50 +10,74 @@ in ``final_assertions`` and in dynamic checkpoints, the whole case run's so far.
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from farm.assertions.checker import AssertionEnv, Outcome, Subject, assertion
 from farm.cases import AssertionSpec
 from farm.results import SpanRecord
 
-__all__ = ["PARAMS", "TRACE_TYPES", "params_problem"]
+__all__ = ["PARAMS", "TRACE_TYPES", "params_errors"]
+
+_Name = Annotated[str, Field(min_length=1)]
+"""A name an assertion matches: an empty one matches nothing, so it is refused."""
 
 
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
+def _range(low: int | None, high: int | None) -> None:
+    """Refuses bounds no number is within: the assertion could never pass."""
+    if low is not None and high is not None and low > high:
+        raise ValueError(f"'min' ({low}) is more than 'max' ({high}), so no number is within them")
+
+
 class ToolExecuted(_Params):
     """``tool_executed``: the agent called a tool (a number of times)."""
 
-    name: str
+    name: _Name
     """The tool's name."""
     arguments: dict[str, Any] | None = None
     """A subset of the call's arguments that a matching call must have."""
     count: int | None = Field(default=None, ge=0)
-    """Exactly this many matching calls."""
+    """Exactly this many matching calls (not with ``min`` or ``max``)."""
     min: int | None = Field(default=None, ge=0)
     """At least this many (default 1, when neither ``count`` nor ``max`` is given)."""
     max: int | None = Field(default=None, ge=0)
-    """At most this many."""
+    """At most this many (not less than ``min``)."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ToolExecuted:
+        if self.count is not None and (self.min is not None or self.max is not None):
+            raise ValueError("give 'count', or 'min' and 'max', not both")
+        _range(self.min, self.max)
+        return self
 
 
 class Trajectory(_Params):
     """``trajectory``: the tools the agent called, in an order."""
 
-    tools: list[str] = Field(min_length=1)
+    tools: list[_Name]
     """The tool names, at least one."""
     order: Literal["exact", "in_order", "any"] = "in_order"
     """``exact``: these calls and no other, in this order; ``in_order``: these, in this order, others
     between them allowed; ``any``: each of these, in any order."""
 
+    @field_validator("tools")
+    @classmethod
+    def _some(cls, tools: list[str]) -> list[str]:
+        if not tools:  # said here, in words about tools: an empty list would pass on any run
+            raise ValueError("give at least one tool name")
+        return tools
+
 
 class _Matching(_Params):
-    operation: str | None = None
+    operation: _Name | None = None
     """The spans' ``gen_ai.operation.name`` (``chat``, ``execute_tool``...)."""
-    name: str | None = None
+    name: _Name | None = None
     """The spans' name, a glob (``search*``)."""
 
     @model_validator(mode="after")
@@ -77,7 +101,12 @@ class SpanCount(_Matching):
     min: int | None = Field(default=None, ge=0)
     """At least this many (default 1, when ``max`` is not given either)."""
     max: int | None = Field(default=None, ge=0)
-    """At most this many."""
+    """At most this many (not less than ``min``)."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> SpanCount:
+        _range(self.min, self.max)
+        return self
 
 
 class SpanLatency(_Matching):
@@ -116,16 +145,14 @@ def _given(spec: AssertionSpec) -> dict[str, Any]:
     return data
 
 
-def params_problem(spec: AssertionSpec) -> str | None:
-    """What is wrong with a trace assertion's fields, in one sentence, or None."""
+def params_errors(spec: AssertionSpec) -> list[ErrorDetails]:
+    """What is wrong with a trace assertion's fields: pydantic's errors, each with its field's
+    ``loc`` within the assertion, for :mod:`farm.suite.validation` to say in the farm's words."""
     try:
         PARAMS[spec.type].model_validate(_given(spec))
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        said = "required, and missing" if error["type"] == "missing" else error["msg"].removeprefix("Value error, ")
-        return f"a '{spec.type}' assertion: {f'field {where!r}: ' if where else ''}{said}"
-    return None
+        return exc.errors()
+    return []
 
 
 def _params(spec: AssertionSpec, model: type[Any]) -> Any:

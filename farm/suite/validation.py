@@ -12,8 +12,8 @@ is :mod:`farm.suite.checks`):
   :func:`rule_problems` checks what the model cannot state (assertion types,
   the mode's fields), and :func:`case_problems` looks at a valid
   :class:`~farm.cases.TestCase`: regex (compiled by the engine the run uses) and
-  JSONPath syntax, JSON type names, the values each assertion needs, and
-  checkpoint dependencies (no cycle, none on itself).
+  JSONPath syntax, JSON type names, the values each assertion needs (none empty where an empty
+  one would match every reply, or none), and checkpoint dependencies (no cycle, none on itself).
 
 Every problem of a case is reported, one each, reading ``field 'where': what is
 wrong``; the loader prefixes ``file:line``. Names and values echoed from the input
@@ -33,8 +33,9 @@ from pydantic import ValidationError
 
 from farm.assertions.registry import checkers, fields_of
 from farm.assertions.traces import PARAMS as TRACE_PARAMS
-from farm.assertions.traces import params_problem
+from farm.assertions.traces import params_errors
 from farm.cases import CaseRuleError, Checkpoint, Interactive, Mode, Options, SimulatorSpec, TestCase, Turn
+from farm.jsonpaths import parse_path
 from farm.wording import nearest, nearest_name, shown
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ __all__ = [
     "rule_problems",
     "case_problems",
     "every_assertion",
-    "assertion_problem",
+    "assertion_problems",
 ]
 
 MAX_DEPTH = 64
@@ -300,15 +301,25 @@ _WHAT_IT_IS_NOT = {
     "string_type": "is not text (a string in double quotes)",
     "list_type": "is not a list (an array: [...])",
     "tuple_type": "is not a list (an array: [...])",
+    "set_type": "is not a list (an array: [...])",
     "dict_type": "is not an object ({...})",
     "model_type": "is not an object ({...})",
     "model_attributes_type": "is not an object ({...})",
+    "none_required": "is given where nothing (null) is",
+    "url_type": "is not a URL (text such as https://example.com)",
+    "url_parsing": "is not a URL",
+    "url_syntax_violation": "is not a URL",
+    "url_too_long": "is too long for a URL",
 }
 """pydantic's error types of a value of the wrong kind, as the farm says them after the value."""
 
+_BOUNDS = {"greater_than_equal": "at least", "greater_than": "more than", "less_than_equal": "at most", "less_than": "less than"}
+
 
 def _plain(err: Any) -> str:
-    """What is wrong with one field, in a plain sentence."""
+    """What is wrong with one field, in a plain sentence: every pydantic error type a case can
+    meet has its own words, and any other says the value is not one the field takes: pydantic's
+    own text never reaches the user."""
     kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
     if kind == "extra_forbidden":
         return "unknown field"
@@ -316,20 +327,37 @@ def _plain(err: Any) -> str:
         return "required field is missing"
     if kind in ("value_error", "assertion_error"):
         return str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    if not str(err.get("msg", "")).startswith("Input should"):
-        return str(err["msg"])  # a check of the farm's own, raised under pydantic's name
+    if "url" not in err:
+        return str(err["msg"])  # a check of the farm's own (PydanticCustomError): its words are the farm's
     if kind in _WHAT_IT_IS_NOT:
         return f"{_echo(value)} {_WHAT_IT_IS_NOT[kind]}"
     if kind in ("literal_error", "enum"):
         choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         return f"{_echo(value)} is not one of {', '.join(choices)}{nearest(str(value), choices)}"
-    bounds = {"greater_than_equal": "at least", "greater_than": "more than", "less_than_equal": "at most", "less_than": "less than"}
-    if kind in bounds:
+    if kind in _BOUNDS:
         limit = next(iter(ctx.values()), "")
-        return f"must be {bounds[kind]} {limit}, not {_echo(value)}"
+        limit = f"{limit:g}" if isinstance(limit, float) else limit  # 1, not 1.0, as the user would write it
+        return f"must be {_BOUNDS[kind]} {limit}, not {_echo(value)}"
     if kind in ("too_short", "too_long"):
-        return f"{_echo(value)} has too {'few' if kind == 'too_short' else 'many'} items"
+        many = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
+        noun = "key" if str(ctx.get("field_type", "")).startswith("Dict") else "item"
+        return f"give at {'least' if kind == 'too_short' else 'most'} {_count(many, noun)}"
+    if kind == "string_too_short":
+        many = ctx.get("min_length", 1)
+        return "must not be empty" if many == 1 else f"{_echo(value)} is shorter than {_count(many, 'character')}"
+    if kind == "string_too_long":
+        return f"{_echo(value)} is longer than {_count(ctx.get('max_length'), 'character')}"
+    if kind == "url_scheme":
+        schemes = re.findall(r"'([^']*)'", str(ctx.get("expected_schemes", "")))
+        return f"{_echo(value)} is not a URL starting with {' or '.join(f'{s}://' for s in schemes)}"
+    if kind == "multiple_of":
+        return f"{_echo(value)} is not a multiple of {ctx.get('multiple_of')}"
     return f"{_echo(value)} is not a value this field takes"
+
+
+def _count(many: Any, noun: str) -> str:
+    """``one item``, ``3 items``: a bound of a list or a text, said as a count."""
+    return f"one {noun}" if many == 1 else f"{many} {noun}s"
 
 
 def _echo(value: Any) -> str:
@@ -426,22 +454,78 @@ def case_problems(case: TestCase, assertions: list[tuple[str, AssertionSpec]] | 
     ``assertions`` as for :func:`rule_problems`."""
     out: list[str] = []
     for where, spec in every_assertion(case) if assertions is None else assertions:
-        problem = assertion_problem(spec)
-        if problem:
-            out.append(f"field '{where}': {problem}")
+        out += [f"field '{where}{inner}': {problem}" for inner, problem in assertion_problems(spec)]
     out.extend(_checkpoint_cycles(case))
     return out
 
 
-def assertion_problem(spec: AssertionSpec) -> str | None:
-    """What is wrong with one assertion as written, or None. Patterns are compiled by the
+def assertion_problems(spec: AssertionSpec) -> list[tuple[str, str]]:
+    """What is wrong with one assertion as written: each problem with the field it is in, within
+    the assertion (``.value[1]``; ``""``: the assertion itself). Patterns are compiled by the
     engine the run searches with (:mod:`farm.assertions.patterns`), so none is accepted here
-    and refused there, or the other way round."""
+    and refused there, or the other way round; JSONPaths are read as the run reads them
+    (:func:`farm.jsonpaths.parse_path`)."""
+    if spec.type in TRACE_PARAMS:
+        return [(f".{field_path(err['loc'])}" if err["loc"] else "", shown(_plain(err))) for err in params_errors(spec)]
+    if spec.type in ("json_path", "type") and spec.path is not None:
+        if not spec.path.strip():
+            return [(".path", "must not be empty")]
+        try:
+            parse_path(spec.path)
+        except ValueError as exc:
+            return [(".path", str(exc))]
+    problem = _assertion_problem(spec)
+    if problem:
+        return [("", problem)]
+    empty = _empty_value(spec)
+    return [empty] if empty is not None else []
+
+
+_LOOK_FOR = {
+    "contains": "the text to look for",
+    "not_contains": "the text that must be absent",
+}
+
+
+def _empty_value(spec: AssertionSpec) -> tuple[str, str] | None:
+    """An empty text or list where an assertion looks for something: it would match every reply
+    (``contains ""`` always passes, ``not_contains ""`` always fails), or none (``tool_called ""``):
+    the case could never say anything about the agent."""
+    kind = spec.type
+    if kind in _LOOK_FOR:
+        value = spec.value
+        said = f"an empty value matches every reply; give {_LOOK_FOR[kind]}"
+        if value == "" or value == []:
+            return ".value", said
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                if item == "":
+                    return f".value[{i}]", said
+    if kind == "tool_called" and isinstance(spec.name, list):
+        field = "value" if spec.value == spec.name else "name"  # as the case wrote it (Yao's spelling: value)
+        for i, item in enumerate(spec.name):
+            if item == "":
+                return f".{field}[{i}]", "an empty name matches no tool; give the tool's name"
+    if kind == "tool_result":
+        result = spec.extra("result")
+        if result == {}:
+            return ".result", "an empty object matches every result; give the keys to look for, or leave 'result' out"
+        if any(pattern == "" for pattern in _regex_strings(result)):
+            return ".result", "'regex:' with no pattern after it matches every result; give the pattern"
+    if kind == "agent":
+        for key in ("criteria", "value"):
+            criteria = spec.extra(key) if key == "criteria" else spec.value
+            if isinstance(criteria, str) and not criteria.strip():
+                return f".{key}", "empty criteria give the validator nothing to judge by; say what the reply must do"
+    return None
+
+
+def _assertion_problem(spec: AssertionSpec) -> str | None:
+    """What else is wrong with one assertion as written (the values each type needs, the syntax
+    of its patterns and paths), or None."""
     kind, set_ = spec.type, spec.model_fields_set
-    if kind in TRACE_PARAMS:
-        return params_problem(spec)
     if kind in ("contains", "not_contains") and spec.value is None:
-        return f"a '{kind}' assertion needs a 'value' (the text to look for)"
+        return f"a '{kind}' assertion needs a 'value' ({_LOOK_FOR[kind]})"
     if kind == "equals" and "value" not in set_:
         return "an 'equals' assertion needs a 'value'"
     if kind == "regex" or (kind == "tool_result" and spec.extra("result") is not None):
@@ -455,14 +539,6 @@ def assertion_problem(spec: AssertionSpec) -> str | None:
                 compile_pattern(pattern, bool(spec.ignore_case))
             except (RecursionError, OverflowError, ValueError) as exc:  # InvalidPattern is a ValueError
                 return f"invalid regex {pattern!r}: {shown(str(exc))}"
-    if kind in ("json_path", "type") and spec.path is not None:
-        from farm.jsonpaths import path_problem
-
-        if not spec.path.strip():
-            return "'path' is empty"
-        problem = path_problem(spec.path)
-        if problem:
-            return f"'path': {problem}"
     if kind == "json_path" and not spec.path:
         return "a 'json_path' assertion needs a 'path' (a JSONPath such as $.status)"
     if kind == "type":

@@ -120,12 +120,62 @@ MISTAKES = {
         [{**DYNAMIC, "id": "optional", "checkpoints": [{**DYNAMIC["checkpoints"][0], "required": False}]}],
         "field 'checkpoints': every checkpoint is required: false",
     ),
-    "a key given twice": (
+    "a key of a case given twice": (
         None,
         ['{"id": "twice", "input": "hi", "assertions": [{"type": "contains", "value": "NOPE"}], "assertions": []}'],
         "suite.jsonl:3: the key 'assertions' is given twice in one object",
     ),
     "a message with a misspelt role": (None, [{"id": "role", "input": [{"role": "usr", "content": "hi"}]}], "(did you mean 'user'?)"),
+    "an empty text to look for, which every reply holds": (
+        None,
+        [{"id": "empty", "input": "hi", "assertions": [{"type": "contains", "value": []}]}],
+        "suite.jsonl:3: field 'assertions[0].value': an empty value matches every reply; give the text to look for",
+    ),
+    "an empty text that must be absent, which every reply holds": (
+        None,
+        [{"id": "empty", "input": "hi", "assertions": [{"type": "not_contains", "value": ["x", ""]}]}],
+        "suite.jsonl:3: field 'assertions[0].value[1]': an empty value matches every reply; give the text that must be absent",
+    ),
+    "a trajectory of no tools": (
+        None,
+        [{"id": "none", "input": "hi", "assertions": [{"type": "trajectory", "tools": []}]}],
+        "suite.jsonl:3: field 'assertions[0].tools': give at least one tool name",
+    ),
+    "a count that is not a number": (
+        None,
+        [{"id": "two", "input": "hi", "assertions": [{"type": "span_count", "operation": "chat", "min": "two"}]}],
+        "suite.jsonl:3: field 'assertions[0].min': 'two' is not a whole number",
+    ),
+    "a misspelt trajectory order": (
+        None,
+        [{"id": "order", "input": "hi", "assertions": [{"type": "trajectory", "tools": ["a"], "order": "in-order"}]}],
+        "suite.jsonl:3: field 'assertions[0].order': 'in-order' is not one of exact, in_order, any (did you mean 'in_order'?)",
+    ),
+    "a min above the max": (
+        None,
+        [{"id": "range", "input": "hi", "assertions": [{"type": "tool_executed", "name": "book", "min": 5, "max": 2}]}],
+        "suite.jsonl:3: field 'assertions[0]': 'min' (5) is more than 'max' (2), so no number is within them",
+    ),
+    "a JSONPath that does not parse": (
+        None,
+        [{"id": "path", "input": "hi", "assertions": [{"type": "json_path", "path": "$.[[[", "value": 1}]}],
+        "suite.jsonl:3: field 'assertions[0].path': '$.[[[' is not a JSONPath (at character 4)",
+    ),
+    "a regex given both a pattern and a value": (
+        None,
+        [{"id": "both", "input": "hi", "assertions": [{"type": "regex", "pattern": "fine", "value": "coarse"}]}],
+        "suite.jsonl:3: field 'assertions[0]': give one of 'pattern' and 'value', not both",
+    ),
+    "an assertion that is an array": (
+        None,
+        [{"id": "nested", "input": "hi", "assertions": [[]]}],
+        "suite.jsonl:3: field 'assertions[0]': every assertion must be an object or a type name, not []",
+    ),
+    "a checkpoint given an array of assertions": (
+        None,
+        [{**DYNAMIC, "id": "many", "checkpoints": [{"id": "said", "assertion": [{"type": "contains", "value": "fine"}]}]}],
+        "suite.jsonl:3: field 'checkpoints[0].assertion': a checkpoint takes one assertion (an object or a type name), not an array; give each condition its own checkpoint",
+    ),
     "a budget with no price": (('results_dir = "results"', 'results_dir = "results"\nmax_cost = 1.0'), [], "no connector in"),
     "a connector key that is not set": (
         ('base_url = "{url}/v1"', 'base_url = "{url}/v1"\napi_key_env = "FARM_TEST_UNSET_KEY"'),
@@ -198,7 +248,7 @@ MISTAKES = {
         [],
         'farm.toml:2:17: not valid TOML: key \'default_agent\': target is not a TOML value; text goes in quotes: default_agent = "target"',
     ),
-    "a key given twice": (
+    "a key of farm.toml given twice": (
         ('results_dir = "results"', 'results_dir = "results"\nsimulator = "judge"'),
         [],
         "farm.toml:6:20: not valid TOML: key 'simulator' is given twice in [farm] (first at line 3); keep one",

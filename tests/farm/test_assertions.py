@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from farm.assertions import Outcome, Subject, describe, evaluate, known_types
 from farm.assertions.builtin import json_equal, partial_match
 from farm.cases import AssertionSpec
@@ -121,6 +123,16 @@ def test_contains_a_list_needs_all_of_them():
     assert check(spec, "amount and receipt please").passed
     result = check(spec, "amount please")
     assert not result.passed and result.message == "expected the reply to contain 'receipt'"
+
+
+@pytest.mark.parametrize("kind", ["contains", "not_contains"])
+@pytest.mark.parametrize("value", ["", [], ["amount", ""]])
+def test_an_empty_text_to_look_for_is_an_error_not_a_verdict_even_negated(kind, value):
+    """Every reply holds "": met by a case a script builds at run time, it neither passes nor fails."""
+    for negate in (False, True):
+        result = check({"type": kind, "value": value, "negate": negate}, "amount please")
+        assert result.error and not result.passed
+        assert result.message == f"a '{kind}' assertion needs a 'value' that is not empty (an empty one matches every reply)"
 
 
 def test_contains_looks_at_tool_result_texts():

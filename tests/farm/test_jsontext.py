@@ -63,3 +63,23 @@ def test_pretty_json_indents_values_and_leaves_text_as_it_is():
 
 def test_json_value_is_what_a_json_file_gives_back():
     assert json_value({"at": (1, 2), "when": Path("x")}) == {"at": [1, 2], "when": "x"}
+
+
+def test_a_jsonpath_that_does_not_parse_is_said_in_the_farms_words_with_where():
+    import pytest
+
+    from farm.jsonpaths import parse_path
+
+    assert [m.value for m in parse_path("$.a[0]").find({"a": [7]})] == [7]
+    for path, said in [
+        ("$.[[[", "'$.[[[' is not a JSONPath (at character 4)"),  # the second '[': jsonpath-ng counts from 0
+        ("$.a#", "'$.a#' is not a JSONPath (at character 4)"),  # the lexer's error, counted the same way
+        ("$.a\n.[[", "'$.a\\n.[[' is not a JSONPath (at character 7)"),  # on a later line: within the whole path
+        ("$.a[", "'$.a[' is not a JSONPath (it ends too soon)"),
+        ("$['a", "\"$['a\" is not a JSONPath (a quote is not closed)"),
+        ("", "'' is not a JSONPath: it is empty (e.g. $.content)"),
+    ]:
+        with pytest.raises(ValueError) as caught:
+            parse_path(path)
+        assert str(caught.value) == said
+        assert "Parse error" not in said and "token" not in said

@@ -55,7 +55,7 @@ def one(assertion: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("assertion, words", [
     ({"type": "regex", "value": "([a-z"}, ["assertions[0]", "invalid regex"]),
-    ({"type": "json_path", "path": "$$[[", "value": 1}, ["assertions[0]", "'path': '$$[[' is not a JSONPath (at character 2)"]),
+    ({"type": "json_path", "path": "$$[[", "value": 1}, ["field 'assertions[0].path': '$$[[' is not a JSONPath (at character 2)"]),
     ({"type": "type", "path": "$.n", "value": "integer"}, ["unknown type name 'integer'", "number"]),
     ({"type": "contains"}, ["'contains' assertion needs a 'value'"]),
     ({"type": "equals"}, ["needs a 'value'"]),
@@ -293,3 +293,117 @@ def test_a_json_suite_with_a_key_beside_its_cases_is_refused(tmp_path, text, sai
     with pytest.raises(InputError) as refused:
         load_file(tmp_path / "s.json", display="s.json")
     assert refused.value.problems[0].startswith(said), refused.value.problems
+
+
+def assertion(spec: Any) -> dict[str, Any]:
+    return {"assertions": [spec]}
+
+
+@pytest.mark.parametrize(
+    "case, said",
+    [
+        (assertion({"type": "contains", "value": ""}), "field 'assertions[0].value': an empty value matches every reply; give the text to look for"),
+        (assertion({"type": "not_contains", "value": []}), "field 'assertions[0].value': an empty value matches every reply; give the text that must be absent"),
+        (assertion({"type": "tool_called", "value": ["book", ""]}), "field 'assertions[0].value[1]': an empty name matches no tool; give the tool's name"),
+        (
+            assertion({"type": "tool_result", "tool": "book", "result": {}}),
+            "field 'assertions[0].result': an empty object matches every result; give the keys to look for, or leave 'result' out",
+        ),
+        (
+            assertion({"type": "tool_result", "tool": "book", "result": {"id": "regex:"}}),
+            "field 'assertions[0].result': 'regex:' with no pattern after it matches every result; give the pattern",
+        ),
+        (
+            assertion({"type": "agent", "use": "agents:judge", "criteria": " "}),
+            "field 'assertions[0].criteria': empty criteria give the validator nothing to judge by; say what the reply must do",
+        ),
+        (assertion({"type": "tool_executed", "name": "book", "count": -1}), "field 'assertions[0].count': must be at least 0, not -1"),
+        (assertion({"type": "tool_executed", "name": "book", "count": 2, "min": 1}), "field 'assertions[0]': give 'count', or 'min' and 'max', not both"),
+        (assertion({"type": "tool_executed", "name": ""}), "field 'assertions[0].name': must not be empty"),
+        (assertion({"type": "span_count", "name": "search*", "min": 3, "max": 1}), "field 'assertions[0]': 'min' (3) is more than 'max' (1), so no number is within them"),
+        (assertion({"type": "trajectory", "tools": "book"}), "field 'assertions[0].tools': 'book' is not a list (an array: [...])"),
+        (assertion({"type": "trajectory", "tools": ["search", ""]}), "field 'assertions[0].tools[1]': must not be empty"),
+        (assertion({"type": "trajectory", "tools": ["a"], "order": "sorted"}), "field 'assertions[0].order': 'sorted' is not one of exact, in_order, any"),
+        (assertion({"type": "tool_executed"}), "field 'assertions[0].name': required field is missing"),
+        (assertion({"type": "tool_called", "name": "book", "value": "search"}), "field 'assertions[0]': give one of 'name' and 'value', not both"),
+        (assertion({"type": "tool_result", "tool": "t", "result": 1, "value": {"tool": "t", "result": 2}}), "field 'assertions[0]': give one of 'result' and 'value', not both"),
+        (assertion({"type": "agent", "use": "agents:judge", "criteria": "polite", "value": "rude"}), "field 'assertions[0]': give one of 'criteria' and 'value', not both"),
+        (assertion({"type": "script", "use": "scripts.a", "script": "scripts.b"}), "field 'assertions[0]': give one of 'use' and 'script', not both"),
+        (assertion({"type": "json_path", "path": "$.a b"}), "field 'assertions[0].path': '$.a b' is not a JSONPath (at character 5)"),
+        ({"assertions": 5}, "field 'assertions': must be an object, an array of objects or a type name"),
+        ({"final_assertions": [None]}, "field 'final_assertions[0]': every assertion must be an object or a type name, not null"),
+        ({"input": None, "turns": [{"input": "x", "assertions": ["contains", 3]}]}, "field 'turns[0].assertions[1]': every assertion must be an object or a type name, not 3"),
+    ],
+)
+def test_an_assertion_that_could_not_say_anything_or_says_two_things_is_refused_at_its_field(tmp_path, case, said):
+    problems = load(tmp_path, {"id": "a", "input": "x", **case}).problems
+    assert problems and problems[-1].split(": ", 1)[1] == said, problems
+    assert not any("should" in p or "Input" in p for p in problems)
+
+
+def test_the_same_value_in_both_spellings_drops_nothing_and_is_accepted(tmp_path):
+    """A model written back out holds the alias it copied (``pattern`` from ``value``): read again, it stays valid."""
+    case = {"id": "a", "input": "x", "assertions": [{"type": "regex", "pattern": "ok", "value": "ok"}, {"type": "tool_called", "value": ["book"]}]}
+    suite = load(tmp_path, case)
+    assert not suite.problems
+    from farm.cases import TestCase
+
+    model = suite.cases[0].case
+    assert model is not None and TestCase.model_validate_json(model.model_dump_json(exclude_unset=True)) == model
+
+
+def test_every_pydantic_error_a_case_can_meet_is_said_in_the_farms_words():
+    from typing import Literal
+
+    from pydantic import AnyUrl, BaseModel, Field, HttpUrl, ValidationError
+
+    from farm.suite.validation import schema_problems
+
+    class Model(BaseModel):
+        few: list[int] = Field(default_factory=list, min_length=2)
+        many: list[int] = Field(default_factory=list, max_length=1)
+        keys: dict[str, int] = Field(default_factory=dict, min_length=1)
+        text: str = Field(default="x", min_length=1)
+        short: str = Field(default="x", max_length=2)
+        ratio: float = Field(default=0.5, lt=1)
+        flag: bool = False
+        table: dict[str, int] = Field(default_factory=dict)
+        rule: Literal["exact", "similar"] = "exact"
+        link: HttpUrl | None = None
+        url: AnyUrl | None = None
+        step: int = Field(default=2, multiple_of=2)
+
+    said = {
+        "few": ([1], "field 'few': give at least 2 items"),
+        "many": ([1, 2], "field 'many': give at most one item"),
+        "keys": ({}, "field 'keys': give at least one key"),
+        "text": ("", "field 'text': must not be empty"),
+        "short": ("long", "field 'short': 'long' is longer than 2 characters"),
+        "ratio": ("half", "field 'ratio': 'half' is not a number"),
+        "flag": ("maybe", "field 'flag': 'maybe' is not true or false"),
+        "table": ([], "field 'table': [] is not an object ({...})"),
+        "rule": ("similr", "field 'rule': 'similr' is not one of exact, similar (did you mean 'similar'?)"),
+        "link": ("ftp://host", "field 'link': 'ftp://host' is not a URL starting with http:// or https://"),
+        "url": ("not a url", "field 'url': 'not a url' is not a URL"),
+        "step": (3, "field 'step': 3 is not a multiple of 2"),
+    }
+    for field, (value, sentence) in said.items():
+        with pytest.raises(ValidationError) as caught:
+            Model.model_validate({field: value})
+        assert schema_problems(caught.value) == [sentence]
+    with pytest.raises(ValidationError) as caught:
+        Model.model_validate({"ratio": 2})
+    assert schema_problems(caught.value) == ["field 'ratio': must be less than 1, not 2"]
+
+
+def test_an_error_type_without_words_of_its_own_is_said_plainly_not_in_pydantics_words():
+    from pydantic import BaseModel, ValidationError
+
+    from farm.suite.validation import schema_problems
+
+    class Model(BaseModel):
+        when: __import__("datetime").date | None = None
+
+    with pytest.raises(ValidationError) as caught:
+        Model.model_validate({"when": "someday"})
+    assert schema_problems(caught.value) == ["field 'when': 'someday' is not a value this field takes"]
