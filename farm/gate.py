@@ -251,11 +251,17 @@ def adaptive_said(tallies: Tallies) -> str | None:
     return f"Adaptive repeats: {tries} {'try' if tries == 1 else 'tries'} in all; {said}."
 
 
-def check_min_pass_rate(value: float, where: str = "--min-pass-rate") -> float:
-    """``value`` when it is a share of tries (0 < R <= 1); else a usage error naming ``where``."""
-    if not 0.0 < value <= 1.0:
-        raise UsageError(f"{where}: {value:g} is not a share of tries between 0 (excluded) and 1, e.g. 0.8")
-    return value
+def check_min_pass_rate(value: float | str, where: str = "--min-pass-rate") -> float:
+    """``value`` (a number, or text of one) when it is a share of tries (0 < R <= 1); else a usage
+    error naming ``where``."""
+    from farm.numbers import as_number
+
+    rate = as_number(value)
+    if rate is None or not 0.0 < rate <= 1.0:
+        raise UsageError(
+            f"{where}: {f'{rate:g}' if rate is not None else value} is not a share of tries between 0 (excluded) and 1, e.g. 0.8"
+        )
+    return rate
 
 
 @dataclass(frozen=True)
