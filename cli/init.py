@@ -11,7 +11,9 @@ __all__ = ["init"]
 
 
 def init(
-    folder: Annotated[Path, typer.Argument(metavar="[DIR]", help="Where to write it (default: this folder; made if missing).")] = Path("."),
+    folder: Annotated[
+        Path, typer.Argument(metavar="[DIR]", help="Where to write it (default: this folder; made if missing).")
+    ] = Path("."),
 ) -> None:
     """Write a starter farm.toml, a python agent and a suite of three cases (single-turn, static, dynamic)."""
     from farm.cli.app import fail
@@ -19,6 +21,8 @@ def init(
     from farm.errors import UsageError
     from farm.starter import write_starter
 
+    if folder.exists() and not folder.is_dir():
+        fail(UsageError(f"farm init {folder}: {folder} is a file; give a folder (or none for this one)"))
     try:
         written = write_starter(folder)
     except FileExistsError as exc:

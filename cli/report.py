@@ -18,6 +18,7 @@ from rich.text import Text
 
 from farm.durations import format_duration
 from farm.errors import FarmError, UsageError
+from farm.numbers import whole
 from farm.results import blame_text
 from farm.results import format_usd as _usd
 from farm.wording import plural
@@ -47,8 +48,8 @@ def report(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")] = False,
     top: Annotated[
-        int, typer.Option("--top", metavar="N", help="Rows per list: failed assertions, flaky cases, changed cases (0: all).")
-    ] = 10,
+        str, typer.Option("--top", metavar="N", help="Rows per list: failed assertions, flaky cases, changed cases (0: all).")
+    ] = "10",
     config: Annotated[
         str | None,
         typer.Option("--config", metavar="PATH", help="Path to farm.toml, for its results_dir (default: ./farm.toml)."),
@@ -67,6 +68,10 @@ def report(
 
     if format not in ("table", "json", "md"):
         fail(UsageError(f"--format: '{format}' is not one of: table, json, md"))
+    try:
+        rows = whole("--top", top, 0, hint="--top 0 shows all")  # as text, so that a bad one is said in one sentence
+    except FarmError as exc:
+        fail(exc)
     if format == "md":
         try:
             from farm.reports.markdown import markdown_of
@@ -79,7 +84,7 @@ def report(
     try:
         from farm.reports.analysis import analyse  # pyarrow: only for this command
 
-        result = analyse(paths or [configured_results_dir(config)], top=top)
+        result = analyse(paths or [configured_results_dir(config)], top=rows)
     except FarmError as exc:
         fail(exc)
     if json_out:
@@ -213,7 +218,11 @@ def _trend(report: Report, console: Console) -> None:
     older = len(runs) - len(shown)
     points = [point for point in report.trend if point.run_id in set(shown)]
     agents = sorted({point.agent for point in points})
-    title = f"Pass rate trend (oldest first, the latest {len(shown)} of {len(runs)} runs)" if older else "Pass rate trend (oldest first)"
+    title = (
+        f"Pass rate trend (oldest first, the latest {len(shown)} of {len(runs)} runs)"
+        if older
+        else "Pass rate trend (oldest first)"
+    )
     table = _trend_per_run(title, shown, points, agents)
     if Measurement.get(console, console.options.update_width(10_000), table).maximum > console.width:
         table = _trend_per_agent(title, points)
@@ -228,7 +237,9 @@ def _trend_per_run(title: str, runs: list[str], points: list[TrendPoint], agents
     started = {point.run_id: point.started_at for point in points}
     table = _table(title, ("Run", "left", True), ("Started", "left", True), *((agent or _UNNAMED, "right") for agent in agents))
     for run in runs:
-        table.add_row(Text(run), _second(started[run]), *(_rate(rates[run, agent]) if (run, agent) in rates else "" for agent in agents))
+        table.add_row(
+            Text(run), _second(started[run]), *(_rate(rates[run, agent]) if (run, agent) in rates else "" for agent in agents)
+        )
     return table
 
 
@@ -528,10 +539,16 @@ def _stability(report: Report, console: Console) -> None:
         )
     several_agents = len(stability.agents) > 1
     if stability.flaky:
-        console.print(_rates_table("Flaky cases (passed in some runs, not in others)", stability.flaky, several_agents, report.shared_case_ids))
+        console.print(
+            _rates_table(
+                "Flaky cases (passed in some runs, not in others)", stability.flaky, several_agents, report.shared_case_ids
+            )
+        )
         _more(console, stability.flaky_total - len(stability.flaky), "flaky cases")
     if stability.least_stable:
-        console.print(_rates_table("Pass rate per case (lowest first)", stability.least_stable, several_agents, report.shared_case_ids))
+        console.print(
+            _rates_table("Pass rate per case (lowest first)", stability.least_stable, several_agents, report.shared_case_ids)
+        )
 
 
 def _adaptive(report: Report, console: Console) -> None:

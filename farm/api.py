@@ -29,7 +29,6 @@ from farm._run.rescoring import rescore
 from farm._run.result import RunResult, new_run_id
 
 if TYPE_CHECKING:
-
     from farm.config import FarmConfig
 
 _T = TypeVar("_T")
@@ -45,7 +44,7 @@ def run(
     engine: Literal["auto", "local", "ray"] | None = None,
     output: str | Path | None = None,
     connector: str | None = None,
-    parallel: int | None = None,
+    parallel: int | str | None = None,
     runs: int | str | None = None,
     timeout: str | float | None = None,
     turn_timeout: str | float | None = None,
@@ -72,13 +71,13 @@ def run(
     quiet: bool | None = None,
     command: list[str] | None = None,
     cache: bool | None = None,
-    retries: int | None = None,
-    max_cost: float | None = None,
-    min_pass_rate: float | None = None,
+    retries: int | str | None = None,
+    max_cost: float | str | None = None,
+    min_pass_rate: float | str | None = None,
     baseline: str | Path | None = None,
     retry_errors: bool | None = None,
-    alpha: float | None = None,
-    delta: float | None = None,
+    alpha: float | str | None = None,
+    delta: float | str | None = None,
     attribute: bool | None = None,
     simulator_failures: str | None = None,
     otlp: str | None = None,
@@ -136,5 +135,3 @@ run.__doc__ = f"{run.__doc__}\n\n{RUN_KEYWORDS}"
 async def run_async(input: str | Sequence[str] | None = None, **options: Any) -> RunResult:
     """:func:`run` for ``await`` in async code: the run goes on in a thread, the loop stays free."""
     return await asyncio.to_thread(run, input, **options)
-
-

@@ -1,4 +1,5 @@
-"""Files written whole: a reader finds the old file or the new one, never half of one."""
+"""Files written whole: a reader finds the old file or the new one, never half of one; and what
+stands in the way of writing one (:func:`blocked`), said before a run rather than after it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Literal
 
-__all__ = ["atomic_file"]
+__all__ = ["atomic_file", "blocked"]
 
 
 @contextmanager
@@ -34,3 +35,25 @@ def atomic_file(path: Path, mode: Literal["w", "wb"] = "w", *, fsync: bool = Tru
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+def blocked(path: Path, folder: bool = False, example: str = "") -> str | None:
+    """What stands in the way of writing a file at ``path`` (``folder``: of making a folder there),
+    as the end of a sentence that names the option first; None when nothing does. A folder where a
+    file goes, a file where a folder goes (``path`` or one of its parents), a folder that cannot be
+    written in. ``example``: a file's name to suggest in a folder given where a file goes."""
+    if path.exists():
+        if path.is_dir() != folder:
+            return (
+                f"{path} is a file; give a folder (made if missing)"
+                if folder
+                else f"{path} is a folder; give a file's path{f' (e.g. {path / example})' if example else ''}"
+            )
+        if folder:
+            return None if os.access(path, os.W_OK | os.X_OK) else f"cannot write in {path} (permission denied)"
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{parent} is a file, so no folder can be made there; give a path in a folder"
+            return None if os.access(parent, os.W_OK | os.X_OK) else f"cannot write in {parent} (permission denied)"
+    return None

@@ -251,12 +251,18 @@ def adaptive_said(tallies: Tallies) -> str | None:
     return f"Adaptive repeats: {tries} {'try' if tries == 1 else 'tries'} in all; {said}."
 
 
-def check_min_pass_rate(value: float, where: str = "--min-pass-rate") -> float:
-    """``value`` when it is a share of tries (0 < R <= 1); else a usage error naming ``where``."""
-    problem = pass_rate_problem(value)
+def check_min_pass_rate(value: float | str, where: str = "--min-pass-rate") -> float:
+    """``value`` (a number, or text of one) when it is a share of tries (0 < R <= 1); else a usage
+    error naming ``where``."""
+    from farm.numbers import as_number
+
+    rate = as_number(value)
+    if rate is None:
+        raise UsageError(f"{where}: {value} is not a share of tries between 0 (excluded) and 1, e.g. 0.8")
+    problem = pass_rate_problem(rate)
     if problem:
         raise UsageError(f"{where}: {problem}")
-    return value
+    return rate
 
 
 @dataclass(frozen=True)

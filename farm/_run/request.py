@@ -9,7 +9,6 @@ at None, so its default is said here and nowhere else.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,13 +27,27 @@ if TYPE_CHECKING:
     from farm.config import FarmConfig, FarmSettings
     from farm.writers.runinfo import RunInfo, RunOptions
 
-__all__ = ["ALIASES", "NO_INPUT", "OPTIONS", "Option", "ResolvedOptions", "RunRequest", "farm_config", "locate", "recorded_config", "recorded_input", "resolve", "seconds"]
+__all__ = [
+    "ALIASES",
+    "NO_INPUT",
+    "OPTIONS",
+    "Option",
+    "ResolvedOptions",
+    "RunRequest",
+    "farm_config",
+    "locate",
+    "recorded_config",
+    "recorded_input",
+    "resolve",
+    "seconds",
+]
 
 
 @dataclass(frozen=True)
 class RunRequest:
     """What the caller of :func:`farm.run` gave, None where it gave nothing (:data:`OPTIONS` says
-    what each is and what it is when not given)."""
+    what each is and what it is when not given). A number may be given as text (the command line
+    gives it so): :func:`resolve` reads it, and says a bad one in the farm's words."""
 
     input: str | Sequence[str] | None = None
     config: str | Path | FarmConfig | None = None
@@ -42,7 +55,7 @@ class RunRequest:
     engine: str | None = None
     output: str | Path | None = None
     connector: str | None = None
-    parallel: int | None = None
+    parallel: int | str | None = None
     runs: int | str | None = None
     timeout: str | float | None = None
     turn_timeout: str | float | None = None
@@ -69,13 +82,13 @@ class RunRequest:
     quiet: bool | None = None
     command: list[str] | None = None
     cache: bool | None = None
-    retries: int | None = None
-    max_cost: float | None = None
-    min_pass_rate: float | None = None
+    retries: int | str | None = None
+    max_cost: float | str | None = None
+    min_pass_rate: float | str | None = None
     baseline: str | Path | None = None
     retry_errors: bool | None = None
-    alpha: float | None = None
-    delta: float | None = None
+    alpha: float | str | None = None
+    delta: float | str | None = None
     attribute: bool | None = None
     simulator_failures: str | None = None
     otlp: str | None = None
@@ -159,7 +172,12 @@ OPTIONS: dict[str, Option] = {
     "output": Option("--output", resumed=lambda info: info.results, note=f"{RESULTS_JSONL} in the run folder"),
     "connector": Option("--connector", resumed=_recorded("connector"), note="each agent's own"),
     "parallel": Option("--parallel", resumed=lambda info: info.parallel, note="from the connectors' limits (farm.ratelimit)"),
-    "runs": Option("--runs", 1, resumed=lambda info: info.options.adaptive_runs or info.runs, note="N, auto (2..10) or MIN..MAX: adaptive repeats"),
+    "runs": Option(
+        "--runs",
+        1,
+        resumed=lambda info: info.options.adaptive_runs or info.runs,
+        note="N, auto (2..10) or MIN..MAX: adaptive repeats",
+    ),
     "timeout": Option("--timeout", DEFAULT_CASE_TIMEOUT, resumed=_recorded("timeout")),
     "turn_timeout": Option("--turn-timeout", DEFAULT_TURN_TIMEOUT, resumed=_recorded("turn_timeout")),
     "on_missing_input": Option("--on-missing-input", "skip", resumed=_recorded("on_missing_input")),
@@ -193,7 +211,9 @@ OPTIONS: dict[str, Option] = {
     "alpha": Option("--alpha", DEFAULT_ALPHA, resumed=_recorded("alpha")),
     "delta": Option("--delta", DEFAULT_DELTA, resumed=_recorded("delta")),
     "attribute": Option("--attribute", False, resumed=_recorded("attribute"), farm="attribute"),
-    "simulator_failures": Option("--simulator-failures", "failure", resumed=_recorded("simulator_failures"), farm="simulator_failures"),
+    "simulator_failures": Option(
+        "--simulator-failures", "failure", resumed=_recorded("simulator_failures"), farm="simulator_failures"
+    ),
     "otlp": Option("--otlp", farm="otlp_endpoint", note="OTEL_EXPORTER_OTLP_ENDPOINT when set; else nothing is sent"),
     "otlp_content": Option("--otlp-content", False),
 }
@@ -291,7 +311,9 @@ class ResolvedOptions:
         from farm.writers.runinfo import RunOptions
 
         recorded = {name: getattr(self, name) for name in RunOptions.model_fields}  # every field it has, by name
-        return RunOptions.model_validate({name: list(v) if isinstance(v, tuple) else str(v) if isinstance(v, Path) else v for name, v in recorded.items()})
+        return RunOptions.model_validate(
+            {name: list(v) if isinstance(v, tuple) else str(v) if isinstance(v, Path) else v for name, v in recorded.items()}
+        )
 
 
 def resolve(request: RunRequest, previous: RunInfo | None, config: FarmConfig) -> ResolvedOptions:
@@ -309,34 +331,94 @@ def resolve(request: RunRequest, previous: RunInfo | None, config: FarmConfig) -
         raise UsageError(f"-n/--name: {', '.join(agents)} names an agent twice")
     done["runs"] = parse_runs(done["runs"], where.get("runs", "--runs"))
     done["otlp"] = _otlp(done["otlp"], where)
+    if request.resume is not None and request.input and previous is not None:
+        inputs = _same_inputs(inputs, previous, request.resume)
+    _numbers(done, where)
     _check(done, where)
     done.update(
         timeout=seconds("--timeout", done["timeout"]),
         turn_timeout=seconds("--turn-timeout", done["turn_timeout"]),
         tags=tuple(done["tags"]),
         engine=str(done["engine"]),
-        min_pass_rate=check_min_pass_rate(done["min_pass_rate"], where.get("min_pass_rate", "")),
+        min_pass_rate=check_min_pass_rate(done["min_pass_rate"], where.get("min_pass_rate", "--min-pass-rate")),
         baseline=str(done["baseline"]) if done["baseline"] is not None else None,
     )
     return ResolvedOptions(given=request, inputs=inputs, agents=agents, sources=where, **done)
 
 
-def _check(done: dict[str, Any], where: dict[str, str]) -> None:
-    """A value that cannot be is a :class:`UsageError` naming its flag."""
-    if done["runs"].adaptive and "min_pass_rate" not in where:
-        raise UsageError(f"--runs {done['runs'].spec}: adaptive repeats decide against the gate; give --min-pass-rate R (e.g. 0.8)")
+def _numbers(done: dict[str, Any], where: dict[str, str]) -> None:
+    """The options that are numbers, read (the command line gives them as text): a value that is
+    not one, or out of its range, is a :class:`UsageError` naming its flag and the value."""
+    from farm.numbers import as_number, whole
+
+    if done["parallel"] is not None:
+        done["parallel"] = whole(_flag("parallel", where), done["parallel"], 1)
+    done["retries"] = whole(_flag("retries", where), done["retries"], 0)
     for name in ("alpha", "delta"):
-        if not 0.0 < done[name] < 0.5:
-            raise UsageError(f"--{name}: {done[name]:g} is not between 0 and 0.5 (excluded), e.g. {OPTIONS[name].default}")
+        value = as_number(done[name])
+        if value is None or not 0.0 < value < 0.5:
+            raise UsageError(
+                f"{_flag(name, where)}: {done[name]} is not between 0 and 0.5 (excluded), e.g. {OPTIONS[name].default}"
+            )
+        done[name] = value
+    if done["max_cost"] is not None:
+        max_cost = as_number(done["max_cost"])
+        if max_cost is None or max_cost <= 0:
+            raise UsageError(f"{_flag('max_cost', where)}: {done['max_cost']} is not a positive amount of USD")
+        done["max_cost"] = max_cost
+
+
+def _flag(name: str, where: dict[str, str]) -> str:
+    """How a message names where option ``name``'s value came from: its flag, or the resumed run's ``run.json``."""
+    source = where.get(name, "")
+    return source if source.startswith(RUN_JSON) else str(OPTIONS[name].flag)
+
+
+def _check(done: dict[str, Any], where: dict[str, str]) -> None:
+    """A value that cannot be, or that would do nothing, is a :class:`UsageError` naming its flag."""
+    adaptive = done["runs"].adaptive
+    if adaptive and "min_pass_rate" not in where:
+        raise UsageError(
+            f"--runs {done['runs'].spec}: adaptive repeats decide against the gate; give --min-pass-rate R (e.g. 0.8)"
+        )
+    for name in ("alpha", "delta"):
+        if not adaptive and where.get(name) == OPTIONS[name].flag:
+            raise UsageError(
+                f"--{name} {done[name]:g}: it tunes adaptive repeats, which this run does not make; give it with --runs auto or --runs MIN..MAX"
+            )
+    if done["otlp_content"] and done["otlp"] is None:
+        raise UsageError(
+            "--otlp-content: it puts the messages in the traces sent to an OTLP endpoint, and none is set; "
+            "give --otlp URL (or set [farm].otlp_endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)"
+        )
     if done["on_missing_input"] not in ("skip", "fail"):
         raise UsageError(f"--on-missing-input: '{done['on_missing_input']}' is not one of: skip, fail")
-    if done["retries"] < 0:
-        raise UsageError(f"--retries: {done['retries']} is not 0 or more")
     if done["simulator_failures"] not in ("failure", "error"):
-        raise UsageError(f"{where.get('simulator_failures', '--simulator-failures')}: '{done['simulator_failures']}' is not one of: failure, error")
-    max_cost = done["max_cost"]
-    if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
-        raise UsageError(f"--max-cost: {max_cost} is not a positive amount of USD")
+        raise UsageError(
+            f"{where.get('simulator_failures', '--simulator-failures')}: '{done['simulator_failures']}' is not one of: failure, error"
+        )
+
+
+def _same_inputs(given: tuple[str, ...], previous: RunInfo, resume: str | Path) -> tuple[str, ...]:
+    """``-i`` of a resume, as the run names it: a resume continues the run it names, so ``-i`` may
+    name its inputs again (a file by another path from here is the same file, and takes the run's
+    name for it, which its finished cases are kept under), never others, which would add cases the
+    run was not started with."""
+    from farm.inputkind import input_kind
+    from farm.inputs import input_text
+
+    def key(value: str, folder: str | None) -> str:
+        return str((Path(folder or ".") / value).resolve()) if input_kind(value) == "file" else value
+
+    recorded = previous.inputs or ([previous.input] if previous.input else [])
+    theirs = {key(value, previous.cwd): found for value, found in zip(recorded, recorded_input(previous) or [], strict=True)}
+    for value in given:
+        if key(value, None) not in theirs:
+            raise UsageError(
+                f"-i {value}: --resume {resume} continues a run of {input_text(recorded)}; "
+                "give no -i (or that input) to finish it, and start a new run for another suite"
+            )
+    return tuple(theirs[key(value, None)] for value in given)
 
 
 def _otlp(given: str | None, where: dict[str, str]) -> str | None:

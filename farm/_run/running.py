@@ -51,8 +51,10 @@ def run_request(request: RunRequest) -> RunResult:
     """:func:`farm.run` from its frozen request: the config, the options resolved, the cases
     prepared; then a dry run, or the plan executed and finished."""
     from farm._run.request import locate, resolve
+    from farm._run.setup import check_resume
     from farm.writers import read_run_json
 
+    check_resume(request.resume)
     previous = read_run_json(request.resume) if request.resume is not None else None
     cfg = locate(request, previous)
     prepared = prepare_run(resolve(request, previous, cfg), cfg, previous)
@@ -74,7 +76,7 @@ def prepare_run(
     needs no agent call, as ``farm validate`` does (:func:`~farm.suite.checks.check_before_run`);
     the run's id, folder and console. ``previous``: the run resumed; ``rescoring``: the run
     rescored, whose agents are not called (so not checked)."""
-    from farm._run.setup import prepare
+    from farm._run.setup import check_outputs, prepare
     from farm._run.view import RunView
     from farm.roles.cache import tally
     from farm.suite.checks import check_before_run
@@ -82,6 +84,9 @@ def prepare_run(
     agents = options.agents
     agent_id = agents[0] if agents else None
     dry = options.dry_run
+    run_id = (previous.run_id if previous else None) or new_run_id()
+    run_dir = Path(options.resume) if options.resume is not None else cfg.results_dir / run_id
+    check_outputs(options, cfg.results_dir)  # before a generator is asked for cases, or any case runs
     with tally() as driver_calls:  # a generator's call, before the run
         suite = prepare(cfg, options.inputs, agent_id, options.match, options.tags, dry, options.cache, options.simulator)
     budget, budget_from = options.max_cost, _budget_source(options)
@@ -102,8 +107,6 @@ def prepare_run(
     if suite.problems and not dry:  # as pytest stops on a collection error (a rescore's edited suite too)
         raise InputError(suite.problems)
     view = RunView(options.console, json_events=options.json_events, quiet=options.quiet, verbose=options.verbose)
-    run_id = (previous.run_id if previous else None) or new_run_id()
-    run_dir = Path(options.resume) if options.resume is not None else cfg.results_dir / run_id
     if not dry:  # the cases its feed has at once (a resumed run's generated ones), the selection kept for what arrives
         suite.cases += suite.feed.open(run_dir, _selection(options) if options.match or options.tags else None)
     return Prepared(options, cfg, previous, agent_id, agents, suite, view, run_id, run_dir, driver_calls, rescoring)
@@ -191,7 +194,9 @@ def _export(planned: Planned) -> ResultWriter:
     from farm.traces.export import OTLPExport
 
     cfg, options = planned.prepared.cfg, planned.prepared.options
-    connectors = {agent: each.connector for agent, each in cfg.agents.items()} | dict(planned.connectors)  # roles', and the tested agents' (-c)
+    connectors = {agent: each.connector for agent, each in cfg.agents.items()} | dict(
+        planned.connectors
+    )  # roles', and the tested agents' (-c)
     models = {agent: cfg.connectors[name].model for agent, name in connectors.items() if name in cfg.connectors}
     assert options.otlp is not None
     return OTLPExport(options.otlp, planned.prepared.run_id, models, content=options.otlp_content)
@@ -232,7 +237,16 @@ def _finish(planned: Planned, summary: Summary, watch: Watch, reports: list[Repo
     console, quiet = view.console, options.quiet
     view.stop()
     count = partial(count_after_run, run_dir, summary)
-    end = RunEnd(run_dir, summary, prepared.previous, console, quiet, options.resume is not None, count, partial(remove_run, run_dir, planned.jsonl))
+    end = RunEnd(
+        run_dir,
+        summary,
+        prepared.previous,
+        console,
+        quiet,
+        options.resume is not None,
+        count,
+        partial(remove_run, run_dir, planned.jsonl),
+    )
     feed_failed = prepared.suite.feed.after_run(end)
     say_stopped(console, info.stop_reason, summary, options.max_cost, again or "")  # -q too: why a run ended early
     if watch.reach.unreachable is not None:

@@ -11,6 +11,7 @@ conversations the same way.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from farm.summary import Summary
     from farm.writers.runinfo import RunInfo
 
-__all__ = ["build_plan", "execute_viewed", "prepare", "run_settings"]
+__all__ = ["build_plan", "check_outputs", "check_resume", "execute_viewed", "prepare", "run_settings"]
 
 
 def prepare(
@@ -52,7 +53,9 @@ def prepare(
         if cfg.path is None:
             from farm.config import NO_CONFIG
 
-            raise UsageError(f"{NO_CONFIG}, so no agent to test: write one (with [farm].default_agent), give --config PATH, or run `farm init` for a starter project")
+            raise UsageError(
+                f"{NO_CONFIG}, so no agent to test: write one (with [farm].default_agent), give --config PATH, or run `farm init` for a starter project"
+            )
         raise UsageError("no agent to test: give -n/--name or set [farm].default_agent in farm.toml")
     if agent_id is not None and not dry_run:
         cfg.agent(agent_id)  # fail early, naming the configured agents
@@ -60,6 +63,38 @@ def prepare(
 
     role_cache = RoleCache.for_config(cfg) if cache else None
     return load_inputs(expanded, cfg, agent_id, compact=not dry_run, cache=role_cache, simulator=simulator).select(match, tags)
+
+
+def check_resume(resume: str | Path | None) -> None:
+    """``--resume``'s value, before its ``run.json`` is read: a run folder, not a file."""
+    if resume is not None and Path(resume).is_file():
+        raise UsageError(
+            f"--resume {resume}: {resume} is a file; --resume takes the run folder to continue (e.g. farm-results/<run_id>)"
+        )
+
+
+def check_outputs(options: ResolvedOptions, results_dir: Path) -> None:
+    """Every path the run will write, checked before anything runs (a case, a generator, an agent):
+    ``-o``, ``--junit``, ``--html``, ``--update-golden``, the run's folder (``--resume``'s, else one in
+    ``results_dir``). A folder given where a file goes, a file in the way of a folder, a folder
+    that cannot be written in: a :class:`UsageError` naming the option and its value. A dry run
+    writes its cases to ``-o`` alone."""
+    from farm.files import blocked
+    from farm.results._folder import RESULTS_JSONL
+
+    dry = options.dry_run
+    files = [("-o/--output", options.given.output if dry else options.output, RESULTS_JSONL)]
+    folders: list[tuple[str, str | Path | None]] = []
+    if not dry:
+        files += [("--junit", options.junit, "junit.xml"), ("--html", options.html, "report.html")]
+        folders += [("--update-golden", options.update_golden)]
+        folders += [("--resume", options.resume) if options.resume is not None else ("[farm].results_dir", results_dir)]
+    for flag, value, example in files:
+        if value is not None and (problem := blocked(Path(value), example=example)):
+            raise UsageError(f"{flag} {value}: {problem}")
+    for flag, value in folders:
+        if value is not None and (problem := blocked(Path(value), folder=True)):
+            raise UsageError(f"{flag} {value}: {problem}")
 
 
 def run_settings(cfg: FarmConfig, agent_id: str, run_id: str, options: ResolvedOptions) -> RunSettings:

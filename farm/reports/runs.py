@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from farm.errors import UsageError
-from farm.results import CASE_RUN_KEY, RunRecord, list_runs, read_run
+from farm.results import CASE_RUN_KEY, RunRecord, read_run, runs_at
 from farm.results._folder import PARTS_DIR, table_path
 
 __all__ = ["CASE_RUN_KEY", "RunTables", "find_runs", "load_runs"]
@@ -47,10 +47,7 @@ def find_runs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[RunRecord],
         if path.is_file():
             found.append(read_run(path))
             continue
-        try:
-            runs, single = [read_run(path)], True
-        except UsageError:  # not a run itself: a results folder holding runs
-            runs, single = list_runs(path), False
+        runs, single = runs_at(path)
         done = [run for run in runs if run.finished_tables]
         waiting = sorted(run.name for run in runs if not run.finished_tables and run.unconsolidated)
         if waiting and not single:
@@ -96,5 +93,9 @@ def load_runs(runs: list[RunRecord]) -> tuple[RunTables, dict[str, RunRecord], l
         turns.append(run.turns(_TURN_COLUMNS))
         failed.append(run.assertions(_ASSERTION_COLUMNS, filters=pc.field("passed") == False))  # noqa: E712
         problems.extend(f"{run.name}: {problem}" for problem in run.problems)
-    tables = RunTables(cases=pa.concat_tables(cases).combine_chunks(), turns=pa.concat_tables(turns).combine_chunks(), failed=pa.concat_tables(failed).combine_chunks())
+    tables = RunTables(
+        cases=pa.concat_tables(cases).combine_chunks(),
+        turns=pa.concat_tables(turns).combine_chunks(),
+        failed=pa.concat_tables(failed).combine_chunks(),
+    )
     return tables, origin, problems

@@ -59,7 +59,7 @@ from farm.results._records import (
 
 if TYPE_CHECKING:
     from farm.results._dataset import read_runs
-    from farm.results._reader import RunRecord, list_runs, read_run
+    from farm.results._reader import RunRecord, list_runs, read_run, runs_at
 
 __all__ = [
     "ACTUAL_LIMIT",
@@ -94,10 +94,11 @@ __all__ = [
     "list_runs",
     "read_run",
     "read_runs",
+    "runs_at",
     "stability_class",
 ]
 
-_READER = ("RunRecord", "list_runs", "read_run")
+_READER = ("RunRecord", "list_runs", "read_run", "runs_at")
 
 
 def __getattr__(name: str) -> Any:  # the reader (and pyarrow) on first use

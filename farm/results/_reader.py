@@ -57,7 +57,12 @@ from farm.writers import (
 
 __all__ = ["SUITE", "TABLES", "RunRecord", "list_runs", "read_run"]
 
-TABLES: dict[str, pa.Schema] = {"cases": CASES_SCHEMA, "turns": TURNS_SCHEMA, "assertions": ASSERTIONS_SCHEMA, "spans": SPANS_SCHEMA}
+TABLES: dict[str, pa.Schema] = {
+    "cases": CASES_SCHEMA,
+    "turns": TURNS_SCHEMA,
+    "assertions": ASSERTIONS_SCHEMA,
+    "spans": SPANS_SCHEMA,
+}
 """The tables of a run, with the columns (and types) they are read with."""
 
 SUITE = "suite"
@@ -274,7 +279,12 @@ class RunRecord:
         ``farm report OLD NEW`` pairs it so. A case is the source run's case of its suite and id, else
         the one case of its id there (the id in one suite only)."""
         rescored = (self.info.rescored_from or {}).get("run_dir")
-        if not rescored or not self._inside(Path(rescored)) or not Path(rescored).is_dir() or Path(rescored).resolve() == self.path.resolve():
+        if (
+            not rescored
+            or not self._inside(Path(rescored))
+            or not Path(rescored).is_dir()
+            or Path(rescored).resolve() == self.path.resolve()
+        ):
             return suites
         before = RunRecord(rescored, root=self.root).cases(columns=["case_id", SUITE])
         if before.num_rows == 0:
@@ -284,7 +294,13 @@ class RunRecord:
         for suite, case_id in pairs:
             alone[case_id] = suite if case_id not in alone else None
         ids, own = _whole(case_ids).to_pylist(), _whole(suites).to_pylist()
-        return pa.array([suite if (suite, case_id) in pairs else alone.get(case_id) or suite for suite, case_id in zip(own, ids, strict=True)], pa.string())
+        return pa.array(
+            [
+                suite if (suite, case_id) in pairs else alone.get(case_id) or suite
+                for suite, case_id in zip(own, ids, strict=True)
+            ],
+            pa.string(),
+        )
 
     def turns(self, columns: Sequence[str] | None = None, filters: Any = None) -> pa.Table:
         """The turns table: one row per turn."""
@@ -312,7 +328,11 @@ class RunRecord:
         if not self._parquet():
             rows = self._jsonl_tables()[table].filter(wanted)
         else:
-            tables = list(self._each_file(self.table_files(table), lambda path: _case_row_groups(path, schema, _REQUIRED[table], case_id, wanted)))
+            tables = list(
+                self._each_file(
+                    self.table_files(table), lambda path: _case_row_groups(path, schema, _REQUIRED[table], case_id, wanted)
+                )
+            )
             rows = pa.concat_tables(tables) if tables else schema.empty_table()
         rows = rows.set_column(rows.schema.get_field_index(SUITE), SUITE, self._suites(table, rows))
         return rows.filter(pc.equal(rows[SUITE], suite)) if suite is not None else rows
@@ -457,7 +477,9 @@ class RunRecord:
             self._add([f"{path} cannot be read ({exc}); the run's start, status and command are unknown."])
             return None
         if not isinstance(data, dict):
-            self._add([f"{path} holds a JSON {type(data).__name__}, not an object; the run's start, status and command are unknown."])
+            self._add(
+                [f"{path} holds a JSON {type(data).__name__}, not an object; the run's start, status and command are unknown."]
+            )
             return None
         return data
 
@@ -515,6 +537,16 @@ def list_runs(results_dir: str | os.PathLike[str]) -> list[RunRecord]:
         if RUN_NAME.match(entry.name) and _resolves_inside(path, root) and path.is_dir() and _is_run_folder(path, root):
             found.append(RunRecord(path, root=root))
     return sorted(found, key=lambda run: run.name)
+
+
+def runs_at(path: str | os.PathLike[str]) -> tuple[list[RunRecord], bool]:
+    """What a folder given to ``farm report`` or ``farm view`` holds: the run it is (``True``: one
+    run's folder), else the runs directly inside it, a results folder (``False``; none: it is no
+    results folder, as ``suites/`` is not)."""
+    try:
+        return [read_run(path)], True
+    except UsageError:  # not a run itself: a results folder holding runs
+        return list_runs(path), False
 
 
 def _is_run_folder(path: Path, root: Path | None = None) -> bool:
@@ -612,7 +644,9 @@ def _typed_info(data: dict[str, Any] | None, path: Path) -> tuple[RunInfo, list[
                 if error["loc"]:
                     first.setdefault(str(error["loc"][0]), (tuple(error["loc"]), error["type"]))
             for field, (loc, kind) in first.items():
-                problems.append(f"{path}: {_path(loc)} is {_kind(_at(data, loc))}, not {_expected(kind)}; {field} reads as unknown.")
+                problems.append(
+                    f"{path}: {_path(loc)} is {_kind(_at(data, loc))}, not {_expected(kind)}; {field} reads as unknown."
+                )
             data = {key: value for key, value in data.items() if key not in first}
             if not first:
                 break

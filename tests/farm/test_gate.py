@@ -131,8 +131,9 @@ def test_a_run_that_stopped_early_fails_its_gate_saying_what_did_not_run():
 
 def test_min_pass_rate_must_be_a_share_of_tries():
     assert check_min_pass_rate(0.8) == 0.8 and check_min_pass_rate(1.0) == 1.0
-    for bad in (0.0, 1.2, -0.5):
-        with pytest.raises(UsageError, match="--min-pass-rate: .* is not a share of tries"):
+    assert check_min_pass_rate("0.5") == 0.5  # as the command line gives it
+    for bad, shown in ((0.0, "0"), (1.2, "1.2"), (-0.5, "-0.5"), ("abc", "abc"), ("nan", "nan")):
+        with pytest.raises(UsageError, match=f"--min-pass-rate: {shown} is not a share of tries"):
             check_min_pass_rate(bad)
 
 
@@ -188,8 +189,13 @@ def in_suite(suite: str, agent: str, case_id: str, *statuses: str) -> list[tuple
 
 
 def test_two_suites_case_of_one_id_are_two_cases_each_with_its_gate():
-    tallies = tally([*in_suite("a.jsonl", "x", "greet", "passed", "passed"), *in_suite("b.jsonl", "x", "greet", "failed", "failed")])
-    assert tallies["x"] == {("a.jsonl", "greet"): CaseTally(2, 2, source="a.jsonl:1"), ("b.jsonl", "greet"): CaseTally(0, 2, source="b.jsonl:1")}
+    tallies = tally(
+        [*in_suite("a.jsonl", "x", "greet", "passed", "passed"), *in_suite("b.jsonl", "x", "greet", "failed", "failed")]
+    )
+    assert tallies["x"] == {
+        ("a.jsonl", "greet"): CaseTally(2, 2, source="a.jsonl:1"),
+        ("b.jsonl", "greet"): CaseTally(0, 2, source="b.jsonl:1"),
+    }
     gate = judge(tallies, 1.0)
     assert (gate.verdict, gate.cases, gate.below) == ("failed", 2, 1)
     lines = [str(line) for line in gate_lines(gate, tallies)]
@@ -200,11 +206,15 @@ def test_two_suites_case_of_one_id_are_two_cases_each_with_its_gate():
 
 def test_a_case_failing_its_gate_in_one_suite_is_not_passed_by_another_suites_case_of_its_id():
     # 3 passes of 4 would meet a 0.7 gate; b's greet alone, 1 of 2, does not
-    tallies = tally([*in_suite("a.jsonl", "x", "greet", "passed", "passed"), *in_suite("b.jsonl", "x", "greet", "passed", "failed")])
+    tallies = tally(
+        [*in_suite("a.jsonl", "x", "greet", "passed", "passed"), *in_suite("b.jsonl", "x", "greet", "passed", "failed")]
+    )
     gate = judge(tallies, 0.7)
     assert (gate.verdict, gate.cases, gate.below, gate.flaky) == ("failed", 2, 1, 0)
     # and a flaky case is flaky in its own suite: 2 of 4 would be one flaky case passing a 0.5 gate
-    flaky = tally([*in_suite("a.jsonl", "x", "greet", "failed", "failed"), *in_suite("b.jsonl", "x", "greet", "passed", "passed")])
+    flaky = tally(
+        [*in_suite("a.jsonl", "x", "greet", "failed", "failed"), *in_suite("b.jsonl", "x", "greet", "passed", "passed")]
+    )
     assert (judge(flaky, 0.5).verdict, judge(flaky, 0.5).flaky) == ("failed", 0)
 
 
