@@ -283,7 +283,7 @@ def test_a_gzip_bomb_stops_at_max_reply_bytes_with_flat_memory():
     with RawServer(answer) as server:
         started = time.monotonic()
         peak = expect_too_large(server.url)
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 20.0  # stopped, not inflating its 300 MB (a bound on a loaded machine)
     assert peak < 3 * DEFAULT_MAX_REPLY_BYTES  # 300 MB inflated whole would be 30x this
 
 
@@ -300,7 +300,7 @@ def test_an_endless_chunked_stream_is_cut_and_the_server_sees_the_hang_up():
 
     with RawServer(answer) as server:
         peak = expect_too_large(server.url, max_reply_bytes=2 * MB)
-        assert server.finished.wait(2.0), "the server still streams after the client stopped reading"
+        assert server.finished.wait(8.0), "the server still streams after the client stopped reading"  # (its own bound: 10 s)
     assert len(sent) < 200  # 2 MB read, plus what the sockets' buffers held: not the 128 MB on offer
     assert peak < 6 * MB
 
