@@ -181,11 +181,13 @@ def _runs(report: Report, console: Console) -> None:
         return
     priced = any(run.cost_usd is not None for run in report.runs)
     per_agent = any(run.per_agent for run in report.runs)
+    early = any(run.status not in (None, "finished") for run in report.runs)  # a run that stopped counts apart
+    started, day = _start_format([run.started_at for run in report.runs])
     table = _table(
-        f"Runs ({len(report.runs)}, oldest first{', each agent apart' if per_agent else ''})",
+        f"Runs ({len(report.runs)}, oldest first{', each agent apart' if per_agent else ''}{f', {day}' if day else ''})",
         ("Run", "left", True),
         *((("Agent", "left"),) if per_agent else ()),
-        ("Started", "left"),
+        ("Started", "left", True),
         ("Cases", "right"),
         ("Pass", "right"),
         ("Fail", "right"),
@@ -194,11 +196,15 @@ def _runs(report: Report, console: Console) -> None:
         ("T/O", "right"),
         ("Rate", "right"),
         *((("Cost", "right"),) if priced else ()),
+        *((("Ended", "left"),) if early else ()),
     )
     for run in report.runs:
         for row in run.per_agent or [run]:
-            _run_row(table, run, row, per_agent, priced)
+            _run_row(table, run, row, per_agent, priced, started, early)
     console.print(table)
+    for run in report.runs:
+        if run.status not in (None, "finished") and run.not_run:
+            console.print(Text(f"  {run.run_id} {run.status}: {run.not_run} case runs not run", style="yellow"), soft_wrap=True)
 
 
 TREND_RUNS = 12
@@ -258,17 +264,37 @@ def _second(started: datetime | None) -> str:
     return f"{started:%Y-%m-%d %H:%M:%S}" if started else "—"
 
 
-def _run_row(table: Table, run: RunSummary, row: RunSummary, per_agent: bool, priced: bool) -> None:
-    """One row of the runs table: the run's figures, or (``per_agent``) one agent's in it."""
+def _start_format(starts: list[datetime | None]) -> tuple[str, str | None]:
+    """How the runs table writes each run's start, short enough for 80 columns and telling apart two
+    runs of one minute: the time alone when every run started on one day (that day is returned, for
+    the title), else the day and the minute, with the seconds only when two runs share a minute."""
+    known = [start for start in starts if start is not None]
+    days = {f"{start:%Y-%m-%d}" for start in known}
+    if len(days) == 1:
+        return "%H:%M:%S", days.pop()
+    minutes = [f"{start:%Y-%m-%d %H:%M}" for start in known]
+    return ("%m-%d %H:%M" if len(set(minutes)) == len(minutes) else "%m-%d %H:%M:%S"), None
+
+
+def _run_row(table: Table, run: RunSummary, row: RunSummary, per_agent: bool, priced: bool, started: str, early: bool = False) -> None:
+    """One row of the runs table: the run's figures, or (``per_agent``) one agent's in it; ``started``:
+    how the start is written (:func:`_start_format`); ``early``: the table says how each run ended."""
     counts = row.counts
     table.add_row(
         Text(run.run_id or ""),
         *((Text(row.agent or ""),) if per_agent else ()),
-        f"{run.started_at:%m-%d %H:%M:%S}" if run.started_at else "",
+        format(run.started_at, started) if run.started_at else "",
         str(counts.total), str(counts.passed), str(counts.failed), str(counts.skipped), str(counts.error), str(counts.timeout),
         _rate(counts.pass_rate),
         *((_usd(row.cost_usd),) if priced else ()),
+        *((_ended(run),) if early else ()),
     )  # fmt: skip
+
+
+def _ended(run: RunSummary) -> str:
+    """How a run ended, as the runs table says it (``finished``, ``stopped``; a line under the table
+    says how many case runs a run that stopped did not run)."""
+    return run.status or ""
 
 
 def _summary(report: Report, console: Console) -> None:

@@ -133,7 +133,7 @@ class HTMLWriter(StreamedReport):
         cards = [
             _card("count-total", total, "total" + everyone),
             *(_card(f"count-{status.value}", counts[status], status.value + everyone, status.value) for status in Status),
-            *([] if several else [_card("pass-rate", pass_rate, "pass rate (skipped excluded)")]),
+            *([] if several else [_card("pass-rate", pass_rate, f"pass rate ({'skipped and role errors' if summary.role_errors else 'skipped'} excluded)")]),
             _card("total-turns", summary.total_turns, "turns" + everyone),
             _card("avg-turns", f"{summary.avg_turns:.1f}", "avg turns / case" + everyone),
             _card(
@@ -249,7 +249,7 @@ span.suite { display: inline; color: var(--muted); margin-right: .5em; }
 
 _CSS = """
 :root { --fg: #1f2328; --muted: #656d76; --bg: #fff; --panel: #f6f8fa; --line: #d0d7de;
-  --passed: #1a7f37; --failed: #cf222e; --error: #8250df; --timeout: #bc4c00; --skipped: #9a6700; }
+  --passed: #1a7f37; --failed: #cf222e; --error: #bc4c00; --timeout: #8250df; --skipped: #9a6700; }
 @media (prefers-color-scheme: dark) {
   :root { --fg: #e6edf3; --muted: #8d96a0; --bg: #0d1117; --panel: #161b22; --line: #30363d; }
 }

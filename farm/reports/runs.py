@@ -56,6 +56,12 @@ def find_runs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[RunRecord],
                 f"before consolidating; `farm test --resume` finishes them): {', '.join(waiting[:5])}"
                 + (" …" if len(waiting) > 5 else "")
             )
+        empty = sorted(run.name for run in runs if not run.finished_tables and not run.unconsolidated)
+        if empty and not single:
+            notes.append(
+                f"Skipped {len(empty)} run folder(s) with no case result (stopped or interrupted before a case ended): "
+                + ", ".join(empty[:5]) + (" …" if len(empty) > 5 else "")
+            )
         if not done:
             here = "it or its subfolders"
             if single and waiting:

@@ -29,9 +29,11 @@ _FAILING = (Status.FAILED.value, Status.ERROR.value, Status.TIMEOUT.value)
 
 
 def pass_rate(counts: dict[str, int]) -> float | None:
-    """Passed over the case runs that were judged (skipped ones excluded); None when none were."""
-    judged = sum(counts.get(status, 0) for status in (Status.PASSED.value, *_FAILING))
-    return counts.get(Status.PASSED.value, 0) / judged if judged else None
+    """Passed over the case runs that were judged: skipped ones and errors of a role (``role_errors``:
+    a simulator's or a judge's failure says nothing of the agent) left out, as ``farm report`` and the
+    gate count; None when none were."""
+    judged = sum(counts.get(status, 0) for status in (Status.PASSED.value, *_FAILING)) - counts.get("role_errors", 0)
+    return counts.get(Status.PASSED.value, 0) / judged if judged > 0 else None
 
 
 class RunSummaries:
@@ -100,7 +102,7 @@ class RunSummaries:
         # run.json's counts and input spare reading the status and source of every case run (of a
         # run of one agent: several agents' figures are each agent's own, from the table)
         counts = info.counts if "total" in info.counts and len(info.agents) == 1 else None
-        columns = ["agent", "duration_ms", "cost_usd"]
+        columns = ["agent", "duration_ms", "cost_usd", "error_role"]
         columns += [] if counts else ["status"]
         columns += [] if info.input else ["source"]
         return _figures(run.cases(columns), counts)
@@ -135,6 +137,7 @@ def _figures(table: pa.Table, counts: dict[str, int] | None) -> dict[str, Any]:
     """The run's figures from its cases table (``counts``: run.json's, when the table's status was not read),
     and each agent's own (``per_agent``)."""
     counts = _counts(table["status"]) if counts is None else {"total": counts.get("total", 0), **{s.value: counts.get(s.value, 0) for s in Status}}
+    counts["role_errors"] = _role_errors(table)
     suites = []
     if "source" in table.column_names:
         files = pc.replace_substring_regex(table["source"], pattern=r":\d+$", replacement="")
@@ -143,7 +146,7 @@ def _figures(table: pa.Table, counts: dict[str, int] | None) -> dict[str, Any]:
     per_agent = []
     for agent in agents:
         rows = table.filter(pc.equal(table["agent"], agent)) if len(agents) > 1 else table
-        own = _counts(rows["status"]) if "status" in rows.column_names else counts
+        own = {**_counts(rows["status"]), "role_errors": _role_errors(rows)} if "status" in rows.column_names else counts
         per_agent.append(_agent_figures(agent, own, _cost(rows), _median(rows)))
     return {
         "counts": counts,
@@ -160,6 +163,13 @@ def _figures(table: pa.Table, counts: dict[str, int] | None) -> dict[str, Any]:
 def _agent_figures(agent: str, counts: dict[str, int], cost: float | None, median: float | None) -> dict[str, Any]:
     """One agent's figures in a run: its statuses, pass rate, cost and median case time."""
     return {"agent": agent, "counts": counts, "pass_rate": pass_rate(counts), "cost_usd": cost, "case_p50_ms": median}
+
+
+def _role_errors(table: pa.Table) -> int:
+    """Case runs that a role's failure made errors (``error_role`` set; a table of an older run may lack it)."""
+    if "error_role" not in table.column_names:
+        return 0
+    return int(pc.sum(pc.is_valid(table["error_role"]).cast(pa.int64())).as_py() or 0)
 
 
 def _counts(statuses: pa.ChunkedArray) -> dict[str, int]:
@@ -205,7 +215,7 @@ class _JsonlTail:
 
     def _reset(self) -> None:
         self.offset = 0
-        self.counts = {"total": 0, **{status.value: 0 for status in Status}}
+        self.counts = {"total": 0, **{status.value: 0 for status in Status}, "role_errors": 0}
         self.agents: dict[str, dict[str, int]] = {}
         """Each agent's own status counts."""
         self.suites: set[str] = set()
@@ -225,12 +235,15 @@ class _JsonlTail:
 
     def _add(self, record: dict[str, Any]) -> None:
         status = record.get("status")
+        role_error = int(status == Status.ERROR.value and record.get("error_role") is not None)
         self.counts["total"] += 1
+        self.counts["role_errors"] += role_error
         if status in self.counts:
             self.counts[status] += 1
         if isinstance(record.get("agent"), str):
-            own = self.agents.setdefault(record["agent"], {"total": 0, **{status.value: 0 for status in Status}})
+            own = self.agents.setdefault(record["agent"], {"total": 0, **{status.value: 0 for status in Status}, "role_errors": 0})
             own["total"] += 1
+            own["role_errors"] += role_error
             if status in own:
                 own[status] += 1
         if isinstance(record.get("source"), str):

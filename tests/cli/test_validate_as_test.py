@@ -367,3 +367,10 @@ def test_a_folders_suite_files_it_does_not_run_are_said(tmp_path: Path, server: 
     assert f"warning: -i {said}-i suites/b.json to run it)" in tested.output
     checked = CliRunner().invoke(app, ["validate", "suites"], catch_exceptions=False)
     assert f"warning: {said}suites/b.json to run it)" in checked.output
+
+
+def test_a_selection_that_matches_no_case_names_itself(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
+    project(tmp_path, server, monkeypatch, [JUDGED])
+    for flags, said in ((["--run", "zzz"], "--run zzz"), (["--tag", "nope"], "--tag nope")):
+        tested = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "suite.jsonl", *flags], catch_exceptions=False)
+        assert tested.exit_code == 2 and f"suite.jsonl: no test case matches {said}" in tested.output, tested.output

@@ -864,8 +864,29 @@ def test_the_runs_table_tells_apart_two_runs_started_in_one_minute(tmp_path: Pat
     for n in range(2):
         write_run(results / f"r{n}", f"run-{n}", {"bot": [True]}, started=1.7e9 + 4 * n)
     section = invoke("report", str(results)).output.split("Pass rate trend")[0]
-    rows = {line.split()[0]: line.split()[2] for line in section.splitlines() if line.lstrip().startswith("run-")}
+    rows = {line.split()[0]: line.split()[1] for line in section.splitlines() if line.lstrip().startswith("run-")}
     assert rows == {f"run-{n}": f"{datetime.fromtimestamp(1.7e9 + 4 * n).astimezone():%H:%M:%S}" for n in range(2)}
+    assert f"Runs (2, oldest first, {datetime.fromtimestamp(1.7e9).astimezone():%Y-%m-%d})" in section  # one day: the title has it
+
+
+def test_the_runs_table_says_how_a_run_that_stopped_ended_and_a_run_with_no_result_is_noted(tmp_path: Path):
+    from farm.writers.runinfo import read_run_json, write_run_json
+    from tests.farm.test_read_runs import write_run
+
+    results = tmp_path / "results"
+    write_run(results / "r0", "run-0", {"bot": [True, True]}, started=1.7e9)
+    stopped = write_run(results / "r1", "run-1", {"bot": [True]}, started=1.7e9 + 60)
+    info = read_run_json(stopped)
+    info.status, info.cases, info.runs = "stopped", 4, 1
+    write_run_json(stopped, info)
+    (results / "r2").mkdir()
+    write_run_json(results / "r2", {"run_id": "run-2", "status": "interrupted", "started_at": 1.7e9 + 120})  # before any case ended
+    out = invoke("report", str(results)).output
+    section = out.split("Pass rate trend")[0]
+    ended = {line.split()[0]: line.split()[-1] for line in section.splitlines() if line.lstrip().startswith("run-") and "%" in line}
+    assert ended == {"run-0": "finished", "run-1": "stopped"}, section  # at 80 columns too
+    assert "run-1 stopped: 3 case runs not run" in section
+    assert "note: Skipped 1 run folder(s) with no case result (stopped or interrupted before a case ended): r2" in " ".join(out.split())
 
 
 def test_the_trend_of_more_agents_than_fit_side_by_side_is_a_row_per_run_and_agent(tmp_path: Path):

@@ -94,7 +94,7 @@ def test_the_runs_list_holds_every_run_newest_first_with_progress_of_the_one_goi
     assert [run["name"] for run in runs] == [GOING, AGENTS, SECOND, FIRST]  # not .cache, not notes/
     going, agents, second, first = runs
     assert going["status"] == "running" and going["progress"] == {"done": 3, "planned": 6}
-    assert first["counts"] == {"total": 10, "passed": 7, "failed": 2, "skipped": 1, "error": 0, "timeout": 0}
+    assert first["counts"] == {"total": 10, "passed": 7, "failed": 2, "skipped": 1, "error": 0, "timeout": 0, "role_errors": 0}
     assert first["pass_rate"] == pytest.approx(7 / 9)
     assert agents["agents"] == ["helper-bot", "support-bot"] and agents["cost_usd"] == pytest.approx(0.2)  # the cases' cost_usd
     assert first["cost_usd"] == 0.42 and first["role_cost_usd"] == 0.05  # run.json's cost
