@@ -41,6 +41,7 @@ __all__ = [
     "Reply",
     "ToolCall",
     "parse_arguments",
+    "replied",
     "stable_options",
 ]
 
@@ -74,6 +75,19 @@ class Reply(BaseModel):
     """The decoded response body, for debugging; never written to results."""
     spans: list[SpanRecord] | None = None
     """Spans that came with the reply: a replayed turn's recorded ones (``farm rescore``)."""
+
+
+def replied(reply: Reply, content: Any, where: str, what: str = "null") -> Reply:
+    """``reply``, unless the agent replied nothing: its content (``content``, as the agent sent it,
+    found at ``where``; ``what`` it is when None, for the message) null or absent, no tool call,
+    and no ``awaiting_input`` declared. Read as an empty reply, that would pass every
+    ``not_contains``: it is an :class:`AgentResponseError`.
+    An empty text (``""``) sent as such is the agent's answer, and stays one.
+
+    Every kind of agent reads its answer through this (python, http, openai)."""
+    if content is None and not reply.tool_calls and not reply.awaiting_input:
+        raise AgentResponseError(f"it replied nothing: {where} is {what}, with no tool calls nor awaiting_input")
+    return reply
 
 
 @runtime_checkable

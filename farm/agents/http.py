@@ -34,7 +34,7 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
-from farm.agents.base import AgentResponseError, Message, Reply, stable_options
+from farm.agents.base import AgentResponseError, Message, Reply, replied, stable_options
 from farm.agents.openai import (
     as_bool,
     content_text,
@@ -238,10 +238,11 @@ class HTTPAgent:
     def parse(self, data: Any) -> Reply:
         """The decoded body as a :class:`Reply`, through the configured JSONPaths."""
         if isinstance(data, str):
-            return Reply(content=data, raw=data)
+            return replied(Reply(content=data, raw=data), data if data.strip() else None, "the body", "empty")
         config = self.config
+        completion = None
         if config.content_path is None and isinstance(data, dict) and "choices" in data:
-            reply = parse_completion(data)
+            reply = completion = parse_completion(data)
         else:
             content = self._find("content_path", data)
             calls = parse_tool_calls(self._calls(data), self._calls_where())
@@ -259,6 +260,9 @@ class HTTPAgent:
         hint = self._find("input_hint_path", data)
         if isinstance(hint, str):
             reply.input_hint = hint
+        if reply is not completion:
+            found = self._find("content_path", data)
+            return replied(reply, None if found is _MISSING else found, config.content_path or _DEFAULT_PATHS["content_path"])
         return reply
 
     def _find(self, field: str, data: Any) -> Any:

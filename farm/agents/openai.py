@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from farm.agents.base import AgentResponseError, Message, Reply, ToolCall, parse_arguments
+from farm.agents.base import AgentResponseError, Message, Reply, ToolCall, parse_arguments, replied
 from farm.agents.permits import Limiter, NoLimit, estimate_tokens
 from farm.agents.retry import request_json, with_retries
 from farm.agents.transport import HTTPClient
@@ -168,7 +168,7 @@ def parse_completion(data: Any) -> Reply:
     if not calls and message.get("function_call") is not None:  # the pre-tools API
         calls = parse_tool_calls([message["function_call"]], "choices[0].message.function_call")
     awaiting, hint = declared_awaiting(message, data)
-    return Reply(
+    reply = Reply(
         content=content,
         tool_calls=calls,
         awaiting_input=awaiting,
@@ -177,6 +177,10 @@ def parse_completion(data: Any) -> Reply:
         usage=parse_usage(data.get("usage")),
         raw=data,
     )
+    sent = message.get("content")
+    if sent is None and isinstance(message.get("refusal"), str):  # a refusal is a reply
+        sent = message["refusal"]
+    return replied(reply, sent, "choices[0].message.content")
 
 
 def _checked_content(content: Any, where: str) -> str:

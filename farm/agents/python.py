@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from farm.agents.base import AgentError, AgentResponseError, Message, Reply, stable_options
+from farm.agents.base import AgentError, AgentResponseError, Message, Reply, replied, stable_options
 from farm.agents.openai import (
     as_bool,
     content_text,
@@ -254,7 +254,7 @@ def reply_from(result: Any, answers: bool = False) -> Reply:
             hint = "".join(nearest(str(key), REPLY_KEYS) for key in result)[:60]
             raise AgentResponseError(f"it returned a dict with no 'content' nor 'tool_calls' (its keys: {keys}){hint}; a dict reply has 'content' (text) and may have {', '.join(REPLY_KEYS[1:])}")
         content = result.get("content")
-        return Reply(
+        reply = Reply(
             content=content_text(content),
             tool_calls=parse_tool_calls(result.get("tool_calls")),
             awaiting_input=as_bool(result.get("awaiting_input")),
@@ -263,6 +263,7 @@ def reply_from(result: Any, answers: bool = False) -> Reply:
             usage=parse_usage(result.get("usage")),
             raw=result,
         )
+        return reply if answers else replied(reply, content, "its 'content'")
     raise AgentResponseError(
         f"it returned {type(result).__name__} {excerpt(repr(result), 80)}; expected a str, a dict or a Reply"
     )

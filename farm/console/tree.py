@@ -378,6 +378,10 @@ def _assertion_line(assertion: AssertionResult, verbose: bool = False) -> Text:
     if assertion.passed:
         line.append("✓ ", style="green")
         line.append(_describe(assertion))
+    elif assertion.error:  # it could not be judged (a judge failed, no span came): no verdict on the agent
+        line.append("! ", style="yellow")
+        line.append(_describe(assertion))
+        line.append(f" — ERROR: {_message(assertion.message or 'it could not be evaluated', verbose)}", style="yellow")
     else:
         line.append("✗ ", style="red")
         line.append(_describe(assertion))

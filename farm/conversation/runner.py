@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from farm.agents.base import AgentClient, AgentError, AgentTimeoutError
 from farm.agents.permits import waiting_for_permits
 from farm.assertions import AssertionEnv, Subject, describe, evaluate
+from farm.assertions.traces import TRACE_TYPES
 from farm.cases import AssertionSpec, Checkpoint, Mode, Options, TestCase, role_agent_id
 from farm.conversation.awaiting import detect_awaiting, last_sentence
 from farm.conversation.blame import UNKNOWN_REASON, deterministic_blame
@@ -33,6 +34,7 @@ from farm.jsontext import as_text
 from farm.loaded import LoadedCase
 from farm.messages import user_messages
 from farm.results import (
+    NO_REPLY,
     AssertionResult,
     Blame,
     CaseResult,
@@ -130,6 +132,8 @@ class _Conversation:
         self.mocks = {**settings.agent_tool_mocks, **self.case.tool_mocks}
         self.timeouts: list[asyncio.Timeout] = []
         """The case's timeout, paused with the turn's while a request waits for a permit."""
+        self.answering: TurnResult | None = None
+        """The turn whose agent call is under way: the one the case's timeout cuts, if it runs out then."""
         self.replayed = getattr(target, "replays", False)
         """A replay's spans come with its replies: none is captured."""
         self.in_process = getattr(target, "in_process", False)
@@ -194,13 +198,17 @@ class _Conversation:
         result = self.result
         if self.loaded.traced and result.status in (Status.PASSED, Status.FAILED) and result.turns and not any(t.spans for t in result.turns):
             result.status, result.error = Status.ERROR, no_spans(None if self.in_process else self.settings.trace_receiver)
+            _unjudged_without_spans(result, result.error)
 
     # -- one exchange --------------------------------------------------------
 
     async def exchange(self, user_input: Any, source: InputSource, options: Options, attachments: list[Any], timeout: float | None) -> TurnResult:
         """Send one user input and read the reply, answering mocked tool calls in between."""
         self.session.turn_count += 1
-        turn = TurnResult(turn=self.session.turn_count, input=user_input, input_source=source, started_at=time.time())
+        # no_reply until a reply says otherwise: a turn cut before it (an error, a timeout) never reads "completed"
+        turn = TurnResult(
+            turn=self.session.turn_count, input=user_input, input_source=source, started_at=time.time(), awaiting_reason=NO_REPLY
+        )
         self.result.turns.append(turn)
         self.result.total_turns = len(self.result.turns)
         try:
@@ -211,6 +219,7 @@ class _Conversation:
         clock = self.settings.clock
         started = clock()
         wait = None
+        self.answering = turn
         try:
             # the turn's timeout measures the agent: it (and the case's) pauses while a request
             # waits for a rate-limit permit; asyncio.timeout makes no task of its own, unlike wait_for
@@ -239,6 +248,7 @@ class _Conversation:
                     step.content = None
             self.result.usage = self.result.usage + turn.usage
             self.result.cost_usd = add_cost(self.result.cost_usd, turn.cost_usd)
+        self.answering = None
         await self.settle_spans()  # not the turn's time: the agent has answered
         return turn
 
@@ -572,6 +582,17 @@ class _Conversation:
             self.verdict([outcome], where)
 
 
+def _unjudged_without_spans(result: CaseResult, why: str) -> None:
+    """Mark the trace assertions of a case run whose agent emitted no span as errors, not
+    verdicts: with no span they could not look at anything, so "found 0 calls" (or, negated, a
+    pass) would blame or clear the agent where the farm saw nothing (the case is an error)."""
+    records = [*(a for turn in result.turns for a in turn.assertions), *result.final_assertions]
+    records += [c.assertion for c in result.checkpoints if c.assertion is not None]
+    for record in records:
+        if record.type in TRACE_TYPES:
+            record.passed, record.error, record.message = False, True, why
+
+
 def no_spans(receiver: str | None) -> str:
     """Why a case run that asserts on traces but saw no span is an error; ``receiver``: the OTLP
     receiver a remote agent was to export to."""
@@ -627,6 +648,9 @@ async def run_case(loaded: LoadedCase, target: AgentClient, services: Services |
             result.status = Status.TIMEOUT
             result.error = f"the case did not finish within its timeout ({format_duration(timeout)})"
             result.ended_by = "case_timeout"
+            cut = conversation.answering
+            if cut is not None and cut.error is None:  # the agent was answering: the turn never got its reply
+                cut.error = f"the agent did not answer before the case's timeout ({format_duration(timeout)}) ran out"
         finally:
             result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
             result.total_turns = len(result.turns)

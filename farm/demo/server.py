@@ -22,6 +22,7 @@ __all__ = ["JSONServer", "Response", "chat_completion"]
 @dataclass
 class Response:
     body: Any
+    """Sent as JSON; bytes are sent as they are (an empty body, a body that is no JSON)."""
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
@@ -80,7 +81,7 @@ class JSONServer:
             do_GET = do_POST
 
             def _send(self, response: Response) -> None:
-                data = json.dumps(response.body).encode()
+                data = response.body if isinstance(response.body, bytes) else json.dumps(response.body).encode()
                 try:
                     self.send_response(response.status)
                     self.send_header("Content-Type", "application/json")

@@ -28,7 +28,7 @@ _CASE_COLUMNS = [
     "cost_usd", "role_cost_usd", "error_role", "blame", "stopped", "tries", "verdict",
 ]  # fmt: skip
 _TURN_COLUMNS = [*CASE_RUN_KEY, "turn", "duration_ms"]
-_ASSERTION_COLUMNS = [*CASE_RUN_KEY, "scope", "checkpoint_id", "type", "passed", "message", "required"]
+_ASSERTION_COLUMNS = [*CASE_RUN_KEY, "scope", "checkpoint_id", "type", "passed", "message", "required", "error"]
 
 
 def find_runs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[RunRecord], list[str]]:
@@ -81,7 +81,13 @@ class RunTables:
     cases: pa.Table
     turns: pa.Table
     failed: pa.Table
-    """Assertion rows that did not pass."""
+    """Assertion rows that failed: not passed, and judged (an assertion that could not be
+    evaluated, its judge failed or its agent emitted no span, is the case's error, not a failure)."""
+
+
+def _failures(rows: pa.Table) -> pa.Table:
+    """The rows of ``rows`` that are verdicts, not errors (``error`` true: nothing was judged)."""
+    return rows.filter(pc.invert(pc.fill_null(rows["error"], False)))
 
 
 def load_runs(runs: list[RunRecord]) -> tuple[RunTables, dict[str, RunRecord], list[str]]:
@@ -97,7 +103,7 @@ def load_runs(runs: list[RunRecord]) -> tuple[RunTables, dict[str, RunRecord], l
             origin.setdefault(run_id, run)
         cases.append(case_table)
         turns.append(run.turns(_TURN_COLUMNS))
-        failed.append(run.assertions(_ASSERTION_COLUMNS, filters=pc.field("passed") == False))  # noqa: E712
+        failed.append(_failures(run.assertions(_ASSERTION_COLUMNS, filters=pc.field("passed") == False)))  # noqa: E712
         problems.extend(f"{run.name}: {problem}" for problem in run.problems)
     tables = RunTables(
         cases=pa.concat_tables(cases).combine_chunks(),

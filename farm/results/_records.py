@@ -42,9 +42,13 @@ __all__ = [
     "add_cost",
     "blame_text",
     "clip_output",
+    "NO_REPLY",
     "format_usd",
     "stability_class",
 ]
+
+NO_REPLY = "no_reply"
+"""A turn's ``awaiting_reason`` when it ended before the agent replied (an error, a timeout)."""
 
 CASE_KEY = ("suite", "case_id")
 """What names one case across runs, and so what every comparison of two runs pairs cases by (with
@@ -307,7 +311,8 @@ class TurnResult(BaseModel):
     """Whether the agent awaits user input after this reply."""
     awaiting_reason: str = "completed"
     """``agent_declared``, ``tool_requires_confirmation``, ``content_is_question``,
-    ``tool_calls`` or ``completed``."""
+    ``tool_calls`` or ``completed``; ``no_reply`` when the turn ended before the agent replied
+    (an error, the turn's or the case's timeout)."""
     input_hint: str | None = None
     """The hint the agent gave for the input it awaits."""
     assertions: list[AssertionResult] = Field(default_factory=list)

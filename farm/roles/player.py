@@ -21,7 +21,7 @@ from farm.jsontext import NO_JSON, as_text, extract_json
 from farm.messages import content_text
 from farm.results import BLAME, Blame
 from farm.roles.cache import RoleCache, caches_role, hit_cost, record
-from farm.roles.types import RoleError, SimulatorTurn, Verdict
+from farm.roles.types import RoleError, SimulatorTurn, UnreadVerdict, Verdict
 from farm.secrets import process_scrubber
 
 if TYPE_CHECKING:
@@ -376,7 +376,10 @@ class RolePlayer:
         return attribution(await self._call_json(conversation, metadata))
 
     async def validate(self, conversation: list[Message], metadata: dict[str, Any]) -> Verdict:
-        verdict = Verdict.from_json(await self._call_json(conversation, metadata))
+        try:
+            verdict = Verdict.from_json(await self._call_json(conversation, metadata))
+        except UnreadVerdict as exc:
+            raise RoleError(f"the validator gave no verdict: {exc}") from None
         if verdict is None:
             raise RoleError("the validator's answer has no 'passed'")
         return verdict

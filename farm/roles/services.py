@@ -18,7 +18,7 @@ from farm.errors import FarmError
 from farm.results import Blame
 from farm.roles.cache import RoleCache, timed
 from farm.roles.player import RolePlayer
-from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn, Verdict
+from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn, UnreadVerdict, Verdict
 from farm.scripts import ScriptResolver, call_maybe_async
 
 if TYPE_CHECKING:
@@ -190,7 +190,10 @@ class FarmServices:
         value = await call_maybe_async(fn, subject.content, subject.input, options)
         if isinstance(value, bool):
             return Outcome(value, actual=subject.content, message=None if value else f"script {spec.use} returned false")
-        verdict = Verdict.from_json(value)
+        try:
+            verdict = Verdict.from_json(value)
+        except UnreadVerdict as exc:
+            return Outcome(False, message=f"script {spec.use} gave no verdict: {exc}", error=True)
         if verdict is not None:
             return Outcome(
                 verdict.passed,

@@ -7,14 +7,26 @@ the conversation engine for a type.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from farm.errors import RoleError
+from farm.excerpts import clip
 from farm.results import RoleCall, add_cost
 
-__all__ = ["VALIDATOR_ERROR", "CallTally", "HumanRequest", "RoleError", "RoleOutcome", "RoleRequest", "SimulatorTurn", "Verdict"]
+__all__ = [
+    "VALIDATOR_ERROR",
+    "CallTally",
+    "HumanRequest",
+    "RoleError",
+    "RoleOutcome",
+    "RoleRequest",
+    "SimulatorTurn",
+    "UnreadVerdict",
+    "Verdict",
+]
 
 T = TypeVar("T")
 
@@ -85,22 +97,41 @@ class Verdict:
     def from_json(cls, data: Any) -> Verdict | None:
         """The verdict in a validator's or a script's JSON answer: the farm's ``{passed, reason,
         score, suggestions}`` or Yao's ``{pass, message}``; None when ``data`` is no object with
-        ``passed`` or ``pass``. A ``passed`` written as text is true when it says so ("yes", "true",
-        "pass", "passed"); a score that is no number is left out."""
+        ``passed`` or ``pass``. A score that is no number is left out.
+
+        ``passed`` must say true or false: a JSON boolean, or the words "true"/"false",
+        "yes"/"no", "pass"/"fail", "passed"/"failed" as text. Anything else ("maybe", null, a
+        number, an upstream error's text) is no verdict: :class:`UnreadVerdict` says what it was,
+        so the caller makes it the judge's error. Read as false, a negated assertion would pass on it.
+        """
         if not isinstance(data, dict) or ("passed" not in data and "pass" not in data):
             return None
-        passed = data["passed"] if "passed" in data else data["pass"]
-        if isinstance(passed, str):
-            passed = passed.strip().lower() in ("true", "yes", "pass", "passed")
+        key = "passed" if "passed" in data else "pass"
+        passed = _PASSED_WORDS.get(data[key].strip().lower()) if isinstance(data[key], str) else data[key]
+        if not isinstance(passed, bool):
+            said = clip(json.dumps(data[key], ensure_ascii=False, default=str), 80)
+            raise UnreadVerdict(f"its '{key}' is {said}, not true or false")
         score = data.get("score")
         reason = data.get("reason", data.get("message"))
         suggestions = data.get("suggestions")
         return cls(
-            passed=bool(passed),
+            passed=passed,
             score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
             reason=None if reason is None else str(reason),
             suggestions=[str(s) for s in suggestions] if isinstance(suggestions, list) else None,
         )
+
+
+class UnreadVerdict(ValueError):
+    """A judge's answer has ``passed`` (or ``pass``) but it says neither true nor false; the
+    message says what it said ("its 'passed' is "maybe", not true or false")."""
+
+
+_PASSED_WORDS = {
+    **dict.fromkeys(("true", "yes", "pass", "passed"), True),
+    **dict.fromkeys(("false", "no", "fail", "failed"), False),
+}
+"""The words a ``passed`` written as text may be (lower-cased, trimmed)."""
 
 
 @dataclass(frozen=True)

@@ -327,6 +327,30 @@ def test_a_connector_timeout_that_spends_its_retries_is_a_timeout(tmp_path: Path
     assert "no answer came within the 0.2 s timeout" in got["error"] and "3 requests" in got["error"]
 
 
+def test_a_turn_a_timeout_cut_says_so_and_never_reads_passed_or_completed(tmp_path: Path, scripted: JSONServer, engine: str):
+    (tmp_path / "farm.toml").write_text(farm_toml(scripted.url, engine=engine))
+    cases = [
+        {
+            "id": "case-cut",
+            "timeout": "500ms",
+            "turns": [{"input": "slow 3", "assertions": [{"type": "not_contains", "value": "error"}]}],
+        },
+        {"id": "turn-cut", "turns": [{"input": "slow 3", "timeout": "500ms"}]},
+    ]
+    out = tmp_path / "out.jsonl"
+    result = farm("test", "-i", str(write_suite(tmp_path, cases)), "-o", str(out), "--config", str(tmp_path / "farm.toml"))
+    assert result.exit_code == 1, result.output
+    got = results(out)
+    for case_id, error in (
+        ("case-cut", "the agent did not answer before the case's timeout (500ms) ran out"),
+        ("turn-cut", "the agent did not answer within the turn timeout (500ms)"),
+    ):
+        assert got[case_id]["status"] == "timeout", got[case_id]
+        (turn,) = got[case_id]["turns"]
+        assert (turn["error"], turn["awaiting_reason"], turn["assertions"]) == (error, "no_reply", [])
+    assert 'Turn 1: "slow 3" → TIMEOUT' in result.output and "→ PASSED" not in result.output, result.output
+
+
 @pytest.mark.parametrize("quiet", [False, True])
 def test_a_field_the_run_ignores_is_said_before_it_runs_as_validate_says_it(tmp_path: Path, scripted: JSONServer, quiet: bool):
     (tmp_path / "farm.toml").write_text(farm_toml(scripted.url, engine="local"))

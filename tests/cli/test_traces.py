@@ -158,13 +158,33 @@ def test_each_trace_assertion_passes_and_fails_as_it_should_with_no_span_on_the_
 
 
 def test_an_agent_that_emits_no_span_is_an_error_and_the_run_fails(project: Path):
-    cases = [{"id": "quiet", "input": "book paris", "assertions": [{"type": "tool_executed", "name": "book", "negate": True}]}]
-    result = farm("test", "-q", "-n", "silent", "-i", suite(project / "quiet.jsonl", cases))
+    cases = [
+        {"id": "quiet", "input": "book paris", "assertions": [{"type": "tool_executed", "name": "book", "negate": True}]},
+        {
+            "id": "mute",
+            "input": "book paris",
+            "assertions": [{"type": "contains", "value": "spans"}, {"type": "tool_executed", "name": "book"}],
+        },
+    ]
+    result = farm("test", "-n", "silent", "-i", suite(project / "quiet.jsonl", cases))
     assert result.exit_code == 1, result.output
-    record = results(only_run(project))["quiet"]
-    assert record["status"] == "error"
-    assert record["error"] == "the agent emitted no OpenTelemetry spans: is it instrumented? (docs/traces.md)"
-    assert not (only_run(project) / "spans.parquet").exists()
+    run_dir = only_run(project)
+    by_id = results(run_dir)
+    said = "the agent emitted no OpenTelemetry spans: is it instrumented? (docs/traces.md)"
+    for record in by_id.values():
+        assert (record["status"], record["error"]) == ("error", said)
+    assert not (run_dir / "spans.parquet").exists()
+    # each trace assertion is recorded as not judged (an error), never as the agent's failure or pass
+    rows = read_run(run_dir).assertions(columns=["case_id", "type", "passed", "error", "message"]).to_pylist()
+    assert sorted((r["case_id"], r["type"], r["passed"], r["error"]) for r in rows) == [
+        ("mute", "contains", True, False),
+        ("mute", "tool_executed", False, True),
+        ("quiet", "tool_executed", False, True),
+    ]
+    assert {r["message"] for r in rows if r["error"]} == {said}
+    assert "found 0" not in result.output and "! tool_executed" in result.output, result.output
+    report = farm("report", str(run_dir))
+    assert "Assertions that failed most" not in report.output, report.output
 
 
 def test_a_rescore_with_a_changed_trace_assertion_flips_the_verdict_without_calling_the_agent(project: Path, engine: str):

@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from farm.roles.types import CallTally, RoleError, RoleOutcome, RoleRequest, SimulatorTurn, Verdict
+from farm.roles.types import CallTally, RoleError, RoleOutcome, RoleRequest, SimulatorTurn, UnreadVerdict, Verdict
 
 
 async def _answer() -> SimulatorTurn:
@@ -58,7 +58,7 @@ def test_a_verdict_survives_pickling():
     ("data", "verdict"),
     [
         ({"passed": "Yes", "score": 1, "reason": "polite", "suggestions": ["shorter", 2]}, Verdict(True, 1.0, "polite", ["shorter", "2"])),
-        ({"passed": "nope", "score": True}, Verdict(False)),
+        ({"passed": " No ", "score": True}, Verdict(False)),
         ({"pass": False, "message": "too long"}, Verdict(False, reason="too long")),
         ({"score": 1}, None),
         ([True], None),
@@ -66,3 +66,18 @@ def test_a_verdict_survives_pickling():
 )
 def test_a_verdict_is_read_from_the_farms_json_or_yaos(data, verdict):
     assert Verdict.from_json(data) == verdict
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ({"passed": "maybe"}, """its 'passed' is "maybe", not true or false"""),
+        ({"passed": None}, "its 'passed' is null, not true or false"),
+        ({"pass": 1}, "its 'pass' is 1, not true or false"),
+        ({"passed": "nope"}, """its 'passed' is "nope", not true or false"""),
+    ],
+)
+def test_a_passed_that_says_neither_true_nor_false_is_no_verdict(data, said):
+    with pytest.raises(UnreadVerdict) as caught:
+        Verdict.from_json(data)
+    assert str(caught.value) == said

@@ -109,8 +109,8 @@ def test_a_validators_verdict_becomes_the_outcome(project):
     ("verdict", "passed", "score"),
     [
         ({"passed": "Yes", "score": 1}, True, 1.0),
-        ({"passed": "nope", "score": True}, False, None),
-        ({"passed": 0, "score": "high"}, False, None),
+        ({"passed": "false", "score": True}, False, None),
+        ({"passed": False, "score": "high"}, False, None),
     ],
 )
 def test_a_validators_verdict_is_read_leniently(project, verdict: dict[str, Any], passed: bool, score: float | None):
@@ -119,6 +119,14 @@ def test_a_validators_verdict_is_read_leniently(project, verdict: dict[str, Any]
     assert (outcome.passed, outcome.score) == (passed, score)
     if not passed:
         assert outcome.message == "the validator judged it failed: no reason given"
+
+
+@pytest.mark.parametrize("said", ['"nope"', "0", "null"])
+def test_a_validators_passed_that_is_neither_true_nor_false_is_its_error(project, said: str):
+    farm, _ = services(project)
+    outcome = asyncio.run(farm.validate(agent_spec({"passed": json.loads(said)}, use="agents:judge"), SUBJECT))
+    assert outcome.error and not outcome.passed
+    assert outcome.message == f"validator error: the validator gave no verdict: its 'passed' is {said}, not true or false"
 
 
 def test_a_validator_that_answers_nothing_usable_is_an_error_after_one_retry(project):
