@@ -33,6 +33,7 @@
     ReplyTooLarge                  a 2xx body past the limit (turned into AgentReplyTooLargeError)
     LimiterRestarting              the rate limiter is being replaced: ask again shortly (never reaches a user)
     PatternTimeout                 a test's regex searched past its time (turned into that assertion's failure)
+    UnreadVerdict                  a judge's or a script's ``passed`` says neither true nor false (turned into its error)
 
 An interrupt (Ctrl-C, SIGTERM) is ``KeyboardInterrupt`` until :func:`farm._run.execution.execute` turns it
 into ``RunInterrupted`` (``RunStopped`` when the engine was lost), which carries the run's summary.
@@ -61,15 +62,16 @@ __all__ = [
     "EngineLost",
     "FarmError",
     "InputError",
+    "InvalidPattern",
     "LimiterRestarting",
     "LimiterUnavailable",
-    "InvalidPattern",
     "PatternTimeout",
     "RecordingEnds",
     "ReplyTooLarge",
     "RoleError",
     "RunError",
     "TransportError",
+    "UnreadVerdict",
     "UsageError",
 ]
 
@@ -197,6 +199,11 @@ class ReplyTooLarge(Exception):
 
 class LimiterRestarting(Exception):
     """The connector's limiter is being replaced (a restarting actor): ask again shortly."""
+
+
+class UnreadVerdict(Exception):
+    """A judge's or a script's answer has ``passed`` (or ``pass``) that says neither true nor false;
+    the message says what it said (``its 'passed' is "maybe", not true or false``)."""
 
 
 class PatternTimeout(Exception):

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from farm.agents.base import AgentClient, AgentError, Message, Reply
 from farm.aio import run_sync
+from farm.errors import UnreadVerdict
 from farm.excerpts import NOTHING, clip
 from farm.jsontext import NO_JSON, as_text, extract_json
 from farm.messages import content_text
 from farm.results import BLAME, Blame
 from farm.roles.cache import RoleCache, caches_role, hit_cost, record
-from farm.roles.types import RoleError, SimulatorTurn, UnreadVerdict, Verdict
+from farm.roles.types import RoleError, SimulatorTurn, Verdict
 from farm.secrets import process_scrubber
 
 if TYPE_CHECKING:

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from farm.assertions import Outcome, Subject
 from farm.cases import AssertionSpec, role_agent_id
 from farm.config import FarmConfig
-from farm.errors import FarmError
+from farm.errors import FarmError, UnreadVerdict
 from farm.results import Blame
 from farm.roles.cache import RoleCache, timed
 from farm.roles.player import RolePlayer
-from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn, UnreadVerdict, Verdict
+from farm.roles.types import VALIDATOR_ERROR, HumanRequest, RoleError, RoleRequest, SimulatorTurn, Verdict
 from farm.scripts import ScriptResolver, call_maybe_async
 
 if TYPE_CHECKING:

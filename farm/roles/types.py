@@ -12,7 +12,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from farm.errors import RoleError
+from farm.errors import RoleError, UnreadVerdict
 from farm.excerpts import clip
 from farm.results import RoleCall, add_cost
 
@@ -24,7 +24,6 @@ __all__ = [
     "RoleOutcome",
     "RoleRequest",
     "SimulatorTurn",
-    "UnreadVerdict",
     "Verdict",
 ]
 
@@ -120,11 +119,6 @@ class Verdict:
             reason=None if reason is None else str(reason),
             suggestions=[str(s) for s in suggestions] if isinstance(suggestions, list) else None,
         )
-
-
-class UnreadVerdict(ValueError):
-    """A judge's answer has ``passed`` (or ``pass``) but it says neither true nor false; the
-    message says what it said ("its 'passed' is "maybe", not true or false")."""
 
 
 _PASSED_WORDS = {

@@ -7,7 +7,8 @@ import pickle
 
 import pytest
 
-from farm.roles.types import CallTally, RoleError, RoleOutcome, RoleRequest, SimulatorTurn, UnreadVerdict, Verdict
+from farm.errors import UnreadVerdict
+from farm.roles.types import CallTally, RoleError, RoleOutcome, RoleRequest, SimulatorTurn, Verdict
 
 
 async def _answer() -> SimulatorTurn:
