@@ -20,6 +20,7 @@ from farm.gate import (
     adaptive_said,
     case_label,
     find_baseline,
+    gate_exit_code,
     judge,
     read_baseline,
     several_suites,
@@ -53,7 +54,9 @@ def deciding(options: ResolvedOptions, baseline: Baseline | None) -> Callable[[S
     rate = options.min_pass_rate
 
     def decide(summary: Summary, stopped: str | None, not_run: int) -> RunGate:
-        early = stopped if not_run else None  # a stop after the last case left nothing out
+        early = (
+            stopped if not_run or stopped == "interrupted" else None
+        )  # a stop after the last case left nothing out; an interrupt exits 130 anyway
         return judge(summary_tallies(summary), rate, baseline, options.baseline, early, not_run)
 
     return decide
@@ -74,14 +77,18 @@ def show_gate(summary: Summary, info: RunInfo, view: RunView, asked: bool = True
         try:
             written = append_step_summary(gate_markdown(info, gate, tallies, summary.blames))
         except OSError as exc:  # the farm could not do its part: said, and never a green run
-            view.console.print(Text(f"error: cannot append the summary to $GITHUB_STEP_SUMMARY: {exc}", style="red"), soft_wrap=True)
+            view.console.print(
+                Text(f"error: cannot append the summary to $GITHUB_STEP_SUMMARY: {exc}", style="red"), soft_wrap=True
+            )
             return 1
         if written is not None and view.show and not view.quiet:
             view.console.print(Text(f"Step summary: {written}"), soft_wrap=True)
-    if view.show and not refused and (asked or gate.stopped or gate.not_run):  # -q too: the verdict is the last line, after pytest's
+    if (
+        view.show and not refused and (asked or gate.stopped or gate.not_run)
+    ):  # -q too: the verdict is the last line, after pytest's
         for line in gate_lines(gate, tallies):
             view.console.print(line, soft_wrap=True)
-    return 0 if gate.verdict == "passed" else 1
+    return gate_exit_code(gate)
 
 
 def gate_lines(gate: RunGate, tallies: Tallies) -> list[Text]:
@@ -100,7 +107,9 @@ def gate_lines(gate: RunGate, tallies: Tallies) -> list[Text]:
             name = neutralise(f"{agent}: {label}" if several else label)
             stop = f" ({stop_said(case.stopped, case.tries, case.verdict)})" if case.stopped else ""
             if case.flaky and case.passes_gate(gate.min_pass_rate):
-                lines.append(Text(f"  {name}: flaky, passed the {rate} gate: {case.passes} of {case.tries}{stop}", style="yellow"))
+                lines.append(
+                    Text(f"  {name}: flaky, passed the {rate} gate: {case.passes} of {case.tries}{stop}", style="yellow")
+                )
             elif repeated and not case.passes_gate(gate.min_pass_rate):
                 lines.append(Text(f"  {name}: {_failed_gate(case, gate.min_pass_rate)}{stop}", style="red"))
     style = "bold green" if gate.verdict == "passed" else "bold red"

@@ -129,7 +129,7 @@ class RunGate(BaseModel):
     """Per agent, the comparison with the baseline."""
     stopped: str | None = None
     """Why the run ended before every case ran (``interrupted``, ``max_cost``, ``fail_fast``,
-    ``unreachable``, ``stopped``, ...): the gate fails; null when it ran them all."""
+    ``unreachable``, ``generator_failed``, ``stopped``, ...): the gate fails; null when it ran them all."""
     not_run: int = 0
     """Case runs (cases x runs x agents) planned that did not run."""
 
@@ -234,7 +234,9 @@ class RunInfo(BaseModel):
     conversations it re-evaluated; null for a live run."""
     stop_reason: str | None = None
     """Why the run dispatched no more before every case ran: ``max_cost`` (``--max-cost`` reached;
-    resume with a larger budget), ``fail_fast``; null when it ran everything (or was interrupted)."""
+    resume with a larger budget), ``fail_fast``, ``unreachable``, ``generator_failed`` (a generated
+    suite's generator failed before it wrote every case asked); null when it ran everything (or was
+    interrupted). A run stopped with case runs left out has ``status`` ``stopped``."""
     not_rescorable: int | None = None
     """For a ``farm rescore`` run: case runs that could not be rescored (rerun them)."""
     gate: RunGate | None = None
