@@ -6,7 +6,7 @@ and after the run said as the console summary's last lines and appended to
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from farm.summary import Summary
     from farm.writers.runinfo import RunGate, RunInfo
 
-__all__ = ["deciding", "gate_lines", "load_baseline", "show_gate"]
+__all__ = ["check_in_common", "deciding", "gate_lines", "load_baseline", "show_gate"]
 
 
 def load_baseline(asked: str | None, results_dir: Path, input: Sequence[str], run_dir: Path) -> Baseline | None:
@@ -45,6 +45,25 @@ def load_baseline(asked: str | None, results_dir: Path, input: Sequence[str], ru
     if path is not None and path.resolve() == run_dir.resolve():
         raise UsageError(f"--baseline: {asked} is the run being resumed; compare with an earlier run")
     return read_baseline(path, run_dir) if path is not None else None
+
+
+def check_in_common(asked: str, baseline: Baseline, info: RunInfo, cases: Iterable[tuple[str, str]]) -> None:
+    """A baseline run named by its folder (``asked``) that ran none of this run's ``cases`` (each its
+    ``source`` and id, all known at the start) is a :class:`UsageError` before any agent call: no case
+    could be compared, and the gate would pass on nothing. Suites are worked out as each run's reader
+    does (``s.jsonl`` and its absolute path are one suite); ``info``: this run's ``run.json`` as it starts."""
+    from farm.results import RunRecord
+    from farm.results._suites import Suites
+
+    before_suite = RunRecord(baseline.path).suite_of
+    before = {(before_suite(case.source), key[1]) for tallied in baseline.tallies.values() for key, case in tallied.items()}
+    now_suite = Suites(info, lambda folder: None).of
+    now = {(now_suite(source), case_id) for source, case_id in cases}
+    if now and not now & before:
+        raise UsageError(
+            f"--baseline {asked}: baseline run {baseline.run_id} ran none of the cases of this run's suite "
+            f"{info.input}, so nothing could be compared; give a run of the same suite"
+        )
 
 
 def deciding(options: ResolvedOptions, baseline: Baseline | None) -> Callable[[Summary, str | None, int], RunGate]:

@@ -19,7 +19,17 @@ from farm.errors import UsageError
 from farm.files import atomic_file
 from farm.results._folder import RUN_JSON
 
-__all__ = ["RUN_JSON", "RUN_INFO_VERSION", "GateComparison", "RunGate", "RunInfo", "RunOptions", "RunPart", "read_run_json", "write_run_json"]
+__all__ = [
+    "RUN_JSON",
+    "RUN_INFO_VERSION",
+    "GateComparison",
+    "RunGate",
+    "RunInfo",
+    "RunOptions",
+    "RunPart",
+    "read_run_json",
+    "write_run_json",
+]
 
 
 RUN_INFO_VERSION = 2
@@ -241,7 +251,6 @@ class RunInfo(BaseModel):
     """For a ``farm rescore`` run: case runs that could not be rescored (rerun them)."""
     gate: RunGate | None = None
     """The run's gate: threshold, baseline, verdict and its sentence; null until the run ends."""
-
 
     def recorded_parts(self) -> list[RunPart]:
         """The parts of the run so far; for a record written before parts were kept, its one

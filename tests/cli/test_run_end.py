@@ -233,3 +233,23 @@ def test_a_budget_that_cannot_count_the_tested_agents_calls_is_refused_before_an
     named = CliRunner().invoke(app, ["test", "-i", path, "-c", "free", "--max-cost", "0.000001"])
     assert named.exit_code == 2 and "-c free calls connector 'free'" in " ".join(named.output.split()), named.output
     assert agent.handler.requests == before
+
+
+def test_a_baseline_folder_with_no_case_in_common_is_refused_before_any_call(project: Path, agent):
+    other = suite(project, "case 0", "case 1", name="other.jsonl")
+    runner = CliRunner()
+    assert runner.invoke(app, ["test", "-i", other, "-q"]).exit_code == 0
+    (baseline,) = run_dirs(project)
+    path = suite(project, "case 0", "case 1")  # the same ids, in another suite
+    before = agent.handler.requests
+    result = runner.invoke(app, ["test", "-i", path, "--baseline", str(baseline)])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert (
+        f"--baseline {baseline}: baseline run {baseline.name} ran none of the cases of this run's suite suite.jsonl, "
+        "so nothing could be compared; give a run of the same suite" in said
+    ), said
+    assert agent.handler.requests == before and run_dirs(project) == [baseline]
+
+    same = runner.invoke(app, ["test", "-i", other, "--baseline", str(baseline), "-q"])
+    assert same.exit_code == 0, same.output
