@@ -62,6 +62,12 @@ class CaseFeed(Protocol):
         """Cases the run counts on from the feed (0: none beyond the suite's)."""
         ...
 
+    @property
+    def failure(self) -> str | None:
+        """Why the feed stopped handing over cases before the run had all it counts on (a
+        generator's error): the run then stopped early; None when it did not fail."""
+        ...
+
     def open(self, run_dir: Path, keep: Keep | None) -> list[LoadedCase]:
         """Get ready for a run into ``run_dir``, ``keep`` selecting what arrives; the cases there at
         once beyond the suite's (a resumed run's generated ones)."""
@@ -95,6 +101,7 @@ class Closed:
 
     closed = True
     asked = 0
+    failure = None
 
     def open(self, run_dir: Path, keep: Keep | None) -> list[LoadedCase]:
         return []

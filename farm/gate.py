@@ -44,6 +44,7 @@ __all__ = [
     "Tallies",
     "check_min_pass_rate",
     "ended_early",
+    "gate_exit_code",
     "find_baseline",
     "judge",
     "judge_run",
@@ -380,11 +381,20 @@ STOPPED = {
     "max_cost": "the run stopped early, its --max-cost budget spent",
     "fail_fast": "the run stopped early at its first failure (--fail-fast)",
     "unreachable": "the run stopped early, an agent's endpoint unreachable",
+    "generator_failed": "the run stopped early, its generator failed",
     "stopped": "the run stopped early",
     "failed": "the run failed",
     "running": "the run did not finish",
 }
 """Why a run ended before every case ran (its ``stop_reason``, else its ``status``), as the gate says it."""
+
+
+def gate_exit_code(gate: RunGate) -> int:
+    """What ``farm test`` exits with under ``gate``: 0 passed, 1 failed, 130 when an interrupt (Ctrl-C,
+    SIGTERM) stopped the run. The ``--json`` summary's ``exit_code`` is this, as the process's is."""
+    if gate.stopped == "interrupted":
+        return 130
+    return 0 if gate.verdict == "passed" else 1
 
 
 def verdict_sentence(gate: RunGate) -> str:

@@ -21,7 +21,19 @@ if TYPE_CHECKING:
     from farm.suite.loader import Suite
     from farm.summary import Summary
 
-__all__ = ["Reach", "Say", "Watch", "agent_report", "report_and_after", "count_after_run", "global_hook", "remove_run", "resume_command", "say_stopped", "show_dry_run"]
+__all__ = [
+    "Reach",
+    "Say",
+    "Watch",
+    "agent_report",
+    "report_and_after",
+    "count_after_run",
+    "global_hook",
+    "remove_run",
+    "resume_command",
+    "say_stopped",
+    "show_dry_run",
+]
 
 
 class Reach:
@@ -59,10 +71,22 @@ class Watch:
         self.view.result(result)
 
 
-def say_stopped(console: Console, reason: str | None, summary: Summary, max_cost: float | None, again: str) -> None:
-    """Why the run dispatched no more (``--max-cost``, ``--fail-fast``), in one line; nothing when it ran to its end."""
+def say_stopped(console: Console, reason: str | None, summary: Summary, max_cost: float | None, again: str, not_run: int) -> None:
+    """Why the run dispatched no more (``--max-cost``, ``--fail-fast``) while ``not_run`` case runs
+    were still to start, in one line; nothing when it ran to its end. A ``--fail-fast`` that came
+    once every case run had started (they start at once up to ``--parallel``) says that none was left out."""
     from farm.engines import StopReason
+    from farm.wording import plural
 
+    finished = plural(summary.total, "case run")
+    if reason == StopReason.FAIL_FAST and not not_run:
+        console.print(
+            f"[yellow]--fail-fast:[/yellow] a case did not pass once every case run had started: all {finished} finished "
+            "(--parallel starts that many at once; a lower one leaves the rest unstarted)",
+            soft_wrap=True,
+            highlight=False,
+        )
+        return
     if reason == StopReason.MAX_COST:
         why = f"the run spent its budget of ${max_cost:g}"
         then = f"; resume with: {escape(again)} --max-cost <more>"
@@ -70,8 +94,10 @@ def say_stopped(console: Console, reason: str | None, summary: Summary, max_cost
         why, then = "--fail-fast: a case did not pass", ""
     else:
         return
+    if not not_run:
+        return
     console.print(
-        f"[yellow]stopped:[/yellow] {why}: {summary.total} case runs finished, the rest were not started{then}",
+        f"[yellow]stopped:[/yellow] {why}: {finished} finished, the rest were not started{then}",
         soft_wrap=True,
         highlight=False,
     )
@@ -160,7 +186,9 @@ def show_dry_run(suite: Suite, output: Path | None, console: Console, quiet: boo
         for warning in suite.warnings:
             console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False, emoji=False)
         valid = sum(1 for c in suite.cases if c.ok)
-        line = f"{valid} valid case(s), {sum(1 for c in suite.cases if c.error)} with problems" + (f"; written to {output}" if output else "")
+        line = f"{valid} valid case(s), {sum(1 for c in suite.cases if c.error)} with problems" + (
+            f"; written to {output}" if output else ""
+        )
         console.print(escape(line), highlight=False, emoji=False)
     return 2 if suite.problems else 0
 
@@ -185,7 +213,11 @@ def report_and_after(planned: Planned, summary: Summary, watch: Watch) -> bool:
             done = False
     if options.after:
         try:
-            global_hook(prepared.cfg, options.after, {"phase": "after", **planned.hook_info, "counts": summary.count_dict(), "run_dir": str(run_dir)})
+            global_hook(
+                prepared.cfg,
+                options.after,
+                {"phase": "after", **planned.hook_info, "counts": summary.count_dict(), "run_dir": str(run_dir)},
+            )
         except UsageError as exc:
             console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, emoji=False)
             done = False

@@ -50,7 +50,9 @@ ignore keys they do not know: events gain keys, never lose or retype them.
   :class:`farm.writers.runinfo.RunGate`: a case passes when at least
   ``--min-pass-rate`` of its tries passed, and the run is not significantly worse
   than ``--baseline``; a rescore is judged by its run's ``--min-pass-rate``, with no
-  baseline) decides it, 0 when passed; a run that stopped early fails its gate.
+  baseline) decides it, 0 when passed; a run that stopped early fails its gate (1), an
+  interrupted one exits 130. ``counts`` and the figures beside them are the whole run's, a
+  ``--resume``'s earlier parts included (their ``case_result`` events are not said again).
 
 ``case_start`` and ``turn`` are documented so consumers can handle them, but
 ``farm test`` does not emit them today: a conversation runs whole on one Ray
@@ -66,6 +68,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from farm.gate import gate_exit_code
 from farm.results import SCHEMA_VERSION, CaseResult, TurnResult
 from farm.summary import Summary
 from farm.writers.runinfo import RunGate
@@ -83,7 +86,14 @@ class EventWriter:
 
     label = "Events"
 
-    def __init__(self, stream: TextIO, run_id: str, *, clock: Callable[[], float] = time.time, gate: Callable[[], RunGate | None] | None = None):
+    def __init__(
+        self,
+        stream: TextIO,
+        run_id: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        gate: Callable[[], RunGate | None] | None = None,
+    ):
         self.stream = stream
         self.gate = gate
         """The run's gate once decided (``summary``'s ``gate`` and ``exit_code``); None: none."""
@@ -115,11 +125,22 @@ class EventWriter:
         """Emit ``turn`` (optional: for drivers that see turns as they happen); ``suite`` as for :meth:`case_start`."""
         self._emit(
             "turn",
-            {"suite": suite, "case_id": case_id, "run_index": run_index, "attempt": attempt, "turn": turn.model_dump(mode="json")},
+            {
+                "suite": suite,
+                "case_id": case_id,
+                "run_index": run_index,
+                "attempt": attempt,
+                "turn": turn.model_dump(mode="json"),
+            },
         )
 
     def write(self, result: CaseResult) -> None:
         self._emit("case_result", {"suite": result.suite, "case": result.model_dump(mode="json")})
+        self._summary.add(result)
+
+    def count_earlier(self, result: CaseResult) -> None:
+        """Count a result of the run's earlier parts (``--resume``) in ``summary``, which sums up the
+        whole run as its gate does, without an event for it (it was said when it ran)."""
         self._summary.add(result)
 
     def flush(self) -> None:
@@ -148,7 +169,7 @@ class EventWriter:
                 **summary.cost(),
                 **({"agents": summary.agent_counts()} if summary.several_agents else {}),
                 "wall_seconds": round(self._clock() - self._started_at, 3),
-                "exit_code": summary.exit_code if gate is None else int(gate.verdict == "failed"),
+                "exit_code": summary.exit_code if gate is None else gate_exit_code(gate),
                 **({"gate": gate.model_dump(mode="json")} if gate is not None else {}),
             },
         )

@@ -26,7 +26,7 @@ from typing import Literal
 
 from farm._run import YOUNG_THRESHOLD
 from farm._version import __version__
-from farm.engines import Engine, RunPlan, case_cost
+from farm.engines import Engine, RunPlan, StopReason, case_cost
 from farm.errors import EngineLost, RunError
 from farm.interrupts import Interrupts, uninterrupted
 from farm.results import CaseResult, CaseRunKey
@@ -34,6 +34,7 @@ from farm.results._folder import PARTS_DIR, TABLES, table_path
 from farm.secrets import Scrubber
 from farm.summary import Summary
 from farm.writers import JSONLWriter, MultiWriter, ParquetWriter, ResultWriter, RunInfo, read_jsonl_results, write_run_json
+from farm.writers.base import CountsEarlier
 from farm.writers.runinfo import RunGate, RunPart
 
 __all__ = ["RunInterrupted", "RunOutputs", "RunStopped", "execute"]
@@ -65,7 +66,8 @@ class RunOutputs:
     reports: Sequence[ResultWriter] = ()
     """Report files (JUnit, HTML) fed with every result of the run, earlier parts included on resume."""
     streams: Sequence[ResultWriter] = ()
-    """Live outputs (NDJSON events) fed with the results of this part only."""
+    """Live outputs (NDJSON events) fed with the results of this part only; one that sums the run up
+    at its end (:class:`CountsEarlier`) counts the earlier parts' too."""
     resume: bool = False
     gate: Callable[[Summary, str | None, int], RunGate] | None = None
     """Decides the run's gate (:mod:`farm.gate`) from the whole run's summary once every result is in,
@@ -237,7 +239,9 @@ class _Part:
         """Pump the plan through the engine, then decide the gate."""
         with _collector_for_the_run():
             stop_reason = self.engine.run(self.plan, self.record)
-            self.info.stop_reason = stop_reason.value if stop_reason is not None else None
+        if stop_reason is None and self.plan.feed.failure is not None:  # the generator's error cut the suite short
+            stop_reason = StopReason.GENERATOR_FAILED
+        self.info.stop_reason = stop_reason.value if stop_reason is not None else None
         self.ended = True
         if self.outputs.gate is not None:
             self.info.gate = self.outputs.gate(self.summary, self.info.stop_reason, self.not_run())
@@ -259,7 +263,9 @@ class _Part:
                 self.info.gate = self.outputs.gate(self.summary, "interrupted" if self.interrupted else "stopped", self.not_run())
             self.writers.close()
             self.timings["closed_s"] = self.elapsed()
-            self.info.status = _status(self.info, interrupted=self.interrupted, lost=self.lost is not None, ended=self.ended)
+            self.info.status = _status(
+                self.info, interrupted=self.interrupted, lost=self.lost is not None, ended=self.ended, left_out=self.not_run()
+            )
             self.info.ended_at = self.part.ended_at = time.time()
             _record_counts(self.info, self.summary, self.plan)
             write_run_json(self.outputs.run_dir, self.info)
@@ -284,9 +290,12 @@ def _writers(plan: RunPlan, outputs: RunOutputs, summary: Summary) -> tuple[Mult
     parquet = _fresh_parquet(outputs.run_dir)
     scrubber = Scrubber.from_config(plan.config)  # no secret of the run's config reaches an output
     replayed = MultiWriter([parquet, *outputs.reports], scrubber)
+    counted = [stream.count_earlier for stream in outputs.streams if isinstance(stream, CountsEarlier)]
     for result in earlier:
         replayed.write(result)
         summary.add(result)
+        for count in counted:  # not said again as live, but in the stream's whole-run summary
+            count(result)
         plan.spent_before += case_cost(result)
     summary.add_calls(plan.driver_calls)  # the generator's, before the run
     return MultiWriter(
@@ -295,12 +304,15 @@ def _writers(plan: RunPlan, outputs: RunOutputs, summary: Summary) -> tuple[Mult
 
 
 def _status(
-    info: RunInfo, *, interrupted: bool, lost: bool, ended: bool
+    info: RunInfo, *, interrupted: bool, lost: bool, ended: bool, left_out: int
 ) -> Literal["interrupted", "stopped", "finished", "not_started", "failed"]:
-    """``run.json``'s ``status`` once the part ended: how it ended, or where the engine failed."""
+    """``run.json``'s ``status`` once the part ended: how it ended, or where the engine failed. A run
+    that stopped early (its ``stop_reason``: ``--max-cost``, ``--fail-fast``, its generator's error, an
+    unreachable agent) with case runs ``left_out`` is ``stopped``, never ``finished``: ``--baseline last``
+    and ``farm view`` take it for what it is."""
     if interrupted:
         return "interrupted"
-    if lost or info.stop_reason in ("max_cost", "unreachable"):
+    if lost or (info.stop_reason is not None and left_out):
         return "stopped"
     if ended:
         return "finished"

@@ -6,7 +6,7 @@ and after the run said as the console summary's last lines and appended to
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +20,7 @@ from farm.gate import (
     adaptive_said,
     case_label,
     find_baseline,
+    gate_exit_code,
     judge,
     read_baseline,
     several_suites,
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from farm.summary import Summary
     from farm.writers.runinfo import RunGate, RunInfo
 
-__all__ = ["deciding", "gate_lines", "load_baseline", "show_gate"]
+__all__ = ["check_in_common", "deciding", "gate_lines", "load_baseline", "show_gate"]
 
 
 def load_baseline(asked: str | None, results_dir: Path, input: Sequence[str], run_dir: Path) -> Baseline | None:
@@ -46,6 +47,25 @@ def load_baseline(asked: str | None, results_dir: Path, input: Sequence[str], ru
     return read_baseline(path, run_dir) if path is not None else None
 
 
+def check_in_common(asked: str, baseline: Baseline, info: RunInfo, cases: Iterable[tuple[str, str]]) -> None:
+    """A baseline run named by its folder (``asked``) that ran none of this run's ``cases`` (each its
+    ``source`` and id, all known at the start) is a :class:`UsageError` before any agent call: no case
+    could be compared, and the gate would pass on nothing. Suites are worked out as each run's reader
+    does (``s.jsonl`` and its absolute path are one suite); ``info``: this run's ``run.json`` as it starts."""
+    from farm.results import RunRecord
+    from farm.results._suites import Suites
+
+    before_suite = RunRecord(baseline.path).suite_of
+    before = {(before_suite(case.source), key[1]) for tallied in baseline.tallies.values() for key, case in tallied.items()}
+    now_suite = Suites(info, lambda folder: None).of
+    now = {(now_suite(source), case_id) for source, case_id in cases}
+    if now and not now & before:
+        raise UsageError(
+            f"--baseline {asked}: baseline run {baseline.run_id} ran none of the cases of this run's suite "
+            f"{info.input}, so nothing could be compared; give a run of the same suite"
+        )
+
+
 def deciding(options: ResolvedOptions, baseline: Baseline | None) -> Callable[[Summary, str | None, int], RunGate]:
     """What decides the gate of a run with ``options`` from its whole :class:`~farm.summary.Summary`,
     why it stopped early if it did, and the case runs that did not run
@@ -53,7 +73,9 @@ def deciding(options: ResolvedOptions, baseline: Baseline | None) -> Callable[[S
     rate = options.min_pass_rate
 
     def decide(summary: Summary, stopped: str | None, not_run: int) -> RunGate:
-        early = stopped if not_run else None  # a stop after the last case left nothing out
+        early = (
+            stopped if not_run or stopped == "interrupted" else None
+        )  # a stop after the last case left nothing out; an interrupt exits 130 anyway
         return judge(summary_tallies(summary), rate, baseline, options.baseline, early, not_run)
 
     return decide
@@ -74,14 +96,18 @@ def show_gate(summary: Summary, info: RunInfo, view: RunView, asked: bool = True
         try:
             written = append_step_summary(gate_markdown(info, gate, tallies, summary.blames))
         except OSError as exc:  # the farm could not do its part: said, and never a green run
-            view.console.print(Text(f"error: cannot append the summary to $GITHUB_STEP_SUMMARY: {exc}", style="red"), soft_wrap=True)
+            view.console.print(
+                Text(f"error: cannot append the summary to $GITHUB_STEP_SUMMARY: {exc}", style="red"), soft_wrap=True
+            )
             return 1
         if written is not None and view.show and not view.quiet:
             view.console.print(Text(f"Step summary: {written}"), soft_wrap=True)
-    if view.show and not refused and (asked or gate.stopped or gate.not_run):  # -q too: the verdict is the last line, after pytest's
+    if (
+        view.show and not refused and (asked or gate.stopped or gate.not_run)
+    ):  # -q too: the verdict is the last line, after pytest's
         for line in gate_lines(gate, tallies):
             view.console.print(line, soft_wrap=True)
-    return 0 if gate.verdict == "passed" else 1
+    return gate_exit_code(gate)
 
 
 def gate_lines(gate: RunGate, tallies: Tallies) -> list[Text]:
@@ -100,7 +126,9 @@ def gate_lines(gate: RunGate, tallies: Tallies) -> list[Text]:
             name = neutralise(f"{agent}: {label}" if several else label)
             stop = f" ({stop_said(case.stopped, case.tries, case.verdict)})" if case.stopped else ""
             if case.flaky and case.passes_gate(gate.min_pass_rate):
-                lines.append(Text(f"  {name}: flaky, passed the {rate} gate: {case.passes} of {case.tries}{stop}", style="yellow"))
+                lines.append(
+                    Text(f"  {name}: flaky, passed the {rate} gate: {case.passes} of {case.tries}{stop}", style="yellow")
+                )
             elif repeated and not case.passes_gate(gate.min_pass_rate):
                 lines.append(Text(f"  {name}: {_failed_gate(case, gate.min_pass_rate)}{stop}", style="red"))
     style = "bold green" if gate.verdict == "passed" else "bold red"

@@ -30,7 +30,7 @@ __all__ = ["Planned", "plan_run"]
 def plan_run(prepared: Prepared) -> Planned:
     """Decide everything the engine needs: the agents' connectors, ``parallel``, where results go and
     which are done (a resume), the baseline, the engine; each mistake said before anything runs."""
-    from farm._run.gating import load_baseline
+    from farm._run.gating import check_in_common, load_baseline
 
     options, cfg, suite = prepared.options, prepared.cfg, prepared.suite
     if not suite.expected:
@@ -44,18 +44,31 @@ def plan_run(prepared: Prepared) -> Planned:
     agent_id, agents = (prepared.agent_id, prepared.agents) if prepared.agent_id is not None else ("", [""])  # script tests
     connectors = _connectors(prepared, agents)
     jsonl, skip_keys = _results(prepared, agent_id)
-    against = load_baseline(options.baseline, cfg.results_dir, options.inputs, prepared.run_dir)  # a bad one: said before anything runs
+    against = load_baseline(
+        options.baseline, cfg.results_dir, options.inputs, prepared.run_dir
+    )  # a bad one: said before anything runs
+    info = _run_info(prepared, agent_id, agents, connectors)
+    if against is not None and options.baseline != "last" and suite.feed.closed:  # every case of the run is known now
+        check_in_common(options.baseline or "", against, info, ((c.source, c.id) for c in suite.cases))
     plan, engine = _engine_plan(prepared, agents, connectors, skip_keys)
     plan.sequential, plan.tried_before = _adaptive(prepared, jsonl, agent_id, bool(skip_keys))
     receiver = _receiver(prepared, agents, engine)
     if receiver is not None:
         for settings in plan.agent_settings.values():
             settings.trace_receiver = receiver.url
-    info = _run_info(prepared, agent_id, agents, connectors)
-    hook_info: dict[str, Any] = {"input": options.input, "agent": agent_id, "agents": agents, "connector": connectors.get(agent_id), "run_id": prepared.run_id, "cases": suite.expected}
+    hook_info: dict[str, Any] = {
+        "input": options.input,
+        "agent": agent_id,
+        "agents": agents,
+        "connector": connectors.get(agent_id),
+        "run_id": prepared.run_id,
+        "cases": suite.expected,
+    }
     if prepared.rescoring is not None:
         hook_info["rescored_from"] = info.rescored_from
-    return Planned(prepared, agent_id, agents, connectors, plan, info, engine, jsonl, skip_keys, recorder, against, hook_info, receiver)
+    return Planned(
+        prepared, agent_id, agents, connectors, plan, info, engine, jsonl, skip_keys, recorder, against, hook_info, receiver
+    )
 
 
 def _receiver(prepared: Prepared, agents: list[str], engine: Engine) -> Receiver | None:
@@ -65,7 +78,9 @@ def _receiver(prepared: Prepared, agents: list[str], engine: Engine) -> Receiver
     remote = [each for each in agents if each in cfg.agents and cfg.agents[each].kind in ("http", "openai")]
     if not remote or prepared.rescoring is not None:
         return None
-    if not (cfg.farm.traces or any(case.traced for case in prepared.suite.cases)):  # as the loader found them: no case is read again
+    if not (
+        cfg.farm.traces or any(case.traced for case in prepared.suite.cases)
+    ):  # as the loader found them: no case is read again
         return None
     from farm.traces.receiver import Receiver
 
@@ -74,7 +89,9 @@ def _receiver(prepared: Prepared, agents: list[str], engine: Engine) -> Receiver
     try:
         return Receiver(engine.span_sink(prepared.run_id), host or "127.0.0.1", int(port), cfg.farm.max_trace_body)
     except (OSError, ValueError) as exc:
-        raise UsageError(f"[farm].trace_receiver {address}: the farm cannot listen there ({getattr(exc, 'strerror', None) or exc})") from None
+        raise UsageError(
+            f"[farm].trace_receiver {address}: the farm cannot listen there ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
 
 
 def _golden(prepared: Prepared) -> GoldenRecorder | None:
@@ -116,7 +133,10 @@ def _results(prepared: Prepared, agent_id: str) -> tuple[Path, set[CaseRunKey]]:
     if not resumed:
         return jsonl, set()
     match = _suite_matcher(prepared)
-    return jsonl, {key._replace(suite=match(key.suite)) for key in finished_keys(jsonl, agent_id, unless=BROKEN if options.retry_errors else ())}
+    return jsonl, {
+        key._replace(suite=match(key.suite))
+        for key in finished_keys(jsonl, agent_id, unless=BROKEN if options.retry_errors else ())
+    }
 
 
 def _suite_matcher(prepared: Prepared) -> Callable[[str], str]:
@@ -127,7 +147,9 @@ def _suite_matcher(prepared: Prepared) -> Callable[[str], str]:
     return suite_matcher({suite_of(loaded.source) for loaded in prepared.suite.cases})
 
 
-def _adaptive(prepared: Prepared, jsonl: Path, agent_id: str, resumed: bool) -> tuple[Sequential | None, dict[CaseRunKey, tuple[str, bool]]]:
+def _adaptive(
+    prepared: Prepared, jsonl: Path, agent_id: str, resumed: bool
+) -> tuple[Sequential | None, dict[CaseRunKey, tuple[str, bool]]]:
     """Under adaptive repeats, the rule that stops each case, and (a resume) how the tries already
     run ended, which it counts on from."""
     from farm.results._folder import finished_tries
@@ -154,10 +176,14 @@ def _parallel(prepared: Prepared, connectors: dict[str, str | None]) -> int:
     given, cfg = prepared.options.parallel, prepared.cfg
     if given or prepared.rescoring is not None:
         return given or DEFAULT_PARALLEL
-    return sum(default_parallel(cfg.connectors[name]) if name else DEFAULT_PARALLEL for name in dict.fromkeys(connectors.values()))
+    return sum(
+        default_parallel(cfg.connectors[name]) if name else DEFAULT_PARALLEL for name in dict.fromkeys(connectors.values())
+    )
 
 
-def _engine_plan(prepared: Prepared, agents: list[str], connectors: dict[str, str | None], skip_keys: set[CaseRunKey]) -> tuple[RunPlan, Engine]:
+def _engine_plan(
+    prepared: Prepared, agents: list[str], connectors: dict[str, str | None], skip_keys: set[CaseRunKey]
+) -> tuple[RunPlan, Engine]:
     """The run's plan and its engine (``auto`` chosen by the run's size); a cluster not there is said here."""
     from farm._run.setup import build_plan
     from farm.engines import Terminal, choose_engine, make_engine
@@ -170,9 +196,17 @@ def _engine_plan(prepared: Prepared, agents: list[str], connectors: dict[str, st
         resources=any(cfg.agents[each].declares_resources for each in agents if each in cfg.agents),
     )
     terminal = Terminal(sys.stdin, Say(prepared.view.console)) if options.interactive and rescoring is None else None
-    fields = {"parallel": _parallel(prepared, connectors), "runs": options.runs, "skip_keys": skip_keys, "terminal": terminal, "driver_calls": prepared.driver_calls}
+    fields = {
+        "parallel": _parallel(prepared, connectors),
+        "runs": options.runs,
+        "skip_keys": skip_keys,
+        "terminal": terminal,
+        "driver_calls": prepared.driver_calls,
+    }
     plan = build_plan(cfg, agents, suite, options, prepared.run_id, replay=rescoring.replay if rescoring else None, **fields)
-    engine = make_engine(engine_name, **({"address": options.address} if engine_name == "ray" else {}))  # a cluster not there: said before anything runs
+    engine = make_engine(
+        engine_name, **({"address": options.address} if engine_name == "ray" else {})
+    )  # a cluster not there: said before anything runs
     return plan, engine
 
 

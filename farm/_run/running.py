@@ -248,7 +248,8 @@ def _finish(planned: Planned, summary: Summary, watch: Watch, reports: list[Repo
         partial(remove_run, run_dir, planned.jsonl),
     )
     feed_failed = prepared.suite.feed.after_run(end)
-    say_stopped(console, info.stop_reason, summary, options.max_cost, again or "")  # -q too: why a run ended early
+    not_run = info.gate.not_run if info.gate is not None else 0
+    say_stopped(console, info.stop_reason, summary, options.max_cost, again or "", not_run)  # -q too: why a run ended early
     if watch.reach.unreachable is not None:
         console.print(f"[red]error:[/red] {escape(watch.reach.unreachable)}", soft_wrap=True, highlight=False, emoji=False)
     source = [f"Rescored from: {prepared.rescoring.source}"] if prepared.rescoring is not None else []

@@ -101,6 +101,8 @@ class StopReason(StrEnum):
     """``--max-cost``: the run's spend reached the budget."""
     UNREACHABLE = "unreachable"
     """The agent's connector never answered and its connections kept failing (a case ended ``unreachable``)."""
+    GENERATOR_FAILED = "generator_failed"
+    """A generated suite's generator failed before it wrote every case asked (the run records it; no scheduler stops for it)."""
     REQUESTED = "requested"
     """The caller asked (an interrupt, a lost engine)."""
 

@@ -40,6 +40,10 @@ class GeneratedFeed:
     def asked(self) -> int:
         return self.stream.asked
 
+    @property
+    def failure(self) -> str | None:
+        return self.stream.error
+
     def open(self, run_dir: Path, keep: Keep | None) -> list[LoadedCase]:
         """Start (or continue) ``generated.jsonl``: a resumed run's cases, selected, are there at once."""
         from farm.agents.transport import preload
@@ -62,11 +66,21 @@ class GeneratedFeed:
         status = console.status("") if console.is_terminal and not quiet else nullcontext()
         try:
             with status as shown:
-                cases = generate_locally(stream, config, cache, on_progress=lambda stats: shown.update(stats.progress_text()) if shown else None, on_problem=say_dropped(console, quiet))
+                cases = generate_locally(
+                    stream,
+                    config,
+                    cache,
+                    on_progress=lambda stats: shown.update(stats.progress_text()) if shown else None,
+                    on_problem=say_dropped(console, quiet),
+                )
         except KeyboardInterrupt:
             stream.close()
             if not quiet:
-                console.print(f"\ninterrupted while generating: {stream.stats.kept} of {stream.asked} cases generated", highlight=False, soft_wrap=True)
+                console.print(
+                    f"\ninterrupted while generating: {stream.stats.kept} of {stream.asked} cases generated",
+                    highlight=False,
+                    soft_wrap=True,
+                )
             raise
         kept = keep(cases)
         self._said(console, quiet)
@@ -85,7 +99,7 @@ class GeneratedFeed:
         if self.stream.stats.kept == 0 and not end.resumed:
             end.remove()  # nothing ran: no folder is left as if it had (exit 2)
         self._said(end.console, end.quiet)
-        return self.stream.error is not None
+        return self.failure is not None
 
     def _calls(self, previous: RunInfo | None) -> CallTally:
         """The generator's calls of this part, and what those of a resumed run's earlier parts cost."""
@@ -124,7 +138,9 @@ def say_dropped(console: Console, quiet: bool) -> Callable[[str], None]:
         return lambda line: None
     from farm.console.safe import one_line
 
-    return lambda line: console.print(f"[yellow]dropped:[/yellow] {escape(one_line(line))}", highlight=False, emoji=False, soft_wrap=True)
+    return lambda line: console.print(
+        f"[yellow]dropped:[/yellow] {escape(one_line(line))}", highlight=False, emoji=False, soft_wrap=True
+    )
 
 
 class GenerationShown:

@@ -21,7 +21,9 @@ but each agent's own (``pass-rate-<n>``, ``latency-avg-<n>``, ``latency-max-<n>`
 histogram ``latency-chart-<n>``), and each case names its agent
 (``data-agent`` on every case section). With several suites, whose case ids may repeat (every
 suite may have its ``greet``), each case names its suite before its id (``data-suite`` on every
-case section holds it in any run). The script
+case section holds it in any run). A run that stopped before every case ran (``--max-cost``,
+``--fail-fast``, its generator's error, an interrupt) says so at the top, in ``stopped``: why, and
+how many case runs did not run (the counts are of those that did). The script
 writes how many case sections the filter shows into ``visible-count`` and
 the active filter into ``active-filter``; the filter can also be chosen with
 the URL's fragment (``report.html#failed``). Each case is a
@@ -38,10 +40,11 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from datetime import datetime
 from html import escape
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from farm.durations import format_duration
 from farm.excerpts import MORE_CHARACTERS, clip
@@ -50,6 +53,9 @@ from farm.reports.streamed import StreamedReport
 from farm.results import AssertionResult, CaseResult, CheckpointResult, Status, TurnResult
 from farm.results import format_usd as usd
 from farm.summary import Summary
+
+if TYPE_CHECKING:
+    from farm.writers.runinfo import RunGate
 
 __all__ = ["HTMLWriter", "for_run", "LATENCY_BUCKETS_MS"]
 
@@ -72,9 +78,18 @@ class HTMLWriter(StreamedReport):
 
     label = "HTML"
 
-    def __init__(self, path: str | os.PathLike[str], run_id: str, *, title: str | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        run_id: str,
+        *,
+        title: str | None = None,
+        gate: Callable[[], RunGate | None] | None = None,
+    ):
         super().__init__(path, run_id)
         self.title = title or f"Agent Test Farm — run {run_id}"
+        self.gate = gate
+        """The run's gate once decided (before the outputs close): a run that stopped early says so at the top."""
         self._latency = _Latency()
         self._agent_latency: dict[str, _Latency] = {}
         """Each agent's own, in the order of ``summary.agents``: a run of several shows no latency of them all together."""
@@ -96,7 +111,9 @@ class HTMLWriter(StreamedReport):
         """(id suffix, agent, latency): the run's, or with several agents each agent's own."""
         if not self.summary.several_agents:
             return [("", None, self._latency)]
-        return [(f"-{number}", agent, self._agent_latency.get(agent, _Latency())) for number, agent in enumerate(self.summary.agents)]
+        return [
+            (f"-{number}", agent, self._agent_latency.get(agent, _Latency())) for number, agent in enumerate(self.summary.agents)
+        ]
 
     def _latency_cards(self) -> list[str]:
         cards = []
@@ -115,6 +132,18 @@ class HTMLWriter(StreamedReport):
             f"{_histogram(latency.buckets, suffix)}</figure>"
             for suffix, agent, latency in self._latencies()
         )
+
+    def _stopped(self) -> str:
+        """The line at the top of a run that stopped before every case ran; "" for one that ran them all."""
+        from farm.gate import STOPPED
+        from farm.wording import plural
+
+        gate = self.gate() if self.gate is not None else None
+        if gate is None or not gate.stopped:
+            return ""
+        why = STOPPED.get(gate.stopped, "the run stopped early")
+        said = f"{why[:1].upper()}{why[1:]}: {plural(gate.not_run, 'case run')} not run; the figures below are of those that ran."
+        return f'<p class="stopped" id="stopped" role="alert" data-reason="{escape(gate.stopped)}" data-not-run="{gate.not_run}">{escape(said)}</p>\n'
 
     # -- the page head: summary, charts, filters
 
@@ -151,11 +180,14 @@ class HTMLWriter(StreamedReport):
             cards.append(_card("cost-usd", usd(summary.cost_usd), "agent cost (USD)", attrs=f' data-usd="{summary.cost_usd!r}"'))
         if summary.role_cost_usd is not None:
             cards.append(
-                _card("role-cost-usd", usd(summary.role_cost_usd), "simulator, judge and generator cost", attrs=f' data-usd="{summary.role_cost_usd!r}"')
+                _card(
+                    "role-cost-usd",
+                    usd(summary.role_cost_usd),
+                    "simulator, judge and generator cost",
+                    attrs=f' data-usd="{summary.role_cost_usd!r}"',
+                )
             )
-        buttons = [
-            f'<button type="button" class="filter" id="filter-all" data-filter="all">All <b>{total}</b></button>'
-        ]
+        buttons = [f'<button type="button" class="filter" id="filter-all" data-filter="all">All <b>{total}</b></button>']
         buttons += [
             f'<button type="button" class="filter {s.value}" id="filter-{s.value}" data-filter="{s.value}">'
             f"{s.value.capitalize()} <b>{counts[s]}</b></button>"
@@ -175,7 +207,7 @@ class HTMLWriter(StreamedReport):
 <h1>{escape(self.title)}</h1>
 <p class="muted">Run <code id="run-id">{escape(self.run_id)}</code>; {escape(span)}report written {escape(generated)}.</p>
 </header>
-<section class="cards" aria-label="Summary">
+{self._stopped()}<section class="cards" aria-label="Summary">
 {"".join(cards)}
 </section>
 {_agents_table(summary) if summary.several_agents else ""}<section class="charts">
@@ -262,6 +294,7 @@ code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospac
 pre { white-space: pre-wrap; word-break: break-word; margin: .2rem 0; padding: .4rem .6rem;
   background: var(--panel); border: 1px solid var(--line); border-radius: 6px; }
 .muted { color: var(--muted); }
+.stopped { border: 1px solid var(--failed); border-left-width: 6px; border-radius: 8px; padding: .6rem .8rem; color: var(--failed); font-weight: 600; }
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(130px, 1fr)); gap: .5rem; margin: 1rem 0; }
 .card { background: var(--panel); border: 1px solid var(--line); border-radius: 8px; padding: .5rem .7rem; }
 .card .num { font-size: 1.35rem; font-weight: 600; }
@@ -314,7 +347,10 @@ h3 { font-size: 1rem; margin: .7rem 0 .2rem; }
 def _agents_table(summary: Summary) -> str:
     """Each agent's counts and cost, side by side, for a run that tested several."""
     priced = any(entry.cost_usd is not None for entry in summary.agents.values())
-    head = "".join(f"<th>{escape(name)}</th>" for name in ["agent", "total", *(s.value for s in Status), "pass rate", *(["cost"] if priced else [])])
+    head = "".join(
+        f"<th>{escape(name)}</th>"
+        for name in ["agent", "total", *(s.value for s in Status), "pass rate", *(["cost"] if priced else [])]
+    )
     rows = []
     for number, (agent, entry) in enumerate(summary.agents.items()):
         rate = "—" if entry.pass_rate is None else f"{entry.pass_rate:.1%}"
@@ -430,9 +466,7 @@ def _histogram(buckets: list[int], suffix: str = "") -> str:
             f'<text x="{x + slot / 2:.1f}" y="{height - bottom + 14}" text-anchor="middle" '
             f'style="font-size:9.5px">{escape(label)}</text>'
         )
-    parts.append(
-        f'<line x1="{left}" y1="{height - bottom}" x2="{width}" y2="{height - bottom}" stroke="#8c959f"/></svg>'
-    )
+    parts.append(f'<line x1="{left}" y1="{height - bottom}" x2="{width}" y2="{height - bottom}" stroke="#8c959f"/></svg>')
     return "".join(parts)
 
 
@@ -560,7 +594,13 @@ def _diff(diff: str) -> str:
     """A golden assertion's unified diff, its removed and added lines marked."""
     lines = []
     for line in diff.splitlines():
-        kind = "del" if line.startswith("-") and not line.startswith("---") else "ins" if line.startswith("+") and not line.startswith("+++") else ""
+        kind = (
+            "del"
+            if line.startswith("-") and not line.startswith("---")
+            else "ins"
+            if line.startswith("+") and not line.startswith("+++")
+            else ""
+        )
         lines.append(f'<span class="{kind}">{escape(line)}</span>' if kind else escape(line))
     return '<pre class="diff">' + "\n".join(lines) + "</pre>"
 
@@ -588,6 +628,8 @@ def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
     return clip(text, limit, MORE_CHARACTERS, within=False)
 
 
-def for_run(path: str | os.PathLike[str], run_id: str, info: dict[str, Any], gate: object) -> HTMLWriter:
+def for_run(
+    path: str | os.PathLike[str], run_id: str, info: dict[str, Any], gate: Callable[[], RunGate | None] | None
+) -> HTMLWriter:
     """``--html``'s writer (:data:`farm.writers.extra.EXTRA_WRITERS`)."""
-    return HTMLWriter(path, run_id)
+    return HTMLWriter(path, run_id, gate=gate)

@@ -51,20 +51,26 @@ def check_suite(suite: Suite, config: FarmConfig, default_simulator: str | None 
             loaded.fail(problems)
 
 
-def _config_problems(case: TestCase, config: FarmConfig, simulator: str | None, resolver: Any, base_dir: Path | None) -> list[str]:
+def _config_problems(
+    case: TestCase, config: FarmConfig, simulator: str | None, resolver: Any, base_dir: Path | None
+) -> list[str]:
     out: list[str] = []
     checked = config.path is not None
 
     def agent(where: str, agent_id: str) -> None:
         if checked and agent_id not in config.agents:
             known = ", ".join(sorted(config.agents)) or "none"
-            out.append(f"field '{where}': agent '{agent_id}' is not configured in {config.path}{nearest(agent_id, config.agents)} (configured: {known})")
+            out.append(
+                f"field '{where}': agent '{agent_id}' is not configured in {config.path}{nearest(agent_id, config.agents)} (configured: {known})"
+            )
 
     def connector(where: str, options: Any) -> None:
         name = getattr(options, "connector", None)
         if checked and name and name not in config.connectors:
             known = ", ".join(sorted(config.connectors)) or "none"
-            out.append(f"field '{where}.connector': connector '{name}' is not configured in {config.path}{nearest(name, config.connectors)} (configured: {known})")
+            out.append(
+                f"field '{where}.connector': connector '{name}' is not configured in {config.path}{nearest(name, config.connectors)} (configured: {known})"
+            )
 
     def script(where: str, reference: str) -> None:
         try:
@@ -78,7 +84,9 @@ def _config_problems(case: TestCase, config: FarmConfig, simulator: str | None, 
         if sim_id:
             agent("simulator.use", role_agent_id(sim_id, None) or sim_id)
         elif case.checkpoints is not None and not simulator:
-            out.append("field 'simulator': the case has checkpoints but no simulator; give 'simulator.use' in the case, or a default simulator with --simulator or [farm].simulator")
+            out.append(
+                "field 'simulator': the case has checkpoints but no simulator; give 'simulator.use' in the case, or a default simulator with --simulator or [farm].simulator"
+            )
         if case.simulator:
             connector("simulator.options", case.simulator.options)
     for t, turn in enumerate(case.turns or []):
@@ -92,7 +100,9 @@ def _config_problems(case: TestCase, config: FarmConfig, simulator: str | None, 
             if validator:
                 agent(f"{where}.use", validator)
             elif checked:
-                out.append(f"field '{where}': an 'agent' assertion needs 'use' (e.g. agents:workers.test.validator) or [farm].validator")
+                out.append(
+                    f"field '{where}': an 'agent' assertion needs 'use' (e.g. agents:workers.test.validator) or [farm].validator"
+                )
         if spec.type == "script" and spec.use:
             script(f"{where}.script", spec.use)
     if case.golden is not None and case.golden.enabled and case.golden.text == "judge":
@@ -210,17 +220,34 @@ def check_for_run(
     check_run(config, agent_id, connector, dict.fromkeys(r for r in roles if r))
 
 
-def check_budget(config: FarmConfig, max_cost: float | None, named: str = "--max-cost") -> None:
-    """A budget needs a price to count against: with no connector priced, every cost is unknown and
-    the budget would never stop the run, so it is a :class:`UsageError` before anything is sent.
-    ``named``: where the budget came from (``--max-cost``, ``[farm].max_cost``, the resumed run's)."""
-    if max_cost is None or any(c.price is not None for c in config.connectors.values()):
+def check_budget(
+    config: FarmConfig,
+    max_cost: float | None,
+    named: str = "--max-cost",
+    agents: Sequence[str] = (),
+    connector: str | None = None,
+) -> None:
+    """A budget needs a price to count against, so a budget that could not count is a
+    :class:`UsageError` before anything is sent: with no connector priced every cost is unknown,
+    and a connector the run calls for ``agents`` (``connector``, ``-c``, over each agent's own)
+    with no price would spend what the budget never sees. ``named``: where the budget came from
+    (``--max-cost``, ``[farm].max_cost``, the resumed run's)."""
+    if max_cost is None:
         return
     where = f"in {config.path}" if config.path else "configured"
-    raise UsageError(
-        f"{named} ${max_cost:g}: no connector {where} has a price, so no cost can be counted; "
-        f"give the connectors a price (price = {{ input = ..., output = ... }}) or drop {named}"
-    )
+    if not any(c.price is not None for c in config.connectors.values()):
+        raise UsageError(
+            f"{named} ${max_cost:g}: no connector {where} has a price, so no cost can be counted; "
+            f"give the connectors a price (price = {{ input = ..., output = ... }}) or drop {named}"
+        )
+    for agent_id in agents:
+        name = connector or (config.agents[agent_id].connector if agent_id in config.agents else None)
+        if name and name in config.connectors and config.connectors[name].price is None:
+            caller = f"-c {shown(name)}" if connector else f"agent '{shown(agent_id)}'"
+            raise UsageError(
+                f"{named} ${max_cost:g}: {caller} calls connector '{shown(name)}' {where}, which has no price, so the "
+                f"budget cannot count its calls; give it a price (price = {{ input = ..., output = ... }}) or drop {named}"
+            )
 
 
 def check_before_run(
@@ -264,7 +291,7 @@ def check_before_run(
         check_folder(suite.cases, golden_dir)
     if not dry_run:
         config.check_keys()  # a key with a stray newline
-        check_budget(config, max_cost, max_cost_from)
+        check_budget(config, max_cost, max_cost_from, agents, connector)
         if reporter is not None:
             try:
                 config.agent(reporter)

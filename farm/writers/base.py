@@ -11,7 +11,7 @@ from farm.secrets import Scrubber, scrub_result
 
 _W = TypeVar("_W", bound="ClosingWriter")
 
-__all__ = ["ClosingWriter", "MultiWriter", "ResultWriter"]
+__all__ = ["ClosingWriter", "CountsEarlier", "MultiWriter", "ResultWriter"]
 
 
 @runtime_checkable
@@ -34,6 +34,16 @@ class ResultWriter(Protocol):
 
     def close(self) -> None:
         """Flush, finish the output and release it; later writes raise."""
+        ...
+
+
+@runtime_checkable
+class CountsEarlier(Protocol):
+    """A live writer (fed this part's results only) whose end sums up the whole run: on ``--resume``
+    it is told each result of the run's earlier parts first, to count, not to write."""
+
+    def count_earlier(self, result: CaseResult) -> None:
+        """Count ``result``, of an earlier part of the run, in what the writer sums up at its end."""
         ...
 
 

@@ -19,7 +19,17 @@ from farm.errors import UsageError
 from farm.files import atomic_file
 from farm.results._folder import RUN_JSON
 
-__all__ = ["RUN_JSON", "RUN_INFO_VERSION", "GateComparison", "RunGate", "RunInfo", "RunOptions", "RunPart", "read_run_json", "write_run_json"]
+__all__ = [
+    "RUN_JSON",
+    "RUN_INFO_VERSION",
+    "GateComparison",
+    "RunGate",
+    "RunInfo",
+    "RunOptions",
+    "RunPart",
+    "read_run_json",
+    "write_run_json",
+]
 
 
 RUN_INFO_VERSION = 2
@@ -129,7 +139,7 @@ class RunGate(BaseModel):
     """Per agent, the comparison with the baseline."""
     stopped: str | None = None
     """Why the run ended before every case ran (``interrupted``, ``max_cost``, ``fail_fast``,
-    ``unreachable``, ``stopped``, ...): the gate fails; null when it ran them all."""
+    ``unreachable``, ``generator_failed``, ``stopped``, ...): the gate fails; null when it ran them all."""
     not_run: int = 0
     """Case runs (cases x runs x agents) planned that did not run."""
 
@@ -234,12 +244,13 @@ class RunInfo(BaseModel):
     conversations it re-evaluated; null for a live run."""
     stop_reason: str | None = None
     """Why the run dispatched no more before every case ran: ``max_cost`` (``--max-cost`` reached;
-    resume with a larger budget), ``fail_fast``; null when it ran everything (or was interrupted)."""
+    resume with a larger budget), ``fail_fast``, ``unreachable``, ``generator_failed`` (a generated
+    suite's generator failed before it wrote every case asked); null when it ran everything (or was
+    interrupted). A run stopped with case runs left out has ``status`` ``stopped``."""
     not_rescorable: int | None = None
     """For a ``farm rescore`` run: case runs that could not be rescored (rerun them)."""
     gate: RunGate | None = None
     """The run's gate: threshold, baseline, verdict and its sentence; null until the run ends."""
-
 
     def recorded_parts(self) -> list[RunPart]:
         """The parts of the run so far; for a record written before parts were kept, its one

@@ -189,7 +189,7 @@ def test_a_run_stopped_early_counts_as_not_run_only_the_tries_that_were_due(proj
     assert gate is not None and (gate.stopped, gate.not_run) == ("fail_fast", 4)
     assert "the run stopped early at its first failure (--fail-fast): 4 case runs not run" in gate.sentence
     report = " ".join(CliRunner().invoke(app, ["report", str(run_dir)]).output.split())
-    assert "stopped early: 4 tries that were due did not run (adaptive repeats); its figures are of the 3 that did." in report
+    assert "is stopped: 4 tries that were due did not run (adaptive repeats); its figures are of the 3 that did." in report
     markdown = CliRunner().invoke(app, ["report", "--format", "md", str(run_dir)]).output
     assert "4 case runs not run" in markdown
 

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 import farm
 from farm.demo.server import JSONServer, Response, chat_completion
+from farm.errors import UsageError
 from farm.writers import read_run_json
 
 
@@ -94,7 +95,10 @@ def project(tmp_path: Path, server, engine: str, monkeypatch: pytest.MonkeyPatch
 
 def suite(project: Path, *texts: str, name: str = "suite.jsonl") -> str:
     """A suite of one case per text, each passing when the reply says "right"."""
-    cases = [{"id": f"c{i}", "input": f"{text} {project.name}", "assertions": [{"type": "contains", "value": "right"}]} for i, text in enumerate(texts)]
+    cases = [
+        {"id": f"c{i}", "input": f"{text} {project.name}", "assertions": [{"type": "contains", "value": "right"}]}
+        for i, text in enumerate(texts)
+    ]
     (project / name).write_text("".join(json.dumps(case) + "\n" for case in cases))
     return name
 
@@ -119,7 +123,7 @@ def test_flaky_cases_pass_a_gate_they_meet_and_fail_one_they_do_not(project: Pat
     assert properties["pass_rate"] == "0.8" and properties["tries"] == "5"
     said = first.findtext("system-out")
     assert first.find("failure") is None and said.startswith("passed 4 of 5 tries")
-    assert ": failed\n  turn 1: contains \"right\"" in said  # the failed try's message
+    assert ': failed\n  turn 1: contains "right"' in said  # the failed try's message
 
     missed = runner.invoke(app, ["test", "-i", path, "--runs", "5", "--min-pass-rate", "0.9", "-q"])
     assert missed.exit_code == 1, missed.output
@@ -128,7 +132,9 @@ def test_flaky_cases_pass_a_gate_they_meet_and_fail_one_they_do_not(project: Pat
 
 
 def test_a_try_in_error_is_said_as_such_not_as_a_case_below_its_gate(project: Path):
-    result = CliRunner().invoke(app, ["test", "-i", suite(project, "down once s", "ok t"), "--runs", "5", "--min-pass-rate", "0.8", "-q"])
+    result = CliRunner().invoke(
+        app, ["test", "-i", suite(project, "down once s", "ok t"), "--runs", "5", "--min-pass-rate", "0.8", "-q"]
+    )
     assert result.exit_code == 1, result.output
     assert "c0: 1 of 5 tries ended in an error or a timeout (4 of 5 passed)" in result.output
     assert "below the 0.8 gate" not in result.output.replace("below their gate", "")
@@ -196,9 +202,19 @@ def test_an_agent_the_baseline_did_not_test_is_not_compared_with_another(project
 def test_an_interrupted_run_fails_its_gate_and_its_report_says_what_did_not_run(project: Path):
     path = suite(project, *(f"slow {i}" for i in range(20)))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, "-m", "farm.cli", "test", "-i", path, "--parallel", "1"], cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "farm.cli", "test", "-i", path, "--parallel", "1"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and sum(len(p.read_text().splitlines()) for p in (project / "results").glob("*/results.jsonl")) < 3:
+    while (
+        time.monotonic() < deadline
+        and sum(len(p.read_text().splitlines()) for p in (project / "results").glob("*/results.jsonl")) < 3
+    ):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     output, _ = proc.communicate(timeout=60)
@@ -214,7 +230,9 @@ def test_an_interrupted_run_fails_its_gate_and_its_report_says_what_did_not_run(
     assert f"the run was interrupted: {20 - ran} case runs not run" in markdown
     text = " ".join(runner.invoke(app, ["report", str(run_dir)]).output.split())  # the report wraps to the terminal
     assert f"interrupted: {20 - ran} case runs not run" in text, text
-    assert f"run {read_run_json(run_dir).run_id} is interrupted: {20 - ran} of 20 planned case runs did not run" in " ".join(text.split())
+    assert f"run {read_run_json(run_dir).run_id} is interrupted: {20 - ran} of 20 planned case runs did not run" in " ".join(
+        text.split()
+    )
     whole = json.loads(runner.invoke(app, ["report", "--json", str(run_dir)]).output)
     assert (whole["runs"][0]["status"], whole["runs"][0]["not_run"]) == ("interrupted", 20 - ran)
 
@@ -246,11 +264,9 @@ def local_project(tmp_path: Path, server, monkeypatch: pytest.MonkeyPatch) -> Pa
 def test_a_baseline_of_another_suite_with_the_same_case_ids_is_not_compared(local_project: Path):
     other = farm.run(suite(local_project, *(f"ok {i}" for i in range(8)), name="other.jsonl"), quiet=True)
     path = suite(local_project, *(f"ok {i}" for i in range(8)))  # c0 to c7 again, of another suite
-    weak = farm.run(path, agent="weak", baseline=str(other.run_dir), quiet=True)
-    gate = read_run_json(weak.run_dir).gate
-    assert gate is not None and gate.comparisons == []  # before, weak was "significantly worse" on cases it never ran
-    said = f"Baseline run {other.run_id} and this run have no case in common (the same suite and case id), so they are not compared."
-    assert gate.sentence == f"failed: 8 of 8 cases below their gate (every try must pass; an error or a timeout fails it). {said}"
+    with pytest.raises(UsageError, match=f"baseline run {other.run_id} ran none of the cases of this run's suite suite.jsonl"):
+        farm.run(path, agent="weak", baseline=str(other.run_dir), quiet=True)  # refused before any call, not compared
+    assert sorted(p.name for p in (local_project / "results").iterdir()) == [other.run_id]
 
 
 def test_a_baseline_pairs_the_same_suite_however_it_was_named_and_says_what_it_left_out(local_project: Path):
@@ -312,7 +328,7 @@ def test_gate_options_that_cannot_be_are_usage_errors(project: Path):
         assert result.exit_code == 2, result.output
         assert said in result.output and "Traceback" not in result.output
     toml = project / "farm.toml"
-    toml.write_text(toml.read_text().replace('[farm]\n', '[farm]\nmin_pass_rate = 0\n', 1))
+    toml.write_text(toml.read_text().replace("[farm]\n", "[farm]\nmin_pass_rate = 0\n", 1))
     result = runner.invoke(app, ["test", "-i", path])
     assert result.exit_code == 2 and "farm.toml:3: key 'min_pass_rate': 0 is not a share of tries" in result.output
     assert not (project / "results").exists() or not any((project / "results").iterdir())

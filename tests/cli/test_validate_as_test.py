@@ -73,7 +73,11 @@ MISTAKES = {
         [],
         "farm.toml:3: key 'simulator': agent 'simm' is not configured (did you mean 'sim'?)",
     ),
-    "a [farm].validator that names no agent": (('validator = "judge"', 'validator = "jduge"'), [], "key 'validator': agent 'jduge' is not configured"),
+    "a [farm].validator that names no agent": (
+        ('validator = "judge"', 'validator = "jduge"'),
+        [],
+        "key 'validator': agent 'jduge' is not configured",
+    ),
     "a python entry whose function does not exist": (
         ('entry = "roles:simulate"', 'entry = "roles:simulat"'),
         [],
@@ -125,7 +129,11 @@ MISTAKES = {
         ['{"id": "twice", "input": "hi", "assertions": [{"type": "contains", "value": "NOPE"}], "assertions": []}'],
         "suite.jsonl:3: the key 'assertions' is given twice in one object",
     ),
-    "a message with a misspelt role": (None, [{"id": "role", "input": [{"role": "usr", "content": "hi"}]}], "(did you mean 'user'?)"),
+    "a message with a misspelt role": (
+        None,
+        [{"id": "role", "input": [{"role": "usr", "content": "hi"}]}],
+        "(did you mean 'user'?)",
+    ),
     "an empty text to look for, which every reply holds": (
         None,
         [{"id": "empty", "input": "hi", "assertions": [{"type": "contains", "value": []}]}],
@@ -177,6 +185,14 @@ MISTAKES = {
         "suite.jsonl:3: field 'checkpoints[0].assertion': a checkpoint takes one assertion (an object or a type name), not an array; give each condition its own checkpoint",
     ),
     "a budget with no price": (('results_dir = "results"', 'results_dir = "results"\nmax_cost = 1.0'), [], "no connector in"),
+    "a budget that cannot count the tested agent's calls": (
+        (
+            'results_dir = "results"',
+            'results_dir = "results"\nmax_cost = 1.0\n\n[connectors.priced]\nbase_url = "{url}/v1"\nprice = { input = 1.0, output = 1.0 }',
+        ),
+        [],
+        "[farm].max_cost $1: agent 'target' calls connector 'local' in",
+    ),
     "a connector key that is not set": (
         ('base_url = "{url}/v1"', 'base_url = "{url}/v1"\napi_key_env = "FARM_TEST_UNSET_KEY"'),
         [],
@@ -190,12 +206,12 @@ MISTAKES = {
     "an openai agent with no connector": (
         ('[agents.target]\nconnector = "local"', '[agents.target]\nkind = "openai"'),
         [],
-        "farm.toml:10: key 'connector': kind \"openai\" needs a connector (set connector = \"<name>\", or pass -c)",
+        'farm.toml:10: key \'connector\': kind "openai" needs a connector (set connector = "<name>", or pass -c)',
     ),
     "a role agent with neither uses nor connector": (
         ('[agents.sim]\nkind = "python"\nentry = "roles:simulate"', '[agents.sim]\nkind = "simulator"'),
         [],
-        "farm.toml:13: key 'uses': a simulator agent needs \"uses\" (the agent that plays it) or a \"connector\"",
+        'farm.toml:13: key \'uses\': a simulator agent needs "uses" (the agent that plays it) or a "connector"',
     ),
     "a connector's base_url without its scheme": (
         ('base_url = "{url}/v1"', 'base_url = "localhost:8000/v1"'),
@@ -246,7 +262,7 @@ MISTAKES = {
     "text without quotes": (
         ('default_agent = "target"', "default_agent = target"),
         [],
-        'farm.toml:2:17: not valid TOML: key \'default_agent\': target is not a TOML value; text goes in quotes: default_agent = "target"',
+        "farm.toml:2:17: not valid TOML: key 'default_agent': target is not a TOML value; text goes in quotes: default_agent = \"target\"",
     ),
     "a key of farm.toml given twice": (
         ('results_dir = "results"', 'results_dir = "results"\nsimulator = "judge"'),
@@ -254,7 +270,7 @@ MISTAKES = {
         "farm.toml:6:20: not valid TOML: key 'simulator' is given twice in [farm] (first at line 3); keep one",
     ),
     "a table declared twice": (
-        ('[agents.grader]', '[agents.sim]\nmodel = "m"\n\n[agents.grader]'),
+        ("[agents.grader]", '[agents.sim]\nmodel = "m"\n\n[agents.grader]'),
         [],
         "farm.toml:21:12: not valid TOML: table [agents.sim] is declared twice (first at line 13); write its keys under one header",
     ),
@@ -270,7 +286,9 @@ def server():
 
 
 @pytest.mark.parametrize("mistake", sorted(MISTAKES))
-def test_validate_refuses_what_test_refuses_with_the_same_sentence(mistake: str, tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
+def test_validate_refuses_what_test_refuses_with_the_same_sentence(
+    mistake: str, tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch
+):
     change, cases, said = MISTAKES[mistake]
     text = BASE_TOML
     if change is not None:
@@ -278,7 +296,9 @@ def test_validate_refuses_what_test_refuses_with_the_same_sentence(mistake: str,
         text = text.replace(change[0], change[1])
     (tmp_path / "farm.toml").write_text(text.replace("{url}", server.url))
     (tmp_path / "roles.py").write_text(ROLES)
-    (tmp_path / "suite.jsonl").write_text("".join((c if isinstance(c, str) else json.dumps(c)) + "\n" for c in [DYNAMIC, JUDGED, *cases]))
+    (tmp_path / "suite.jsonl").write_text(
+        "".join((c if isinstance(c, str) else json.dumps(c)) + "\n" for c in [DYNAMIC, JUDGED, *cases])
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("FARM_TEST_UNSET_KEY", raising=False)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -306,9 +326,13 @@ def test_the_project_without_a_mistake_passes_both(tmp_path: Path, server: JSONS
     assert "2 passed" in tested.output
 
 
-def test_a_config_problem_is_the_configs_and_the_valid_suite_is_counted(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
+def test_a_config_problem_is_the_configs_and_the_valid_suite_is_counted(
+    tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch
+):
     """An agent's entry that does not import is one problem of farm.toml: the suite is still checked and its cases counted."""
-    (tmp_path / "farm.toml").write_text(BASE_TOML.replace("{url}", server.url).replace('entry = "roles:judge"', 'entry = "roles:jduge"'))
+    (tmp_path / "farm.toml").write_text(
+        BASE_TOML.replace("{url}", server.url).replace('entry = "roles:judge"', 'entry = "roles:jduge"')
+    )
     (tmp_path / "roles.py").write_text(ROLES)
     (tmp_path / "suite.jsonl").write_text("".join(json.dumps(c) + "\n" for c in [DYNAMIC, JUDGED]))
     monkeypatch.chdir(tmp_path)
@@ -321,7 +345,9 @@ def test_a_config_problem_is_the_configs_and_the_valid_suite_is_counted(tmp_path
     ]
 
 
-def project(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch, cases: list[dict], suite: str = "suite.jsonl") -> None:
+def project(
+    tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch, cases: list[dict], suite: str = "suite.jsonl"
+) -> None:
     (tmp_path / "farm.toml").write_text(BASE_TOML.replace("{url}", server.url))
     (tmp_path / "roles.py").write_text(ROLES)
     (tmp_path / suite).parent.mkdir(parents=True, exist_ok=True)
@@ -338,21 +364,30 @@ def test_an_empty_suite_is_refused_by_both(tmp_path: Path, server: JSONServer, m
     assert "suite.jsonl: no test cases to run" in checked.output and "suite.jsonl: no test cases to run" in tested.output
 
 
-def test_a_reporter_that_is_not_configured_is_refused_before_any_call(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
+def test_a_reporter_that_is_not_configured_is_refused_before_any_call(
+    tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch
+):
     project(tmp_path, server, monkeypatch, [JUDGED])
     before = server.requests
-    tested = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "suite.jsonl", "-r", "jduge"], catch_exceptions=False)
+    tested = CliRunner().invoke(
+        app, ["test", "-q", "--engine", "local", "-i", "suite.jsonl", "-r", "jduge"], catch_exceptions=False
+    )
     assert tested.exit_code == 2, tested.output
     assert "-r jduge: agent 'jduge' is not configured" in tested.output and "(did you mean 'judge'?)" in tested.output
     assert server.requests == before and not (tmp_path / "results").exists()
 
 
-def test_a_one_word_message_that_names_a_suite_file_is_refused(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
+def test_a_one_word_message_that_names_a_suite_file_is_refused(
+    tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch
+):
     project(tmp_path, server, monkeypatch, [JUDGED], suite="suites/smoke.jsonl")
     before = server.requests
     tested = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "smoke"], catch_exceptions=False)
     assert tested.exit_code == 2, tested.output
-    assert "-i smoke: read as a message, but suites/smoke.jsonl is a suite file: give its path (-i suites/smoke.jsonl)" in tested.output
+    assert (
+        "-i smoke: read as a message, but suites/smoke.jsonl is a suite file: give its path (-i suites/smoke.jsonl)"
+        in tested.output
+    )
     assert server.requests == before
     message = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "Hello"], catch_exceptions=False)
     assert message.exit_code == 0 and "(-i was a message, not a suite file)" in message.output  # a word that names no suite
@@ -360,7 +395,9 @@ def test_a_one_word_message_that_names_a_suite_file_is_refused(tmp_path: Path, s
 
 def test_a_folders_suite_files_it_does_not_run_are_said(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
     project(tmp_path, server, monkeypatch, [JUDGED], suite="suites/a.jsonl")
-    (tmp_path / "suites" / "b.json").write_text(json.dumps([{"id": "failing", "input": "hi", "assertions": [{"type": "contains", "value": "NOPE"}]}]))
+    (tmp_path / "suites" / "b.json").write_text(
+        json.dumps([{"id": "failing", "input": "hi", "assertions": [{"type": "contains", "value": "NOPE"}]}])
+    )
     said = "suites: b.json is not run: a folder runs its *.jsonl files (give it as "
     tested = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "suites"], catch_exceptions=False)
     assert tested.exit_code == 0, tested.output
