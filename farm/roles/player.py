@@ -204,6 +204,22 @@ _TRUE_FALSE: dict[Any, bool] = {True: True, False: False, "true": True, "false":
 """How `goal_achieved` may be written (1 and 0 are True and False as keys)."""
 
 
+def _as_is(data: Any) -> Any:
+    return data
+
+
+def verdict_of(data: Any) -> Verdict:
+    """A validator's verdict in its JSON answer; a :class:`RoleError` when it gives none (no
+    ``passed``, or one that says neither true nor false: never read as the agent's failure)."""
+    try:
+        verdict = Verdict.from_json(data)
+    except UnreadVerdict as exc:
+        raise RoleError(f"the validator gave no verdict: {exc}") from None
+    if verdict is None:
+        raise RoleError("the validator's answer has no 'passed'")
+    return verdict
+
+
 def simulator_turn(data: Any) -> SimulatorTurn:
     """A simulator's answer as a :class:`SimulatorTurn`; a :class:`RoleError` naming the keys it
     wants when the answer is not of that shape."""
@@ -341,7 +357,11 @@ class RolePlayer:
         record(1, int(cached is not None))
         return key, cached
 
-    async def _call_json(self, conversation: list[Message], metadata: dict[str, Any]) -> Any:
+    async def _call_json(self, conversation: list[Message], metadata: dict[str, Any], read: Callable[[Any], T] = _as_is) -> T:
+        """The role's answer as ``read`` makes it of its JSON. An answer with no JSON is asked again
+        once; one that ``read`` refuses (a :class:`RoleError`: JSON of the wrong shape, a verdict that
+        is neither true nor false) is that error at once. Neither is kept in the cache, so that the
+        next run asks again rather than repeat a bad answer."""
         options = {"skip": {"history": True}, "metadata": {**metadata, "test_mode": self.role}}
         messages = self._messages(conversation, {**metadata, "test_mode": self.role})
         key, cached = self._cached(messages, options)
@@ -359,9 +379,10 @@ class RolePlayer:
                 continue
             value, reply = _answer(reply)
             if value is not NO_JSON:
+                result = read(value)  # JSON of the wrong shape: its RoleError at once (no retry), and not kept
                 if self.cache and key and cached is None:
-                    self.cache.store(key, reply)  # only an answer that parsed is kept
-                return value
+                    self.cache.store(key, reply)  # only an answer that reads is kept
+                return result
             cached = None  # an entry that no longer reads (a changed parser): ask the agent
             said = f"no JSON: {clip(reply.content, 120, NOTHING)!r}" if reply.content.strip() else "nothing"
             problem, raised = f"the {self.role} answered {said}" + (f"; {_WANTS[self.role]}" if self.role in _WANTS else ""), None
@@ -370,23 +391,17 @@ class RolePlayer:
         raise error
 
     async def simulate(self, conversation: list[Message], metadata: dict[str, Any]) -> SimulatorTurn:
-        return simulator_turn(await self._call_json(conversation, metadata))
+        return await self._call_json(conversation, metadata, simulator_turn)
 
     async def attribute(self, conversation: list[Message], metadata: dict[str, Any]) -> tuple[Blame, str]:
         """Whose failure the failed conversation is, and why (:func:`attribution`)."""
-        return attribution(await self._call_json(conversation, metadata))
+        return await self._call_json(conversation, metadata, attribution)
 
     async def validate(self, conversation: list[Message], metadata: dict[str, Any]) -> Verdict:
-        try:
-            verdict = Verdict.from_json(await self._call_json(conversation, metadata))
-        except UnreadVerdict as exc:
-            raise RoleError(f"the validator gave no verdict: {exc}") from None
-        if verdict is None:
-            raise RoleError("the validator's answer has no 'passed'")
-        return verdict
+        return await self._call_json(conversation, metadata, verdict_of)
 
     async def generate(self, metadata: dict[str, Any]) -> list[Any]:
-        data = await self._call_json([], metadata)
+        data: Any = await self._call_json([], metadata)
         if isinstance(data, dict) and isinstance(data.get("cases"), list):
             return data["cases"]
         if isinstance(data, list):

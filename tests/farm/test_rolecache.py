@@ -283,3 +283,22 @@ def test_each_kind_of_agent_keeps_the_keys_earlier_runs_wrote(tmp_path: Path):
         "python": "7dcec1f8ebf052668f481d781ce16e69461fd8078e45e0eca6cdfdab411f5f84",
         "another kind": "72ab6a01438ad19ea57ac4896c65f497581902e9f123276c35088ef61cdb2072",
     }
+
+
+def test_a_verdict_that_is_neither_true_nor_false_is_never_kept(tmp_path: Path):
+    from farm.demo.server import chat_completion
+    from farm.errors import RoleError
+
+    garbled = Counting(lambda path, body, headers: Response(chat_completion('{"passed": "maybe"}')))
+    with JSONServer(garbled) as server:
+        (tmp_path / "farm.toml").write_text(
+            f'[farm]\nresults_dir = "results"\n\n[connectors.judge]\nbase_url = "{server.url}/v1"\nmodel = "m"\n\n'
+            '[agents.weird]\nkind = "validator"\nconnector = "judge"\n'
+        )
+        cfg = load_config(tmp_path / "farm.toml")
+        for _ in range(2):  # as two runs make them
+            player = RolePlayer.from_config("validator", cfg, "weird", cache=RoleCache.for_config(cfg))
+            with pytest.raises(RoleError, match="the validator gave no verdict: its 'passed' is \"maybe\", not true or false"):
+                player.run_once(lambda p: p.validate(CONVERSATION, dict(VERDICT)))
+    assert garbled.requests == 2  # asked again: the answer that was no verdict was not kept
+    assert not list((tmp_path / "results" / CACHE_DIR).rglob("*.json"))
