@@ -391,6 +391,10 @@ def _check(done: dict[str, Any], where: dict[str, str]) -> None:
             "--otlp-content: it puts the messages in the traces sent to an OTLP endpoint, and none is set; "
             "give --otlp URL (or set [farm].otlp_endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)"
         )
+    if done["dry_run"]:  # it runs no case: what only a run writes or decides would be dropped without a word
+        for name in ("junit", "html", "update_golden", "reporter"):
+            if where.get(name) == OPTIONS[name].flag:
+                raise UsageError(f"{OPTIONS[name].flag}: --dry-run runs no case, so nothing comes of it; drop one of the two")
     if done["on_missing_input"] not in ("skip", "fail"):
         raise UsageError(f"--on-missing-input: '{done['on_missing_input']}' is not one of: skip, fail")
     if done["simulator_failures"] not in ("failure", "error"):

@@ -177,3 +177,13 @@ def test_view_of_a_folder_that_holds_no_runs_is_refused(project: Path, args: lis
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert done.returncode == 2 and done.stderr.strip() == said and done.stdout == ""
+
+
+@pytest.mark.parametrize("flags", [["--junit", "j.xml"], ["--html", "r.html"], ["--update-golden", "golden"], ["-r", "judge"]])
+def test_a_dry_run_refuses_what_only_a_run_writes(tmp_path: Path, flags: list[str], monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "suite.jsonl").write_text('{"id": "a", "input": "hi"}\n')
+    result = CliRunner().invoke(app, ["test", "-i", "suite.jsonl", "--dry-run", *flags], catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    assert f"{flags[0] if flags[0] != '-r' else '--reporter'}: --dry-run runs no case, so nothing comes of it; drop one of the two" in result.output
+    assert not list(tmp_path.glob("j.xml")) and not (tmp_path / "golden").exists()
