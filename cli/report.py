@@ -202,9 +202,6 @@ def _runs(report: Report, console: Console) -> None:
         for row in run.per_agent or [run]:
             _run_row(table, run, row, per_agent, priced, started, early)
     console.print(table)
-    for run in report.runs:
-        if run.status not in (None, "finished") and run.not_run:
-            console.print(Text(f"  {run.run_id} {run.status}: {run.not_run} case runs not run", style="yellow"), soft_wrap=True)
 
 
 TREND_RUNS = 12
@@ -278,7 +275,8 @@ def _start_format(starts: list[datetime | None]) -> tuple[str, str | None]:
 
 def _run_row(table: Table, run: RunSummary, row: RunSummary, per_agent: bool, priced: bool, started: str, early: bool = False) -> None:
     """One row of the runs table: the run's figures, or (``per_agent``) one agent's in it; ``started``:
-    how the start is written (:func:`_start_format`); ``early``: the table says how each run ended."""
+    how the start is written (:func:`_start_format`); ``early``: the table says how each run ended
+    (a note after the tables says what a run that stopped left out)."""
     counts = row.counts
     table.add_row(
         Text(run.run_id or ""),
@@ -287,14 +285,8 @@ def _run_row(table: Table, run: RunSummary, row: RunSummary, per_agent: bool, pr
         str(counts.total), str(counts.passed), str(counts.failed), str(counts.skipped), str(counts.error), str(counts.timeout),
         _rate(counts.pass_rate),
         *((_usd(row.cost_usd),) if priced else ()),
-        *((_ended(run),) if early else ()),
+        *((run.status or "",) if early else ()),
     )  # fmt: skip
-
-
-def _ended(run: RunSummary) -> str:
-    """How a run ended, as the runs table says it (``finished``, ``stopped``; a line under the table
-    says how many case runs a run that stopped did not run)."""
-    return run.status or ""
 
 
 def _summary(report: Report, console: Console) -> None:

@@ -11,6 +11,7 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from farm.errors import UsageError
+    from farm.loaded import LoadedCase
     from farm.suite.loader import Suite
 
 __all__ = ["validate"]
@@ -35,7 +36,8 @@ def validate(
     console = Console(highlight=False, soft_wrap=True, emoji=False)
     problems: list[str] = []
     warnings: list[str] = []
-    valid = files = cases = 0
+    valid = files = 0
+    cases: list[LoadedCase] = []
     for value in inputs:  # each as `farm test -i VALUE` would run it
         try:
             suite, count, refused = _checked(value, config, name or [], simulator, golden)
@@ -52,9 +54,15 @@ def validate(
         problems.extend(suite.problems)
         warnings.extend(suite.warnings)
         valid += sum(1 for c in suite.cases if c.ok)
-        cases += len(suite.cases)
-    if files and not cases and not problems:  # as farm test -i FILE... would refuse them
-        problems.append(f"{' '.join(inputs)}: no test cases to run")
+        cases += suite.cases
+    if files and not problems:  # the files together, as farm test -i FILE... runs them
+        from farm.suite.checks import check_cases
+        from farm.suite.loader import Suite
+
+        try:
+            check_cases(Suite(cases, ", ".join(inputs)))
+        except FarmError as exc:
+            problems.append(str(exc))
     for problem in problems:
         console.print(Text.assemble(("error:", "red"), " ", problem))
     for warning in warnings:

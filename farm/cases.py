@@ -507,7 +507,7 @@ class TestCase(BaseModel):
             return {"enabled": v}
         if isinstance(v, str):
             if v not in _TEXT_RULES:  # said here: pydantic would name 'golden.text', which the user never wrote
-                raise ValueError(f"{v!r} is not a rule{nearest(v, _TEXT_RULES)}: the rules are {', '.join(_TEXT_RULES)}")
+                raise ValueError(f"{json.dumps(v, ensure_ascii=False)} is not a rule{nearest(v, _TEXT_RULES)}: the rules are {', '.join(_TEXT_RULES)}")
             return {"text": v}
         if v is not None and not isinstance(v, dict):
             raise ValueError("must be true, false, a rule name (exact, similar, judge) or an object {text, threshold, use, enabled}")
@@ -526,7 +526,7 @@ class TestCase(BaseModel):
     @classmethod
     def _skip(cls, v: Any) -> Any:
         if isinstance(v, str) and v.strip().lower() in _FALSE_WORDS:
-            raise ValueError(f"{v!r} is text, so it would skip the case with {v!r} as the reason; write false (no quotes) to run it")
+            raise ValueError(f"{json.dumps(v, ensure_ascii=False)} is text, so it would skip the case with it as the reason; write false (no quotes) to run it")
         return v
 
     @field_validator("max_turns", "max_tool_steps", mode="before")

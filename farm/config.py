@@ -73,8 +73,7 @@ def url_problem(url: str) -> str | None:
 
 def otlp_problem(endpoint: str) -> str | None:
     """Why ``endpoint`` is not an OTLP/HTTP endpoint's base URL (``--otlp``, ``[farm].otlp_endpoint``), or None."""
-    url = endpoint.strip().rstrip("/").removesuffix("/v1/traces")
-    if url.startswith(("http://", "https://")) and not url.endswith("://"):
+    if url_problem(endpoint.strip().rstrip("/").removesuffix("/v1/traces")) is None:
         return None
     return f"'{shown(endpoint)}' is not an http(s) URL of an OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318)"
 

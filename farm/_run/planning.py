@@ -33,11 +33,6 @@ def plan_run(prepared: Prepared) -> Planned:
     from farm._run.gating import check_in_common, load_baseline
 
     options, cfg, suite = prepared.options, prepared.cfg, prepared.suite
-    if not suite.expected:
-        chosen = [*([f"--run {options.match}"] if options.match else []), *(f"--tag {tag}" for tag in options.tags)]
-        if chosen:
-            raise UsageError(f"{suite.description}: no test case matches {' '.join(chosen)}")
-        raise UsageError(f"{suite.description}: no test cases to {'rescore' if prepared.rescoring else 'run'}")
     recorder = _golden(prepared)
     if options.interactive and prepared.rescoring is None and (options.skip_interactive or not sys.stdin.isatty()):
         raise UsageError("--interactive needs a terminal on stdin (and cannot be combined with --skip-interactive)")

@@ -79,7 +79,7 @@ def prepare_run(
     from farm._run.setup import check_outputs, prepare
     from farm._run.view import RunView
     from farm.roles.cache import tally
-    from farm.suite.checks import check_before_run
+    from farm.suite.checks import check_before_run, check_cases
 
     agents = options.agents
     agent_id = agents[0] if agents else None
@@ -89,6 +89,7 @@ def prepare_run(
     check_outputs(options, cfg.results_dir)  # before a generator is asked for cases, or any case runs
     with tally() as driver_calls:  # a generator's call, before the run
         suite = prepare(cfg, options.inputs, agent_id, options.match, options.tags, dry, options.cache, options.simulator)
+    check_cases(suite, options.match, options.tags, "rescore" if rescoring is not None else "run")
     budget, budget_from = options.max_cost, _budget_source(options)
     calls = not dry and rescoring is None
     check_before_run(

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from farm.config import FarmConfig
     from farm.suite.loader import Suite
 
-__all__ = ["check_before_run", "check_budget", "check_for_run", "check_run", "check_suite"]
+__all__ = ["check_before_run", "check_budget", "check_cases", "check_for_run", "check_run", "check_suite"]
 
 
 def check_suite(suite: Suite, config: FarmConfig, default_simulator: str | None = None) -> None:
@@ -248,6 +248,17 @@ def check_budget(
                 f"{named} ${max_cost:g}: {caller} calls connector '{shown(name)}' {where}, which has no price, so the "
                 f"budget cannot count its calls; give it a price (price = {{ input = ..., output = ... }}) or drop {named}"
             )
+
+
+def check_cases(suite: Suite, match: str | None = None, tags: Sequence[str] = (), what: str = "run") -> None:
+    """A suite with no case to ``what`` (``run``, ``rescore``) is a :class:`UsageError`: an empty file,
+    or a selection (``--run``, ``--tag``) that matches none, which the sentence names."""
+    if suite.expected:
+        return
+    chosen = [*([f"--run {match}"] if match else []), *(f"--tag {tag}" for tag in tags)]
+    if chosen:
+        raise UsageError(f"{suite.description}: no test case matches {' '.join(chosen)}")
+    raise UsageError(f"{suite.description}: no test cases to {what}")
 
 
 def check_before_run(

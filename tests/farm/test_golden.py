@@ -270,7 +270,7 @@ def test_an_invalid_golden_value_names_file_line_and_field():
     assert errors["a"] == ("suite.jsonl:1", "field 'golden.text': 'fuzzy' is not one of exact, similar, judge")
     assert errors["b"][1] == "field 'golden': must be true, false, a rule name (exact, similar, judge) or an object {text, threshold, use, enabled}"
     assert errors["c"][1] == "field 'golden.txt': unknown field"
-    assert errors["d"] == ("suite.jsonl:4", "field 'golden': 'fuzzy' is not a rule: the rules are exact, similar, judge")
+    assert errors["d"] == ("suite.jsonl:4", "field 'golden': \"fuzzy\" is not a rule: the rules are exact, similar, judge")
 
 
 def test_golden_without_a_folder_is_a_usage_error(tmp_path: Path, agent_server: JSONServer):

@@ -281,10 +281,8 @@ def test_a_gzip_bomb_stops_at_max_reply_bytes_with_flat_memory():
         conn.sendall(payload)
 
     with RawServer(answer) as server:
-        started = time.monotonic()
         peak = expect_too_large(server.url)
-    assert time.monotonic() - started < 20.0  # stopped, not inflating its 300 MB (a bound on a loaded machine)
-    assert peak < 3 * DEFAULT_MAX_REPLY_BYTES  # 300 MB inflated whole would be 30x this
+    assert peak < 3 * DEFAULT_MAX_REPLY_BYTES  # stopped at the limit, not inflating its 300 MB  # 300 MB inflated whole would be 30x this
 
 
 def test_an_endless_chunked_stream_is_cut_and_the_server_sees_the_hang_up():

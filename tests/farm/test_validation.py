@@ -94,7 +94,7 @@ def test_assertion_mistakes_name_file_line_and_field(tmp_path, assertion, words)
     ({"id": "a", "input": "x", "assertions": [{"type": "script", "script": "scripts.nope.Check"}]}, ["assertions[0].script", "exists"]),
     ({"id": "a", "input": "x", "before": "scripts:../escape"}, ["'before'", "not a dotted module path"]),
     ({"id": "a", "checkpoints": [{"id": "c", "required": False, "assertion": {"type": "contains", "value": "x"}}]}, ["'checkpoints'", "every checkpoint is required: false"]),
-    ({"id": "a", "input": "x", "skip": "false"}, ["'skip'", "'false' is text", "write false (no quotes)"]),
+    ({"id": "a", "input": "x", "skip": "false"}, ["'skip'", '"false" is text', "write false (no quotes)"]),
     ({"id": ["a"], "input": "x"}, ["'id'", "must be text or a number, not an array"]),
     ({"id": True, "input": "x"}, ["'id'", "not true"]),
     ({"input": "x"}, ["'id'", "required field is missing"]),  # once
