@@ -14,7 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from farm.demo.agent import handle as demo_handle
+# No Ray starts by itself here: a Ray call with no Ray connected (a thread that outlived its test,
+# after the session's Ray was left) raises instead of starting a cluster of its own, dashboard and all
+os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
+
+from farm.demo.agent import handle as demo_handle  # noqa: E402
 from farm.demo.server import JSONServer
 
 
