@@ -257,11 +257,8 @@ def check_min_pass_rate(value: float | str, where: str = "--min-pass-rate") -> f
     error naming ``where``."""
     from farm.numbers import as_number
 
-    rate = as_number(value)
-    if rate is None:
-        raise UsageError(f"{where}: {value} is not a share of tries between 0 (excluded) and 1, e.g. 0.8")
-    problem = pass_rate_problem(rate)
-    if problem:
+    rate, problem = as_number(value), pass_rate_problem(value)
+    if problem or rate is None:
         raise UsageError(f"{where}: {problem}")
     return rate
 

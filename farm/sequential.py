@@ -40,12 +40,15 @@ DEFAULT_MIN_PASS_RATE = 1.0
 (:mod:`farm.gate`) judges a case by it, and the sequential rule decides around it."""
 
 
-def pass_rate_problem(value: float) -> str | None:
-    """Why ``value`` cannot be a gate (a share of tries, 0 < R <= 1), or None: the words of
-    ``--min-pass-rate`` and of ``[farm].min_pass_rate`` alike."""
-    if isinstance(value, (int, float)) and 0.0 < value <= 1.0:
+def pass_rate_problem(value: object) -> str | None:
+    """Why ``value`` (a number, or text of one) cannot be a gate (a share of tries, 0 < R <= 1), or
+    None: the words of ``--min-pass-rate`` and of ``[farm].min_pass_rate`` alike."""
+    from farm.numbers import as_number
+
+    rate = as_number(value)
+    if rate is not None and 0.0 < rate <= 1.0:
         return None
-    return f"{value:g} is not a share of tries between 0 (excluded) and 1, e.g. 0.8"
+    return f"{f'{rate:g}' if rate is not None else value} is not a share of tries between 0 (excluded) and 1, e.g. 0.8"
 
 
 DEFAULT_ALPHA = 0.05

@@ -127,9 +127,10 @@ class HTTPAgent:
         limiter: Limiter | None = None,
     ):
         where = f'agents."{agent_config.id}"'
-        url = agent_config.url or (connector.base_url if connector else None)
-        if not url:
-            raise UsageError(f"{where}: kind \"http\" needs a url (or a connector, whose base_url it is sent to)")
+        lacking = agent_config.lacks(connector.name if connector else None)  # the one rule of what a kind needs
+        if lacking is not None:
+            raise UsageError(f"{where}: {lacking[1]}")
+        url = agent_config.url or (connector.base_url if connector else "")
         self.config = agent_config
         self.url = url
         self.connector = connector if connector is not None else Connector(name=agent_config.id, base_url=url)

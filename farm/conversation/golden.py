@@ -174,19 +174,28 @@ def attach(cases: Iterable[LoadedCase], folder: Path | None, *, every: bool, inp
     """
     cases = list(cases)
     folders = golden_folders(loaded.source for loaded in cases)
-    for loaded, case_id, rule in _compared(cases, folder, every):
-        assert folder is not None
+    for loaded, case_id, rule in _compared(cases, every):
+        if folder is None:
+            raise _no_folder(loaded.source, case_id)
         loaded.golden = _load(rule, golden_path(folder, case_id, loaded.source, folders.get(suite_of(loaded.source))), folder, input)
 
 
 def check_folder(cases: Iterable[LoadedCase], folder: Path | None) -> None:
     """A case that sets ``golden`` when the run has no golden folder is a :class:`UsageError`
     (``farm validate`` checks it as ``farm test`` does, without reading any golden file)."""
-    for _ in _compared(cases, folder, every=False):
-        pass
+    if folder is None:
+        for loaded, case_id, _ in _compared(cases, every=False):
+            raise _no_folder(loaded.source, case_id)
 
 
-def _compared(cases: Iterable[LoadedCase], folder: Path | None, every: bool) -> Iterable[tuple[LoadedCase, str, GoldenRule]]:
+def _no_folder(source: str, case_id: str) -> UsageError:
+    return UsageError(
+        f"{source}: field 'golden': case '{case_id}' compares with a golden conversation, "
+        "but the run has no golden folder: give --golden DIR or set [farm].golden_dir in farm.toml"
+    )
+
+
+def _compared(cases: Iterable[LoadedCase], every: bool) -> Iterable[tuple[LoadedCase, str, GoldenRule]]:
     """Each case that compares with its golden conversation, with its id and rule."""
     for loaded in cases:
         if not loaded.ok or loaded.script is not None:
@@ -200,11 +209,6 @@ def _compared(cases: Iterable[LoadedCase], folder: Path | None, every: bool) -> 
             rule = GoldenRule()
         if rule is None or not rule.enabled:
             continue
-        if folder is None:
-            raise UsageError(
-                f"{loaded.source}: field 'golden': case '{case.id}' compares with a golden conversation, "
-                "but the run has no golden folder: give --golden DIR or set [farm].golden_dir in farm.toml"
-            )
         yield loaded, case.id, rule
 
 

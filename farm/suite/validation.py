@@ -99,8 +99,7 @@ _SPELLINGS = frozenset(name for model in _MODELS for name in model.other_spellin
 
 def _unknown(where: str, key: str, known: Iterable[str]) -> str:
     own = [name for name in known if name not in _SPELLINGS]
-    close = nearest_name(key, own) or nearest_name(key, known)
-    return f"field '{where}{shown(key)}': unknown field" + (f" (did you mean '{close}'?)" if close else "")
+    return f"field '{where}{shown(key)}': unknown field{nearest(key, own) or nearest(key, known)}"
 
 
 # -- the case as written ---------------------------------------------------------------
