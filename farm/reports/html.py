@@ -64,11 +64,11 @@ LATENCY_BUCKETS_MS = (100, 250, 500, 1000, 2000, 5000, 10_000, 30_000, 60_000)
 #: Longest text shown for one input, reply or value; the rest is cut with a note.
 TEXT_LIMIT = 20_000
 
-_COLORS = {
+_COLORS = {  # the viewer's (farm/view/static/style.css); the page's style takes them from here
     Status.PASSED: "#1a7f37",
     Status.FAILED: "#cf222e",
-    Status.ERROR: "#8250df",
-    Status.TIMEOUT: "#bc4c00",
+    Status.ERROR: "#bc4c00",
+    Status.TIMEOUT: "#8250df",
     Status.SKIPPED: "#9a6700",
 }
 
@@ -281,7 +281,7 @@ span.suite { display: inline; color: var(--muted); margin-right: .5em; }
 
 _CSS = """
 :root { --fg: #1f2328; --muted: #656d76; --bg: #fff; --panel: #f6f8fa; --line: #d0d7de;
-  --passed: #1a7f37; --failed: #cf222e; --error: #bc4c00; --timeout: #8250df; --skipped: #9a6700; }
+  STATUS_COLORS }
 @media (prefers-color-scheme: dark) {
   :root { --fg: #e6edf3; --muted: #8d96a0; --bg: #0d1117; --panel: #161b22; --line: #30363d; }
 }
@@ -341,7 +341,7 @@ ul.checks li.bad::before { content: "✗ "; color: var(--failed); font-weight: 7
 ul.checks li.opt::before { content: "○ "; color: var(--muted); }
 pre.diff span.del { color: var(--failed); } pre.diff span.ins { color: var(--passed); }
 h3 { font-size: 1rem; margin: .7rem 0 .2rem; }
-"""
+""".replace("STATUS_COLORS", " ".join(f"--{status.value}: {color};" for status, color in _COLORS.items()))
 
 
 def _agents_table(summary: Summary) -> str:
